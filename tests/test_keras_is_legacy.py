@@ -1,0 +1,15 @@
+import subprocess
+import sys
+
+
+def test_tf_keras_is_tf_keras_after_importing_tfhydra():
+    """In a fresh interpreter, `import tfhydra` first makes TensorFlow's `tf.keras` the tf_keras package."""
+    probe = ("import tfhydra, tensorflow as tf, tf_keras\n"
+             "assert tf.keras.layers.Dense is tf_keras.layers.Dense\n"
+             "assert tf.keras.Model is tf_keras.Model\n"
+             "assert tf_keras.__version__.startswith('2.'), tf_keras.__version__\n"
+             "print('LEGACY_OK')\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "TF_USE_LEGACY_KERAS": "0"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "LEGACY_OK"

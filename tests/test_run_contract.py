@@ -1,0 +1,92 @@
+"""What one run leaves in its directory, checked on real files (run in-process for speed)."""
+import json
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfhydra
+from tb_events import read_events
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    from hydra import compose, initialize_config_dir
+
+    from conftest import CONFIG_DIR
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["trainer.epochs=3", "logging.histogram_freq=1"])
+    run_dir = tmp_path_factory.mktemp("run")
+    returned = tfhydra.run(cfg, run_dir=run_dir)
+    return cfg, run_dir, returned, json.loads((run_dir / "metrics.json").read_text())
+
+
+def test_metrics_json_records_the_run(finished_run):
+    cfg, run_dir, returned, metrics = finished_run
+    assert metrics["status"] == "completed"
+    assert metrics["epochs_run"] == 3 and len(metrics["history"]) == 3
+    for section in ("best", "final"):
+        assert set(metrics[section]) >= {"epoch", "loss", "accuracy", "val_loss", "val_accuracy"}
+    assert metrics["final"]["epoch"] == 3
+    best_by_hand = max(e["val_accuracy"] for e in metrics["history"])
+    assert metrics["best"]["val_accuracy"] == best_by_hand
+    assert returned == pytest.approx(best_by_hand)  # main() returns the monitored metric
+    assert metrics["best"]["val_accuracy"] > 0.8  # 3 epochs of the seed CNN on digits
+    assert metrics["params"] == 121930  # the seed CNN at 28x28x1, 10 classes
+    assert metrics["examples_per_second"] > 0 and metrics["wall_seconds"] > 0
+    assert metrics["data"]["train_size"] + metrics["data"]["val_size"] == 1797
+    assert metrics["policy"] == "float32" and metrics["replicas"] == 1
+    assert metrics["exports"] == {"saved_model": "export/saved_model"}
+
+
+def test_tensorboard_has_scalars_histograms_and_graph(finished_run):
+    _, run_dir, _, metrics = finished_run
+    train, validation = read_events(run_dir / "tensorboard" / "train"), read_events(run_dir / "tensorboard" / "validation")
+    assert [s for s, _ in train["scalars"]["epoch_loss"]] == [0, 1, 2]
+    assert [v for _, v in validation["scalars"]["epoch_accuracy"]] == pytest.approx(
+        [e["val_accuracy"] for e in metrics["history"]])
+    assert any("kernel" in tag for tag in train["histograms"])
+    assert train["graph"]
+
+
+def test_best_checkpoint_is_what_was_exported(finished_run):
+    """The SavedModel reloads and predicts exactly what the best checkpoint's weights predict."""
+    cfg, run_dir, _, _ = finished_run
+    from tfhydra.data import build_datasets
+    from tfhydra.model import build_model
+
+    datasets = build_datasets(cfg.data, cfg.trainer.seed)
+    model = build_model(cfg.model, datasets.spec)
+    model.load_weights(str(run_dir / "checkpoints" / "best.weights.h5"))
+    images, labels = next(iter(datasets.validation))
+    expected = model(images, training=False).numpy()
+
+    served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
+    predicted = served.serve(images).numpy()
+    np.testing.assert_allclose(predicted, expected, rtol=1e-5, atol=1e-6)
+    signature = served.signatures["serving_default"]
+    assert list(signature(images).values())[0].shape == (len(images), 10)
+    accuracy = float(np.mean(predicted.argmax(axis=1) == labels.numpy()))
+    assert accuracy > 0.7
+
+
+def test_diverging_run_is_recorded_not_exported(tmp_path, compose_cfg):
+    cfg = compose_cfg(["trainer.epochs=2", "logging.histogram_freq=0", "optimizer=sgd", "optimizer.lr=1e6",
+                       "optimizer.momentum=0.0"])
+    returned = tfhydra.run(cfg, run_dir=tmp_path)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "diverged"
+    assert metrics["diverged"]["step"] >= 1 and metrics["diverged"]["loss"] is None  # NaN/inf written as null
+    assert math.isnan(returned)
+    assert not (tmp_path / "export").exists()
+
+
+def test_mlp_with_sgd_trains(tmp_path, compose_cfg):
+    """`python train.py model=mlp optimizer=sgd optimizer.lr=0.05 trainer.epochs=3`, in-process."""
+    cfg = compose_cfg(["model=mlp", "optimizer=sgd", "optimizer.lr=0.05", "trainer.epochs=3", "logging.histogram_freq=0"])
+    returned = tfhydra.run(cfg, run_dir=tmp_path)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["model"] == "mlp" and metrics["epochs_run"] == 3
+    assert returned > 0.8

@@ -1,0 +1,180 @@
+"""Command-line pre-flight: compose every job of the command and validate it before
+Hydra creates a run directory or anything imports TensorFlow.
+
+Hydra reports composition errors over several lines with its search path; users get
+one line naming the key, the bad value and what is accepted instead. A sweep is
+checked job by job, so a bad value in a sweep stops it before the first job starts.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfhydra.errors import ConfigError
+
+# Flags that print something and exit without running a job.
+_INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
+MAX_CHECKED_JOBS = 256  # beyond this a sweep's values are checked one override at a time
+
+
+def check_command_line(config_dir: str | Path, config_name: str = "config", argv: Sequence[str] | None = None) -> None:
+    """Exit 1 with a one-line message if any job of this command line is misconfigured."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a.split("=")[0] in _INFO_FLAGS for a in argv):
+        return
+    try:
+        check_overrides(config_dir, config_name, _overrides_of(argv), multirun="-m" in argv or "--multirun" in argv)
+    except ConfigError as error:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"Error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Inside a single run, a ConfigError ends the process with its one line as the last line of stderr.
+
+    Hydra would print it followed by a hint about HYDRA_FULL_ERROR. In a sweep the error is
+    re-raised so Hydra records the job as failed and the sweep goes on.
+    """
+    try:
+        yield
+    except ConfigError as error:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or _in_multirun():
+            raise
+        logging.getLogger("tfhydra").error("%s", error)
+        print(f"Error: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _overrides_of(argv: list[str]) -> list[str]:
+    from hydra._internal.utils import get_args_parser
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    return list(args.overrides)
+
+
+def check_overrides(config_dir: str | Path, config_name: str, overrides: list[str], multirun: bool = False) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as error:
+        override = getattr(error, "override", "an override")
+        raise ConfigError(override, None, "key=value in Hydra's override syntax",
+                          f"cannot parse it ({str(error).splitlines()[0]})") from None
+    jobs = _expand_jobs(parsed) if multirun else [overrides]
+
+    if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
+        return
+    with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
+        for job in jobs:
+            groups = sorted(p.name for p in Path(config_dir).iterdir() if p.is_dir())
+            defaults = _compose(compose, config_name, [o for o in job if _is_group_choice(o)], groups)
+            _check_keys_exist(defaults, job)
+            cfg = _compose(compose, config_name, job, groups)
+            from tfhydra.schema import validate
+
+            validate(cfg, defaults)
+            _check_run_dir_is_free(cfg, multirun)
+
+
+def _expand_jobs(parsed) -> list[list[str]]:
+    """The override lists of each job a basic sweep would launch (or one value at a time if huge)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    sweeps = [o for o in parsed if o.is_sweep_override()]
+    if any(not o.is_discrete_sweep() for o in sweeps):  # ranges/intervals belong to a search plugin
+        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
+    try:
+        batches = BasicSweeper.split_arguments(parsed, None)
+    except Exception:  # glob() and friends need the config loader: check the fixed overrides only
+        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
+    jobs = [list(job) for batch in batches for job in batch]
+    if len(jobs) <= MAX_CHECKED_JOBS:
+        return jobs
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    return [fixed + [f"{o.get_key_element()}={v}"] for o in sweeps for v in o.sweep_string_iterator()]
+
+
+def _is_group_choice(override: str) -> bool:
+    key = override.split("=", 1)[0].lstrip("+~")
+    return "." not in key
+
+
+def _compose(compose, config_name: str, overrides: list[str], groups: list[str]) -> DictConfig:
+    from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
+
+    try:
+        return compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    except MissingConfigException as error:
+        group, _, option = (error.missing_cfg_file or "").rpartition("/")
+        options = error.options or []
+        raise ConfigError(group or "config", option, options or "an existing YAML file in conf/",
+                          f"no such {group or 'config'} option") from None
+    except ConfigCompositionException as error:
+        bad = next((o for o in overrides if f"'{o.split('=', 1)[0].lstrip('+~')}'" in str(error)), None)
+        if bad is not None:
+            key, _, value = bad.partition("=")
+            raise ConfigError(key, value, f"a config group ({', '.join(groups)}) or an existing key",
+                              "no such group or key") from None
+        raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
+    except HydraException as error:
+        raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
+
+
+def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
+    """`optimizer.lrr=0.1` names the keys the node does have (Hydra only says 'not in struct')."""
+    for override in overrides:
+        if _is_group_choice(override) or override.startswith(("+", "~")):
+            continue
+        key, _, value = override.partition("=")
+        if OmegaConf.select(defaults, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT:
+            continue
+        parent_key, _, leaf = key.rpartition(".")
+        parent = OmegaConf.select(defaults, parent_key, default=None) if parent_key else defaults
+        while parent is None and parent_key:
+            parent_key, _, _ = parent_key.rpartition(".")
+            parent = OmegaConf.select(defaults, parent_key, default=None) if parent_key else defaults
+        names = [k for k in parent if k != "hydra"] if isinstance(parent, DictConfig) else []
+        where = parent_key or "the config"
+        raise ConfigError(key, value, f"a key of {where}: {', '.join(map(str, names))} (add a new key with +{key}=...)",
+                          "unknown key")
+
+
+def _check_run_dir_is_free(cfg: DictConfig, multirun: bool) -> None:
+    """Never write into a finished run: Hydra would overwrite its .hydra/ before the job starts."""
+    if multirun:
+        return
+    run_dir = Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or ".")
+    metrics = run_dir / "metrics.json"
+    if not metrics.is_file():
+        return
+    try:
+        status = json.loads(metrics.read_text()).get("status")
+    except (OSError, ValueError):
+        return
+    if status == "completed":
+        raise ConfigError("hydra.run.dir", str(run_dir), "a new or unfinished run directory",
+                          "it holds a completed run, which is never overwritten")
+
+
+_ABSENT = object()

@@ -1,0 +1,39 @@
+"""The one exception type for user mistakes, and how it reads.
+
+`ConfigError` subclasses Hydra's `CompactHydraException`, so when it escapes a job
+Hydra prints `str(error)` as a single line and exits 1 instead of a traceback
+(`HYDRA_FULL_ERROR=1` still shows the traceback).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from hydra.errors import CompactHydraException
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as YAML and the command line spell it
+    if isinstance(value, str):
+        return value if value and " " not in value else repr(value)
+    return str(value)
+
+
+class ConfigError(CompactHydraException):
+    """A mistake in the user's configuration or input files.
+
+    key: where the mistake is (a dotted config key such as `optimizer.lr`, or a file path)
+    value: what the user gave (None when the key alone says it, e.g. a file path)
+    accepted: what would have been accepted (a phrase, or an iterable of names)
+    problem: what is wrong, when "invalid value" says too little
+    """
+
+    def __init__(self, key: str, value: Any, accepted: str | Iterable[str], problem: str = "invalid value"):
+        if not isinstance(accepted, str):
+            accepted = "one of " + ", ".join(_show(a) for a in accepted)
+        self.key, self.value, self.accepted, self.problem = key, value, accepted, problem
+        where = key if value is None else f"{key}={_show(value)}"
+        super().__init__(f"{where}: {problem}; accepted: {accepted}")
+
+    def __str__(self) -> str:  # one line whatever the parts contain
+        return " ".join(super().__str__().split())

@@ -1,0 +1,147 @@
+"""One training job from a composed config: the only module that knows the order of things.
+
+validate -> seed/threads/precision policy -> strategy -> data -> [strategy scope] model ->
+compression -> optimizer, loss, metrics -> training loop -> export -> metrics.json.
+Every other module builds one thing from one config node.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from pathlib import Path
+
+import tensorflow as tf
+import tf_keras as keras
+from omegaconf import DictConfig, OmegaConf
+
+from tfhydra.compression import compress_model
+from tfhydra.data import build_datasets
+from tfhydra.errors import ConfigError
+from tfhydra.export import export_model
+from tfhydra.model import build_model
+from tfhydra.optimizer import build_optimizer
+from tfhydra.precision import policy_scope
+from tfhydra.report import epoch_summary, write_json
+from tfhydra.schema import validate
+from tfhydra.strategy import build_strategy, describe_devices
+from tfhydra.trainer import train
+from tfhydra.trainer.callbacks import RunRecorder, best_checkpoint_path, build_callbacks
+from tfhydra.trainer.objectives import build_loss, build_metrics
+
+log = logging.getLogger("tfhydra")
+for _noisy in ("absl", "tensorflow"):  # their INFO lines (export details, asset paths) drown train.log
+    logging.getLogger(_noisy).setLevel(logging.WARNING)
+
+
+def run_job(cfg: DictConfig, run_dir: str | Path | None = None) -> float:
+    """Train, export and record one run; returns the best monitored metric (NaN if none)."""
+    started = time.perf_counter()
+    validate(cfg)
+    run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = {"status": "running", "run_dir": str(run_dir), "overrides": hydra_overrides(),
+              "monitor": cfg.trainer.monitor, "monitor_mode": cfg.trainer.monitor_mode}
+
+    keras.backend.clear_session()  # jobs of one sweep may share this process
+    set_threads(cfg.trainer.threads)
+    keras.utils.set_random_seed(cfg.trainer.seed)
+    with policy_scope(cfg.precision) as policy:
+        strategy = build_strategy(cfg.strategy)
+        record.update(describe_devices(strategy), policy=policy.name)
+        log.info("devices: %s (%d replica(s)), policy %s", record["devices"], record["replicas"], policy.name)
+        datasets = build_datasets(cfg.data, cfg.trainer.seed)
+        with strategy.scope():
+            compression = compress_model(cfg.compression, build_model(cfg.model, datasets.spec),
+                                         datasets.spec, datasets.steps_per_epoch)
+            model = compression.model
+            model.compile(optimizer=build_optimizer(cfg.optimizer), loss=build_loss(cfg.trainer.loss),
+                          metrics=build_metrics(cfg.trainer.metrics),
+                          steps_per_execution=cfg.trainer.steps_per_execution)
+        check_monitor(cfg.trainer.monitor, cfg.trainer.metrics)
+        record.update(model=model.name, params=int(model.count_params()),
+                      data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
+        log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
+                 record["params"], cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
+
+        recorder = RunRecorder()
+        callbacks = build_callbacks(cfg.trainer, cfg.logging, run_dir, recorder) + compression.callbacks
+        try:
+            train(cfg.trainer, model, datasets, callbacks)
+        except BaseException as error:
+            status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+            record.update(_training_figures(recorder, cfg, datasets.spec.train_size), status=status,
+                          error=f"{type(error).__name__}: {error}", wall_seconds=time.perf_counter() - started)
+            write_json(run_dir / "metrics.json", record)
+            raise
+
+        record.update(_training_figures(recorder, cfg, datasets.spec.train_size))
+        if recorder.diverged:
+            record.update(status="diverged", diverged=recorder.diverged)
+        else:
+            restore_best(model, run_dir)
+            deployable = compression.strip(model)
+            record["exports"] = export_model(cfg.export.formats, deployable, run_dir)
+            record.update(status="completed", compression=compression.report(deployable))
+    record["wall_seconds"] = time.perf_counter() - started
+    write_json(run_dir / "metrics.json", record)
+    log.info("%s: %s; run directory %s", record["status"], _monitored(record), run_dir)
+    best = (record.get("best") or {}).get(cfg.trainer.monitor)
+    return float("nan") if best is None or record["status"] != "completed" else float(best)
+
+
+def _training_figures(recorder: RunRecorder, cfg: DictConfig, train_size: int) -> dict:
+    # The first epoch pays for tracing; steady-state throughput leaves it out when there are more.
+    timed = recorder.train_seconds[1:] or recorder.train_seconds
+    return {**epoch_summary(recorder.epochs, cfg.trainer.monitor, cfg.trainer.monitor_mode),
+            "epochs_run": len(recorder.epochs),
+            "examples_per_second": train_size * len(timed) / sum(timed) if timed else None,
+            "train_seconds_per_epoch": recorder.train_seconds,
+            "time_to_first_step_seconds": recorder.first_step_seconds,
+            "history": recorder.epochs}
+
+
+def _monitored(record: dict) -> str:
+    best = record.get("best") or {}
+    return f"best {record['monitor']}={best.get(record['monitor'])} at epoch {best.get('epoch')}"
+
+
+def check_monitor(monitor: str, metrics) -> None:
+    names = ["loss"] + [m if isinstance(m, str) else m.get("name", m._target_.rsplit(".", 1)[-1]) for m in metrics]
+    accepted = names + [f"val_{n}" for n in names]
+    if monitor not in accepted:
+        raise ConfigError("trainer.monitor", monitor, accepted, "not a metric this run logs")
+
+
+def restore_best(model: keras.Model, run_dir: Path) -> None:
+    """Export the best epoch's weights, not the last one's."""
+    best = best_checkpoint_path(run_dir)
+    if best.exists():
+        model.load_weights(str(best))
+
+
+def set_threads(threads: int) -> None:
+    if threads <= 0:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:  # the runtime is already up in this process (e.g. an earlier sweep job)
+        if tf.config.threading.get_intra_op_parallelism_threads() != threads:
+            log.warning("trainer.threads=%d ignored: TensorFlow was already initialised in this process", threads)
+
+
+def hydra_run_dir() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        raise ConfigError("run_dir", None, "a run directory (pass run_dir= when calling tfhydra.run outside Hydra)",
+                          "no Hydra run directory")
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def hydra_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []

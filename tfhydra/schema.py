@@ -1,0 +1,182 @@
+"""Checks on a composed config, run before TensorFlow is imported.
+
+Two layers:
+- `RULES`: range and choice checks for keys whose valid values are narrower than
+  their type. A rule applies wherever its key exists, so `model.dropout` covers every
+  model option that has a `dropout` key.
+- `check_types`: every other leaf must keep the type of its default in `conf/`
+  (`optimizer.lr=abc` is refused because the default `lr` is a float).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from tfhydra.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Rule:
+    accepted: str
+    ok: Callable[[Any], bool]
+    numeric: bool = False  # a numeric rule calls a bad number "out of range", anything else "not a number"
+
+    def problem(self, value: Any) -> str:
+        if not self.numeric:
+            return "not an accepted value"
+        return "out of range" if _is_number(value) else "not a number"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and not (isinstance(v, float) and math.isnan(v))
+
+
+def integer(low: int, high: int | None = None) -> Rule:
+    text = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+    return Rule(text, lambda v: _is_int(v) and v >= low and (high is None or v <= high), numeric=True)
+
+
+def number(low: float, high: float | None = None, low_open: bool = True, high_open: bool = True) -> Rule:
+    left, right = "(" if low_open else "[", ")" if high_open else "]"
+    text = f"a number > {low}" if high is None and low_open else (
+        f"a number >= {low}" if high is None else f"a number in {left}{low}, {high}{right}")
+
+    def ok(v: Any) -> bool:
+        if not _is_number(v) or math.isinf(v):
+            return False
+        above = v > low if low_open else v >= low
+        below = high is None or (v < high if high_open else v <= high)
+        return above and below
+
+    return Rule(text, ok, numeric=True)
+
+
+def choice(*options: Any) -> Rule:
+    from tfhydra.errors import _show
+
+    return Rule("one of " + ", ".join(map(_show, options)), lambda v: v in options and type(v) in {type(o) for o in options})
+
+
+def list_of(rule: Rule, min_len: int = 1) -> Rule:
+    return Rule(f"a list of at least {min_len} items, each {rule.accepted}",
+                lambda v: isinstance(v, (list, ListConfig)) and len(v) >= min_len and all(rule.ok(x) for x in v))
+
+
+# Keys whose valid range is narrower than their type. Keep one line per key.
+RULES: dict[str, Rule] = {
+    "trainer.epochs": integer(1),
+    "trainer.seed": integer(0),
+    "trainer.steps_per_execution": integer(1),
+    "trainer.verbose": integer(0, 2),
+    "trainer.loop": choice("fit"),
+    "trainer.monitor_mode": choice("min", "max"),
+    "trainer.threads": integer(0),
+    "logging.histogram_freq": integer(0),
+    "logging.update_freq": Rule("'epoch', 'batch' or an integer >= 1",
+                                lambda v: v in ("epoch", "batch") or (_is_int(v) and v >= 1)),
+    "data.batch_size": integer(1),
+    "data.val_fraction": number(0, 1),
+    "data.shuffle_buffer": integer(0),
+    "data.cache": choice(True, False),
+    "data.image_size": integer(1),
+    "data.num_classes": integer(2),
+    "data.train_size": integer(1),
+    "data.val_size": integer(1),
+    "data.shape": list_of(integer(1)),
+    "optimizer.lr": number(0),
+    "optimizer.momentum": number(0, 1, low_open=False),
+    "optimizer.beta_1": number(0, 1, low_open=False),
+    "optimizer.beta_2": number(0, 1, low_open=False),
+    "optimizer.epsilon": number(0),
+    "model.filters": list_of(integer(1)),
+    "model.units": list_of(integer(1)),
+    "model.kernel_size": integer(1),
+    "model.pool_size": integer(1),
+    "model.dense_units": integer(1),
+    "model.dropout": number(0, 1, low_open=False),
+    "export.formats": list_of(choice("saved_model"), min_len=0),
+}
+
+
+def check_rules(cfg: DictConfig) -> None:
+    for key, rule in RULES.items():
+        value = OmegaConf.select(cfg, key, default=_ABSENT)
+        if value is _ABSENT:
+            continue
+        if not rule.ok(value):
+            raise ConfigError(key, _plain(value), rule.accepted, rule.problem(value))
+
+
+def check_types(cfg: DictConfig, defaults: DictConfig, prefix: str = "") -> None:
+    """Refuse a leaf whose type differs from its default's (keys with a rule are checked there)."""
+    for key in defaults:
+        path = f"{prefix}{key}"
+        if path == "hydra" or path in RULES or key not in cfg or key == "_target_":
+            continue
+        expected, given = defaults._get_node(key), cfg._get_node(key)
+        if isinstance(expected, DictConfig):
+            if isinstance(given, DictConfig):
+                check_types(given, expected, path + ".")
+                continue
+            raise ConfigError(path, _plain(cfg[key]), "a mapping of keys (use dotted keys to set one)", "wrong type")
+        default = OmegaConf.to_container(expected) if isinstance(expected, ListConfig) else expected._value()
+        value = OmegaConf.to_container(given) if isinstance(given, (ListConfig, DictConfig)) else given._value()
+        if default is None or value is None or _same_kind(default, value):
+            continue
+        raise ConfigError(path, _plain(value), f"{_kind(default)} (default {_plain(default)})", "wrong type")
+
+
+def _same_kind(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, float):
+        return _is_number(value)
+    if isinstance(default, list):
+        return isinstance(value, list) and all(_same_kind(default[0], v) for v in value) if default else isinstance(value, list)
+    return type(default) is type(value)
+
+
+def _kind(default: Any) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, list) and default:
+        return f"a list of {_kind(default[0]).replace('a ', '', 1)}s"
+    return {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}.get(type(default), type(default).__name__)
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+_ABSENT = object()
+
+
+def validate(cfg: DictConfig, defaults: DictConfig | None = None) -> None:
+    """All checks that need no TensorFlow; raises ConfigError on the first mistake."""
+    from tfhydra.registry import check_target_imports
+
+    if defaults is not None:
+        check_types(cfg, defaults)
+    check_rules(cfg)
+    for path, node in _nodes_with_target(cfg):
+        check_target_imports(node, path)
+
+
+def _nodes_with_target(node: Any, path: str = ""):
+    if isinstance(node, DictConfig):
+        if "_target_" in node:
+            yield path, node
+        for key in node:
+            if path == "" and key == "hydra":
+                continue
+            yield from _nodes_with_target(node._get_node(key), f"{path}.{key}" if path else str(key))
+    elif isinstance(node, ListConfig):
+        for i, item in enumerate(node._iter_ex(resolve=False)):
+            yield from _nodes_with_target(node._get_node(i), f"{path}[{i}]")
