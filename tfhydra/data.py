@@ -27,12 +27,13 @@ class DataSpec:
     class_names: tuple[str, ...]
     train_size: int
     val_size: int
-    dtype: str = "float32"
+    dtype: str = "float32"  # of one example: float32 images/features, int32/int64 token ids
+    vocab_size: int | None = None  # token-id sources only: ids are in [0, vocab_size)
 
     def as_dict(self) -> dict:
         return {"input_shape": list(self.input_shape), "num_classes": self.num_classes,
                 "class_names": list(self.class_names), "train_size": self.train_size,
-                "val_size": self.val_size, "dtype": self.dtype}
+                "val_size": self.val_size, "dtype": self.dtype, "vocab_size": self.vocab_size}
 
 
 @dataclass
@@ -66,15 +67,16 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
     return Datasets(train, validation, source.spec, cfg_data.batch_size)
 
 
-def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=None) -> Source:
+def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None) -> Source:
     """Wrap in-memory arrays; `preprocess(x, y)` runs in a parallel map before the cache."""
     def to_dataset(x, y):
         ds = tf.data.Dataset.from_tensor_slices((x, y.astype(np.int64)))
         return ds.map(preprocess, num_parallel_calls=AUTOTUNE) if preprocess else ds
 
     train = to_dataset(x_train, y_train)
-    shape = tuple(int(d) for d in train.element_spec[0].shape)
-    spec = DataSpec(shape, len(class_names), tuple(class_names), len(x_train), len(x_val))
+    example = train.element_spec[0]
+    spec = DataSpec(tuple(int(d) for d in example.shape), len(class_names), tuple(class_names), len(x_train),
+                    len(x_val), dtype=example.dtype.name, vocab_size=vocab_size)
     return Source(train, to_dataset(x_val, y_val), spec)
 
 
