@@ -1,0 +1,48 @@
+"""One short epoch on each file-based source through `python train.py data=...`, as users run it."""
+import json
+
+import pytest
+
+import data_files
+from conftest import FAST, run_cli
+
+LEAN = [*FAST, "model=mlp", "export.formats=[]", "logging.tensorboard=false", "data.batch_size=16"]
+
+
+def npz(tmp_path):
+    return ["data=npz", f"data.path={data_files.write_npz(tmp_path / 'mnist.npz')}"], ("0", "1", "2", "3"), 64
+
+
+def tfrecord(tmp_path):
+    train = data_files.write_tfrecords(tmp_path, "train", n=64, shards=4)
+    val = data_files.write_tfrecords(tmp_path, "val", n=16, shards=2, seed=1)
+    return ["data=tfrecord", f"data.train={train}", f"data.validation={val}"], ("0", "1", "2", "3"), 64
+
+
+def image_folder(tmp_path):
+    root = data_files.write_image_folder(tmp_path / "pets", per_class=20, val_per_class=4)
+    return ["data=image_folder", f"data.path={root}", "data.image_size=[16,16]"], ("cat", "dog", "owl"), 60
+
+
+def csv(tmp_path):
+    return ["data=csv", f"data.path={data_files.write_csv(tmp_path / 'iris.csv', n=80)}"], \
+        ("setosa", "versicolor", "virginica"), 64
+
+
+def text_csv(tmp_path):
+    path = data_files.write_text_csv(tmp_path / "reviews.csv", n=80)
+    return ["data=text_csv", f"data.path={path}", "data.sequence_length=12", "model=lstm", "model.units=[8]",
+            "model.embedding_dim=8"], ("neg", "pos"), 64
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", [npz, tfrecord, image_folder, csv, text_csv], ids=lambda s: s.__name__)
+def test_one_epoch_on_each_file_source(tmp_path, source):
+    overrides, class_names, train_size = source(tmp_path)
+    run_dir = tmp_path / "run"
+    result = run_cli(*LEAN, *overrides, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["epochs_run"] == 1
+    assert metrics["data"]["name"] == source.__name__ and tuple(metrics["data"]["class_names"]) == class_names
+    assert metrics["data"]["train_size"] == train_size

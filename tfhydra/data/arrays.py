@@ -1,0 +1,100 @@
+"""Sources held in memory as NumPy arrays: scikit-learn's digits, synthetic images, `.npz` files."""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from tfhydra.data.source import DATA, Source, class_labels, image_size, source_from_arrays, stratified_split
+from tfhydra.errors import ConfigError
+
+
+def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, int] | None = None) -> Source:
+    """Images as stored (integers, or floats already in [0, 1]), converted in the pipeline.
+
+    Integer images are scaled to [0, 1] by 255 when every training pixel fits in 8 bits
+    (8-bit images in any integer dtype), else by their dtype's maximum (e.g. 65535 for
+    uint16). A grayscale (N, H, W) array gets a channel axis. Scaling and resizing run in
+    the pipeline's parallel map, so the arrays stay in their compact stored dtype.
+    """
+    x_train, x_val = (x[..., np.newaxis] if x.ndim == 3 else x for x in (x_train, x_val))
+    if x_train.dtype.kind in "iub":
+        scale = 255.0 if x_train.size == 0 or int(x_train.max()) <= 255 else float(np.iinfo(x_train.dtype).max)
+    else:
+        scale = 1.0
+
+    def to_unit_range(image, label):
+        image = tf.cast(image, tf.float32) / scale
+        return (tf.image.resize(image, size) if size and image.shape.rank == 3 else image), label
+
+    return source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=to_unit_range)
+
+
+@DATA.register("digits")
+def build_digits(cfg, seed: int) -> Source:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = (digits.images / 16.0).astype(np.float32)  # (1797, 8, 8) in [0, 1]
+    y = digits.target
+    train_idx, val_idx = stratified_split(y, cfg.val_fraction, seed)
+    return image_source(x[train_idx], y[train_idx], x[val_idx], y[val_idx], [str(c) for c in digits.target_names],
+                        size=image_size(cfg.image_size))
+
+
+@DATA.register("synthetic")
+def build_synthetic(cfg, seed: int) -> Source:
+    if cfg.num_classes is None:
+        raise ConfigError("data.num_classes", None, "an integer >= 2", "synthetic data need a number of classes")
+    rng = np.random.default_rng(seed)
+    shape, classes = tuple(cfg.shape), cfg.num_classes
+    patterns = rng.uniform(0.0, 1.0, size=(classes, *shape)).astype(np.float32)
+
+    def sample(n):
+        y = rng.integers(0, classes, size=n)
+        noise = rng.uniform(0.0, 1.0, size=(n, *shape)).astype(np.float32)
+        x = (1.0 - cfg.signal) * noise + cfg.signal * patterns[y]
+        return x, y
+
+    x_train, y_train = sample(cfg.train_size)
+    x_val, y_val = sample(cfg.val_size)
+    return source_from_arrays(x_train, y_train, x_val, y_val, [str(c) for c in range(classes)])
+
+
+@DATA.register("npz")
+def build_npz(cfg, seed: int) -> Source:
+    """A `.npz` in the Keras mnist.npz layout; without `x_val`, a stratified split of the training arrays."""
+    path = Path(cfg.path).expanduser()
+    if (cfg.x_val is None) != (cfg.y_val is None):
+        raise ConfigError("data.x_val", cfg.x_val, "both data.x_val and data.y_val, or both null",
+                          f"data.y_val is {cfg.y_val}")
+    wanted = {key: cfg[key] for key in ("x_train", "y_train", "x_val", "y_val") if cfg[key] is not None}
+    arrays = read_npz(path, wanted)
+    x_train, y_train = arrays["x_train"], arrays["y_train"]
+    if len(x_train) != len(y_train):
+        raise ConfigError(str(path), None, "as many labels as images", f"{cfg.x_train} has {len(x_train)} "
+                          f"examples but {cfg.y_train} has {len(y_train)}")
+    y_train, names = class_labels(y_train, f"{path}[{cfg.y_train}]", cfg.class_names, cfg.num_classes)
+    if "x_val" in arrays:
+        x_val = arrays["x_val"]
+        y_val, _ = class_labels(arrays["y_val"], f"{path}[{cfg.y_val}]", names)
+    else:
+        train_idx, val_idx = stratified_split(y_train, cfg.val_fraction, seed)
+        x_train, y_train, x_val, y_val = x_train[train_idx], y_train[train_idx], x_train[val_idx], y_train[val_idx]
+    return image_source(x_train, y_train, x_val, y_val, names)
+
+
+def read_npz(path: Path, wanted: dict[str, str]) -> dict[str, np.ndarray]:
+    """`wanted` maps config keys (x_train, ...) to array names; a missing name is the config key's error."""
+    try:
+        with np.load(path, allow_pickle=False) as file:
+            found = list(file.files)
+            for key, name in wanted.items():
+                if name not in found:
+                    raise ConfigError(f"data.{key}", name, found, f"no array of that name in {path}")
+            return {key: file[name] for key, name in wanted.items()}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # not an npz, damaged, or object arrays
+        raise ConfigError(str(path), None, "a NumPy .npz file (numpy.savez) of numeric arrays",
+                          f"cannot read it ({error})") from None

@@ -1,0 +1,102 @@
+"""The one tf.data pipeline every source goes through, configured by the `data:` section
+of conf/config.yaml (shared by every data option):
+
+    source -> fraction (stratified, seeded; before decoding) -> decode (parallel map)
+           -> cache (memory | file | off) -> shuffle (train) -> batch (GLOBAL batch size,
+           summed over replicas) -> augment (train batches) -> prefetch
+
+Everything a source decodes is cached; augmentation comes after the cache so every
+epoch sees new random transforms.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from omegaconf import OmegaConf
+
+from tfhydra.data.augment import build_augmentation
+from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, stratified_subset, take_examples
+from tfhydra.errors import ConfigError
+
+# Pipeline keys that do not change which examples a source yields, so not part of a cache file's name.
+_NOT_CACHED_KEYS = ("batch_size", "shuffle_buffer", "cache", "prefetch", "drop_remainder", "augment")
+
+
+@dataclass
+class Datasets:
+    train: tf.data.Dataset  # batched with the global batch size, prefetched
+    validation: tf.data.Dataset
+    spec: DataSpec
+    batch_size: int
+    drop_remainder: bool = False  # training batches only: validation always covers every example
+    steps_per_epoch: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        full, partial = divmod(self.spec.train_size, self.batch_size)
+        self.steps_per_epoch = full + (1 if partial and not self.drop_remainder else 0)
+
+
+def build_datasets(cfg_data, seed: int) -> Datasets:
+    source = DATA.build(cfg_data, seed=seed)
+    spec, train = source.spec, source.train
+    if cfg_data.fraction < 1:
+        labels = training_labels(source)
+        keep = stratified_subset(labels, cfg_data.fraction, seed)
+        train, spec = take_examples(train, keep, len(labels)), replace(spec, train_size=len(keep))
+    if cfg_data.drop_remainder and spec.train_size < cfg_data.batch_size:
+        raise ConfigError("data.batch_size", cfg_data.batch_size, f"at most {spec.train_size} (the training "
+                          "examples) with data.drop_remainder=true", "no complete training batch")
+    augment = build_augmentation(cfg_data.augment, spec, seed)
+
+    train, validation = (decoded(d, source.decode) for d in (train, source.validation))
+    if cfg_data.cache is not False:
+        train = cached(train, cfg_data, seed, "train")
+        validation = cached(validation, cfg_data, seed, "validation")
+    if cfg_data.shuffle_buffer > 0:
+        train = train.shuffle(cfg_data.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    train = train.batch(cfg_data.batch_size, drop_remainder=cfg_data.drop_remainder)
+    if augment is not None:
+        train = train.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=AUTOTUNE)
+    validation = validation.batch(cfg_data.batch_size)
+    if cfg_data.prefetch != 0:
+        buffer = AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
+        train, validation = train.prefetch(buffer), validation.prefetch(buffer)
+    return Datasets(train, validation, spec, cfg_data.batch_size, cfg_data.drop_remainder)
+
+
+def training_labels(source: Source) -> np.ndarray:
+    """The label of each training element, in order; read from the data when the source does not know them."""
+    if source.train_labels is not None:
+        return np.asarray(source.train_labels)
+    labels = decoded(source.train, source.decode).map(lambda x, y: y, num_parallel_calls=AUTOTUNE)
+    return np.concatenate([batch.numpy().reshape(-1) for batch in labels.batch(4096)])
+
+
+def decoded(dataset: tf.data.Dataset, decode) -> tf.data.Dataset:
+    return dataset.map(decode, num_parallel_calls=AUTOTUNE) if decode else dataset
+
+
+def cached(dataset: tf.data.Dataset, cfg_data, seed: int, split: str) -> tf.data.Dataset:
+    """`memory`, or files `<prefix>.<split>-<digest>.*` named after the data config and seed.
+
+    The digest keeps a run with another source, fraction or split from reading a cache
+    written for different examples; it cannot see the input files change on disk. A run
+    killed while writing leaves a lockfile that TensorFlow would only trip on mid-epoch.
+    """
+    if cfg_data.cache == "memory":
+        return dataset.cache()
+    prefix = Path(cfg_data.cache).expanduser()
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    keys = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items() if k not in _NOT_CACHED_KEYS}
+    digest = hashlib.sha256(repr(sorted(keys.items())).encode() + str(seed).encode()).hexdigest()[:12]
+    filename = f"{prefix}.{split}-{digest}"
+    locks = sorted(prefix.parent.glob(f"{Path(filename).name}_*.lockfile"))
+    if locks:  # TensorFlow would fail mid-epoch on it
+        raise ConfigError("data.cache", cfg_data.cache, "a cache prefix that no other run is writing",
+                          f"{locks[0]} exists: another run is writing this cache, or one was killed while writing "
+                          "it (then delete the lockfile)")
+    return dataset.cache(filename)

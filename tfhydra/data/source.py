@@ -1,0 +1,145 @@
+"""What every data source hands to the pipeline: a `Source` (datasets + `DataSpec`), and
+the helpers builders share to make one from arrays, split it and check its labels."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfhydra.errors import ConfigError
+from tfhydra.registry import Registry
+
+DATA = Registry("data")
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    input_shape: tuple[int, ...]  # one example, without the batch axis
+    num_classes: int
+    class_names: tuple[str, ...]
+    train_size: int
+    val_size: int
+    dtype: str = "float32"  # of one example: float32 images/features, int32/int64 token ids
+    vocab_size: int | None = None  # token-id sources only: ids are in [0, vocab_size)
+
+    def as_dict(self) -> dict:
+        return {"input_shape": list(self.input_shape), "num_classes": self.num_classes,
+                "class_names": list(self.class_names), "train_size": self.train_size,
+                "val_size": self.val_size, "dtype": self.dtype, "vocab_size": self.vocab_size}
+
+
+@dataclass
+class Source:
+    """Two unbatched datasets in a fixed order, and what the pipeline needs to subset them cheaply.
+
+    With `decode`, the datasets hold raw elements (file paths, serialized records, uint8
+    arrays) and `build_datasets` maps `decode(element) -> (x, y)` only after it has taken
+    `data.fraction` of them, so left-out examples are never decoded. `train_labels` lets it
+    take that stratified fraction without reading the examples at all.
+    """
+    train: tf.data.Dataset  # (x, y) pairs, or raw elements when `decode` is set
+    validation: tf.data.Dataset
+    spec: DataSpec
+    decode: Callable | None = None
+    train_labels: np.ndarray | None = None  # the label of each `train` element, in order
+
+
+def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None) -> Source:
+    """Wrap in-memory arrays; `preprocess(x, y)` runs in a parallel map after the fraction, before the cache."""
+    def to_dataset(x, y):
+        return tf.data.Dataset.from_tensor_slices((x, np.asarray(y).astype(np.int64)))
+
+    train = to_dataset(x_train, y_train)
+    example = (train.map(preprocess) if preprocess else train).element_spec[0]
+    spec = DataSpec(tuple(int(d) for d in example.shape), len(class_names), tuple(class_names), len(x_train),
+                    len(x_val), dtype=example.dtype.name, vocab_size=vocab_size)
+    return Source(train, to_dataset(x_val, y_val), spec, decode=preprocess, train_labels=np.asarray(y_train))
+
+
+def image_size(value) -> tuple[int, int] | None:
+    """`data.image_size`: null (keep), N (square) or [height, width]."""
+    if value is None:
+        return None
+    return (int(value), int(value)) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index arrays (train, validation), the same for the same seed, every class in both."""
+    from sklearn.model_selection import train_test_split
+
+    indices = np.arange(len(y))
+    try:
+        return train_test_split(indices, test_size=val_fraction, random_state=seed, stratify=y)
+    except ValueError as error:
+        raise ConfigError("data.val_fraction", val_fraction, "a fraction leaving every class in both splits",
+                          f"cannot split {len(y)} examples ({error})") from None
+
+
+def stratified_subset(y: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Sorted indices of about `fraction` of each class (at least one example of every class)."""
+    rng = np.random.default_rng(seed)
+    classes, counts = np.unique(y, return_counts=True)
+    picked = [rng.permutation(np.flatnonzero(y == c))[:max(1, round(fraction * n))] for c, n in zip(classes, counts)]
+    return np.sort(np.concatenate(picked))
+
+
+def take_examples(dataset: tf.data.Dataset, indices: np.ndarray, size: int) -> tf.data.Dataset:
+    """The elements at `indices` of a dataset of `size` elements, in dataset order.
+
+    Works by position on raw elements, so it skips the others without decoding them.
+    """
+    keep = np.zeros(size, dtype=bool)
+    keep[indices] = True
+    keep = tf.constant(keep)
+    return dataset.enumerate().filter(lambda i, _: keep[i]).map(lambda _, element: element)
+
+
+def class_labels(values: Sequence, where: str, class_names: Sequence | None = None,
+                 num_classes: int | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Integer labels in [0, number of classes) and the class names, from a label column or array.
+
+    `values` are class indices (integers, or strings that spell integers) or class names
+    (any other strings, then sorted to give the indices). `class_names` fixes the classes;
+    else `num_classes` fixes their number; else the labels found decide. `where` names the
+    file or array in the error when a label is not one of the classes.
+    """
+    if class_names and num_classes and len(class_names) != num_classes:
+        raise ConfigError("data.class_names", list(class_names), f"{num_classes} names (data.num_classes)",
+                          "as many names as classes")
+    values = np.asarray(values).reshape(-1)
+    if values.dtype.kind in "US" and not _spell_integers(values):
+        texts = [str(v) for v in values]
+        names = tuple(str(n) for n in class_names) if class_names else tuple(sorted(set(texts)))
+        index = {name: i for i, name in enumerate(names)}
+        unknown = sorted(set(texts) - set(index))
+        if unknown:
+            raise ConfigError(where, None, f"labels among the classes {', '.join(names)}",
+                              f"{len(unknown)} unknown label(s), e.g. {unknown[0]!r}")
+        return np.array([index[v] for v in texts], dtype=np.int64), names
+    if values.dtype.kind in "US":
+        values = values.astype(np.int64)
+    if values.dtype.kind not in "iub" and not (values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0)):
+        raise ConfigError(where, None, "integer class indices", f"the labels are {values.dtype} values")
+    labels = values.astype(np.int64)
+    if class_names:
+        names = tuple(str(n) for n in class_names)
+    else:
+        count = num_classes or (int(labels.max()) + 1 if labels.size else 0)
+        names = tuple(str(i) for i in range(count))
+    outside = labels[(labels < 0) | (labels >= len(names))]
+    if outside.size:
+        raise ConfigError(where, None, f"integer labels in [0, {len(names)}) (data.num_classes / data.class_names "
+                          "set the number of classes)", f"{outside.size} label(s) outside [0, {len(names)}), "
+                          f"e.g. {outside[0]}")
+    return labels, names
+
+
+def _spell_integers(values: np.ndarray) -> bool:
+    try:
+        values.astype(np.int64)
+    except ValueError:
+        return False
+    return True

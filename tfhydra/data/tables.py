@@ -1,0 +1,92 @@
+"""Sources read from one CSV file with a header row: `csv` (numeric features) and `text_csv`.
+
+Both hold out a stratified `data.val_fraction` of the rows, then fit what they learn from
+the data (feature mean and deviation; the text vocabulary) on the training rows only, so
+nothing about the validation rows leaks into training.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from tfhydra.data.source import DATA, Source, class_labels, source_from_arrays, stratified_split
+from tfhydra.errors import ConfigError
+
+
+def read_table(path_text: str, delimiter: str) -> tuple[Path, dict[str, list[str]]]:
+    """The file's columns by header name, as strings."""
+    path = Path(path_text).expanduser()
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            rows = list(csv.reader(file, delimiter=delimiter))
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ConfigError(str(path), None, "a UTF-8 CSV file with a header row", f"cannot read it ({error})") from None
+    if len(rows) < 2:
+        raise ConfigError(str(path), None, "a header row and at least one data row", f"it has {len(rows)} row(s)")
+    header = rows[0]
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise ConfigError(f"{path}:{number}", None, f"{len(header)} fields per row (data.delimiter="
+                              f"{delimiter!r})", f"the row has {len(row)} fields")
+    return path, {name: [row[i] for row in rows[1:]] for i, name in enumerate(header)}
+
+
+def column(columns: dict[str, list[str]], name: str, key: str, path: Path) -> list[str]:
+    if name not in columns:
+        raise ConfigError(key, name, list(columns), f"no such column in {path}")
+    return columns[name]
+
+
+def split_rows(cfg, path: Path, columns: dict[str, list[str]], seed: int):
+    """(labels, class names, train row indices, validation row indices)."""
+    labels, names = class_labels(column(columns, cfg.label, "data.label", path), f"{path} ({cfg.label} column)",
+                                 cfg.class_names, cfg.num_classes)
+    train_idx, val_idx = stratified_split(labels, cfg.val_fraction, seed)
+    return labels, names, np.sort(train_idx), np.sort(val_idx)
+
+
+@DATA.register("csv")
+def build_csv(cfg, seed: int) -> Source:
+    """Numeric feature columns standardised with the training rows' mean and standard deviation."""
+    path, columns = read_table(cfg.path, cfg.delimiter)
+    labels, names, train_idx, val_idx = split_rows(cfg, path, columns, seed)
+    features = list(cfg.features) if cfg.features is not None else [c for c in columns if c != cfg.label]
+    if not features:
+        raise ConfigError("data.features", features, "at least one feature column", f"{path} has no other column")
+    x = np.stack([numbers(column(columns, name, "data.features", path), name, path) for name in features], axis=1)
+    mean, std = x[train_idx].mean(axis=0), x[train_idx].std(axis=0)
+    x = ((x - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)  # a constant column becomes zeros
+    return source_from_arrays(x[train_idx], labels[train_idx], x[val_idx], labels[val_idx], names)
+
+
+def numbers(values: list[str], name: str, path: Path) -> np.ndarray:
+    result = np.empty(len(values), dtype=np.float64)
+    for row, value in enumerate(values):
+        try:
+            result[row] = float(value)
+        except ValueError:
+            result[row] = np.nan
+        if not np.isfinite(result[row]):
+            raise ConfigError(f"{path}:{row + 2}", None, f"a finite number in every row of column {name} (or leave "
+                              "the column out with data.features)", f"column {name} holds {value!r}")
+    return result
+
+
+@DATA.register("text_csv")
+def build_text_csv(cfg, seed: int) -> Source:
+    """Token ids from a TextVectorization fitted on the training rows (standardised: lowercase, no punctuation).
+
+    Examples are int64 ids of shape (sequence_length,): 0 pads, 1 is out-of-vocabulary.
+    """
+    import tf_keras as keras
+
+    path, columns = read_table(cfg.path, cfg.delimiter)
+    labels, names, train_idx, val_idx = split_rows(cfg, path, columns, seed)
+    texts = np.array(column(columns, cfg.text, "data.text", path), dtype=object)
+    vectorize = keras.layers.TextVectorization(max_tokens=cfg.vocab_size, output_sequence_length=cfg.sequence_length)
+    vectorize.adapt(texts[train_idx], batch_size=1024)
+    ids = vectorize(texts).numpy()
+    return source_from_arrays(ids[train_idx], labels[train_idx], ids[val_idx], labels[val_idx], names,
+                              vocab_size=int(vectorize.vocabulary_size()))
