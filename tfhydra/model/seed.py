@@ -1,39 +1,17 @@
-"""Model builders: `build_x(cfg_model, spec) -> tf_keras.Model`.
-
-Input shape and class count always come from the data's `DataSpec`. The last layer is
-an explicit float32 softmax so the output stays float32 under mixed-precision policies.
-"""
+"""The seed's two models, unchanged: a Sequential CNN and a functional-API MLP."""
 from __future__ import annotations
 
 import tf_keras as keras
 
 from tfhydra.data import DataSpec
 from tfhydra.errors import ConfigError
-from tfhydra.registry import Registry
-
-MODELS = Registry("model")
-
-
-def build_model(cfg_model, spec: DataSpec) -> keras.Model:
-    model = MODELS.build(cfg_model, spec=spec)
-    if not isinstance(model, keras.Model):
-        raise ConfigError("model", cfg_model.get("_target_", cfg_model.get("name")), "a builder returning a tf_keras.Model",
-                          f"the builder returned {type(model).__name__}")
-    return model
-
-
-def classifier_head(num_classes: int) -> list[keras.layers.Layer]:
-    return [keras.layers.Dense(num_classes, name="logits"),
-            keras.layers.Activation("softmax", dtype="float32", name="probabilities")]
+from tfhydra.model import MODELS, classifier_head, require_features, require_images
 
 
 @MODELS.register("cnn")
 def build_cnn(cfg, spec: DataSpec) -> keras.Model:
     """The seed Sequential CNN."""
-    if len(spec.input_shape) != 3:
-        raise ConfigError("model", "cnn", "image data of shape (height, width, channels)",
-                          f"the data's examples have shape {tuple(spec.input_shape)}")
-    height, width = spec.input_shape[:2]
+    height, width, _ = require_images(spec, "cnn")
     for depth in range(1, len(cfg.filters) + 1):
         height, width = (height - cfg.kernel_size + 1) // cfg.pool_size, (width - cfg.kernel_size + 1) // cfg.pool_size
         if min(height, width) < 1:
@@ -50,7 +28,8 @@ def build_cnn(cfg, spec: DataSpec) -> keras.Model:
 
 @MODELS.register("mlp")
 def build_mlp(cfg, spec: DataSpec) -> keras.Model:
-    """The seed functional-API MLP."""
+    """The seed functional-API MLP; flattens any float example (images or feature vectors)."""
+    require_features(spec, "mlp")
     inputs = keras.Input(spec.input_shape)
     x = keras.layers.Flatten()(inputs)
     for i, units in enumerate(cfg.units):
