@@ -9,15 +9,22 @@ from conftest import ROOT, TESTS, last_line, run_cli
 
 # (command-line arguments, fragments the one-line message must contain)
 BAD_INPUTS = [
-    (["model=cnnn"], ["model=cnnn", "no such model option", "cnn, mlp"]),
+    (["model=cnnn"], ["model=cnnn", "no such model option", "cnn, keras_app, lstm, mlp, resnet, transformer"]),
+    (["model=keras_app", "model.weights=/no/such/weights.h5"], ["model.weights=/no/such/weights.h5", "no such file"]),
     (["modle=cnn"], ["modle=cnn", "no such group or key", "model", "optimizer"]),
     (["optimizer.lrr=0.1"], ["optimizer.lrr=0.1", "unknown key", "lr", "beta_1"]),
     (["optimizer.lr=abc"], ["optimizer.lr=abc", "not a number", "a number > 0"]),
     (["optimizer.lr=-1"], ["optimizer.lr=-1", "out of range", "a number > 0"]),
     (["data.batch_size=0"], ["data.batch_size=0", "out of range", "an integer >= 1"]),
+    (["data=npz", "data.path=/no/such/mnist.npz"], ["data.path=/no/such/mnist.npz", "no such file or directory"]),
+    (["data.fraction=0"], ["data.fraction=0", "out of range", "a number in (0, 1]"]),
     (["trainer.epochs=-2"], ["trainer.epochs=-2", "out of range", "an integer >= 1"]),
     (["model.activation=3"], ["model.activation=3", "wrong type", "a string"]),
-    (["trainer.loop=foo"], ["trainer.loop=foo", "one of fit"]),
+    (["trainer.loop=foo"], ["trainer.loop=foo", "one of fit, custom"]),
+    (["trainer.clip_norm=0"], ["trainer.clip_norm=0", "out of range", "null or a number > 0"]),
+    (["trainer.clip_global_norm=-1"], ["trainer.clip_global_norm=-1", "out of range"]),
+    (["optimizer.schedule.name=linear"], ["optimizer.schedule.name=linear", "constant, cosine, exponential"]),
+    (["trainer.save_every=0"], ["trainer.save_every=0", "'epoch' or an integer >= 1"]),
     (["+model._target_=no_such_pkg.build"], ["model._target_=no_such_pkg.build", "cannot import", "importable dotted path"]),
     (["optimizer.lr=[1"], ["optimizer.lr=[1", "cannot parse"]),
     (["-m", "optimizer.lr=1e-3,-5"], ["optimizer.lr=-5", "out of range"]),
@@ -86,5 +93,5 @@ def test_check_overrides_in_process_lists_models():
     from tfhydra.errors import ConfigError
 
     check_overrides(CONFIG_DIR, "config", ["model=mlp", "optimizer=sgd", "optimizer.lr=0.05"])
-    with pytest.raises(ConfigError, match="accepted: one of cnn, mlp"):
+    with pytest.raises(ConfigError, match="accepted: one of cnn, keras_app, lstm, mlp, resnet, transformer"):
         check_overrides(CONFIG_DIR, "config", ["model=cnnn"])

@@ -28,3 +28,67 @@ class SmoothedCrossEntropy(keras.losses.Loss):
         classes = tf.shape(y_pred)[-1]
         one_hot = tf.one_hot(tf.cast(tf.reshape(y_true, [-1]), tf.int32), classes)
         return keras.losses.categorical_crossentropy(one_hot, y_pred, label_smoothing=self.smoothing)
+
+
+class EpochCounter(keras.callbacks.Callback):
+    """A user callback with an argument: writes the epochs it saw to `path`."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path, self.seen = path, []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seen.append(epoch)
+
+    def on_train_end(self, logs=None):
+        with open(self.path, "w") as f:
+            f.write(",".join(map(str, self.seen)))
+
+
+class SparseFocalLoss(keras.losses.Loss):
+    """A user's focal loss (Lin et al. 2017) on integer labels: cross-entropy scaled by (1 - p_true) ** gamma,
+    so well-classified examples count less. gamma=0 is plain sparse categorical cross-entropy."""
+
+    def __init__(self, gamma: float = 2.0, name: str = "focal"):
+        super().__init__(name=name)
+        self.gamma = gamma
+
+    def call(self, y_true, y_pred):
+        import tensorflow as tf
+
+        labels = tf.cast(tf.reshape(y_true, [-1]), tf.int32)
+        p_true = tf.clip_by_value(tf.gather(y_pred, labels, axis=-1, batch_dims=1), 1e-7, 1.0)
+        return -tf.pow(1.0 - p_true, self.gamma) * tf.math.log(p_true)
+
+    def get_config(self):
+        return {**super().get_config(), "gamma": self.gamma}
+
+
+def token_source(seed: int, vocab_size: int = 50, sequence_length: int = 16, num_classes: int = 2,
+                 train_size: int = 64, val_size: int = 32, **pipeline_options):
+    """A user data source of token ids for sequence models (`data._target_`).
+
+    Each class owns three keyword ids; an example is random filler ids with its class's
+    keywords at random places, padded with 0 after a random length, so the label is
+    learnable from the tokens. `pipeline_options` are the shared data keys (batch_size, ...).
+    """
+    import numpy as np
+
+    from tfhydra.data import source_from_arrays
+
+    rng = np.random.default_rng(seed)
+    keywords = rng.permutation(np.arange(1, vocab_size))[:3 * num_classes].reshape(num_classes, 3)
+
+    def sample(n):
+        y = rng.integers(0, num_classes, size=n)
+        x = rng.integers(1, vocab_size, size=(n, sequence_length)).astype(np.int32)
+        for row, label in zip(x, y):
+            length = rng.integers(sequence_length // 2, sequence_length + 1)
+            row[rng.choice(length, size=3, replace=False)] = keywords[label]
+            row[length:] = 0  # padding
+        return x, y
+
+    x_train, y_train = sample(train_size)
+    x_val, y_val = sample(val_size)
+    return source_from_arrays(x_train, y_train, x_val, y_val, [f"class{c}" for c in range(num_classes)],
+                              vocab_size=vocab_size)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
 
@@ -43,23 +43,25 @@ def one_line_errors() -> Iterator[None]:
     """Inside a single run, a ConfigError ends the process with its one line as the last line of stderr.
 
     Hydra would print it followed by a hint about HYDRA_FULL_ERROR. In a sweep the error is
-    re-raised so Hydra records the job as failed and the sweep goes on.
+    re-raised so Hydra records the job as failed and the sweep goes on; called from Python
+    (tests, notebooks) the caller gets the ConfigError.
     """
     try:
         yield
     except ConfigError as error:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1" or _in_multirun():
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or not _in_single_run():
             raise
         logging.getLogger("tfhydra").error("%s", error)
         print(f"Error: {error}", file=sys.stderr, flush=True)
         sys.exit(1)
 
 
-def _in_multirun() -> bool:
+def _in_single_run() -> bool:
+    """True inside `python train.py` without -m (not in a sweep, not when called from Python)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN
 
 
 def _overrides_of(argv: list[str]) -> list[str]:
@@ -94,7 +96,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             from tfhydra.schema import validate
 
             validate(cfg, defaults)
-            _check_run_dir_is_free(cfg, multirun)
+            _check_run_dir(cfg, multirun)
 
 
 def _expand_jobs(parsed) -> list[list[str]]:
@@ -160,21 +162,41 @@ def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
                           "unknown key")
 
 
-def _check_run_dir_is_free(cfg: DictConfig, multirun: bool) -> None:
-    """Never write into a finished run: Hydra would overwrite its .hydra/ before the job starts."""
+# Keys that may change when an unfinished run is continued: they do not change what is trained.
+RESUMABLE_CHANGES = ("trainer.epochs", "trainer.verbose", "trainer.resume", "logging.", "export.")
+
+
+def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
+    """Never write into a finished run (Hydra would overwrite its .hydra/ before the job starts),
+    and continue an unfinished one only with the config it was started with."""
     if multirun:
         return
     run_dir = Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or ".")
     metrics = run_dir / "metrics.json"
-    if not metrics.is_file():
-        return
-    try:
-        status = json.loads(metrics.read_text()).get("status")
-    except (OSError, ValueError):
-        return
-    if status == "completed":
-        raise ConfigError("hydra.run.dir", str(run_dir), "a new or unfinished run directory",
-                          "it holds a completed run, which is never overwritten")
+    if metrics.is_file():
+        try:
+            status = json.loads(metrics.read_text()).get("status")
+        except (OSError, ValueError):
+            status = None
+        if status == "completed":
+            raise ConfigError("hydra.run.dir", str(run_dir), "a new or unfinished run directory",
+                              "it holds a completed run, which is never overwritten")
+    saved = run_dir / ".hydra" / "config.yaml"
+    if saved.is_file() and OmegaConf.select(cfg, "trainer.resume", default=True):
+        job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+        differing = [k for k in _differences(OmegaConf.load(saved), job) if not k.startswith(RESUMABLE_CHANGES)]
+        if differing:
+            raise ConfigError("hydra.run.dir", str(run_dir), "the config of the run being continued, a new directory, "
+                              "or trainer.resume=false to start it over",
+                              f"its saved config differs in {', '.join(differing)}")
+
+
+def _differences(a, b, prefix: str = "") -> list[str]:
+    if isinstance(a, DictConfig) and isinstance(b, DictConfig):
+        keys = sorted(set(a) | set(b), key=str)
+        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{prefix}{k}.")]
+    plain = [OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v for v in (a, b)]
+    return [] if plain[0] == plain[1] else [prefix.rstrip(".")]
 
 
 _ABSENT = object()

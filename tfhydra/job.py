@@ -7,8 +7,7 @@ Every other module builds one thing from one config node.
 from __future__ import annotations
 
 import logging
-import math
-import os
+import shutil
 import time
 from pathlib import Path
 
@@ -21,12 +20,12 @@ from tfhydra.data import build_datasets
 from tfhydra.errors import ConfigError
 from tfhydra.export import export_model
 from tfhydra.model import build_model
-from tfhydra.optimizer import build_optimizer
+from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.precision import policy_scope
 from tfhydra.report import epoch_summary, write_json
 from tfhydra.schema import validate
 from tfhydra.strategy import build_strategy, describe_devices
-from tfhydra.trainer import train
+from tfhydra.trainer import LoopContext, state_dir, train
 from tfhydra.trainer.callbacks import RunRecorder, best_checkpoint_path, build_callbacks
 from tfhydra.trainer.objectives import build_loss, build_metrics
 
@@ -47,6 +46,12 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None) -> float:
     keras.backend.clear_session()  # jobs of one sweep may share this process
     set_threads(cfg.trainer.threads)
     keras.utils.set_random_seed(cfg.trainer.seed)
+    tf.random.set_global_generator(tf.random.Generator.from_seed(cfg.trainer.seed))  # checkpointed by the custom loop
+    if cfg.trainer.deterministic:
+        tf.config.experimental.enable_op_determinism()
+        # Dropout & co. then draw from tf.random.Generator variables, which checkpoints track.
+        keras.backend.experimental.enable_tf_random_generator()
+    prepare_resume(cfg.trainer, run_dir)
     with policy_scope(cfg.precision) as policy:
         strategy = build_strategy(cfg.strategy)
         record.update(describe_devices(strategy), policy=policy.name)
@@ -56,19 +61,26 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None) -> float:
             compression = compress_model(cfg.compression, build_model(cfg.model, datasets.spec),
                                          datasets.spec, datasets.steps_per_epoch)
             model = compression.model
-            model.compile(optimizer=build_optimizer(cfg.optimizer), loss=build_loss(cfg.trainer.loss),
+            clipping = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
+                        "global_clipnorm": cfg.trainer.clip_global_norm}
+            optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, clipping)
+            model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss),
                           metrics=build_metrics(cfg.trainer.metrics),
-                          steps_per_execution=cfg.trainer.steps_per_execution)
+                          steps_per_execution=cfg.trainer.steps_per_execution,
+                          jit_compile=cfg.trainer.jit_compile is True)
         check_monitor(cfg.trainer.monitor, cfg.trainer.metrics)
         record.update(model=model.name, params=int(model.count_params()),
                       data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
         log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
                  record["params"], cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
 
-        recorder = RunRecorder()
-        callbacks = build_callbacks(cfg.trainer, cfg.logging, run_dir, recorder) + compression.callbacks
+        recorder = RunRecorder(run_dir / "checkpoints" / "history.json")
+        extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
+                                 cfg.trainer.monitor_mode) + compression.callbacks
+        callbacks = build_callbacks(cfg.trainer, cfg.logging, run_dir, recorder, extra)
+        context = LoopContext(strategy, run_dir, cfg.logging.histogram_freq)
         try:
-            train(cfg.trainer, model, datasets, callbacks)
+            train(cfg.trainer, model, datasets, callbacks, context)
         except BaseException as error:
             status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
             record.update(_training_figures(recorder, cfg, datasets.spec.train_size), status=status,
@@ -77,9 +89,11 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None) -> float:
             raise
 
         record.update(_training_figures(recorder, cfg, datasets.spec.train_size))
+        shutil.rmtree(state_dir(run_dir), ignore_errors=True)  # finished: nothing left to resume
         if recorder.diverged:
             record.update(status="diverged", diverged=recorder.diverged)
         else:
+            model.save_weights(str(run_dir / "checkpoints" / "last.weights.h5"))
             restore_best(model, run_dir)
             deployable = compression.strip(model)
             record["exports"] = export_model(cfg.export.formats, deployable, run_dir)
@@ -112,6 +126,19 @@ def check_monitor(monitor: str, metrics) -> None:
     accepted = names + [f"val_{n}" for n in names]
     if monitor not in accepted:
         raise ConfigError("trainer.monitor", monitor, accepted, "not a metric this run logs")
+
+
+def prepare_resume(cfg_trainer, run_dir: Path) -> None:
+    """Resume what an earlier, unfinished run in this directory saved; or start it over if asked."""
+    state, history = state_dir(run_dir), run_dir / "checkpoints" / "history.json"
+    if not cfg_trainer.resume:
+        shutil.rmtree(state, ignore_errors=True)
+        history.unlink(missing_ok=True)
+    elif state.exists():
+        log.info("resuming from the saved state in %s", state)
+    elif history.exists():
+        raise ConfigError("hydra.run.dir", str(run_dir), "a run directory with saved state, or trainer.resume=false "
+                          "to start it over", "an earlier run started here but left no state to resume from")
 
 
 def restore_best(model: keras.Model, run_dir: Path) -> None:

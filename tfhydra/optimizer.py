@@ -1,22 +1,93 @@
-"""Optimizer builders: `build_x(cfg_optimizer) -> tf_keras optimizer`. `lr` is the learning rate."""
+"""Optimizer builders `build_x(cfg_optimizer, learning_rate, **clipping) -> tf_keras optimizer`,
+and learning-rate schedules `build_x(cfg_schedule, lr, steps_per_epoch, epochs)`.
+
+`optimizer.lr` is the peak learning rate; `optimizer.schedule` shapes it over training.
+Schedules are given in epochs (what users reason in) and converted to optimizer steps
+with the run's real steps per epoch.
+"""
 from __future__ import annotations
 
 import tf_keras as keras
+from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.registry import Registry
+from tfhydra.errors import ConfigError
+from tfhydra.registry import Registry, instantiate_target
 
 OPTIMIZERS = Registry("optimizer")
+SCHEDULES = Registry("optimizer.schedule")
 
 
-def build_optimizer(cfg_optimizer) -> keras.optimizers.Optimizer:
-    return OPTIMIZERS.build(cfg_optimizer)
+def build_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epochs: int, clipping: dict | None = None):
+    """clipping: Keras' `clipnorm` / `clipvalue` / `global_clipnorm`, None entries ignored."""
+    clipping = {k: v for k, v in (clipping or {}).items() if v is not None}
+    if "_target_" in cfg_optimizer:
+        node = OmegaConf.masked_copy(cfg_optimizer, [k for k in cfg_optimizer if k not in ("schedule", "lr")])
+        return instantiate_target(node, "optimizer", **clipping)
+    learning_rate = build_schedule(cfg_optimizer.schedule, cfg_optimizer.lr, steps_per_epoch, epochs)
+    return OPTIMIZERS.get(cfg_optimizer.name)(cfg_optimizer, learning_rate, **clipping)
+
+
+def build_schedule(cfg_schedule: DictConfig, lr: float, steps_per_epoch: int, epochs: int):
+    return SCHEDULES.get(cfg_schedule.name)(cfg_schedule, lr, steps_per_epoch, epochs)
 
 
 @OPTIMIZERS.register("adam")
-def build_adam(cfg) -> keras.optimizers.Optimizer:
-    return keras.optimizers.Adam(learning_rate=cfg.lr, beta_1=cfg.beta_1, beta_2=cfg.beta_2, epsilon=cfg.epsilon)
+def build_adam(cfg, learning_rate, **clipping) -> keras.optimizers.Optimizer:
+    return keras.optimizers.Adam(learning_rate=learning_rate, beta_1=cfg.beta_1, beta_2=cfg.beta_2,
+                                 epsilon=cfg.epsilon, **clipping)
 
 
 @OPTIMIZERS.register("sgd")
-def build_sgd(cfg) -> keras.optimizers.Optimizer:
-    return keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
+def build_sgd(cfg, learning_rate, **clipping) -> keras.optimizers.Optimizer:
+    return keras.optimizers.SGD(learning_rate=learning_rate, momentum=cfg.momentum, nesterov=cfg.nesterov, **clipping)
+
+
+@SCHEDULES.register("constant")
+def build_constant(cfg, lr: float, steps_per_epoch: int, epochs: int):
+    return lr
+
+
+@SCHEDULES.register("reduce_on_plateau")
+def build_reduce_on_plateau(cfg, lr: float, steps_per_epoch: int, epochs: int):
+    """A constant rate that the ReduceLROnPlateau callback lowers (see plateau_callback)."""
+    return lr
+
+
+@SCHEDULES.register("cosine")
+def build_cosine(cfg, lr: float, steps_per_epoch: int, epochs: int):
+    """Linear warm-up from 0 to `lr` over `warmup_epochs`, then cosine decay to `min_lr` at the last step."""
+    warmup = int(round(cfg.warmup_epochs * steps_per_epoch))
+    total = epochs * steps_per_epoch
+    if warmup >= total:
+        raise ConfigError("optimizer.schedule.warmup_epochs", cfg.warmup_epochs, f"fewer than trainer.epochs ({epochs})",
+                          "the warm-up would take the whole run")
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0 if warmup else lr, decay_steps=total - warmup, alpha=cfg.min_lr / lr,
+        warmup_target=lr if warmup else None, warmup_steps=warmup)
+
+
+@SCHEDULES.register("exponential")
+def build_exponential(cfg, lr: float, steps_per_epoch: int, epochs: int):
+    """lr * decay_rate ** (step / (decay_epochs * steps_per_epoch)); `staircase` steps it per period."""
+    return keras.optimizers.schedules.ExponentialDecay(
+        lr, decay_steps=max(1, int(round(cfg.decay_epochs * steps_per_epoch))), decay_rate=cfg.decay_rate,
+        staircase=cfg.staircase)
+
+
+@SCHEDULES.register("piecewise")
+def build_piecewise(cfg, lr: float, steps_per_epoch: int, epochs: int):
+    """lr * multipliers[i] from epoch boundaries_epochs[i-1] on (one more multiplier than boundaries)."""
+    boundaries, multipliers = list(cfg.boundaries_epochs), list(cfg.multipliers)
+    if len(multipliers) != len(boundaries) + 1 or boundaries != sorted(boundaries):
+        raise ConfigError("optimizer.schedule.multipliers", multipliers,
+                          f"{len(boundaries) + 1} multipliers for {len(boundaries)} increasing boundaries_epochs",
+                          "does not match boundaries_epochs")
+    return keras.optimizers.schedules.PiecewiseConstantDecay(
+        [int(b * steps_per_epoch) for b in boundaries], [lr * m for m in multipliers])
+
+
+def plateau_callback(cfg_schedule: DictConfig, monitor: str, mode: str) -> list[keras.callbacks.Callback]:
+    if cfg_schedule.name != "reduce_on_plateau":
+        return []
+    return [keras.callbacks.ReduceLROnPlateau(monitor=monitor, mode=mode, factor=cfg_schedule.factor,
+                                              patience=cfg_schedule.patience, min_lr=cfg_schedule.min_lr)]

@@ -3,7 +3,8 @@
 Two layers:
 - `RULES`: range and choice checks for keys whose valid values are narrower than
   their type. A rule applies wherever its key exists, so `model.dropout` covers every
-  model option that has a `dropout` key.
+  model option that has a `dropout` key, except inside a node with `_target_`, whose
+  keys are the user's callable's arguments.
 - `check_types`: every other leaf must keep the type of its default in `conf/`
   (`optimizer.lr=abc` is refused because the default `lr` is a float).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -23,8 +25,11 @@ class Rule:
     accepted: str
     ok: Callable[[Any], bool]
     numeric: bool = False  # a numeric rule calls a bad number "out of range", anything else "not a number"
+    refusal: str = ""  # what to call a refused value when neither of those says it (e.g. "no such file")
 
     def problem(self, value: Any) -> str:
+        if self.refusal:
+            return self.refusal
         if not self.numeric:
             return "not an accepted value"
         return "out of range" if _is_number(value) else "not a number"
@@ -64,9 +69,43 @@ def choice(*options: Any) -> Rule:
     return Rule("one of " + ", ".join(map(_show, options)), lambda v: v in options and type(v) in {type(o) for o in options})
 
 
+def _is_target(v: Any) -> bool:
+    return isinstance(v, (dict, DictConfig)) and "_target_" in v
+
+
+def _is_weights(v: Any) -> bool:
+    """Checked here, before TensorFlow is imported, so a mistyped path costs no model build."""
+    return v is None or v == "imagenet" or (isinstance(v, str) and Path(v).expanduser().is_file())
+
+
+def optional(rule: Rule) -> Rule:
+    return Rule(f"null or {rule.accepted}", lambda v: v is None or rule.ok(v), rule.numeric)
+
+
 def list_of(rule: Rule, min_len: int = 1) -> Rule:
     return Rule(f"a list of at least {min_len} items, each {rule.accepted}",
                 lambda v: isinstance(v, (list, ListConfig)) and len(v) >= min_len and all(rule.ok(x) for x in v))
+
+
+def _exists(v: Any) -> bool:
+    """A data file is looked for here, before TensorFlow is imported, so a typo costs no start-up."""
+    return isinstance(v, str) and v != "" and Path(v).expanduser().exists()
+
+
+def _is_globs(v: Any) -> bool:
+    return (isinstance(v, str) and v != "") or (isinstance(v, (list, ListConfig)) and len(v) > 0
+                                                and all(isinstance(p, str) and p for p in v))
+
+
+def _is_image_size(v: Any) -> bool:
+    return (_is_int(v) and v >= 1) or (isinstance(v, (list, ListConfig)) and len(v) == 2
+                                       and all(_is_int(d) and d >= 1 for d in v))
+
+
+def _is_augment_list(v: Any) -> bool:
+    return isinstance(v, (list, ListConfig)) and all(
+        isinstance(item, str) or (isinstance(item, (dict, DictConfig)) and isinstance(item.get("name"), str))
+        for item in v)
 
 
 # Keys whose valid range is narrower than their type. Keep one line per key.
@@ -75,7 +114,26 @@ RULES: dict[str, Rule] = {
     "trainer.seed": integer(0),
     "trainer.steps_per_execution": integer(1),
     "trainer.verbose": integer(0, 2),
-    "trainer.loop": choice("fit"),
+    "trainer.loop": choice("fit", "custom"),
+    "trainer.jit_compile": choice("auto", True, False),
+    "trainer.clip_norm": optional(number(0)),
+    "trainer.clip_value": optional(number(0)),
+    "trainer.clip_global_norm": optional(number(0)),
+    "trainer.save_every": Rule("'epoch' or an integer >= 1 (steps)", lambda v: v == "epoch" or (_is_int(v) and v >= 1)),
+    "trainer.resume": choice(True, False),
+    "trainer.deterministic": choice(True, False),
+    "trainer.early_stopping.patience": integer(0),
+    "trainer.early_stopping.mode": choice("min", "max"),
+    "trainer.early_stopping.min_delta": number(0, low_open=False),
+    "optimizer.schedule.name": choice("constant", "cosine", "exponential", "piecewise", "reduce_on_plateau"),
+    "optimizer.schedule.warmup_epochs": number(0, low_open=False),
+    "optimizer.schedule.min_lr": number(0, low_open=False),
+    "optimizer.schedule.decay_rate": number(0, 1, high_open=False),
+    "optimizer.schedule.decay_epochs": number(0),
+    "optimizer.schedule.boundaries_epochs": list_of(number(0), min_len=0),
+    "optimizer.schedule.multipliers": list_of(number(0)),
+    "optimizer.schedule.factor": number(0, 1),
+    "optimizer.schedule.patience": integer(0),
     "trainer.monitor_mode": choice("min", "max"),
     "trainer.threads": integer(0),
     "logging.histogram_freq": integer(0),
@@ -83,13 +141,32 @@ RULES: dict[str, Rule] = {
                                 lambda v: v in ("epoch", "batch") or (_is_int(v) and v >= 1)),
     "data.batch_size": integer(1),
     "data.val_fraction": number(0, 1),
+    "data.fraction": number(0, 1, high_open=False),
     "data.shuffle_buffer": integer(0),
-    "data.cache": choice(True, False),
-    "data.image_size": integer(1),
-    "data.num_classes": integer(2),
+    "data.cache": Rule("memory, false, or a path prefix for cache files",
+                       lambda v: v is False or (isinstance(v, str) and v != "")),
+    "data.prefetch": Rule("auto or an integer >= 0 (batches; 0 = off)", lambda v: v == "auto" or (_is_int(v) and v >= 0)),
+    "data.augment": Rule("a list of layer names or {name: <layer>, <argument>: <value>} mappings", _is_augment_list),
+    "data.image_size": optional(Rule("an integer >= 1 or [height, width]", _is_image_size)),
+    "data.num_classes": optional(integer(2)),
+    "data.class_names": optional(list_of(Rule("a name", lambda v: isinstance(v, str) or _is_int(v)), min_len=2)),
     "data.train_size": integer(1),
     "data.val_size": integer(1),
     "data.shape": list_of(integer(1)),
+    "data.path": Rule("the path of an existing file or directory (relative to the working directory)", _exists,
+                      refusal="no such file or directory"),
+    "data.train": Rule("a glob pattern of TFRecord files, or a list of them", _is_globs),
+    "data.validation": optional(Rule("a glob pattern of TFRecord files, or a list of them", _is_globs)),
+    "data.encoding": choice("png", "jpeg", "raw"),
+    "data.channels": choice(0, 1, 3, 4),
+    "data.raw_shape": optional(list_of(integer(1))),
+    "data.raw_dtype": choice("uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32", "float64"),
+    "data.color_mode": choice("grayscale", "rgb", "rgba"),
+    "data.features": optional(list_of(Rule("a column name", lambda v: isinstance(v, str)))),
+    "data.delimiter": Rule("a single character", lambda v: isinstance(v, str) and len(v) == 1),
+    "data.sequence_length": integer(1),
+    "data.vocab_size": integer(3),
+    "data.label_mode": choice("fine", "coarse"),
     "optimizer.lr": number(0),
     "optimizer.momentum": number(0, 1, low_open=False),
     "optimizer.beta_1": number(0, 1, low_open=False),
@@ -101,6 +178,24 @@ RULES: dict[str, Rule] = {
     "model.pool_size": integer(1),
     "model.dense_units": integer(1),
     "model.dropout": number(0, 1, low_open=False),
+    "model.depth": optional(Rule("6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110, ...)",
+                                 lambda v: _is_int(v) and v >= 8 and (v - 2) % 6 == 0, numeric=True)),
+    "model.blocks_per_stage": optional(list_of(integer(1))),
+    "model.width": integer(1),
+    "model.weights": Rule("null (random initialisation), imagenet (downloads; needs network) or the path of an "
+                          "existing weights file", _is_weights, refusal="no such file"),
+    "model.pooling": choice("avg", "max"),
+    "model.cell": choice("lstm", "gru"),
+    "model.bidirectional": choice(True, False),
+    "model.embedding_dim": integer(1),
+    "model.mask_zero": choice(True, False),
+    "model.heads": integer(1),
+    "model.blocks": integer(1),
+    "model.mlp_dim": integer(1),
+    "model.positions": choice("sinusoidal", "learned"),
+    "trainer.loss": Rule("a Keras loss name, or a node with _target_", lambda v: isinstance(v, str) or _is_target(v)),
+    "trainer.metrics": Rule("a list of Keras metric names or nodes with _target_", lambda v: isinstance(
+        v, (list, ListConfig)) and all(isinstance(m, str) or _is_target(m) for m in v)),
     "export.formats": list_of(choice("saved_model"), min_len=0),
 }
 
@@ -108,10 +203,20 @@ RULES: dict[str, Rule] = {
 def check_rules(cfg: DictConfig) -> None:
     for key, rule in RULES.items():
         value = OmegaConf.select(cfg, key, default=_ABSENT)
-        if value is _ABSENT:
+        if value is _ABSENT or _in_target_node(cfg, key):
             continue
         if not rule.ok(value):
             raise ConfigError(key, _plain(value), rule.accepted, rule.problem(value))
+
+
+def _in_target_node(cfg: DictConfig, key: str) -> bool:
+    """Keys inside a `_target_` node are the user's callable's arguments (`+model.units=128`), not our builders'."""
+    parts = key.split(".")
+    for end in range(1, len(parts)):
+        node = OmegaConf.select(cfg, ".".join(parts[:end]), default=None)
+        if isinstance(node, DictConfig) and "_target_" in node:
+            return True
+    return False
 
 
 def check_types(cfg: DictConfig, defaults: DictConfig, prefix: str = "") -> None:

@@ -1,12 +1,16 @@
 """Callbacks every run gets: TensorBoard, best checkpoint, divergence stop, and the run record."""
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 from pathlib import Path
 
 import tf_keras as keras
+from omegaconf import DictConfig
+
+from tfhydra.registry import instantiate_target
 
 log = logging.getLogger("tfhydra")
 
@@ -18,8 +22,9 @@ class RunRecorder(keras.callbacks.Callback):
     examples/second measures what the optimizer step costs.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, history_file: Path | None = None) -> None:
         super().__init__()
+        self.history_file = history_file  # kept beside the resumable state, so a resumed run has all epochs
         self.epochs: list[dict] = []
         self.train_seconds: list[float] = []
         self.first_step_seconds: float | None = None
@@ -28,18 +33,24 @@ class RunRecorder(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._start = time.perf_counter()
+        if self.history_file and self.history_file.exists():
+            saved = json.loads(self.history_file.read_text())
+            self.epochs, self.train_seconds = saved["epochs"], saved["train_seconds"]
 
     def on_epoch_begin(self, epoch, logs=None):
+        # A resumed run restarts at `epoch`: forget any epoch recorded after the state it resumed from.
+        del self.epochs[epoch:], self.train_seconds[epoch:]
+        self._epoch = epoch
         self._epoch_start, self._train_end = time.perf_counter(), None
 
     def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
+        self._step = self._epoch * (self.params.get("steps") or 0) + batch + 1  # global optimizer step
         if self.first_step_seconds is None:
             self.first_step_seconds = time.perf_counter() - self._start
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
-            self.diverged = {"epoch": len(self.epochs), "step": self._step, "loss": float(loss)}
-            log.error("loss became %s at step %d (epoch %d): stopping", float(loss), self._step, len(self.epochs))
+            self.diverged = {"epoch": self._epoch + 1, "step": self._step, "loss": float(loss)}
+            log.error("loss became %s at step %d (epoch %d): stopping", float(loss), self._step, self._epoch + 1)
             self.model.stop_training = True
 
     def on_test_begin(self, logs=None):
@@ -51,20 +62,66 @@ class RunRecorder(keras.callbacks.Callback):
         self.train_seconds.append(end - self._epoch_start)
         values = {k: float(v) for k, v in (logs or {}).items()}
         self.epochs.append(values)
+        if self.history_file:
+            from tfhydra.report import write_json
+
+            self.history_file.parent.mkdir(parents=True, exist_ok=True)
+            write_json(self.history_file, {"epochs": self.epochs, "train_seconds": self.train_seconds})
         log.info("epoch %d/%s %s", epoch + 1, self.params.get("epochs"),
                  " ".join(f"{k}={v:.4f}" for k, v in values.items()))
 
 
-def build_callbacks(cfg_trainer, cfg_logging, run_dir: Path, recorder: RunRecorder) -> list[keras.callbacks.Callback]:
-    callbacks: list[keras.callbacks.Callback] = [recorder]
+class LearningRateLogger(keras.callbacks.Callback):
+    """Adds the optimizer's current learning rate to the epoch logs (TensorBoard: epoch_learning_rate)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            optimizer = self.model.optimizer
+            rate = optimizer.learning_rate
+            if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+                rate = rate(optimizer.iterations)
+            logs["learning_rate"] = float(keras.backend.get_value(rate))
+
+
+def build_callbacks(cfg_trainer, cfg_logging, run_dir: Path, recorder: RunRecorder,
+                    extra: list[keras.callbacks.Callback] = ()) -> list[keras.callbacks.Callback]:
+    """Order matters: callbacks that add to the epoch logs come before those that write them."""
+    callbacks: list[keras.callbacks.Callback] = [*extra, LearningRateLogger(), recorder]
+    stopping = cfg_trainer.early_stopping
+    if stopping.patience > 0:
+        callbacks.append(keras.callbacks.EarlyStopping(
+            monitor=stopping.monitor, mode=stopping.mode, patience=stopping.patience, min_delta=stopping.min_delta))
+    callbacks += user_callbacks(cfg_trainer.callbacks)
     if cfg_logging.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(
             log_dir=str(run_dir / "tensorboard"), histogram_freq=cfg_logging.histogram_freq,
             write_graph=cfg_logging.write_graph, update_freq=cfg_logging.update_freq, profile_batch=0))
     callbacks.append(keras.callbacks.ModelCheckpoint(
         str(best_checkpoint_path(run_dir)), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
-        save_best_only=True, save_weights_only=True, verbose=0))
+        save_best_only=True, save_weights_only=True, verbose=0,
+        initial_value_threshold=best_so_far(recorder.history_file, cfg_trainer.monitor, cfg_trainer.monitor_mode)))
     return callbacks
+
+
+def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
+    built = []
+    for i, node in enumerate(nodes):
+        callback = instantiate_target(node, f"trainer.callbacks[{i}]") if isinstance(node, DictConfig) else None
+        if not isinstance(callback, keras.callbacks.Callback):
+            from tfhydra.errors import ConfigError
+
+            raise ConfigError(f"trainer.callbacks[{i}]", node, "a node whose _target_ builds a tf_keras Callback",
+                              "not a callback")
+        built.append(callback)
+    return built
+
+
+def best_so_far(history_file: Path | None, monitor: str, mode: str) -> float | None:
+    """A resumed run must not replace the best checkpoint with a worse epoch."""
+    if not history_file or not history_file.exists():
+        return None
+    values = [e[monitor] for e in json.loads(history_file.read_text())["epochs"] if e.get(monitor) is not None]
+    return (max if mode == "max" else min)(values) if values else None
 
 
 def best_checkpoint_path(run_dir: Path) -> Path:

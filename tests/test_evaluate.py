@@ -1,0 +1,62 @@
+"""`python -m tfhydra.evaluate RUN_DIR [data=...]`: a finished run's export, evaluated without retraining."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, TESTS, last_line, run_cli
+
+
+def evaluate(*args):
+    return subprocess.run([sys.executable, "-m", "tfhydra.evaluate", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin",
+                                                                                 "PYTHONPATH": f"{ROOT}:{TESTS}"})
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    result = run_cli("trainer.epochs=2", "logging.histogram_freq=0", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return run_dir
+
+
+@pytest.mark.slow
+def test_evaluate_reproduces_the_runs_validation_figures(finished_run):
+    result = evaluate(finished_run)
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    best = json.loads((finished_run / "metrics.json").read_text())["best"]
+    assert figures["examples"] == 360
+    assert figures["metrics"]["accuracy"] == pytest.approx(best["val_accuracy"], abs=1e-6)
+    assert figures["metrics"]["loss"] == pytest.approx(best["val_loss"], rel=1e-4)
+    written = json.loads((finished_run / "evaluations" / figures["written_to"].rsplit("/", 1)[-1]).read_text())
+    assert written["metrics"] == figures["metrics"]
+
+
+@pytest.mark.slow
+def test_evaluate_on_another_dataset(finished_run):
+    result = evaluate(finished_run, "data=synthetic", "data.val_size=200", "data.signal=0.0")
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["data"] == "synthetic" and figures["examples"] == 200
+    assert figures["metrics"]["accuracy"] < 0.5  # noise images: the digits model cannot know them
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args,message", [
+    (["data.image_size=16"], "data=digits: its examples have shape (16, 16, 1), which the run's model does not take; "
+                             "accepted: data whose examples have shape (28, 28, 1)"),
+    (["data.val_size=5"], "data.val_size=5: unknown key"),
+])
+def test_evaluate_refuses_data_the_model_cannot_take(finished_run, args, message):
+    result = evaluate(finished_run, *args)
+    assert result.returncode == 1 and message in last_line(result.stderr) and "Traceback" not in result.stderr
+
+
+def test_evaluate_refuses_a_directory_that_is_not_a_finished_run(tmp_path):
+    result = evaluate(tmp_path)
+    assert result.returncode == 1
+    assert last_line(result.stderr) == (f"Error: {tmp_path}: not a completed run (status: None); accepted: the "
+                                        "directory of a completed run with export/saved_model and .hydra/")

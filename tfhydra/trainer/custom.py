@@ -1,0 +1,155 @@
+"""The hand-written loop (`trainer.loop=custom`): tf.function train and eval steps around a
+GradientTape, for per-step control.
+
+It reports through the same Keras callbacks as fit, under the same metric names, so the
+run contract is identical. Its state (model, optimizer, data iterator, position in the
+epoch, metric accumulators, random generators) is checkpointed every `trainer.save_every`
+so a killed run resumes exactly where the last save left it.
+"""
+from __future__ import annotations
+
+import logging
+
+import tensorflow as tf
+import tf_keras as keras
+
+from tfhydra.trainer import LOOPS, LoopContext, state_dir
+
+log = logging.getLogger("tfhydra")
+
+
+@LOOPS.register("custom")
+def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
+    strategy, steps_per_epoch = context.strategy, datasets.steps_per_epoch
+    jit = jit_setting(cfg_trainer.jit_compile)
+    # One iterator over all epochs (repeat after batch keeps epoch boundaries), so its
+    # shuffle state is part of the checkpoint and a resumed run sees the same batches.
+    train_iterator = iter(strategy.experimental_distribute_dataset(datasets.train.repeat()))
+    epoch, step = tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    def replica_step(data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = model(x, training=True)
+            loss = model.compute_loss(x, y, y_pred, None)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))  # clips per trainer.clip_*
+        model.compute_metrics(x, y, y_pred, None)
+
+    @tf.function(jit_compile=jit)
+    def train_steps(iterator, count):
+        for _ in tf.range(count):
+            strategy.run(replica_step, args=(next(iterator),))
+
+    @tf.function(jit_compile=jit)
+    def eval_step(data):
+        def replica_eval(batch):
+            x, y = batch
+            y_pred = model(x, training=False)
+            model.compute_loss(x, y, y_pred, None)
+            model.compute_metrics(x, y, y_pred, None)
+        strategy.run(replica_eval, args=(data,))
+
+    # Optimizer slots and metric accumulators exist only after their first use; create them
+    # now (one evaluation batch, then reset) so the checkpoint tracks and a restore fills them.
+    model.optimizer.build(model.trainable_variables)
+    layer_generators = random_layer_generators(model, strategy)
+    for batch in strategy.experimental_distribute_dataset(datasets.validation.take(1)):
+        eval_step(batch)
+    model.reset_metrics()
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, iterator=train_iterator,
+                                     epoch=epoch, step=step, metrics=model.metrics,
+                                     rng=tf.random.get_global_generator(), layer_rngs=layer_generators)
+    manager = tf.train.CheckpointManager(checkpoint, str(state_dir(context.run_dir)), max_to_keep=2)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).expect_partial()
+        log.info("resumed from %s at epoch %d, step %d", manager.latest_checkpoint, int(epoch) + 1, int(step))
+    save_every_steps = None if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
+
+    callback_list = keras.callbacks.CallbackList(callbacks, model=model, epochs=cfg_trainer.epochs,
+                                                 steps=steps_per_epoch, verbose=0)
+    gradient_writer = tf.summary.create_file_writer(str(context.run_dir / "tensorboard" / "train")) \
+        if context.histogram_freq else None
+    model.stop_training = False
+    callback_list.on_train_begin()
+    while int(epoch) < cfg_trainer.epochs and not model.stop_training:
+        current = int(epoch)
+        if int(step) == 0:
+            model.reset_metrics()
+        callback_list.on_epoch_begin(current)
+        progress = keras.utils.Progbar(steps_per_epoch, verbose=cfg_trainer.verbose) if cfg_trainer.verbose else None
+        while int(step) < steps_per_epoch:
+            count = min(cfg_trainer.steps_per_execution, steps_per_epoch - int(step))
+            callback_list.on_train_batch_begin(int(step))
+            train_steps(train_iterator, tf.constant(count))
+            step.assign_add(count)
+            logs = metric_values(model)
+            if progress:
+                progress.update(int(step), list(logs.items()))
+            callback_list.on_train_batch_end(int(step) - 1, logs)
+            if model.stop_training:
+                break
+            if save_every_steps and int(step) % save_every_steps == 0 and int(step) < steps_per_epoch:
+                manager.save()
+        if model.stop_training:
+            break
+        train_logs = metric_values(model)
+        if gradient_writer and (current + 1) % context.histogram_freq == 0:
+            write_gradient_summaries(model, datasets.train, gradient_writer, current)
+        callback_list.on_test_begin()
+        model.reset_metrics()
+        for batch in strategy.experimental_distribute_dataset(datasets.validation):
+            eval_step(batch)
+        val_logs = {f"val_{name}": value for name, value in metric_values(model).items()}
+        callback_list.on_test_end(val_logs)
+        epoch.assign_add(1)
+        step.assign(0)
+        manager.save()  # before the callbacks record the epoch, so the record is never ahead of the state
+        callback_list.on_epoch_end(current, {**train_logs, **val_logs})
+    callback_list.on_train_end()
+
+
+def random_layer_generators(model: keras.Model, strategy) -> list:
+    """The tf.random.Generator of each random layer (Dropout & co.), created now rather than on first use.
+
+    Keras keeps these out of the model's checkpoint on purpose (backward compatibility), so
+    without saving them ourselves a resumed run would draw different dropout masks.
+    They exist only with `enable_tf_random_generator()` (trainer.deterministic=true).
+    """
+    generators = []
+    with strategy.scope():
+        for layer in model.submodules:
+            random = getattr(layer, "_random_generator", None)
+            if hasattr(random, "_maybe_init"):
+                random._maybe_init()
+                if isinstance(getattr(random, "_generator", None), tf.random.Generator):
+                    generators.append(random._generator)
+    return generators
+
+
+def metric_values(model: keras.Model) -> dict[str, float]:
+    values = {}
+    for metric in model.metrics:
+        result = metric.result()
+        values.update({k: float(v) for k, v in result.items()} if isinstance(result, dict) else {metric.name: float(result)})
+    return values
+
+
+def write_gradient_summaries(model: keras.Model, train: tf.data.Dataset, writer, epoch: int) -> None:
+    """Per-variable gradient norms and histograms on one training batch (an extra forward/backward pass)."""
+    x, y = next(iter(train))
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x, y, model(x, training=False), None)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    with writer.as_default(step=epoch):
+        for variable, gradient in zip(model.trainable_variables, gradients):
+            if gradient is not None:
+                name = variable.name.replace(":", "_")
+                tf.summary.scalar(f"gradient_norm/{name}", tf.norm(gradient))
+                tf.summary.histogram(f"gradients/{name}", gradient)
+    writer.flush()
+
+
+def jit_setting(value) -> bool:
+    """`auto` keeps XLA off: on CPU it slowed the seed CNN (docs/training.md); no GPU measurement yet."""
+    return value is True
