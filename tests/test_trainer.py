@@ -51,6 +51,7 @@ def test_custom_loop_writes_the_same_contract(tmp_path, compose_cfg):
     assert [s for s, _ in train["scalars"]["epoch_loss"]] == [0, 1]
     assert any(tag.startswith("gradient_norm/") for tag in train["scalars"])
     assert any(tag.startswith("gradients/") for tag in train["histograms"])
+    assert any("kernel" in tag and not tag.startswith("gradients/") for tag in train["histograms"])  # weights
     assert read_events(tmp_path / "tensorboard" / "validation")["scalars"]["epoch_accuracy"]
     assert (tmp_path / "export" / "saved_model" / "saved_model.pb").is_file()
     assert not (tmp_path / "checkpoints" / "state").exists()  # finished: no resumable state left
