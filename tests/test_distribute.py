@@ -1,0 +1,160 @@
+"""Precision policies and tf.distribute strategies, on a CPU-only machine.
+
+Multi-replica runs use `strategy.logical_cpus=2` (two logical CPU devices) or two worker
+processes on the loopback interface; each needs a fresh process, so they go through the CLI.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfhydra
+from conftest import ROOT, TESTS, last_line, run_cli
+
+# One optimizer step per epoch on one fixed global batch: the loss after that step shows
+# whether the replicas' gradients were combined into the single-device gradient.
+ONE_STEP = ["data=synthetic", "data.train_size=64", "data.val_size=64", "data.batch_size=64", "data.shuffle_buffer=0",
+            "trainer.epochs=1", "trainer.deterministic=true", "logging.histogram_freq=0", "model=mlp",
+            "model.dropout=0.0", "optimizer.lr=0.01"]
+
+
+def figures(run_dir):
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return metrics, metrics["history"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_mirrored_on_two_cpus_matches_one_device(tmp_path, loop):
+    for name, strategy in [("single", []), ("mirrored", ["strategy=mirrored", "strategy.logical_cpus=2"])]:
+        result = run_cli(*ONE_STEP, f"trainer.loop={loop}", *strategy, f"hydra.run.dir={tmp_path / name}")
+        assert result.returncode == 0, result.stderr[-2000:]
+    (single, first), (mirrored, second) = figures(tmp_path / "single"), figures(tmp_path / "mirrored")
+    assert mirrored["replicas"] == 2 and mirrored["strategy"] == "MirroredStrategy" and len(mirrored["devices"]) == 2
+    assert single["replicas"] == 1
+    assert second["loss"] == pytest.approx(first["loss"], rel=1e-5)  # the step's forward pass
+    assert second["val_loss"] == pytest.approx(first["val_loss"], rel=1e-5)  # after the combined update
+    assert (tmp_path / "mirrored" / "export" / "saved_model" / "saved_model.pb").is_file()
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_on_loopback_matches_one_process(tmp_path):
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes = []
+    try:
+        for index in range(2):
+            env = {**os.environ, "PYTHONPATH": str(TESTS),
+                   "TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
+            processes.append(subprocess.Popen(
+                [sys.executable, str(ROOT / "train.py"), *ONE_STEP, "strategy=multi_worker",
+                 f"hydra.run.dir={tmp_path / f'worker{index}'}"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        errors = [p.communicate(timeout=300)[1] for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in processes] == [0, 0], [e[-1500:] for e in errors]
+    chief, other = tmp_path / "worker0", tmp_path / "worker1"
+    assert (chief / "export" / "saved_model" / "saved_model.pb").is_file() and (chief / "metrics.json").is_file()
+    assert (chief / "tensorboard").is_dir() and (chief / "checkpoints" / "best.weights.h5").is_file()
+    assert not (other / "export").exists() and not (other / "metrics.json").exists()
+    assert not (other / "tensorboard").exists() and not (other / "checkpoints").exists()
+
+    reference = run_cli(*ONE_STEP, f"hydra.run.dir={tmp_path / 'single'}")
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    (distributed, first), (_, single) = figures(chief), figures(tmp_path / "single")
+    assert distributed["replicas"] == 2 and distributed["strategy"] == "MultiWorkerMirroredStrategy"
+    assert first["loss"] == pytest.approx(single["loss"], rel=1e-5)
+    assert first["val_loss"] == pytest.approx(single["val_loss"], rel=1e-5)
+
+
+@pytest.mark.parametrize("tf_config,message", [
+    (None, "TF_CONFIG: strategy=multi_worker needs the TF_CONFIG environment variable on every worker; it is not set"),
+    ("{not json", "not valid JSON"),
+    ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "cluster.worker (a list of host:port) is missing"),
+    ('{"cluster": {"worker": ["127.0.0.1:1"]}}', "task.type and task.index are missing"),
+    ('{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}',
+     "task worker:3 is not in the cluster"),
+])
+def test_multi_worker_tf_config_errors_are_one_line(tmp_path, tf_config, message):
+    env = {"TF_CONFIG": tf_config} if tf_config else {}
+    if tf_config is None:
+        os.environ.pop("TF_CONFIG", None)
+    result = run_cli("strategy=multi_worker", "trainer.epochs=1", f"hydra.run.dir={tmp_path}", env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert message in last_line(result.stderr) and "accepted: TF_CONFIG=" in last_line(result.stderr)
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_global_batch_not_divisible_by_replicas_is_refused(tmp_path):
+    result = run_cli("strategy=mirrored", "strategy.logical_cpus=2", "data.batch_size=33", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 1
+    assert last_line(result.stderr) == ("Error: data.batch_size=33: not divisible by the replica count; accepted: a "
+                                        "multiple of the 2 replicas (it is the global batch; each replica gets "
+                                        "batch_size / 2)")
+
+
+@pytest.mark.parametrize("precision,policy", [("mixed", "mixed_float16"), ("bf16", "mixed_bfloat16")])
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_low_precision_trains_with_float32_output(tmp_path, compose_cfg, precision, policy, loop):
+    import tf_keras as keras
+
+    cfg = compose_cfg([f"precision={precision}", f"trainer.loop={loop}", "data=synthetic", "data.train_size=64",
+                       "data.val_size=32", "trainer.epochs=1", "logging.histogram_freq=0"])
+    tfhydra.run(cfg, run_dir=tmp_path)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["policy"] == policy
+    assert (metrics["loss_scale"] is None) == (precision == "bf16")  # bf16 needs no loss scaling
+    assert np.isfinite(metrics["final"]["loss"])
+    served = tf.saved_model.load(str(tmp_path / "export" / "saved_model"))
+    output = served.serve(tf.zeros((2, 28, 28, 1)))
+    assert output.dtype == tf.float32
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored after the run
+
+
+def test_fp32_job_after_a_mixed_job_in_one_process_is_float32(tmp_path, compose_cfg):
+    from tfhydra.data import build_datasets
+    from tfhydra.model import build_model
+
+    base = ["data=synthetic", "data.train_size=64", "data.val_size=32", "trainer.epochs=1", "logging.histogram_freq=0"]
+    tfhydra.run(compose_cfg(["precision=mixed", *base]), run_dir=tmp_path / "mixed")
+    cfg = compose_cfg(["precision=fp32", *base])
+    tfhydra.run(cfg, run_dir=tmp_path / "fp32")
+    assert json.loads((tmp_path / "fp32" / "metrics.json").read_text())["policy"] == "float32"
+    model = build_model(cfg.model, build_datasets(cfg.data, 0).spec)  # as the fp32 job built it, after the mixed one
+    assert {layer.compute_dtype for layer in model.layers} == {"float32"}
+    assert {v.dtype for v in model.variables} == {tf.float32}
+
+
+def test_user_model_with_float16_output_gets_a_float32_cast(compose_cfg):
+    import tf_keras as keras
+
+    from tfhydra.data import DataSpec
+    from tfhydra.model import build_model
+    from tfhydra.precision import float32_output, policy_scope
+
+    cfg = compose_cfg(["~model", "+model._target_=user_code.build_tiny_model", "precision=mixed"])
+    with policy_scope(cfg.precision):
+        model = build_model(cfg.model, DataSpec((8, 8, 1), 3, ("a", "b", "c"), 1, 1))
+        assert model.output.dtype == tf.float16  # the user's softmax follows the mixed policy
+        fixed = float32_output(model)
+    assert fixed.output.dtype == tf.float32 and fixed.layers[-1].name == "float32_output"
+    assert float32_output(keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])).layers[-1].name != \
+        "float32_output"
