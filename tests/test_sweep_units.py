@@ -1,0 +1,205 @@
+"""The sweep room's parts on their own: job names, thread defaults, a failing job's record, and the
+summary of a sweep directory built by hand (no training, no subprocess)."""
+import csv
+import json
+import math
+import sys
+
+import pytest
+import yaml
+from omegaconf import OmegaConf, open_dict
+
+from conftest import CONFIG_DIR
+from tb_events import read_events
+
+
+def test_job_dirnames_keep_only_swept_overrides_and_never_nest_folders(monkeypatch):
+    from tfhydra.sweep import SWEPT_KEYS_ENV, job_dirname
+
+    monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
+    argv = ["-m", "optimizer.lr=1e-3,5e-4", "data.batch_size=32,64", "trainer.epochs=2"]
+    assert job_dirname(["optimizer.lr=0.0005", "data.batch_size=64", "trainer.epochs=2"], argv) == \
+        "optimizer.lr=0.0005,data.batch_size=64"
+    assert job_dirname(["data.path=/data/a b/c:d", "x=1"], ["-m", "data.path=/data/a b/c:d,/e", "x=1"]) == \
+        "data.path=_data_a_b_c_d"
+    # A worker process of a parallel launcher has another sys.argv: the swept keys come from the environment.
+    monkeypatch.setenv(SWEPT_KEYS_ENV, json.dumps(["data.batch_size"]))
+    monkeypatch.setattr(sys, "argv", ["loky_worker.py", "--pipe", "3"])
+    assert job_dirname(["optimizer.lr=0.001", "data.batch_size=64"]) == "data.batch_size=64"
+
+
+def hydra_job_config(overrides, mode="MULTIRUN", output_dir="/tmp/job"):
+    from hydra import compose, initialize_config_dir
+    from hydra.types import RunMode
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.mode = RunMode[mode]
+        cfg.hydra.runtime.output_dir = str(output_dir)
+        cfg.hydra.overrides.task = [o for o in overrides if not o.startswith("hydra")]
+    return cfg
+
+
+@pytest.fixture
+def as_hydra_job():
+    """Make HydraConfig hold a config, as it does inside a job; restored afterwards."""
+    from hydra.core.hydra_config import HydraConfig
+
+    previous = HydraConfig.instance().cfg
+
+    def _set(cfg):
+        HydraConfig.instance().set_config(cfg)
+        return cfg
+
+    yield _set
+    HydraConfig.instance().cfg = previous
+
+
+@pytest.mark.parametrize("n_jobs, expected", [(2, lambda cores: max(1, cores // 2)), (-1, lambda cores: 1),
+                                              (1, lambda cores: 0)])
+def test_threads_default_to_cores_divided_by_parallel_jobs_under_joblib(as_hydra_job, n_jobs, expected):
+    from tfhydra.sweep import auto_threads, available_cores, parallel_jobs
+
+    as_hydra_job(hydra_job_config(["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}"]))
+    assert parallel_jobs() == (n_jobs if n_jobs > 0 else available_cores())
+    assert auto_threads() == expected(available_cores())
+    as_hydra_job(hydra_job_config([]))  # the basic launcher runs one job at a time: TensorFlow decides
+    assert parallel_jobs() == 1 and auto_threads() == 0
+
+
+def test_a_job_that_raises_before_training_is_recorded_and_returns_nan(as_hydra_job, tmp_path, monkeypatch):
+    """A ConfigError only a builder can see (no complete batch) is the job's one-line error, not the sweep's end."""
+    from tfhydra.errors import ConfigError
+    from tfhydra.sweep import SWEPT_KEYS_ENV
+    from tfhydra.sweep.trial import run_trial
+
+    monkeypatch.setenv(SWEPT_KEYS_ENV, json.dumps(["data.batch_size"]))
+    job_dir = tmp_path / "0_data.batch_size=4096"
+    cfg = as_hydra_job(hydra_job_config(["data.batch_size=4096", "data.drop_remainder=true"], output_dir=job_dir))
+
+    def run_job(cfg):
+        raise ConfigError("data.batch_size", 4096, "at most 1437 (the training examples)", "no complete training batch")
+
+    assert math.isnan(run_trial(cfg, run_job))
+    record = json.loads((job_dir / "metrics.json").read_text())
+    assert record["status"] == "failed" and record["epochs_run"] == 0
+    assert record["error"] == ("data.batch_size=4096: no complete training batch; "
+                               "accepted: at most 1437 (the training examples)")
+    assert record["overrides"] == ["data.batch_size=4096", "data.drop_remainder=true"]
+    events = read_events(job_dir / "tensorboard")  # the trial is in TensorBoard, with its end
+    assert events["scalars"] == {}
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(job_dir / "tensorboard"))
+    accumulator.Reload()
+    assert set(accumulator.Tags()["tensors"]) == {"_hparams_/session_start_info", "_hparams_/session_end_info"}
+
+
+def write_job(sweep, num, name, overrides, status=None, history=(), wall=None, error=None, partial=False):
+    job = sweep / f"{num}_{name}"
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"job": {"num": num}}}))
+    epochs = [{"val_loss": v, "loss": 1.0} for v in history]
+    if partial:  # killed mid-run: only the per-epoch record beside the resumable state
+        (job / "checkpoints").mkdir()
+        (job / "checkpoints" / "history.json").write_text(json.dumps({"epochs": epochs, "train_seconds": []}))
+    elif status:
+        record = {"status": status, "history": epochs, "wall_seconds": wall, "monitor": "val_loss",
+                  "monitor_mode": "min", "overrides": overrides, "error": error}
+        (job / "metrics.json").write_text(json.dumps(record))
+    return job
+
+
+@pytest.fixture
+def hand_made_sweep(tmp_path):
+    """Five jobs of `optimizer.lr=1,2,3,4,5` ranked by val_loss (lower is better)."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
+        "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
+        "hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+                  "overrides": {"task": ["optimizer.lr=1,2,3,4,5", "trainer.epochs=3"]}}}))
+    write_job(sweep, 0, "optimizer.lr=1", ["optimizer.lr=1", "trainer.epochs=3"], "completed", [0.9, 0.5, 0.7], 10.0)
+    write_job(sweep, 1, "optimizer.lr=2", ["optimizer.lr=2", "trainer.epochs=3"], "completed", [0.8, 0.4, 0.45], 12.5)
+    write_job(sweep, 2, "optimizer.lr=3", ["optimizer.lr=3", "trainer.epochs=3"], "diverged", [0.3], 3.0,
+              error=None)
+    write_job(sweep, 3, "optimizer.lr=4", ["optimizer.lr=4", "trainer.epochs=3"], history=[0.6, 0.55], partial=True)
+    return sweep
+
+
+def test_the_summary_ranks_completed_jobs_by_the_monitored_metric_and_lists_the_rest(hand_made_sweep):
+    from tfhydra.sweep.summary import summarize
+
+    summary = summarize(hand_made_sweep)
+    assert (summary.monitor, summary.mode, summary.swept_keys) == ("val_loss", "min", ["optimizer.lr"])
+    rows = list(csv.DictReader((hand_made_sweep / "summary.csv").open()))
+    assert [(r["rank"], r["job"], r["status"]) for r in rows] == [
+        ("1", "1", "completed"), ("2", "0", "completed"), ("", "2", "diverged"), ("", "3", "interrupted"),
+        ("", "4", "not started")]
+    assert [(r["best_val_loss"], r["best_epoch"], r["final_val_loss"], r["epochs"]) for r in rows[:2]] == [
+        ("0.4", "2", "0.45", "3"), ("0.5", "2", "0.7", "3")]
+    assert rows[3]["best_val_loss"] == "0.55" and rows[3]["epochs"] == "2"  # from checkpoints/history.json
+    assert rows[4]["overrides"] == "optimizer.lr=5" and rows[4]["directory"] == ""
+    assert rows[2]["error"] == "the training loss diverged"
+    markdown = (hand_made_sweep / "summary.md").read_text()
+    assert "python train.py optimizer.lr=2 trainer.epochs=3" in markdown and "(lower is better)" in markdown
+    assert summary.unsuccessful and summary.best.name == "1_optimizer.lr=2"
+    assert "best job: 1_optimizer.lr=2 (val_loss=0.4000 at epoch 2)" in summary.report()
+    assert not list(hand_made_sweep.glob(".*.partial"))  # written atomically
+
+
+def test_without_matplotlib_the_plot_is_skipped_with_a_note(hand_made_sweep, monkeypatch):
+    from tfhydra.sweep.summary import summarize
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    summary = summarize(hand_made_sweep)
+    assert not (hand_made_sweep / "summary.png").exists()
+    note = "summary.png skipped: matplotlib is not installed (pip install 'tfhydra[sweeps]')"
+    assert note in summary.report() and note in (hand_made_sweep / "summary.md").read_text()
+    assert "](summary.png)" not in (hand_made_sweep / "summary.md").read_text()
+
+
+def test_a_search_sweep_without_multirun_yaml_takes_its_swept_keys_from_what_differs(tmp_path):
+    from tfhydra.sweep.summary import summarize
+
+    sweep = tmp_path / "optuna"
+    sweep.mkdir()
+    write_job(sweep, 0, "a", ["hparams_search=optuna", "optimizer.lr=0.003", "data.batch_size=64"], "completed", [0.2])
+    write_job(sweep, 1, "b", ["hparams_search=optuna", "optimizer.lr=0.0002", "data.batch_size=64"], "completed", [0.1])
+    summary = summarize(sweep)
+    assert summary.swept_keys == ["optimizer.lr"] and summary.best.swept == ["optimizer.lr=0.0002"]
+    assert (summary.monitor, summary.mode) == ("val_loss", "min")  # from the jobs' metrics.json
+
+
+def test_limited_steps_cut_both_splits_and_repeat_the_training_data():
+    import tensorflow as tf
+
+    from tfhydra.data import build_datasets, limit_steps
+
+    cfg = OmegaConf.load(CONFIG_DIR / "config.yaml").data
+    cfg = OmegaConf.merge(cfg, OmegaConf.load(CONFIG_DIR / "data" / "synthetic.yaml"),
+                          {"train_size": 64, "val_size": 64, "batch_size": 16})
+    full = build_datasets(cfg, seed=0)
+    limited = limit_steps(full, steps_per_epoch=6, validation_steps=2)  # 6 > the 4 batches of an epoch
+    assert limited.steps_per_epoch == 6 and limited.examples_per_epoch == 96
+    assert sum(1 for _ in limited.train) == 6 and sum(1 for _ in limited.validation) == 2
+    assert (full.steps_per_epoch, full.examples_per_epoch) == (4, 64)  # the original is left alone
+    assert limit_steps(full, None, None).train is full.train
+    assert isinstance(limited.train, tf.data.Dataset)
+
+
+def test_a_missing_launcher_or_sweeper_plugin_names_the_extra_to_install():
+    from hydra.errors import MissingConfigException
+
+    from tfhydra import cli
+    from tfhydra.errors import ConfigError
+
+    def compose(**kwargs):  # what Hydra raises for hparams_search=optuna without the plugin
+        raise MissingConfigException("missing", missing_cfg_file="hydra/sweeper/optuna", options=["basic"])
+
+    with pytest.raises(ConfigError) as error:
+        cli._compose(compose, "config", ["hparams_search=optuna"], [])
+    assert str(error.value) == ("hydra/sweeper=optuna: no such hydra/sweeper option; accepted: one of basic, "
+                                "or optuna after pip install -e '.[optuna]'")

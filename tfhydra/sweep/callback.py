@@ -1,0 +1,92 @@
+"""The Hydra callback of every sweep (`hydra.callbacks.sweep` in conf/config.yaml).
+
+It runs in the process that launched the sweep, whatever the launcher:
+- at the start: hands the swept keys to the jobs (job directory names, HParams values) and
+  writes the HParams experiment at the sweep root;
+- at the end: writes summary.csv/.md/.png, prints the best job, and exits 1 when any job
+  did not complete (jobs record their failures instead of raising, tfhydra/sweep/trial.py,
+  so this is where a failed sweep becomes a failed command).
+
+Hydra turns an exception in a callback into a warning; SystemExit is not an Exception, so
+the exit code gets through.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from tfhydra.sweep import SWEPT_KEYS_ENV
+
+log = logging.getLogger("tfhydra")
+
+
+class SweepCallback(Callback):
+    def __init__(self) -> None:
+        self._previous_env: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        swept = swept_values(config)
+        self._previous_env = os.environ.get(SWEPT_KEYS_ENV)
+        os.environ[SWEPT_KEYS_ENV] = json.dumps(sorted(swept))  # inherited by joblib's worker processes
+        if OmegaConf.select(config, "logging.tensorboard", default=True):
+            from tfhydra.sweep.hparams import write_experiment
+
+            names = {key.lstrip("+~"): values for key, values in swept.items()}  # as trial.py names them
+            write_experiment(Path(config.hydra.sweep.dir), names, config.trainer.monitor,
+                             metric_names(config.trainer.metrics))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self._previous_env is None:
+            os.environ.pop(SWEPT_KEYS_ENV, None)
+        else:
+            os.environ[SWEPT_KEYS_ENV] = self._previous_env
+        from tfhydra.sweep.summary import summarize
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            summary = summarize(sweep_dir)
+        except Exception as error:  # the jobs ran, but the sweep's record is missing: say so, and fail
+            log.exception("could not write the sweep summary")
+            print(f"Error: {sweep_dir}: could not write the sweep summary ({type(error).__name__}: {error}); "
+                  "rebuild it with python -m tfhydra.sweep summary <sweep dir>", file=sys.stderr, flush=True)
+            sys.exit(1)
+        print(summary.report(), flush=True)
+        if summary.unsuccessful:
+            names = ", ".join(f"{j.name or j.num} ({j.status})" for j in summary.unsuccessful)
+            print(f"Error: {len(summary.unsuccessful)} of {len(summary.jobs)} jobs did not complete: {names}",
+                  file=sys.stderr, flush=True)
+            sys.exit(1)
+
+
+def swept_values(config: DictConfig) -> dict[str, list]:
+    """{swept key: its values when a grid lists them, [] for ranges a search sampler draws from}."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
+    lines = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    try:
+        parsed = OverridesParser.create().parse_overrides(lines)
+    except Exception:  # the pre-flight check has reported malformed overrides already
+        return {}
+    fixed = {o.get_key_element() for o in parsed[len(params):] if not o.is_sweep_override()}
+    swept: dict[str, list] = {}
+    for override in parsed:
+        if override.is_sweep_override() and override.get_key_element() not in fixed:  # a fixed value wins
+            try:
+                values = list(override.sweep_iterator())
+            except Exception:  # interval(), glob(): not a list of values
+                values = []
+            swept[override.get_key_element()] = values
+    return swept
+
+
+def metric_names(metrics) -> list[str]:
+    """The names Keras logs the run's metrics under (as tfhydra/job.py check_monitor reads them)."""
+    return [m if isinstance(m, str) else m.get("name", str(m._target_).rsplit(".", 1)[-1]) for m in metrics]

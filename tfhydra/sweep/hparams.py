@@ -1,0 +1,130 @@
+"""TensorBoard HParams records for a sweep, so `tensorboard --logdir <sweep dir>` shows every
+job in the HParams dashboard with its swept values and metrics.
+
+Layout (checked against the real TensorBoard server, tests/test_sweep_tensorboard.py):
+- `<sweep dir>/events.out.tfevents.*`: the experiment (swept keys and their values, the
+  metrics to show). Written once, when the sweep starts.
+- `<job>/tensorboard/events.out.tfevents.*`: the job's trial (session start with its
+  swept values, later its end status and `best_<monitor>`). TensorBoard makes the run
+  holding a session start one session, and looks its metrics up in the runs below it:
+  `train/epoch_loss` and `validation/epoch_accuracy` are the Keras TensorBoard callback's
+  `<job>/tensorboard/train` and `<job>/tensorboard/validation`.
+- The trial id is the job directory's name (not a hash of the values), so the HParams
+  table names the directory to open.
+
+Event files are written here with TensorBoard's own protos and record writer (no
+TensorFlow): the sweep's launching process writes the experiment without importing it.
+"""
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+from tensorboard.plugins.hparams import summary_v2 as hp
+from tensorboard.summary.writer.record_writer import RecordWriter
+
+Value = Any  # bool | int | float | str
+
+
+class EventFile:
+    """One TensorBoard event file, flushed after every event (a sweep is watched while it runs)."""
+
+    def __init__(self, log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.tfhydra"
+        self.path = log_dir / name
+        self._writer = RecordWriter(open(self.path, "wb"))
+        self._add(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def write(self, summary: summary_pb2.Summary, step: int = 0) -> None:
+        self._add(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
+
+    def _add(self, event: event_pb2.Event) -> None:
+        self._writer.write(event.SerializeToString())
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> "EventFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def metric_names(monitor: str, metrics: Iterable[str]) -> list[api_pb2.MetricInfo]:
+    """The columns of the HParams table: each logged metric on both splits, and the best monitored value."""
+    infos = []
+    for name in ["loss", *metrics]:
+        for group, prefix in (("validation", "val_"), ("train", "")):
+            infos.append(hp.Metric(f"epoch_{name}", group=group, display_name=f"{prefix}{name}").as_proto())
+    infos.append(hp.Metric(f"best_{monitor}", display_name=f"best {monitor}").as_proto())
+    return infos
+
+
+def domain(values: list[Value]) -> hp.Domain | None:
+    """Discrete values when all are of one kind (numbers count as one kind); None lets TensorBoard infer."""
+    if not values:
+        return None
+    if all(isinstance(v, bool) for v in values) or all(isinstance(v, str) for v in values):
+        return hp.Discrete(sorted(set(values), key=str))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return hp.Discrete(sorted({float(v) for v in values}))
+    return None
+
+
+def write_experiment(sweep_dir: Path, swept: dict[str, list[Value]], monitor: str, metrics: Iterable[str]) -> Path:
+    """The sweep's HParams experiment: `swept` maps each swept key to its values ([] if not known yet)."""
+    infos = []
+    for key in sorted(swept):
+        info = api_pb2.HParamInfo(name=key)
+        values = domain(list(swept[key]))
+        if values is not None:
+            values.update_hparam_info(info)
+        infos.append(info)
+    experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metric_names(monitor, metrics),
+                                    time_created_secs=time.time())
+    with EventFile(sweep_dir) as events:
+        events.write(_summary(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment)))
+    return events.path
+
+
+class Trial:
+    """One job's HParams session: opened when the job starts, closed with its status."""
+
+    STATUS = {"completed": api_pb2.STATUS_SUCCESS, "diverged": api_pb2.STATUS_FAILURE,
+              "failed": api_pb2.STATUS_FAILURE}
+
+    def __init__(self, log_dir: Path, trial_id: str, values: dict[str, Value]) -> None:
+        self.events = EventFile(log_dir)
+        self.events.write(hp.hparams_pb({k: plain(v) for k, v in values.items()}, trial_id=trial_id))
+
+    def end(self, status: str, monitor: str, best: float | None, best_epoch: int | None) -> None:
+        if best is not None and math.isfinite(best):
+            value = summary_pb2.Summary.Value(tag=f"best_{monitor}", simple_value=best)
+            self.events.write(summary_pb2.Summary(value=[value]), step=max(0, (best_epoch or 1) - 1))
+        end = plugin_data_pb2.SessionEndInfo(status=self.STATUS.get(status, api_pb2.STATUS_UNKNOWN),
+                                             end_time_secs=time.time())
+        data = plugin_data_pb2.HParamsPluginData(session_end_info=end)
+        self.events.write(_summary(metadata.SESSION_END_INFO_TAG, data))
+        self.events.close()
+
+
+def plain(value: Any) -> Value:
+    """HParams take bool, number or string: anything else (a list, null) is shown as its text."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return "null" if value is None else str(value)
+
+
+def _summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> summary_pb2.Summary:
+    value = summary_pb2.Summary.Value(tag=tag, metadata=metadata.create_summary_metadata(data),
+                                      tensor=metadata.NULL_TENSOR)
+    return summary_pb2.Summary(value=[value])

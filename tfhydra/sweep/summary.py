@@ -1,0 +1,335 @@
+"""The summary of a sweep: `summary.csv`, `summary.md` and `summary.png` in the sweep directory.
+
+Everything is read back from what the jobs left on disk (each job's `metrics.json`,
+`.hydra/overrides.yaml`, `checkpoints/history.json`, and the sweep's `multirun.yaml`), so
+the same code summarises a sweep that just ended, one still running, and one that was
+interrupted (`python -m tfhydra.sweep summary <sweep dir>`). Jobs are ranked by their best
+monitored metric (`trainer.monitor`, `trainer.monitor_mode`); only completed jobs are
+ranked, since a diverged or failed job exported no model.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tfhydra.sweep import sweep_override_keys
+
+STATUSES = ("completed", "diverged", "failed", "interrupted", "not started")
+
+
+@dataclass
+class Job:
+    num: int | None
+    name: str  # the job directory's name ('' when the job never started)
+    overrides: list[str]  # every override of the job: what reproduces it
+    status: str
+    history: list[float | None] = field(default_factory=list)  # the monitored metric per epoch
+    wall_seconds: float | None = None
+    error: str | None = None
+    swept: list[str] = field(default_factory=list)  # the overrides that differ between jobs of the sweep
+    rank: int | None = None
+    monitor: str | None = None  # what the job itself monitored (its metrics.json)
+    monitor_mode: str | None = None
+
+    def best(self, mode: str) -> tuple[float | None, int | None]:
+        """(best value, its epoch from 1) of the monitored metric."""
+        scored = [(v, i + 1) for i, v in enumerate(self.history) if v is not None and math.isfinite(v)]
+        if not scored:
+            return None, None
+        pick = max if mode == "max" else min
+        return pick(scored, key=lambda ve: (ve[0], -ve[1]) if mode == "max" else (ve[0], ve[1]))
+
+    @property
+    def final(self) -> float | None:
+        return self.history[-1] if self.history else None
+
+
+@dataclass
+class Summary:
+    sweep_dir: Path
+    monitor: str
+    mode: str
+    swept_keys: list[str]
+    jobs: list[Job]  # ranked jobs first, best first; then the others by job number
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> Job | None:
+        return self.jobs[0] if self.jobs and self.jobs[0].rank == 1 else None
+
+    @property
+    def unsuccessful(self) -> list[Job]:
+        return [j for j in self.jobs if j.status != "completed"]
+
+    def counts(self) -> str:
+        found = {s: sum(j.status == s for j in self.jobs) for s in STATUSES}
+        return ", ".join(f"{n} {s}" for s, n in found.items() if n)
+
+    def reproduce(self, job: Job) -> str:
+        return " ".join(["python train.py", *(shlex.quote(o) for o in job.overrides)])
+
+    def report(self) -> str:
+        """What the end of a sweep prints: the counts, the best job, how to rerun it, where the summary is."""
+        lines = [f"sweep {self.sweep_dir}: {len(self.jobs)} jobs ({self.counts()})"]
+        best = self.best
+        if best is not None:
+            value, epoch = best.best(self.mode)
+            lines.append(f"best job: {best.name} ({self.monitor}={value:.4f} at epoch {epoch})")
+            lines.append(f"reproduce: {self.reproduce(best)}")
+        else:
+            lines.append("best job: none (no job completed)")
+        lines.append(f"summary: {self.sweep_dir / 'summary.md'}")
+        lines += self.notes
+        return "\n".join(lines)
+
+
+def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
+    """Read every job of the sweep in `sweep_dir`, rank them, and (by default) write the summary files."""
+    sweep_dir = Path(sweep_dir)
+    sweep = _read_yaml(sweep_dir / "multirun.yaml")
+    found = [_read_job(d) for d in sorted(sweep_dir.iterdir()) if _is_job_dir(d)]
+    monitor, mode = _monitor(sweep, found)
+    jobs = {**{j.num: j for j in _expected_jobs(sweep)}, **{j.num if j.num is not None else j.name: j for j in found}}
+    jobs = list(jobs.values())
+    for job in jobs:
+        if job.name:
+            job.history = _history(sweep_dir / job.name, monitor)
+    keys = _swept_keys(sweep, jobs)
+    for job in jobs:
+        job.swept = [o for o in job.overrides if _key(o) in keys] or list(job.overrides)
+    summary = Summary(sweep_dir, monitor, mode, sorted(keys), _ranked(jobs, mode))
+    if write:
+        write_summary(summary)
+    return summary
+
+
+def write_summary(summary: Summary) -> None:
+    directory = summary.sweep_dir
+    _write_atomic(directory / "summary.csv", to_csv(summary))
+    plot_note = write_plot(summary, directory / "summary.png")
+    if plot_note:
+        summary.notes.append(plot_note)
+    _write_atomic(directory / "summary.md", to_markdown(summary, plot=plot_note is None))
+
+
+def to_csv(summary: Summary) -> str:
+    monitor = summary.monitor
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["rank", "job", "status", f"best_{monitor}", "best_epoch", f"final_{monitor}", "epochs",
+                     "wall_seconds", *summary.swept_keys, "overrides", "directory", "error"])
+    for job in summary.jobs:
+        best, epoch = job.best(summary.mode)
+        values = dict(_split(o) for o in job.overrides)
+        writer.writerow([_blank(job.rank), _blank(job.num), job.status, _blank(best), _blank(epoch), _blank(job.final),
+                         len(job.history), _blank(job.wall_seconds and round(job.wall_seconds, 2)),
+                         *(values.get(k, "") for k in summary.swept_keys), " ".join(job.swept), job.name,
+                         job.error or ""])
+    return out.getvalue()
+
+
+def to_markdown(summary: Summary, plot: bool) -> str:
+    monitor, mode = summary.monitor, summary.mode
+    lines = [f"# Sweep {summary.sweep_dir.name}", "",
+             f"{len(summary.jobs)} jobs: {summary.counts()}. Ranked by the best `{monitor}` "
+             f"({'higher' if mode == 'max' else 'lower'} is better); only completed jobs are ranked.", "",
+             f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | epochs | wall time |",
+             "|---:|---|---|---|---:|---:|---:|---:|---:|"]
+    for job in summary.jobs:
+        best, epoch = job.best(mode)
+        name = f"[{_cell(job.name)}](<{job.name}/>)" if job.name else "—"
+        lines.append(f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
+                     f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {len(job.history)} | "
+                     f"{_seconds(job.wall_seconds)} |")
+    best = summary.best
+    if best is not None:
+        lines += ["", f"Best job: `{best.name}`. Reproduce it with:", "", "```bash", summary.reproduce(best), "```"]
+    problems = [j for j in summary.jobs if j.error]
+    if problems:
+        lines += ["", "## Jobs that did not complete", ""]
+        lines += [f"- `{j.name or j.num}` ({j.status}): {j.error}" for j in problems]
+    if plot:
+        lines += ["", f"![{monitor} per epoch](summary.png)"]
+    lines += [""] + summary.notes if summary.notes else []
+    return "\n".join(lines) + "\n"
+
+
+def write_plot(summary: Summary, path: Path) -> str | None:
+    """The monitored metric per epoch for every job; returns a note instead when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display: files only
+        import matplotlib.pyplot as plt
+    except ImportError:
+        path.unlink(missing_ok=True)  # an older plot would no longer match the tables
+        return "summary.png skipped: matplotlib is not installed (pip install 'tfhydra[sweeps]')"
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for job in summary.jobs:
+        points = [(i + 1, v) for i, v in enumerate(job.history) if v is not None]
+        if points:
+            epochs, values = zip(*points, strict=True)
+            axes.plot(epochs, values, marker="o", label=f"{job.name} ({job.status})")
+    axes.set_xlabel("epoch")
+    axes.set_ylabel(summary.monitor)
+    axes.set_title(f"{summary.monitor} per epoch: {summary.sweep_dir.name}")
+    axes.grid(alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize="small")
+    partial = path.with_name(f".{path.name}.partial")
+    figure.savefig(partial, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    os.replace(partial, path)
+    return None
+
+
+# ---- reading a sweep directory -------------------------------------------------------------
+
+def _is_job_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / ".hydra" / "overrides.yaml").is_file() or (path / "metrics.json").is_file())
+
+
+def _read_job(job_dir: Path) -> Job:
+    record = _read_json(job_dir / "metrics.json")
+    overrides = _read_yaml(job_dir / ".hydra" / "overrides.yaml")
+    if not isinstance(overrides, list):
+        overrides = record.get("overrides") or []
+    status = record.get("status")
+    if status not in STATUSES:  # no record: killed, or still running
+        status = "interrupted"
+    error = record.get("error")
+    if status == "diverged" and not error:
+        where = record.get("diverged") or {}
+        loss = where.get("loss")
+        shown = f"{loss:.4g}" if isinstance(loss, (int, float)) else "nan/inf"  # JSON keeps no NaN: null
+        error = f"loss became {shown} at step {where.get('step')} (epoch {where.get('epoch')})" if where else \
+            "the training loss diverged"
+    return Job(_job_number(job_dir), job_dir.name, [str(o) for o in overrides], status,
+               wall_seconds=record.get("wall_seconds"), error=error, monitor=record.get("monitor"),
+               monitor_mode=record.get("monitor_mode"))
+
+
+def _job_number(job_dir: Path) -> int | None:
+    num = (((_read_yaml(job_dir / ".hydra" / "hydra.yaml") or {}).get("hydra") or {}).get("job") or {}).get("num")
+    if isinstance(num, int):
+        return num
+    match = re.match(r"(\d+)_", job_dir.name)
+    return int(match.group(1)) if match else None
+
+
+def _history(job_dir: Path, monitor: str) -> list[float | None]:
+    """The monitored metric per epoch: from metrics.json, or the per-epoch record of an unfinished job."""
+    epochs = _read_json(job_dir / "metrics.json").get("history")
+    if epochs is None:
+        epochs = _read_json(job_dir / "checkpoints" / "history.json").get("epochs", [])
+    return [e.get(monitor) if isinstance(e, dict) else None for e in epochs]
+
+
+def _monitor(sweep: Any, jobs: list[Job]) -> tuple[str, str]:
+    """The sweep's `trainer.monitor` and mode; without multirun.yaml, what its jobs monitored."""
+    trainer = (sweep.get("trainer") or {}) if isinstance(sweep, dict) else {}
+    candidates = [(trainer.get("monitor"), trainer.get("monitor_mode"))] + [(j.monitor, j.monitor_mode) for j in jobs]
+    for monitor, mode in candidates:
+        if isinstance(monitor, str) and "${" not in monitor and mode in ("min", "max"):
+            return monitor, mode
+    return "val_accuracy", "max"  # conf/config.yaml's default
+
+
+def _expected_jobs(sweep: Any) -> list[Job]:
+    """The jobs a basic sweep was going to run, from multirun.yaml: those without a directory never started."""
+    if not isinstance(sweep, dict):
+        return []
+    hydra = sweep.get("hydra") or {}
+    sweeper = hydra.get("sweeper") or {}
+    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return []
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    arguments = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()] + list(
+        (hydra.get("overrides") or {}).get("task") or [])
+    try:
+        batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments), None)
+    except Exception:  # glob() needs the config to expand: list the jobs that have directories only
+        return []
+    jobs = [list(job) for batch in batches for job in batch]
+    return [Job(i, "", overrides, "not started") for i, overrides in enumerate(jobs)]
+
+
+def _swept_keys(sweep: Any, jobs: list[Job]) -> set[str]:
+    """Swept on the command line or in hydra.sweeper.params; without multirun.yaml (a search sweeper
+    writes none), the keys whose values differ between jobs."""
+    if isinstance(sweep, dict):
+        hydra = sweep.get("hydra") or {}
+        keys = sweep_override_keys((hydra.get("overrides") or {}).get("task") or [])
+        return keys | set(((hydra.get("sweeper") or {}).get("params") or {}).keys())
+    values = [dict(_split(o) for o in job.overrides) for job in jobs]
+    keys = {k for v in values for k in v}
+    return {k for k in keys if len({v.get(k) for v in values}) > 1}
+
+
+def _ranked(jobs: list[Job], mode: str) -> list[Job]:
+    order = lambda j: (j.num if j.num is not None else 1 << 30, j.name)  # noqa: E731
+    ranked = [j for j in jobs if j.status == "completed" and j.best(mode)[0] is not None]
+    ranked.sort(key=lambda j: (-j.best(mode)[0] if mode == "max" else j.best(mode)[0], order(j)))
+    for rank, job in enumerate(ranked, start=1):
+        job.rank = rank
+    return ranked + sorted((j for j in jobs if j.rank is None), key=order)
+
+
+# ---- small helpers ---------------------------------------------------------------------------
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0]
+
+
+def _split(override: str) -> tuple[str, str]:
+    key, _, value = override.partition("=")
+    return key, value
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+def _blank(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _number(value: float | None, missing: str = "—") -> str:
+    return missing if value is None or not math.isfinite(value) else f"{value:.4f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} s"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")

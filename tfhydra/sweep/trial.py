@@ -1,0 +1,101 @@
+"""One job of a sweep: its HParams trial for TensorBoard, and a failure recorded rather than raised.
+
+Hydra's launchers raise the first failed job's exception once the batch has run, which
+would end the sweep early (and skip the summary). A job that raises is therefore
+recorded here (`metrics.json` status `failed` with the error, the traceback in
+`train.log`) and returns NaN like a diverged job, so the sweep runs to its end, a search
+sweeper simply sees a bad trial, and the sweep callback turns any failure into the
+exit code.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+from omegaconf import DictConfig
+
+from tfhydra.errors import ConfigError
+from tfhydra.sweep import current_swept_keys
+from tfhydra.sweep.hparams import Trial, plain
+
+log = logging.getLogger("tfhydra")
+
+
+def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float] | None = None) -> float:
+    """Run one sweep job (tfhydra.job.run_job by default); returns its monitored metric, NaN when it
+    diverged or failed."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    overrides = list(hydra_cfg.overrides.task)
+    trial = None
+    if cfg.logging.tensorboard:
+        trial = Trial(run_dir / "tensorboard", run_dir.name, swept_values(overrides, current_swept_keys()))
+    started = time.perf_counter()
+    try:
+        if run_job is None:
+            from tfhydra.job import run_job  # imports TensorFlow: inside, so even that failing is recorded
+        result = run_job(cfg)
+    except Exception as error:  # KeyboardInterrupt still ends the sweep
+        if isinstance(error, ConfigError):
+            log.error("job failed: %s", error)
+        else:
+            log.exception("job failed: %s: %s", type(error).__name__, error)
+        record_failure(run_dir, cfg, overrides, error, time.perf_counter() - started)
+        result = math.nan
+    if math.isnan(result):
+        result = failed_value(hydra_cfg)
+    if trial is not None:
+        record = read_record(run_dir)
+        best = record.get("best") or {}
+        trial.end(record.get("status", "failed"), cfg.trainer.monitor, best.get(cfg.trainer.monitor), best.get("epoch"))
+    return result
+
+
+def failed_value(hydra_cfg) -> float:
+    """NaN, except for the Optuna sweeper: hydra-optuna-sweeper <= 1.3.0 with optuna 2.x crashes the
+    whole search on a NaN objective (hydra issue #2237), so a diverged or failed trial reports the
+    worst possible value instead, which Optuna records as a (bad) completed trial."""
+    sweeper = hydra_cfg.get("sweeper") or {}
+    if "optuna" not in str(sweeper.get("_target_", "")):
+        return math.nan
+    return -math.inf if str(sweeper.get("direction", "minimize")) == "maximize" else math.inf
+
+
+def swept_values(overrides: list[str], swept: set[str]) -> dict:
+    """{key: value} of this job's swept overrides, typed as Hydra parses them (0.001 is a number)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    values = {}
+    for override in OverridesParser.create().parse_overrides(overrides):
+        if override.get_key_element() in swept:
+            values[override.key_or_group] = plain(override.value())
+    return values
+
+
+def read_record(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def record_failure(run_dir: Path, cfg: DictConfig, overrides: list[str], error: Exception, seconds: float) -> None:
+    """Keep the record the job wrote when training itself failed; otherwise write a minimal one."""
+    from tfhydra.report import write_json
+
+    record = read_record(run_dir)
+    if record.get("status") == "failed":
+        return
+    message = str(error) if isinstance(error, ConfigError) else f"{type(error).__name__}: {error}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / "metrics.json", {
+        **record, "status": "failed", "error": " ".join(message.split()), "run_dir": str(run_dir),
+        "overrides": overrides, "monitor": cfg.trainer.monitor, "monitor_mode": cfg.trainer.monitor_mode,
+        "best": record.get("best"), "final": record.get("final"), "epochs_run": record.get("epochs_run", 0),
+        "wall_seconds": seconds})
