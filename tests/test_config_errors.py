@@ -28,6 +28,11 @@ BAD_INPUTS = [
     (["+model._target_=no_such_pkg.build"], ["model._target_=no_such_pkg.build", "cannot import", "importable dotted path"]),
     (["optimizer.lr=[1"], ["optimizer.lr=[1", "cannot parse"]),
     (["-m", "optimizer.lr=1e-3,-5"], ["optimizer.lr=-5", "out of range"]),
+    (["compression=prune", "compression.target_sparsity=1.0"], ["compression.target_sparsity=1.0", "a number in [0, 1)"]),
+    (["compression=cluster", "compression.number_of_clusters=1"], ["compression.number_of_clusters=1", "an integer >= 2"]),
+    (["compression.from_run=/no/such/run"], ["compression.from_run=/no/such/run", "no such directory"]),
+    (["export.formats=[onnx]"], ["export.formats=['onnx']", "saved_model, keras, tflite"]),
+    (["export.tflite.quantization=int4"], ["export.tflite.quantization=int4", "none, dynamic, float16, int8"]),
 ]
 
 

@@ -150,3 +150,10 @@ def test_user_callback_by_target_runs(tmp_path, compose_cfg):
                        *FAST])
     tfhydra.run(cfg, run_dir=tmp_path)
     assert seen.read_text() == "0,1"
+
+
+def test_profile_batch_writes_a_profiler_trace(tmp_path, compose_cfg):
+    cfg = compose_cfg(["trainer.epochs=1", "trainer.steps_per_execution=1", "logging.profile_batch=[2,4]", *FAST])
+    tfhydra.run(cfg, run_dir=tmp_path)
+    traces = list((tmp_path / "tensorboard" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert len(traces) == 1 and traces[0].stat().st_size > 1000

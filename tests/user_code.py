@@ -92,3 +92,31 @@ def token_source(seed: int, vocab_size: int = 50, sequence_length: int = 16, num
     x_val, y_val = sample(val_size)
     return source_from_arrays(x_train, y_train, x_val, y_val, [f"class{c}" for c in range(num_classes)],
                               vocab_size=vocab_size)
+
+
+class SubclassedNet(keras.Model):
+    """A subclassed model (no graph of layers): the Model Optimization Toolkit cannot wrap it."""
+
+    def __init__(self, num_classes: int):
+        super().__init__(name="subclassed_net")
+        self.flatten = keras.layers.Flatten()
+        self.dense = keras.layers.Dense(16, activation="relu")
+        self.classify = keras.layers.Dense(num_classes, activation="softmax")
+
+    def call(self, inputs):
+        return self.classify(self.dense(self.flatten(inputs)))
+
+
+def build_subclassed_net(spec):
+    model = SubclassedNet(spec.num_classes)
+    model(keras.Input(spec.input_shape))  # built on a symbolic input, as a user would to see its summary
+    return model
+
+
+def build_normalised_mlp(spec):
+    """A functional model with a LayerNormalization, which tfmot's 8-bit quantization scheme does not support."""
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Dense(16, activation="relu")(keras.layers.Flatten()(inputs))
+    x = keras.layers.LayerNormalization(name="norm")(x)
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="normalised_mlp")

@@ -24,9 +24,17 @@ def run(cfg, run_dir=None):
     """Train one job from a composed config; returns the monitored validation metric.
 
     TensorFlow is imported here, not at package import, so `--help`, `--cfg` and
-    configuration errors answer without paying for it.
+    configuration errors answer without paying for it. A job of a sweep (`-m`) records a
+    failure and returns NaN instead of raising, so the rest of the sweep still runs
+    (tfhydra/sweep/trial.py); the sweep's exit code reports it at the end.
     """
     from tfhydra.cli import one_line_errors
+    from tfhydra.sweep import in_sweep
+
+    if run_dir is None and in_sweep():
+        from tfhydra.sweep.trial import run_trial
+
+        return run_trial(cfg)
     from tfhydra.job import run_job
 
     with one_line_errors():

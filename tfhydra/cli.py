@@ -42,9 +42,9 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
 def one_line_errors() -> Iterator[None]:
     """Inside a single run, a ConfigError ends the process with its one line as the last line of stderr.
 
-    Hydra would print it followed by a hint about HYDRA_FULL_ERROR. In a sweep the error is
-    re-raised so Hydra records the job as failed and the sweep goes on; called from Python
-    (tests, notebooks) the caller gets the ConfigError.
+    Hydra would print it followed by a hint about HYDRA_FULL_ERROR. A sweep's jobs do not get
+    here: tfhydra/sweep/trial.py records their errors and the sweep goes on; called from
+    Python (tests, notebooks) the caller gets the ConfigError.
     """
     try:
         yield
@@ -130,8 +130,11 @@ def _compose(compose, config_name: str, overrides: list[str], groups: list[str])
     except MissingConfigException as error:
         group, _, option = (error.missing_cfg_file or "").rpartition("/")
         options = error.options or []
-        raise ConfigError(group or "config", option, options or "an existing YAML file in conf/",
-                          f"no such {group or 'config'} option") from None
+        accepted = options or "an existing YAML file in conf/"
+        plugin, extra = _PLUGIN_GROUPS.get(group, (None, None))
+        if plugin and plugin not in options:  # launchers and sweepers come from optional extras
+            accepted = f"one of {', '.join(options)}, or {plugin} after pip install -e '.[{extra}]'"
+        raise ConfigError(group or "config", option, accepted, f"no such {group or 'config'} option") from None
     except ConfigCompositionException as error:
         bad = next((o for o in overrides if f"'{o.split('=', 1)[0].lstrip('+~')}'" in str(error)), None)
         if bad is not None:
@@ -141,6 +144,9 @@ def _compose(compose, config_name: str, overrides: list[str], groups: list[str])
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
     except HydraException as error:
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
+
+
+_PLUGIN_GROUPS = {"hydra/launcher": ("joblib", "sweeps"), "hydra/sweeper": ("optuna", "optuna")}
 
 
 def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:

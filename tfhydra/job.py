@@ -1,6 +1,6 @@
 """One training job from a composed config: the only module that knows the order of things.
 
-validate -> seed/threads/precision policy -> strategy -> data -> [strategy scope] model ->
+validate -> threads, precision policy -> strategy (chief or not) -> seeds -> data -> [strategy scope] model ->
 compression -> optimizer, loss, metrics -> training loop -> export -> metrics.json.
 Every other module builds one thing from one config node.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,18 +16,19 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.compression import compress_model
-from tfhydra.data import build_datasets
+from tfhydra.compression import Phase, compress_model, prepare_phases
+from tfhydra.data import build_datasets, limit_steps
 from tfhydra.errors import ConfigError
 from tfhydra.export import export_model
 from tfhydra.model import build_model
 from tfhydra.optimizer import build_optimizer, plateau_callback
-from tfhydra.precision import policy_scope
+from tfhydra.precision import float32_output, loss_scale, policy_scope
 from tfhydra.report import epoch_summary, write_json
 from tfhydra.schema import validate
-from tfhydra.strategy import build_strategy, describe_devices
+from tfhydra.sweep import auto_threads
+from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.trainer import LoopContext, state_dir, train
-from tfhydra.trainer.callbacks import RunRecorder, best_checkpoint_path, build_callbacks
+from tfhydra.trainer.callbacks import RunRecorder, best_checkpoint_path, build_callbacks, loss_bound
 from tfhydra.trainer.objectives import build_loss, build_metrics
 
 log = logging.getLogger("tfhydra")
@@ -40,79 +42,93 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None) -> float:
     validate(cfg)
     run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
+    # compression.start_epoch and collaborative schemes: earlier phases train first, each its own run in <run>/phases/
+    cfg = prepare_phases(cfg, run_dir, run_job)
     record = {"status": "running", "run_dir": str(run_dir), "overrides": hydra_overrides(),
               "monitor": cfg.trainer.monitor, "monitor_mode": cfg.trainer.monitor_mode}
 
     keras.backend.clear_session()  # jobs of one sweep may share this process
-    set_threads(cfg.trainer.threads)
-    keras.utils.set_random_seed(cfg.trainer.seed)
-    tf.random.set_global_generator(tf.random.Generator.from_seed(cfg.trainer.seed))  # checkpointed by the custom loop
-    if cfg.trainer.deterministic:
-        tf.config.experimental.enable_op_determinism()
-        # Dropout & co. then draw from tf.random.Generator variables, which checkpoints track.
-        keras.backend.experimental.enable_tf_random_generator()
-    prepare_resume(cfg.trainer, run_dir)
+    record["threads"] = set_threads(cfg.trainer.threads or auto_threads())  # 0: auto (tfhydra/sweep: parallel jobs)
     with policy_scope(cfg.precision) as policy:
-        strategy = build_strategy(cfg.strategy)
+        strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs
         record.update(describe_devices(strategy), policy=policy.name)
         log.info("devices: %s (%d replica(s)), policy %s", record["devices"], record["replicas"], policy.name)
-        datasets = build_datasets(cfg.data, cfg.trainer.seed)
-        with strategy.scope():
-            compression = compress_model(cfg.compression, build_model(cfg.model, datasets.spec),
-                                         datasets.spec, datasets.steps_per_epoch)
-            model = compression.model
-            clipping = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
-                        "global_clipnorm": cfg.trainer.clip_global_norm}
-            optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, clipping)
-            model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss),
-                          metrics=build_metrics(cfg.trainer.metrics),
-                          steps_per_execution=cfg.trainer.steps_per_execution,
-                          jit_compile=cfg.trainer.jit_compile is True)
-        check_monitor(cfg.trainer.monitor, cfg.trainer.metrics)
-        record.update(model=model.name, params=int(model.count_params()),
-                      data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
-        log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
-                 record["params"], cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
+        if not is_chief(strategy):  # every worker runs the same steps; only the chief keeps what it writes
+            with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:
+                return _train_and_record(cfg, strategy, policy, Path(scratch), record, started, write_record=False)
+        return _train_and_record(cfg, strategy, policy, run_dir, record, started)
 
-        recorder = RunRecorder(run_dir / "checkpoints" / "history.json")
-        extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
-                                 cfg.trainer.monitor_mode) + compression.callbacks
-        callbacks = build_callbacks(cfg.trainer, cfg.logging, run_dir, recorder, extra)
-        context = LoopContext(strategy, run_dir, cfg.logging.histogram_freq)
-        try:
-            train(cfg.trainer, model, datasets, callbacks, context)
-        except BaseException as error:
-            status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
-            record.update(_training_figures(recorder, cfg, datasets.spec.train_size), status=status,
-                          error=f"{type(error).__name__}: {error}", wall_seconds=time.perf_counter() - started)
+
+def _train_and_record(cfg: DictConfig, strategy, policy, run_dir: Path, record: dict, started: float,
+                      write_record: bool = True) -> float:
+    seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
+    prepare_resume(cfg.trainer, run_dir)
+    datasets = build_datasets(cfg.data, cfg.trainer.seed)
+    datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)  # debug=fast
+    check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)
+    datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
+    with strategy.scope():
+        model = float32_output(build_model(cfg.model, datasets.spec))
+        tensorboard = run_dir / "tensorboard" if cfg.logging.tensorboard else None
+        phase = Phase(datasets.steps_per_epoch, cfg.trainer.epochs, tensorboard)
+        compression = compress_model(cfg.compression, model, datasets.spec, phase)
+        model = compression.model
+        clipping = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
+                    "global_clipnorm": cfg.trainer.clip_global_norm}
+        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, clipping)
+        model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss),
+                      metrics=build_metrics(cfg.trainer.metrics),
+                      steps_per_execution=cfg.trainer.steps_per_execution,
+                      jit_compile=cfg.trainer.jit_compile is True)
+    check_monitor(cfg.trainer.monitor, cfg.trainer.metrics)
+    record.update(model=model.name, params=int(model.count_params()),
+                  data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
+    log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
+             record["params"], cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
+
+    recorder = RunRecorder(run_dir / "checkpoints" / "history.json", max_loss=loss_bound(cfg.trainer))
+    recorder.best_from = compression.settled_epoch  # e.g. pruning: the export is an epoch at the target sparsity
+    extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
+                             cfg.trainer.monitor_mode) + compression.callbacks
+    callbacks = build_callbacks(cfg.trainer, cfg.logging, run_dir, recorder, extra)
+    context = LoopContext(strategy, run_dir, cfg.logging.histogram_freq)
+    try:
+        train(cfg.trainer, model, datasets, callbacks, context)
+    except BaseException as error:
+        status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+        record.update(_training_figures(recorder, cfg, datasets.examples_per_epoch), status=status,
+                      error=f"{type(error).__name__}: {error}", wall_seconds=time.perf_counter() - started)
+        if write_record:
             write_json(run_dir / "metrics.json", record)
-            raise
+        raise
 
-        record.update(_training_figures(recorder, cfg, datasets.spec.train_size))
-        shutil.rmtree(state_dir(run_dir), ignore_errors=True)  # finished: nothing left to resume
-        if recorder.diverged:
-            record.update(status="diverged", diverged=recorder.diverged)
-        else:
-            model.save_weights(str(run_dir / "checkpoints" / "last.weights.h5"))
-            restore_best(model, run_dir)
-            deployable = compression.strip(model)
-            record["exports"] = export_model(cfg.export.formats, deployable, run_dir)
-            record.update(status="completed", compression=compression.report(deployable))
+    record.update(_training_figures(recorder, cfg, datasets.examples_per_epoch))
+    shutil.rmtree(state_dir(run_dir), ignore_errors=True)  # finished: nothing left to resume
+    if recorder.diverged:
+        record.update(status="diverged", diverged=recorder.diverged)
+    else:
+        model.save_weights(str(run_dir / "checkpoints" / "last.weights.h5"))
+        restore_best(model, run_dir, strategy)
+        record["exports"], record["compression"] = export_model(cfg.export, compression, model, datasets, run_dir)
+        record["status"] = "completed"
+    record["loss_scale"] = loss_scale(model.optimizer)
     record["wall_seconds"] = time.perf_counter() - started
-    write_json(run_dir / "metrics.json", record)
+    if write_record:
+        write_json(run_dir / "metrics.json", record)
     log.info("%s: %s; run directory %s", record["status"], _monitored(record), run_dir)
     best = (record.get("best") or {}).get(cfg.trainer.monitor)
     return float("nan") if best is None or record["status"] != "completed" else float(best)
 
 
-def _training_figures(recorder: RunRecorder, cfg: DictConfig, train_size: int) -> dict:
+def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch: int) -> dict:
     # The first epoch pays for tracing; steady-state throughput leaves it out when there are more.
     timed = recorder.train_seconds[1:] or recorder.train_seconds
-    return {**epoch_summary(recorder.epochs, cfg.trainer.monitor, cfg.trainer.monitor_mode),
+    return {**epoch_summary(recorder.epochs, cfg.trainer.monitor, cfg.trainer.monitor_mode, recorder.best_from),
             "epochs_run": len(recorder.epochs),
-            "examples_per_second": train_size * len(timed) / sum(timed) if timed else None,
+            "examples_per_second": examples_per_epoch * len(timed) / sum(timed) if timed else None,
             "train_seconds_per_epoch": recorder.train_seconds,
             "time_to_first_step_seconds": recorder.first_step_seconds,
+            "first_step_unix_time": recorder.first_step_unix,
             "history": recorder.epochs}
 
 
@@ -128,6 +144,27 @@ def check_monitor(monitor: str, metrics) -> None:
         raise ConfigError("trainer.monitor", monitor, accepted, "not a metric this run logs")
 
 
+def seed_everything(seed: int, deterministic: bool) -> None:
+    keras.utils.set_random_seed(seed)
+    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))  # checkpointed by the custom loop
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()
+        # Dropout & co. then draw from tf.random.Generator variables, which checkpoints track.
+        keras.backend.experimental.enable_tf_random_generator()
+    else:  # both are process-wide: an earlier job of an in-process sweep must not leave them on
+        from tensorflow.python.framework import config as tf_config  # disable_op_determinism is not public API
+
+        if tf_config.is_op_determinism_enabled():
+            tf_config.disable_op_determinism()
+        keras.backend.experimental.disable_tf_random_generator()
+
+
+def check_replica_batch(batch_size: int, replicas: int) -> None:
+    if batch_size % replicas:
+        raise ConfigError("data.batch_size", batch_size, f"a multiple of the {replicas} replicas (it is the global "
+                          f"batch; each replica gets batch_size / {replicas})", "not divisible by the replica count")
+
+
 def prepare_resume(cfg_trainer, run_dir: Path) -> None:
     """Resume what an earlier, unfinished run in this directory saved; or start it over if asked."""
     state, history = state_dir(run_dir), run_dir / "checkpoints" / "history.json"
@@ -141,22 +178,30 @@ def prepare_resume(cfg_trainer, run_dir: Path) -> None:
                           "to start it over", "an earlier run started here but left no state to resume from")
 
 
-def restore_best(model: keras.Model, run_dir: Path) -> None:
+def restore_best(model: keras.Model, run_dir: Path, strategy: tf.distribute.Strategy) -> None:
     """Export the best epoch's weights, not the last one's."""
     best = best_checkpoint_path(run_dir)
-    if best.exists():
-        model.load_weights(str(best))
-
-
-def set_threads(threads: int) -> None:
-    if threads <= 0:
+    if not best.exists():
         return
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-    except RuntimeError:  # the runtime is already up in this process (e.g. an earlier sweep job)
-        if tf.config.threading.get_intra_op_parallelism_threads() != threads:
-            log.warning("trainer.threads=%d ignored: TensorFlow was already initialised in this process", threads)
+    if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
+        model.load_weights(str(best))
+        return
+    # Mirrored variables cannot be assigned from the .h5 file directly: read it into a plain copy.
+    copy = keras.models.clone_model(model)
+    copy.load_weights(str(best))
+    model.set_weights(copy.get_weights())
+
+
+def set_threads(threads: int) -> int:
+    """Returns the intra-op threads in effect (0: TensorFlow decides)."""
+    if threads > 0:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:  # the runtime is already up in this process (e.g. an earlier sweep job)
+            if tf.config.threading.get_intra_op_parallelism_threads() != threads:
+                log.warning("trainer.threads=%d ignored: TensorFlow was already initialised in this process", threads)
+    return tf.config.threading.get_intra_op_parallelism_threads()
 
 
 def hydra_run_dir() -> Path:

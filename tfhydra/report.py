@@ -25,11 +25,11 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def epoch_summary(epochs: list[dict], monitor: str, mode: str) -> dict:
-    """Best and final epoch's metrics (epochs are numbered from 1)."""
+def epoch_summary(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> dict:
+    """Best and final epoch's metrics (epochs are numbered from 1); the best is one from `from_epoch` (0-based) on."""
     if not epochs:
         return {"best": None, "final": None}
-    scored = [(i, e) for i, e in enumerate(epochs) if math.isfinite(e.get(monitor, math.nan))]
+    scored = [(i, e) for i, e in enumerate(epochs) if i >= from_epoch and math.isfinite(e.get(monitor, math.nan))]
     pick = max if mode == "max" else min
     best_index, best = pick(scored, key=lambda ie: ie[1][monitor]) if scored else (len(epochs) - 1, epochs[-1])
     return {"best": {"epoch": best_index + 1, **best}, "final": {"epoch": len(epochs), **epochs[-1]}}

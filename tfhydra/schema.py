@@ -108,6 +108,15 @@ def _is_augment_list(v: Any) -> bool:
         for item in v)
 
 
+def _is_run_dir(v: Any) -> bool:
+    """Looked for before TensorFlow is imported; tfhydra.compression checks what the directory holds."""
+    return v is None or (isinstance(v, str) and v != "" and Path(v).expanduser().is_dir())
+
+
+def _is_block(v: Any) -> bool:
+    return isinstance(v, (list, ListConfig)) and len(v) == 2 and all(_is_int(d) and d >= 1 for d in v)
+
+
 # Keys whose valid range is narrower than their type. Keep one line per key.
 RULES: dict[str, Rule] = {
     "trainer.epochs": integer(1),
@@ -135,8 +144,20 @@ RULES: dict[str, Rule] = {
     "optimizer.schedule.factor": number(0, 1),
     "optimizer.schedule.patience": integer(0),
     "trainer.monitor_mode": choice("min", "max"),
+    "strategy.cross_device_ops": choice("auto", "nccl", "hierarchical_copy", "reduce_to_one"),
+    "strategy.communication": choice("auto", "ring", "nccl"),
+    "strategy.auto_shard": choice("auto", "data", "file", "off"),
+    "strategy.logical_cpus": integer(0),
+    "strategy.devices": optional(list_of(Rule("a device name such as /gpu:0", lambda v: isinstance(v, str)))),
+    "strategy.device": optional(Rule("a device name such as /gpu:0", lambda v: isinstance(v, str))),
     "trainer.threads": integer(0),
+    "trainer.max_loss": Rule("auto, null or a number > 0", lambda v: v in ("auto", None) or number(0).ok(v)),
+    "trainer.steps_per_epoch": optional(integer(1)),
+    "trainer.validation_steps": optional(integer(1)),
     "logging.histogram_freq": integer(0),
+    "logging.profile_batch": Rule("0 (off), a batch number >= 1, or [start, stop] with 1 <= start <= stop",
+                                  lambda v: (_is_int(v) and v >= 0) or (isinstance(v, (list, ListConfig)) and len(v) == 2
+                                            and all(_is_int(b) and b >= 1 for b in v) and v[0] <= v[1])),
     "logging.update_freq": Rule("'epoch', 'batch' or an integer >= 1",
                                 lambda v: v in ("epoch", "batch") or (_is_int(v) and v >= 1)),
     "data.batch_size": integer(1),
@@ -196,7 +217,24 @@ RULES: dict[str, Rule] = {
     "trainer.loss": Rule("a Keras loss name, or a node with _target_", lambda v: isinstance(v, str) or _is_target(v)),
     "trainer.metrics": Rule("a list of Keras metric names or nodes with _target_", lambda v: isinstance(
         v, (list, ListConfig)) and all(isinstance(m, str) or _is_target(m) for m in v)),
-    "export.formats": list_of(choice("saved_model"), min_len=0),
+    "compression.start_epoch": integer(0),
+    "compression.from_run": Rule("null or the directory of a completed run", _is_run_dir, refusal="no such directory"),
+    "compression.schedule": choice("polynomial", "constant"),
+    "compression.target_sparsity": number(0, 1, low_open=False),
+    "compression.initial_sparsity": number(0, 1, low_open=False),
+    "compression.begin_step": optional(integer(0)),
+    "compression.end_step": optional(integer(1)),
+    "compression.begin_epoch": optional(number(0, low_open=False)),
+    "compression.end_epoch": optional(number(0)),
+    "compression.frequency": integer(1),
+    "compression.block_size": optional(Rule("[rows, cols], integers >= 1", _is_block)),
+    "compression.number_of_clusters": integer(2),
+    "compression.centroids_init": choice("kmeans_plus_plus", "linear", "density_based", "random"),
+    "compression.quantize_epochs": integer(1),
+    "export.formats": list_of(choice("saved_model", "keras", "tflite"), min_len=0),
+    "export.tflite.quantization": choice("none", "dynamic", "float16", "int8"),
+    "export.tflite.calibration_samples": integer(0),
+    "export.tflite.integer_io": choice(True, False),
 }
 
 

@@ -10,7 +10,7 @@ keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py (tfrecord,
 image_folder), tables.py (csv, text_csv).
 """
 from tfhydra.data import arrays, files, keras_datasets, tables  # noqa: F401  (register the builders)
-from tfhydra.data.pipeline import Datasets, build_datasets
+from tfhydra.data.pipeline import Datasets, build_datasets, limit_steps
 from tfhydra.data.source import DATA, DataSpec, Source, source_from_arrays, stratified_split
 
-__all__ = ["DATA", "DataSpec", "Source", "Datasets", "build_datasets", "source_from_arrays", "stratified_split"]
+__all__ = ["DATA", "DataSpec", "Source", "Datasets", "build_datasets", "limit_steps", "source_from_arrays", "stratified_split"]

@@ -34,10 +34,12 @@ class Datasets:
     batch_size: int
     drop_remainder: bool = False  # training batches only: validation always covers every example
     steps_per_epoch: int = field(init=False)
+    examples_per_epoch: int = field(init=False)  # training examples one epoch sees (throughput figures)
 
     def __post_init__(self) -> None:
         full, partial = divmod(self.spec.train_size, self.batch_size)
         self.steps_per_epoch = full + (1 if partial and not self.drop_remainder else 0)
+        self.examples_per_epoch = self.spec.train_size
 
 
 def build_datasets(cfg_data, seed: int) -> Datasets:
@@ -53,6 +55,7 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
     augment = build_augmentation(cfg_data.augment, spec, seed)
 
     train, validation = (decoded(d, source.decode) for d in (train, source.validation))
+    train, validation = sized(train, spec.train_size), sized(validation, spec.val_size)
     if cfg_data.cache is not False:
         train = cached(train, cfg_data, seed, "train")
         validation = cached(validation, cfg_data, seed, "validation")
@@ -68,12 +71,37 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
     return Datasets(train, validation, spec, cfg_data.batch_size, cfg_data.drop_remainder)
 
 
+def limit_steps(datasets: Datasets, steps_per_epoch: int | None, validation_steps: int | None) -> Datasets:
+    """`trainer.steps_per_epoch` / `trainer.validation_steps` (None = the whole split).
+
+    The training data is repeated before it is cut, so any step count works, and cut here
+    (rather than passing `steps_per_epoch` to Keras) so both loops see an ordinary finite
+    dataset of that many batches per epoch; each epoch still starts a fresh shuffle.
+    """
+    limited = replace(datasets)
+    if steps_per_epoch:
+        limited.train = datasets.train.repeat().take(steps_per_epoch)
+        limited.steps_per_epoch = steps_per_epoch
+        limited.examples_per_epoch = steps_per_epoch * datasets.batch_size
+    if validation_steps:
+        limited.validation = datasets.validation.take(validation_steps)
+    return limited
+
+
 def training_labels(source: Source) -> np.ndarray:
     """The label of each training element, in order; read from the data when the source does not know them."""
     if source.train_labels is not None:
         return np.asarray(source.train_labels)
     labels = decoded(source.train, source.decode).map(lambda x, y: y, num_parallel_calls=AUTOTUNE)
     return np.concatenate([batch.numpy().reshape(-1) for batch in labels.batch(4096)])
+
+
+def sized(dataset: tf.data.Dataset, size: int) -> tf.data.Dataset:
+    """Tell tf.data how many examples a split has when it cannot know (files, `filter` for
+    data.fraction): Keras needs the count to run `trainer.steps_per_execution` > 1 steps per call."""
+    if int(dataset.cardinality()) != tf.data.UNKNOWN_CARDINALITY:
+        return dataset
+    return dataset.apply(tf.data.experimental.assert_cardinality(size))
 
 
 def decoded(dataset: tf.data.Dataset, decode) -> tf.data.Dataset:

@@ -5,6 +5,7 @@ TensorBoard, checkpoints and the run record are the same whichever loop ran.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import tf_keras as keras
 from tfhydra.registry import Registry
 
 LOOPS = Registry("trainer.loop")
+log = logging.getLogger("tfhydra")
 
 
 @dataclass
@@ -34,11 +36,19 @@ def state_dir(run_dir: Path) -> Path:
 
 @LOOPS.register("fit")
 def fit_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
-    save_freq = "epoch" if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
-    backup = keras.callbacks.BackupAndRestore(str(state_dir(context.run_dir)), save_freq=save_freq,
-                                              delete_checkpoint=True)
     model.fit(datasets.train, validation_data=datasets.validation, epochs=cfg_trainer.epochs,
-              callbacks=[backup, *callbacks], verbose=cfg_trainer.verbose)
+              callbacks=[*backup_callback(cfg_trainer, context), *callbacks], verbose=cfg_trainer.verbose)
+
+
+def backup_callback(cfg_trainer, context: LoopContext) -> list:
+    """Keras' BackupAndRestore, where Keras supports it (not under OneDeviceStrategy)."""
+    if isinstance(context.strategy, tf.distribute.OneDeviceStrategy):
+        log.warning("strategy=one_device: model.fit cannot save resumable state (Keras' BackupAndRestore does not "
+                    "support OneDeviceStrategy); use trainer.loop=custom to be able to resume")
+        return []
+    save_freq = "epoch" if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
+    return [keras.callbacks.BackupAndRestore(str(state_dir(context.run_dir)), save_freq=save_freq,
+                                             delete_checkpoint=True)]
 
 
 from tfhydra.trainer import custom  # noqa: E402,F401  (registers "custom")

@@ -22,12 +22,18 @@ class RunRecorder(keras.callbacks.Callback):
     examples/second measures what the optimizer step costs.
     """
 
-    def __init__(self, history_file: Path | None = None) -> None:
+    # First epoch (0-based) that may be the best one: a compression scheme still changing the model
+    # before it (pruning below its target sparsity) sets it, so the export has the scheme's final form.
+    best_from = 0
+
+    def __init__(self, history_file: Path | None = None, max_loss: float | None = None) -> None:
         super().__init__()
+        self.max_loss = max_loss  # a finite training loss above this is divergence too (trainer.max_loss)
         self.history_file = history_file  # kept beside the resumable state, so a resumed run has all epochs
         self.epochs: list[dict] = []
         self.train_seconds: list[float] = []
         self.first_step_seconds: float | None = None
+        self.first_step_unix: float | None = None
         self.diverged: dict | None = None
         self._step = 0
 
@@ -47,10 +53,13 @@ class RunRecorder(keras.callbacks.Callback):
         self._step = self._epoch * (self.params.get("steps") or 0) + batch + 1  # global optimizer step
         if self.first_step_seconds is None:
             self.first_step_seconds = time.perf_counter() - self._start
+            self.first_step_unix = time.time()  # benchmarks compare it with the process start
         loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(float(loss)):
+        exploded = loss is not None and self.max_loss is not None and self.max_loss < float(loss) < math.inf
+        if loss is not None and (not math.isfinite(float(loss)) or exploded):
             self.diverged = {"epoch": self._epoch + 1, "step": self._step, "loss": float(loss)}
-            log.error("loss became %s at step %d (epoch %d): stopping", float(loss), self._step, self._epoch + 1)
+            log.error("loss became %s%s at step %d (epoch %d): stopping", float(loss),
+                      f" (above trainer.max_loss={self.max_loss:g})" if exploded else "", self._step, self._epoch + 1)
             self.model.stop_training = True
 
     def on_test_begin(self, logs=None):
@@ -95,12 +104,19 @@ def build_callbacks(cfg_trainer, cfg_logging, run_dir: Path, recorder: RunRecord
     if cfg_logging.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(
             log_dir=str(run_dir / "tensorboard"), histogram_freq=cfg_logging.histogram_freq,
-            write_graph=cfg_logging.write_graph, update_freq=cfg_logging.update_freq, profile_batch=0))
-    callbacks.append(keras.callbacks.ModelCheckpoint(
+            write_graph=cfg_logging.write_graph, update_freq=cfg_logging.update_freq,
+            profile_batch=profile_range(cfg_logging.get("profile_batch", 0))))
+    callbacks.append(BestCheckpoint(
         str(best_checkpoint_path(run_dir)), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
-        save_best_only=True, save_weights_only=True, verbose=0,
-        initial_value_threshold=best_so_far(recorder.history_file, cfg_trainer.monitor, cfg_trainer.monitor_mode)))
+        save_best_only=True, save_weights_only=True, verbose=0, from_epoch=recorder.best_from,
+        initial_value_threshold=best_so_far(recorder.history_file, cfg_trainer.monitor, cfg_trainer.monitor_mode,
+                                            recorder.best_from)))
     return callbacks
+
+
+def profile_range(value):
+    """`logging.profile_batch`: 0, a batch number, or [start, stop] (Keras wants a tuple for a range)."""
+    return tuple(value) if not isinstance(value, int) else value
 
 
 def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
@@ -116,13 +132,38 @@ def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
     return built
 
 
-def best_so_far(history_file: Path | None, monitor: str, mode: str) -> float | None:
+class BestCheckpoint(keras.callbacks.ModelCheckpoint):
+    """ModelCheckpoint that considers only the epochs from `from_epoch` (0-based) on (RunRecorder.best_from)."""
+
+    def __init__(self, *args, from_epoch: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.from_epoch = from_epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch >= self.from_epoch:
+            super().on_epoch_end(epoch, logs)
+
+
+def best_so_far(history_file: Path | None, monitor: str, mode: str, from_epoch: int = 0) -> float | None:
     """A resumed run must not replace the best checkpoint with a worse epoch."""
     if not history_file or not history_file.exists():
         return None
-    values = [e[monitor] for e in json.loads(history_file.read_text())["epochs"] if e.get(monitor) is not None]
+    epochs = json.loads(history_file.read_text())["epochs"][from_epoch:]
+    values = [e[monitor] for e in epochs if e.get(monitor) is not None]
     return (max if mode == "max" else min)(values) if values else None
 
 
 def best_checkpoint_path(run_dir: Path) -> Path:
     return run_dir / "checkpoints" / "best.weights.h5"
+
+
+CROSSENTROPY_LOSSES = {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy"}
+
+
+def loss_bound(cfg_trainer) -> float | None:
+    """`trainer.max_loss`: `auto` bounds the crossentropy losses only (their sane values stay near
+    ln(classes); 1e6 means exploding logits, e.g. Adam at lr 1e4, which never reaches inf in float32)."""
+    bound = cfg_trainer.get("max_loss", "auto")
+    if bound == "auto":
+        return 1e6 if isinstance(cfg_trainer.loss, str) and cfg_trainer.loss in CROSSENTROPY_LOSSES else None
+    return None if bound is None else float(bound)

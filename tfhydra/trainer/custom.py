@@ -27,14 +27,32 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
     train_iterator = iter(strategy.experimental_distribute_dataset(datasets.train.repeat()))
     epoch, step = tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(0, dtype=tf.int64, trainable=False)
 
+    objective = per_example_objective(model.loss)
+    loss_tracker = keras.metrics.Mean(name="loss")  # mean per-example loss, synced over replicas
+    scaling = isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # compile wraps it under mixed
+
+    def average_loss(y, y_pred):
+        """The replica's share of the global-batch mean, as tf.distribute expects its gradients."""
+        per_example = objective(y, y_pred)
+        loss_tracker.update_state(per_example)
+        loss = tf.nn.compute_average_loss(per_example)
+        if model.losses:
+            loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        return loss
+
     def replica_step(data):
         x, y = data
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
-            loss = model.compute_loss(x, y, y_pred, None)
+            loss = average_loss(y, y_pred)
+            if scaling:
+                loss = model.optimizer.get_scaled_loss(loss)
         gradients = tape.gradient(loss, model.trainable_variables)
-        model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))  # clips per trainer.clip_*
-        model.compute_metrics(x, y, y_pred, None)
+        if scaling:
+            gradients = model.optimizer.get_unscaled_gradients(gradients)
+        # Clips per trainer.clip_*; the LossScaleOptimizer skips steps whose gradients are not finite.
+        model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        model.compiled_metrics.update_state(y, y_pred)
 
     @tf.function(jit_compile=jit)
     def train_steps(iterator, count):
@@ -46,20 +64,27 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
         def replica_eval(batch):
             x, y = batch
             y_pred = model(x, training=False)
-            model.compute_loss(x, y, y_pred, None)
-            model.compute_metrics(x, y, y_pred, None)
+            average_loss(y, y_pred)
+            model.compiled_metrics.update_state(y, y_pred)
         strategy.run(replica_eval, args=(data,))
 
     # Optimizer slots and metric accumulators exist only after their first use; create them
     # now (one evaluation batch, then reset) so the checkpoint tracks and a restore fills them.
-    model.optimizer.build(model.trainable_variables)
+    with strategy.scope():  # slots must be mirrored like the variables they belong to
+        model.optimizer.build(model.trainable_variables)
     layer_generators = random_layer_generators(model, strategy)
     for batch in strategy.experimental_distribute_dataset(datasets.validation.take(1)):
         eval_step(batch)
-    model.reset_metrics()
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, iterator=train_iterator,
-                                     epoch=epoch, step=step, metrics=model.metrics,
-                                     rng=tf.random.get_global_generator(), layer_rngs=layer_generators)
+    metrics = [loss_tracker, *model.compiled_metrics.metrics]
+    reset(metrics)
+    state = dict(model=model, optimizer=model.optimizer, epoch=epoch, step=step, metrics=metrics,
+                 rng=tf.random.get_global_generator(), layer_rngs=layer_generators)
+    if isinstance(train_iterator, tf.__internal__.tracking.Trackable):
+        state["iterator"] = train_iterator
+    else:  # a multi-replica strategy's iterator cannot be checkpointed: a resumed run restarts the data order
+        log.warning("%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
+                    type(strategy).__name__)
+    checkpoint = tf.train.Checkpoint(**state)
     manager = tf.train.CheckpointManager(checkpoint, str(state_dir(context.run_dir)), max_to_keep=2)
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).expect_partial()
@@ -75,15 +100,17 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
     while int(epoch) < cfg_trainer.epochs and not model.stop_training:
         current = int(epoch)
         if int(step) == 0:
-            model.reset_metrics()
+            reset(metrics)
         callback_list.on_epoch_begin(current)
         progress = keras.utils.Progbar(steps_per_epoch, verbose=cfg_trainer.verbose) if cfg_trainer.verbose else None
         while int(step) < steps_per_epoch:
             count = min(cfg_trainer.steps_per_execution, steps_per_epoch - int(step))
+            if save_every_steps:  # end an execution on each save point, so saves happen where asked
+                count = min(count, save_every_steps - int(step) % save_every_steps)
             callback_list.on_train_batch_begin(int(step))
             train_steps(train_iterator, tf.constant(count))
             step.assign_add(count)
-            logs = metric_values(model)
+            logs = metric_values(metrics)
             if progress:
                 progress.update(int(step), list(logs.items()))
             callback_list.on_train_batch_end(int(step) - 1, logs)
@@ -93,14 +120,14 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
                 manager.save()
         if model.stop_training:
             break
-        train_logs = metric_values(model)
+        train_logs = metric_values(metrics)
         if gradient_writer and (current + 1) % context.histogram_freq == 0:
             write_gradient_summaries(model, datasets.train, gradient_writer, current)
         callback_list.on_test_begin()
-        model.reset_metrics()
+        reset(metrics)
         for batch in strategy.experimental_distribute_dataset(datasets.validation):
             eval_step(batch)
-        val_logs = {f"val_{name}": value for name, value in metric_values(model).items()}
+        val_logs = {f"val_{name}": value for name, value in metric_values(metrics).items()}
         callback_list.on_test_end(val_logs)
         epoch.assign_add(1)
         step.assign(0)
@@ -127,9 +154,19 @@ def random_layer_generators(model: keras.Model, strategy) -> list:
     return generators
 
 
-def metric_values(model: keras.Model) -> dict[str, float]:
+def per_example_objective(loss):
+    """The compiled loss, unreduced: a Keras loss function as is, a `Loss` object through its `call`."""
+    return loss.call if isinstance(loss, keras.losses.Loss) else loss
+
+
+def reset(metrics) -> None:
+    for metric in metrics:
+        metric.reset_state()
+
+
+def metric_values(metrics) -> dict[str, float]:
     values = {}
-    for metric in model.metrics:
+    for metric in metrics:
         result = metric.result()
         values.update({k: float(v) for k, v in result.items()} if isinstance(result, dict) else {metric.name: float(result)})
     return values

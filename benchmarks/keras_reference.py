@@ -1,0 +1,101 @@
+"""Reference A: the seed article's hand-written tf_keras script, for benchmarks/framework_tax.py.
+
+A plain Sequential CNN, `compile(optimizer=Adam, loss=sparse_categorical_crossentropy,
+metrics=[accuracy])`, a tf.data pipeline with cache/shuffle/batch/prefetch and
+`model.fit` — no tfhydra. It prepares the same data as tfhydra's `digits` and
+`synthetic` sources (same resize, split and seed) so the two are compared on equal
+terms, and prints one JSON line with the figures the benchmark compares.
+"""
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras as keras  # noqa: E402
+
+
+def load(name, seed, train_size, val_size):
+    if name == "digits":
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+
+        digits = load_digits()
+        x = (digits.images / 16.0).astype(np.float32)[..., np.newaxis]
+        y = digits.target
+        train, val = train_test_split(np.arange(len(y)), test_size=0.2, random_state=seed, stratify=y)
+        return (x[train], y[train]), (x[val], y[val]), lambda image, label: (tf.image.resize(image, (28, 28)), label)
+    rng = np.random.default_rng(seed)
+    patterns = rng.uniform(0.0, 1.0, size=(10, 28, 28, 1)).astype(np.float32)
+
+    def sample(n):
+        labels = rng.integers(0, 10, size=n)
+        return (0.5 * rng.uniform(0.0, 1.0, size=(n, 28, 28, 1)).astype(np.float32) + 0.5 * patterns[labels], labels)
+
+    return sample(train_size), sample(val_size), None
+
+
+class Timer(keras.callbacks.Callback):
+    """Training-phase seconds per epoch (validation excluded) and the first step's wall-clock time."""
+
+    def on_train_begin(self, logs=None):
+        self.seconds, self.first_step = [], None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start, self.end = time.perf_counter(), None
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.first_step = self.first_step or time.time()
+
+    def on_test_begin(self, logs=None):
+        self.end = self.end or time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append((self.end or time.perf_counter()) - self.start)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", default="digits")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--train-size", type=int, default=2048)
+    parser.add_argument("--val-size", type=int, default=512)
+    args = parser.parse_args()
+
+    keras.utils.set_random_seed(args.seed)
+    (x_train, y_train), (x_val, y_val), resize = load(args.data, args.seed, args.train_size, args.val_size)
+    train = tf.data.Dataset.from_tensor_slices((x_train, y_train))
+    val = tf.data.Dataset.from_tensor_slices((x_val, y_val))
+    if resize:
+        train = train.map(resize, num_parallel_calls=tf.data.AUTOTUNE)
+        val = val.map(resize, num_parallel_calls=tf.data.AUTOTUNE)
+    train = train.cache().shuffle(2048, seed=args.seed).batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
+    val = val.cache().batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
+
+    model = keras.Sequential([
+        keras.Input((28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(64, 3, activation="relu"), keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10, activation="softmax")])
+    model.compile(optimizer=keras.optimizers.Adam(args.lr), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    timer = Timer()
+    history = model.fit(train, validation_data=val, epochs=args.epochs, verbose=0, callbacks=[timer])
+    timed = timer.seconds[1:] or timer.seconds
+    print(json.dumps({"examples_per_second": len(x_train) * len(timed) / sum(timed),
+                      "best_val_accuracy": max(history.history["val_accuracy"]),
+                      "final_val_accuracy": history.history["val_accuracy"][-1],
+                      "first_step_unix_time": timer.first_step}))
+
+
+if __name__ == "__main__":
+    main()
