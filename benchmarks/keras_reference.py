@@ -41,7 +41,13 @@ def load(name, seed, train_size, val_size):
 
 
 class Timer(keras.callbacks.Callback):
-    """Training-phase seconds per epoch (validation excluded) and the first step's wall-clock time."""
+    """Training-phase seconds per epoch (validation excluded) and the first step's wall-clock time.
+
+    `_supports_tf_logs` keeps Keras from copying the logs to numpy after every batch, which
+    would make the script wait for each step: the timer must not slow what it times.
+    """
+
+    _supports_tf_logs = True
 
     def on_train_begin(self, logs=None):
         self.seconds, self.first_step = [], None

@@ -13,15 +13,31 @@ import math
 import re
 from typing import Iterator
 
-import tensorflow_model_optimization as tfmot
+import importlib
 import tf_keras as keras
 
 from tfhydra.compression import COMPRESSIONS, Compression, Phase
 from tfhydra.errors import ConfigError
 
 log = logging.getLogger("tfhydra")
-sparsity_api, clustering_api, quantization_api = tfmot.sparsity.keras, tfmot.clustering.keras, tfmot.quantization.keras
-combine = tfmot.experimental.combine
+
+
+class _LazyApi:
+    """A tfmot API namespace imported on first use: importing tfmot costs about 1.5 s of start-up,
+    which a run without compression should not pay (docs/performance.md)."""
+
+    def __init__(self, path: str):
+        self._path = path
+
+    def __getattr__(self, name: str):
+        namespace = importlib.import_module("tensorflow_model_optimization")
+        for part in self._path.split("."):
+            namespace = getattr(namespace, part)
+        return getattr(namespace, name)
+
+
+sparsity_api, clustering_api = _LazyApi("sparsity.keras"), _LazyApi("clustering.keras")
+quantization_api, combine = _LazyApi("quantization.keras"), _LazyApi("experimental.combine")
 
 # Collaborative schemes: this float scheme trains first, in its own phase (phases.py), then the
 # scheme itself trains quantization-aware for `compression.quantize_epochs`, keeping its property.

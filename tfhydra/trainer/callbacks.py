@@ -22,6 +22,9 @@ class RunRecorder(keras.callbacks.Callback):
     examples/second measures what the optimizer step costs.
     """
 
+    _supports_tf_logs = True  # Keras then hands over tensors, not per-batch numpy copies
+    CHECK_EVERY = 16  # optimizer steps between divergence checks (a diverged run stops within that many)
+
     # First epoch (0-based) that may be the best one: a compression scheme still changing the model
     # before it (pruning below its target sparsity) sets it, so the export has the scheme's final form.
     best_from = 0
@@ -36,6 +39,7 @@ class RunRecorder(keras.callbacks.Callback):
         self.first_step_unix: float | None = None
         self.diverged: dict | None = None
         self._step = 0
+        self._next_check = 0
 
     def on_train_begin(self, logs=None):
         self._start = time.perf_counter()
@@ -54,7 +58,14 @@ class RunRecorder(keras.callbacks.Callback):
         if self.first_step_seconds is None:
             self.first_step_seconds = time.perf_counter() - self._start
             self.first_step_unix = time.time()  # benchmarks compare it with the process start
-        loss = (logs or {}).get("loss")
+        # Reading the loss waits for the device; doing it every batch would serialise input and
+        # compute. Check every CHECK_EVERY optimizer steps (each call with steps_per_execution >= 16).
+        if self._step < self._next_check:
+            return
+        self._next_check = self._step + self.CHECK_EVERY
+        self.check_loss((logs or {}).get("loss"))
+
+    def check_loss(self, loss) -> None:
         exploded = loss is not None and self.max_loss is not None and self.max_loss < float(loss) < math.inf
         if loss is not None and (not math.isfinite(float(loss)) or exploded):
             self.diverged = {"epoch": self._epoch + 1, "step": self._step, "loss": float(loss)}
@@ -67,6 +78,8 @@ class RunRecorder(keras.callbacks.Callback):
             self._train_end = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.diverged is None:
+            self.check_loss((logs or {}).get("loss"))
         end = self._train_end or time.perf_counter()
         self.train_seconds.append(end - self._epoch_start)
         values = {k: float(v) for k, v in (logs or {}).items()}
