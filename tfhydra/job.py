@@ -14,7 +14,7 @@ from pathlib import Path
 
 import tensorflow as tf
 import tf_keras as keras
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from tfhydra.compression import Phase, compress_model, prepare_phases
 from tfhydra.data import build_datasets, limit_steps

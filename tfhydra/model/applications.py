@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-from pathlib import Path
 
 import tensorflow as tf
 import tf_keras as keras
