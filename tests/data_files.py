@@ -160,3 +160,15 @@ def write_keras_cache(root: Path, name: str, n_train: int = 40, n_test: int = 20
         _pickle(folder / "meta", {b"fine_label_names": [f"fine{i}".encode() for i in range(100)],
                                   b"coarse_label_names": [f"coarse{i}".encode() for i in range(20)]})
     return datasets
+
+
+def damage_file(path: Path, how: str = "flip") -> Path:
+    """Corrupt a file in place as a failing disk or an interrupted copy would: flip one byte in the middle,
+    or cut the last quarter off."""
+    data = bytearray(Path(path).read_bytes())
+    if how == "truncate":
+        data = data[:len(data) * 3 // 4]
+    else:
+        data[len(data) // 2] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+    return Path(path)

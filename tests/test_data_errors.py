@@ -1,6 +1,6 @@
 """Bad input files: each a one-line ConfigError naming the problem, raised while the source is built
 (before any model exists). The command-line rows for a missing file and data.fraction=0 are in
-test_config_errors.py."""
+test_bad_inputs.py, the table of bad inputs on the command line."""
 import numpy as np
 import pytest
 

@@ -67,7 +67,10 @@ def _in_single_run() -> bool:
 def _overrides_of(argv: list[str]) -> list[str]:
     from hydra._internal.utils import get_args_parser
 
-    args, _ = get_args_parser().parse_known_args(argv)
+    args, unknown = get_args_parser().parse_known_args(argv)
+    if unknown:  # argparse would print its usage and `unrecognized arguments` over several lines
+        raise ConfigError(unknown[0], None, "flags such as -m before the key=value overrides, e.g. python train.py -m "
+                          "optimizer.lr=1e-3,1e-4", "not understood: an override after a flag, or an unknown flag")
     return list(args.overrides)
 
 
@@ -96,6 +99,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             from tfhydra.schema import validate
 
             validate(cfg, defaults)
+            _check_output_dirs(cfg, multirun)
             _check_run_dir(cfg, multirun)
 
 
@@ -166,6 +170,31 @@ def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
         where = parent_key or "the config"
         raise ConfigError(key, value, f"a key of {where}: {', '.join(map(str, names))} (add a new key with +{key}=...)",
                           "unknown key")
+
+
+def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
+    """Directories tfhydra will create must be creatable: Hydra would fail with a traceback on the run
+    directory, and TensorFlow on a cache file only once the data are built."""
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    value = OmegaConf.select(cfg, key, default=None)
+    if value:
+        check_creatable(key, value, Path(value).expanduser())
+    cache = OmegaConf.select(cfg, "data.cache", default=None)
+    if isinstance(cache, str) and cache != "memory":
+        check_creatable("data.cache", cache, Path(cache).expanduser().parent)
+
+
+def check_creatable(key: str, value: str, folder: Path) -> None:
+    """`folder` exists as a writable directory, or can be made: its nearest existing ancestor is one."""
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(key, value, "a path below a directory, with no regular file on the way",
+                          f"cannot create {folder}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(key, value, "a path in a directory you can write to",
+                          f"cannot create {folder}: no write permission in {existing}")
 
 
 # Keys that may change when an unfinished run is continued: they do not change what is trained.

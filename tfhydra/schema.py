@@ -26,12 +26,17 @@ class Rule:
     ok: Callable[[Any], bool]
     numeric: bool = False  # a numeric rule calls a bad number "out of range", anything else "not a number"
     refusal: str = ""  # what to call a refused value when neither of those says it (e.g. "no such file")
+    integral: bool = False  # 1.5 for an integer key is "not an integer", not "out of range"
 
     def problem(self, value: Any) -> str:
+        if value is None:  # a `null  # required` default left unset: "no such file" would mislead
+            return "not set (it is required)"
         if self.refusal:
             return self.refusal
         if not self.numeric:
             return "not an accepted value"
+        if self.integral and _is_number(value) and not _is_int(value):
+            return "not an integer"
         return "out of range" if _is_number(value) else "not a number"
 
 
@@ -45,7 +50,7 @@ def _is_number(v: Any) -> bool:
 
 def integer(low: int, high: int | None = None) -> Rule:
     text = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
-    return Rule(text, lambda v: _is_int(v) and v >= low and (high is None or v <= high), numeric=True)
+    return Rule(text, lambda v: _is_int(v) and v >= low and (high is None or v <= high), numeric=True, integral=True)
 
 
 def number(low: float, high: float | None = None, low_open: bool = True, high_open: bool = True) -> Rule:
@@ -79,7 +84,7 @@ def _is_weights(v: Any) -> bool:
 
 
 def optional(rule: Rule) -> Rule:
-    return Rule(f"null or {rule.accepted}", lambda v: v is None or rule.ok(v), rule.numeric)
+    return Rule(f"null or {rule.accepted}", lambda v: v is None or rule.ok(v), rule.numeric, integral=rule.integral)
 
 
 def list_of(rule: Rule, min_len: int = 1) -> Rule:

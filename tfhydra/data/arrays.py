@@ -88,6 +88,10 @@ def build_npz(cfg, seed: int) -> Source:
 
 def read_npz(path: Path, wanted: dict[str, str]) -> dict[str, np.ndarray]:
     """`wanted` maps config keys (x_train, ...) to array names; a missing name is the config key's error."""
+    if path.is_dir() or (path.is_file() and not zipfile.is_zipfile(path)):  # np.load would try it as .npy or pickle
+        raise ConfigError(str(path), None, "a NumPy .npz file (numpy.savez) of numeric arrays",
+                          "cannot read it (a directory, not a file)" if path.is_dir() else
+                          "cannot read it (not a .npz file: not a zip archive)")
     try:
         with np.load(path, allow_pickle=False) as file:
             found = list(file.files)

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import OmegaConf
 
+from tfhydra.cli import check_creatable
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, stratified_subset, take_examples
 from tfhydra.errors import ConfigError
@@ -118,6 +119,7 @@ def cached(dataset: tf.data.Dataset, cfg_data, seed: int, split: str) -> tf.data
     if cfg_data.cache == "memory":
         return dataset.cache()
     prefix = Path(cfg_data.cache).expanduser()
+    check_creatable("data.cache", cfg_data.cache, prefix.parent)  # as the pre-flight does, for Python callers
     prefix.parent.mkdir(parents=True, exist_ok=True)
     keys = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items() if k not in _NOT_CACHED_KEYS}
     digest = hashlib.sha256(repr(sorted(keys.items())).encode() + str(seed).encode()).hexdigest()[:12]
