@@ -203,3 +203,23 @@ def test_a_missing_launcher_or_sweeper_plugin_names_the_extra_to_install():
         cli._compose(compose, "config", ["hparams_search=optuna"], [])
     assert str(error.value) == ("hydra/sweeper=optuna: no such hydra/sweeper option; accepted: one of basic, "
                                 "or optuna after pip install -e '.[optuna]'")
+
+
+def test_jobs_killed_at_any_point_are_listed_as_interrupted_with_their_grid_overrides(hand_made_sweep):
+    """SIGKILL leaves whatever the job had got to: a bare directory (Hydra had not written .hydra/ yet),
+    or a record still saying `running`; both were interrupted, and the summary never counts them as done."""
+    from tfhydra.sweep.summary import summarize
+
+    (hand_made_sweep / "4_optimizer.lr=5").mkdir()  # job 4: only its directory
+    running = hand_made_sweep / "3_optimizer.lr=4"
+    (running / "metrics.json").write_text(json.dumps({"status": "running", "overrides": ["optimizer.lr=4"]}))
+    summary = summarize(hand_made_sweep)
+    rows = list(csv.DictReader((hand_made_sweep / "summary.csv").open()))
+    assert [(r["job"], r["status"], r["directory"]) for r in rows[2:]] == [
+        ("2", "diverged", "2_optimizer.lr=3"), ("3", "interrupted", "3_optimizer.lr=4"),
+        ("4", "interrupted", "4_optimizer.lr=5")]
+    assert rows[4]["overrides"] == "optimizer.lr=5" and rows[4]["epochs"] == "0"
+    assert len(summary.jobs) == 5 and summary.counts() == "2 completed, 1 diverged, 2 interrupted"
+    assert "| [4_optimizer.lr=5](<4_optimizer.lr=5/>) | `optimizer.lr=5` | interrupted |" in \
+        (hand_made_sweep / "summary.md").read_text()
+    assert not list(hand_made_sweep.glob(".*.partial"))

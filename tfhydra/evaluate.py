@@ -2,11 +2,13 @@
 
     python -m tfhydra.evaluate <run_dir> [data=<source> data.<key>=<value> ...]
 
-The run's own overrides (`.hydra/overrides.yaml`) are composed again from the config
-directory the run was made with, followed by the new ones; with none it evaluates on the
-run's own validation split. The exported SavedModel is loaded as a SavedModel (no Python
-code from the run directory is executed), wrapped, and compiled with the run's loss and
-metrics, so the figures mean what they meant during training. The result is printed as
+The run directory is checked before use (a completed run: metrics.json status completed,
+readable .hydra/ files, export/saved_model), each problem a one-line error. The run's own
+overrides (`.hydra/overrides.yaml`) are composed again from the config directory the run
+was made with, followed by the new ones; with none it evaluates on the run's own validation
+split. The exported SavedModel is loaded as a SavedModel (no Python code from the run
+directory is executed), wrapped, and compiled with the run's loss and metrics, so the
+figures mean what they meant during training. The result is printed as
 one JSON line and written to `<run_dir>/evaluations/`.
 """
 from __future__ import annotations
@@ -15,6 +17,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
@@ -36,28 +40,55 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+RUN_ACCEPTED = "the directory of a completed run with export/saved_model and .hydra/"
+
+
 def load_run_config(run_dir: Path, overrides: list[str]):
-    """The run's config with `overrides` applied, composed and validated like a new command line."""
+    """The run's config with `overrides` applied, composed and validated like a new command line.
+
+    The run directory is checked first (tfhydra.report.completed_run_config: metrics.json status
+    completed, .hydra/ files that parse, the export), so a broken or foreign directory is a one-line
+    error and not a traceback from deep inside Hydra or TensorFlow.
+    """
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
     from tfhydra.cli import check_overrides
+    from tfhydra.report import completed_run_config, run_yaml
 
-    metrics, hydra_file = run_dir / "metrics.json", run_dir / ".hydra" / "hydra.yaml"
-    status = json.loads(metrics.read_text()).get("status") if metrics.is_file() else None
-    if status != "completed" or not (run_dir / "export" / "saved_model").is_dir() or not hydra_file.is_file():
-        raise ConfigError(str(run_dir), None, "the directory of a completed run with export/saved_model and .hydra/",
-                          f"not a completed run (status: {status})")
-    sources = OmegaConf.load(hydra_file).hydra.runtime.config_sources
-    config_dir = next((s.path for s in sources if s.provider == "main"), None)
-    config_name = OmegaConf.load(hydra_file).hydra.job.config_name
-    if not config_dir or not Path(config_dir).is_dir():
+    needs = (".hydra/hydra.yaml", ".hydra/overrides.yaml", "export/saved_model/saved_model.pb")
+    completed_run_config(run_dir, str(run_dir), None, RUN_ACCEPTED, needs)
+    hydra_cfg = run_yaml(run_dir, ".hydra/hydra.yaml", str(run_dir), None, RUN_ACCEPTED)
+    saved_overrides = run_yaml(run_dir, ".hydra/overrides.yaml", str(run_dir), None, RUN_ACCEPTED)
+    sources = OmegaConf.select(hydra_cfg, "hydra.runtime.config_sources", default=None) or []
+    config_dir = next((s.get("path") for s in sources if isinstance(s, DictConfig) and s.get("provider") == "main"),
+                      None)
+    config_name = OmegaConf.select(hydra_cfg, "hydra.job.config_name", default=None)
+    hydra_file = run_dir / ".hydra" / "hydra.yaml"
+    if not config_dir or not config_name or not Path(config_dir).is_dir():
         raise ConfigError(str(hydra_file), None, "a run whose config directory still exists",
                           f"its config directory {config_dir} is gone")
-    every = list(OmegaConf.load(run_dir / ".hydra" / "overrides.yaml")) + list(overrides)
+    if not isinstance(saved_overrides, ListConfig) or not all(isinstance(o, str) for o in saved_overrides):
+        raise ConfigError(str(run_dir), None, RUN_ACCEPTED, "its .hydra/overrides.yaml is not a list of overrides")
+    every = list(saved_overrides) + list(overrides)
     check_overrides(config_dir, config_name, every)
     with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
         return compose(config_name=config_name, overrides=every)
+
+
+def load_served_model(run_dir: Path):
+    """The run's SavedModel, loaded as a SavedModel: its graph runs, but no Python code from the run
+    directory (no pickled objects, no custom-object lookup, no Keras file). The run's Keras files
+    (export/model.keras) are never loaded here; a reader that must load one passes safe_mode=True."""
+    import tensorflow as tf
+
+    try:
+        served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
+        signature = served.signatures["serving_default"]
+    except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
+        problem = " ".join(str(error).split())[:200]
+        raise ConfigError(str(run_dir), None, RUN_ACCEPTED,
+                          f"its export/saved_model cannot be loaded ({type(error).__name__}: {problem})") from error
+    return served, signature
 
 
 def _served_model_layer():
@@ -77,7 +108,7 @@ def _served_model_layer():
 
 
 def evaluate_run(run_dir: Path, overrides: list[str]) -> dict:
-    import tensorflow as tf
+    cfg = load_run_config(run_dir, overrides)  # before TensorFlow is imported: a bad directory is a quick error
     import tf_keras as keras
 
     from tfhydra.data import build_datasets
@@ -85,10 +116,8 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> dict:
     from tfhydra.trainer.objectives import build_loss, build_metrics
 
     ServedModel = _served_model_layer()
-    cfg = load_run_config(run_dir, overrides)
+    served, signature = load_served_model(run_dir)
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
-    served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
-    signature = served.signatures["serving_default"]
     expected = tuple(signature.structured_input_signature[1].values())[0]
     spec = datasets.spec
     if tuple(expected.shape[1:]) != tuple(spec.input_shape):
@@ -107,7 +136,8 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> dict:
     result = {"run_dir": str(run_dir), "overrides": list(overrides), "data": cfg.data.get("name"),
               "examples": spec.val_size, "metrics": {k: float(v) for k, v in figures.items()},
               "seconds": time.perf_counter() - started}
-    out = run_dir / "evaluations" / f"{cfg.data.get('name')}_{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}.json"
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
+    out = run_dir / "evaluations" / f"{cfg.data.get('name')}_{stamp}.json"
     out.parent.mkdir(exist_ok=True)
     write_json(out, result)
     result["written_to"] = str(out)

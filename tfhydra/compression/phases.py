@@ -108,20 +108,39 @@ def check_compression(cfg: DictConfig) -> None:
         check_run(Path(node.from_run).expanduser(), cfg.model)
 
 
+FROM_RUN_ACCEPTED = ("the directory of a completed run (metrics.json with status completed, .hydra/config.yaml, "
+                     "checkpoints/last.weights.h5)")
+FROM_RUN_SCHEMES = ("none", "prune", "cluster")  # built-in float schemes: what load_run_model may rebuild
+
+
 def check_run(run: Path, cfg_model: DictConfig) -> None:
     """`compression.from_run`: a completed run of the same model config whose trained model is float."""
-    saved_file, status = run / ".hydra" / "config.yaml", run_status(run)
-    if status != "completed" or not saved_file.is_file():
-        raise ConfigError("compression.from_run", str(run), "the directory of a completed run (metrics.json with "
-                          "status completed, and .hydra/config.yaml)", f"not a completed run (status {status})")
-    saved = OmegaConf.load(saved_file)
+    saved = saved_run_config(run)
     differing = config_differences(saved.model, cfg_model, "model.")
     if differing:
         raise ConfigError("compression.from_run", str(run), "a run of the same model config",
                           f"its model config differs in {', '.join(differing)}")
-    if saved.compression.get("name") in QUANTIZATION_AWARE:
+
+
+def saved_run_config(run: Path) -> DictConfig:
+    """The saved config of a completed run whose trained model `load_run_model` can rebuild.
+
+    That config names the scheme to rebuild, so only built-in float schemes are taken: a `_target_`
+    there would import and call whatever the run directory names.
+    """
+    from tfhydra.report import completed_run_config
+
+    saved = completed_run_config(run, "compression.from_run", str(run), FROM_RUN_ACCEPTED,
+                                 needs=["checkpoints/last.weights.h5"])
+    scheme = saved.compression.get("name")
+    if scheme in QUANTIZATION_AWARE:
         raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
-                          f"its model was trained quantization-aware (compression={saved.compression.name})")
+                          f"its model was trained quantization-aware (compression={scheme})")
+    if "_target_" in saved.compression or scheme not in FROM_RUN_SCHEMES:
+        shown = scheme or saved.compression.get("_target_")
+        raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
+                          f"its compression is {shown}, which is not rebuilt from a run directory")
+    return saved
 
 
 def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) -> keras.Model:
@@ -131,7 +150,7 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) ->
     wraps it so the weights file's variables line up, and that scheme's strip gives the model
     to continue from.
     """
-    saved = OmegaConf.load(run / ".hydra" / "config.yaml")
+    saved = saved_run_config(run)
     phase = Phase(steps_per_epoch, saved.trainer.epochs - saved.compression.get("start_epoch", 0))
     earlier = build_scheme(saved.compression, model, spec, phase)
     weights = run / "checkpoints" / "best.weights.h5"
@@ -147,10 +166,9 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) ->
 
 
 def run_status(run: Path) -> str | None:
-    try:
-        return json.loads((run / "metrics.json").read_text()).get("status")
-    except (OSError, ValueError):
-        return None
+    from tfhydra.report import run_status as status
+
+    return status(run)
 
 
 def phase_records(run_dir: Path) -> list[dict]:

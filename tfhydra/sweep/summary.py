@@ -13,7 +13,6 @@ import csv
 import io
 import json
 import math
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from tfhydra.report import atomic_path, write_atomically
 from tfhydra.sweep import sweep_override_keys
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "not started")
@@ -99,8 +99,11 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     sweep = _read_yaml(sweep_dir / "multirun.yaml")
     found = [_read_job(d) for d in sorted(sweep_dir.iterdir()) if _is_job_dir(d)]
     monitor, mode = _monitor(sweep, found)
-    jobs = {**{j.num: j for j in _expected_jobs(sweep)}, **{j.num if j.num is not None else j.name: j for j in found}}
-    jobs = list(jobs.values())
+    expected = {j.num: j for j in _expected_jobs(sweep)}
+    for job in found:  # killed before Hydra wrote its .hydra/: its overrides are the grid's
+        if not job.overrides and job.num in expected:
+            job.overrides = expected[job.num].overrides
+    jobs = list({**expected, **{j.num if j.num is not None else j.name: j for j in found}}.values())
     for job in jobs:
         if job.name:
             job.history = _history(sweep_dir / job.name, monitor)
@@ -114,12 +117,14 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
 
 
 def write_summary(summary: Summary) -> None:
+    """Each file is replaced whole (tfhydra.report): a summary rebuilt while someone reads it, or a
+    sweep killed while writing it, leaves the previous file or the new one, never half of one."""
     directory = summary.sweep_dir
-    _write_atomic(directory / "summary.csv", to_csv(summary))
+    write_atomically(directory / "summary.csv", to_csv(summary))
     plot_note = write_plot(summary, directory / "summary.png")
     if plot_note:
         summary.notes.append(plot_note)
-    _write_atomic(directory / "summary.md", to_markdown(summary, plot=plot_note is None))
+    write_atomically(directory / "summary.md", to_markdown(summary, plot=plot_note is None))
 
 
 def to_csv(summary: Summary) -> str:
@@ -186,17 +191,21 @@ def write_plot(summary: Summary, path: Path) -> str | None:
     axes.grid(alpha=0.3)
     if axes.get_legend_handles_labels()[0]:
         axes.legend(fontsize="small")
-    partial = path.with_name(f".{path.name}.partial")
-    figure.savefig(partial, format="png", dpi=100, bbox_inches="tight")
-    plt.close(figure)
-    os.replace(partial, path)
+    try:
+        with atomic_path(path) as partial:
+            figure.savefig(partial, format="png", dpi=100, bbox_inches="tight")
+    finally:
+        plt.close(figure)
     return None
 
 
 # ---- reading a sweep directory -------------------------------------------------------------
 
 def _is_job_dir(path: Path) -> bool:
-    return path.is_dir() and ((path / ".hydra" / "overrides.yaml").is_file() or (path / "metrics.json").is_file())
+    """A job that started: Hydra names its directory `<num>_...` (conf/config.yaml) and writes .hydra/ first;
+    a job killed in between has only the directory."""
+    return path.is_dir() and (bool(re.match(r"\d+_", path.name)) or (path / ".hydra" / "overrides.yaml").is_file()
+                              or (path / "metrics.json").is_file())
 
 
 def _read_job(job_dir: Path) -> Job:
@@ -205,7 +214,7 @@ def _read_job(job_dir: Path) -> Job:
     if not isinstance(overrides, list):
         overrides = record.get("overrides") or []
     status = record.get("status")
-    if status not in STATUSES:  # no record: killed, or still running
+    if status not in STATUSES:  # no record, or "running": killed (SIGKILL leaves no word), or still running
         status = "interrupted"
     error = record.get("error")
     if status == "diverged" and not error:
@@ -311,12 +320,6 @@ def _read_yaml(path: Path) -> Any:
         return yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
         return None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, path)
 
 
 def _blank(value: Any) -> Any:

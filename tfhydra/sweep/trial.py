@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -41,7 +42,13 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float] | None = N
         if run_job is None:
             from tfhydra.job import run_job  # imports TensorFlow: inside, so even that failing is recorded
         result = run_job(cfg)
-    except Exception as error:  # KeyboardInterrupt still ends the sweep
+    except KeyboardInterrupt as interrupt:  # Ctrl-C still ends the sweep, before its summary: say how to get one
+        if hasattr(interrupt, "exit_code"):  # stopped by tfhydra's signal handling: tfhydra.run says it all
+            raise
+        print(f"sweep interrupted in {run_dir.name}: python -m tfhydra.sweep summary {hydra_cfg.sweep.dir} lists "
+              "its completed, interrupted and not started jobs", file=sys.stderr, flush=True)
+        raise
+    except Exception as error:
         if isinstance(error, ConfigError):
             log.error("job failed: %s", error)
         else:
