@@ -120,3 +120,19 @@ def build_normalised_mlp(spec):
     x = keras.layers.LayerNormalization(name="norm")(x)
     outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
     return keras.Model(inputs, outputs, name="normalised_mlp")
+
+
+class DiskFullAfterTraining(keras.callbacks.Callback):
+    """While the file `marker` exists, training ends with the disk "full": the process may not write
+    files larger than `limit_bytes` (RLIMIT_FSIZE; Python ignores SIGXFSZ, so writes fail with EFBIG)."""
+
+    def __init__(self, marker: str, limit_bytes: int = 65536):
+        super().__init__()
+        self.marker, self.limit_bytes = marker, limit_bytes
+
+    def on_train_end(self, logs=None):
+        import os
+        import resource
+
+        if os.path.exists(self.marker):
+            resource.setrlimit(resource.RLIMIT_FSIZE, (self.limit_bytes, resource.RLIM_INFINITY))

@@ -31,11 +31,35 @@ def run(cfg, run_dir=None):
     from tfhydra.cli import one_line_errors
     from tfhydra.sweep import in_sweep
 
-    if run_dir is None and in_sweep():
-        from tfhydra.sweep.trial import run_trial
+    try:
+        if run_dir is None and in_sweep():
+            from tfhydra.sweep.trial import run_trial
 
-        return run_trial(cfg)
-    from tfhydra.job import run_job
+            return run_trial(cfg)
+        from tfhydra.job import run_job
 
-    with one_line_errors():
-        return run_job(cfg, run_dir=run_dir)
+        with one_line_errors():
+            return run_job(cfg, run_dir=run_dir)
+    except KeyboardInterrupt as interrupt:  # tfhydra.trainer.state.Interrupted: SIGTERM or Ctrl-C
+        if run_dir is not None or not hasattr(interrupt, "exit_code") or os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        import sys
+
+        print(f"Stopped: {interrupt.reason}; {resume_hint(run_dir)}", file=sys.stderr, flush=True)
+        sys.exit(interrupt.exit_code)
+
+
+def resume_hint(run_dir) -> str:
+    """How to continue what a signal stopped: the same command, or for a sweep, its stopped job."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode == RunMode.RUN:
+        return "run the same command again to resume"
+    import shlex
+
+    hydra = HydraConfig.get()
+    command = " ".join(["python train.py", *map(shlex.quote, hydra.overrides.task),
+                        shlex.quote(f"hydra.run.dir={hydra.runtime.output_dir}")])
+    return (f"resume this job with: {command} (python -m tfhydra.sweep summary {hydra.sweep.dir} lists the sweep's "
+            "completed, interrupted and not started jobs)")

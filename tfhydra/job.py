@@ -6,7 +6,11 @@ Every other module builds one thing from one config node.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import re
 import shutil
 import tempfile
 import time
@@ -30,6 +34,7 @@ from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.trainer import LoopContext, state_dir, train
 from tfhydra.trainer.callbacks import RunRecorder, best_checkpoint_path, build_callbacks, loss_bound
 from tfhydra.trainer.objectives import build_loss, build_metrics
+from tfhydra.trainer.state import StopOnSignal, save_weights_atomically
 
 log = logging.getLogger("tfhydra")
 for _noisy in ("absl", "tensorflow"):  # their INFO lines (export details, asset paths) drown train.log
@@ -49,17 +54,18 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None) -> float:
 
     keras.backend.clear_session()  # jobs of one sweep may share this process
     record["threads"] = set_threads(cfg.trainer.threads or auto_threads())  # 0: auto (tfhydra/sweep: parallel jobs)
-    with policy_scope(cfg.precision) as policy:
+    # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise stop at once.
+    with policy_scope(cfg.precision) as policy, StopOnSignal() as stop:
         strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs
         record.update(describe_devices(strategy), policy=policy.name)
         log.info("devices: %s (%d replica(s)), policy %s", record["devices"], record["replicas"], policy.name)
         if not is_chief(strategy):  # every worker runs the same steps; only the chief keeps what it writes
             with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:
-                return _train_and_record(cfg, strategy, policy, Path(scratch), record, started, write_record=False)
-        return _train_and_record(cfg, strategy, policy, run_dir, record, started)
+                return _train_and_record(cfg, strategy, stop, Path(scratch), record, started, write_record=False)
+        return _train_and_record(cfg, strategy, stop, run_dir, record, started)
 
 
-def _train_and_record(cfg: DictConfig, strategy, policy, run_dir: Path, record: dict, started: float,
+def _train_and_record(cfg: DictConfig, strategy, stop: StopOnSignal, run_dir: Path, record: dict, started: float,
                       write_record: bool = True) -> float:
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     prepare_resume(cfg.trainer, run_dir)
@@ -91,33 +97,72 @@ def _train_and_record(cfg: DictConfig, strategy, policy, run_dir: Path, record: 
     extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
                              cfg.trainer.monitor_mode) + compression.callbacks
     callbacks = build_callbacks(cfg.trainer, cfg.logging, run_dir, recorder, extra)
-    context = LoopContext(strategy, run_dir, cfg.logging.histogram_freq)
-    try:
-        train(cfg.trainer, model, datasets, callbacks, context)
-    except BaseException as error:
-        status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
-        record.update(_training_figures(recorder, cfg, datasets.examples_per_epoch), status=status,
-                      error=f"{type(error).__name__}: {error}", wall_seconds=time.perf_counter() - started)
-        if write_record:
-            write_json(run_dir / "metrics.json", record)
-        raise
+    recorder.load()
+    last_weights = run_dir / "checkpoints" / "last.weights.h5"
+    if recorder.finished and last_weights.is_file():  # killed after training, e.g. during export: redo the rest
+        log.info("training ended in an earlier attempt (%d epochs): redoing what came after it", len(recorder.epochs))
+        load_weights(model, last_weights, strategy)
+    else:
+        stop.training = True
+        try:
+            train(cfg.trainer, model, datasets, callbacks, LoopContext(strategy, run_dir, cfg.logging.histogram_freq, stop))
+        except BaseException as error:
+            status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+            record.update(_training_figures(recorder, cfg, datasets.examples_per_epoch), status=status,
+                          error=f"{type(error).__name__}: {error}", wall_seconds=time.perf_counter() - started)
+            if write_record:
+                write_json(run_dir / "metrics.json", record)
+            raise
+        finally:
+            stop.training = False
+        with after_training(run_dir, record if write_record else None):
+            save_weights_atomically(model, last_weights)
+            recorder.mark_finished()
 
     record.update(_training_figures(recorder, cfg, datasets.examples_per_epoch))
-    shutil.rmtree(state_dir(run_dir), ignore_errors=True)  # finished: nothing left to resume
     if recorder.diverged:
         record.update(status="diverged", diverged=recorder.diverged)
     else:
-        model.save_weights(str(run_dir / "checkpoints" / "last.weights.h5"))
-        restore_best(model, run_dir, strategy)
-        record["exports"], record["compression"] = export_model(cfg.export, compression, model, datasets, run_dir)
+        with after_training(run_dir, record if write_record else None):
+            restore_best(model, run_dir, strategy)
+            record["exports"], record["compression"] = export_model(cfg.export, compression, model, datasets, run_dir)
         record["status"] = "completed"
     record["loss_scale"] = loss_scale(model.optimizer)
     record["wall_seconds"] = time.perf_counter() - started
     if write_record:
         write_json(run_dir / "metrics.json", record)
+    shutil.rmtree(state_dir(run_dir), ignore_errors=True)  # recorded: nothing left to resume
     log.info("%s: %s; run directory %s", record["status"], _monitored(record), run_dir)
     best = (record.get("best") or {}).get(cfg.trainer.monitor)
     return float("nan") if best is None or record["status"] != "completed" else float(best)
+
+
+@contextlib.contextmanager
+def after_training(run_dir: Path, record: dict | None):
+    """A full disk or an unwritable directory after training is one line, and costs no training:
+    the trained state stays in checkpoints/, and the same command finishes the run."""
+    try:
+        yield
+    except OSError as error:
+        where, reason = write_failure(error, run_dir)
+        failure = ConfigError(where, None, "a writable run directory with free space (the trained state is kept in "
+                              f"{run_dir / 'checkpoints'}; run the same command again to finish the run)",
+                              f"cannot write it ({reason})")
+        if record is not None:
+            try:  # the disk may still be full
+                write_json(run_dir / "metrics.json", {**record, "status": "failed", "error": str(failure)})
+            except OSError:
+                pass
+        raise failure from error
+
+
+def write_failure(error: OSError, run_dir: Path) -> tuple[str, str]:
+    """(file, reason) of a failed write; h5py reports errno and file name only inside its message."""
+    text = str(error)
+    errno = error.errno or int((re.search(r"errno = (\d+)", text) or [0, 0])[1])
+    named = re.search(r"filename = '([^']+)'", text)
+    where = error.filename or (named and named[1]) or run_dir
+    return str(where), os.strerror(errno) if errno else " ".join(text.split())[:160]
 
 
 def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch: int) -> dict:
@@ -166,29 +211,42 @@ def check_replica_batch(batch_size: int, replicas: int) -> None:
 
 
 def prepare_resume(cfg_trainer, run_dir: Path) -> None:
-    """Resume what an earlier, unfinished run in this directory saved; or start it over if asked."""
+    """Resume what an earlier, unfinished run in this directory saved; or start it over if asked.
+
+    The state is deleted only once metrics.json is written, so a record without state means the
+    earlier attempt was killed before its first save (within its first epoch or save interval):
+    that attempt is started over.
+    """
     state, history = state_dir(run_dir), run_dir / "checkpoints" / "history.json"
     if not cfg_trainer.resume:
         shutil.rmtree(state, ignore_errors=True)
         history.unlink(missing_ok=True)
     elif state.exists():
         log.info("resuming from the saved state in %s", state)
-    elif history.exists():
-        raise ConfigError("hydra.run.dir", str(run_dir), "a run directory with saved state, or trainer.resume=false "
-                          "to start it over", "an earlier run started here but left no state to resume from")
+    elif history.exists() and not json.loads(history.read_text()).get("finished"):
+        log.warning("%s records epochs but no state was saved before the earlier attempt ended: starting over", history)
+        history.unlink()
 
 
 def restore_best(model: keras.Model, run_dir: Path, strategy: tf.distribute.Strategy) -> None:
-    """Export the best epoch's weights, not the last one's."""
+    """Export the best epoch's weights, not the last one's (the last ones if the best file is damaged)."""
     best = best_checkpoint_path(run_dir)
     if not best.exists():
         return
+    try:
+        load_weights(model, best, strategy)
+    except (OSError, ValueError) as error:
+        log.warning("%s cannot be read (%s): exporting the last epoch's weights instead", best, error)
+        load_weights(model, run_dir / "checkpoints" / "last.weights.h5", strategy)
+
+
+def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strategy) -> None:
     if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
-        model.load_weights(str(best))
+        model.load_weights(str(path))
         return
     # Mirrored variables cannot be assigned from the .h5 file directly: read it into a plain copy.
     copy = keras.models.clone_model(model)
-    copy.load_weights(str(best))
+    copy.load_weights(str(path))
     model.set_weights(copy.get_weights())
 
 

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tfhydra.registry import Registry
+from tfhydra.trainer.state import ResumableBackup, StopOnSignal
 
 LOOPS = Registry("trainer.loop")
 log = logging.getLogger("tfhydra")
@@ -23,6 +24,7 @@ class LoopContext:
     strategy: tf.distribute.Strategy
     run_dir: Path
     histogram_freq: int  # custom loop: gradient-norm summaries every N epochs (0: off)
+    stop: StopOnSignal | None = None  # SIGTERM/SIGINT: save the state at the next step boundary and stop
 
 
 def train(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
@@ -36,19 +38,19 @@ def state_dir(run_dir: Path) -> Path:
 
 @LOOPS.register("fit")
 def fit_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
+    # The state is saved after the other callbacks have recorded the epoch: a run killed in between
+    # redoes that epoch, and RunRecorder drops the record it is ahead by.
     model.fit(datasets.train, validation_data=datasets.validation, epochs=cfg_trainer.epochs,
-              callbacks=[*backup_callback(cfg_trainer, context), *callbacks], verbose=cfg_trainer.verbose)
+              callbacks=[*callbacks, *backup_callback(cfg_trainer, context)], verbose=cfg_trainer.verbose)
 
 
 def backup_callback(cfg_trainer, context: LoopContext) -> list:
-    """Keras' BackupAndRestore, where Keras supports it (not under OneDeviceStrategy)."""
+    """Resumable state (tfhydra/trainer/state.py), where Keras supports it (not under OneDeviceStrategy)."""
     if isinstance(context.strategy, tf.distribute.OneDeviceStrategy):
         log.warning("strategy=one_device: model.fit cannot save resumable state (Keras' BackupAndRestore does not "
                     "support OneDeviceStrategy); use trainer.loop=custom to be able to resume")
         return []
-    save_freq = "epoch" if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
-    return [keras.callbacks.BackupAndRestore(str(state_dir(context.run_dir)), save_freq=save_freq,
-                                             delete_checkpoint=True)]
+    return [ResumableBackup(str(state_dir(context.run_dir)), cfg_trainer.save_every, context.stop)]
 
 
 from tfhydra.trainer import custom  # noqa: E402,F401  (registers "custom")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from pathlib import Path
 
@@ -38,14 +39,25 @@ class RunRecorder(keras.callbacks.Callback):
         self.first_step_seconds: float | None = None
         self.first_step_unix: float | None = None
         self.diverged: dict | None = None
+        self.finished = False  # training ended and its weights are saved (mark_finished)
         self._step = 0
         self._next_check = 0
 
     def on_train_begin(self, logs=None):
         self._start = time.perf_counter()
+        self.load()
+
+    def load(self) -> None:
+        """What an earlier, interrupted run in this directory recorded (epochs, and whether training had ended)."""
         if self.history_file and self.history_file.exists():
             saved = json.loads(self.history_file.read_text())
             self.epochs, self.train_seconds = saved["epochs"], saved["train_seconds"]
+            self.finished, self.diverged = saved.get("finished", False), saved.get("diverged")
+
+    def mark_finished(self) -> None:
+        """Training is over and its weights are saved: a run killed after this redoes only the export."""
+        self.finished = True
+        self._write()
 
     def on_epoch_begin(self, epoch, logs=None):
         # A resumed run restarts at `epoch`: forget any epoch recorded after the state it resumed from.
@@ -84,13 +96,18 @@ class RunRecorder(keras.callbacks.Callback):
         self.train_seconds.append(end - self._epoch_start)
         values = {k: float(v) for k, v in (logs or {}).items()}
         self.epochs.append(values)
+        self._write()
+        log.info("epoch %d/%s %s", epoch + 1, self.params.get("epochs"),
+                 " ".join(f"{k}={v:.4f}" for k, v in values.items()))
+
+
+    def _write(self) -> None:
         if self.history_file:
             from tfhydra.report import write_json
 
             self.history_file.parent.mkdir(parents=True, exist_ok=True)
-            write_json(self.history_file, {"epochs": self.epochs, "train_seconds": self.train_seconds})
-        log.info("epoch %d/%s %s", epoch + 1, self.params.get("epochs"),
-                 " ".join(f"{k}={v:.4f}" for k, v in values.items()))
+            write_json(self.history_file, {"epochs": self.epochs, "train_seconds": self.train_seconds,
+                                           "finished": self.finished, "diverged": self.diverged})
 
 
 class LearningRateLogger(keras.callbacks.Callback):
@@ -146,15 +163,21 @@ def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
 
 
 class BestCheckpoint(keras.callbacks.ModelCheckpoint):
-    """ModelCheckpoint that considers only the epochs from `from_epoch` (0-based) on (RunRecorder.best_from)."""
+    """ModelCheckpoint that considers only the epochs from `from_epoch` (0-based) on (RunRecorder.best_from),
+    and writes each new best to a temporary file renamed over the old one: a kill mid-write keeps
+    the previous best intact."""
 
-    def __init__(self, *args, from_epoch: int = 0, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, filepath: str, *args, from_epoch: int = 0, **kwargs):
+        self.final_path = Path(filepath)
+        self.partial_path = self.final_path.with_name(".best.partial.weights.h5")
+        super().__init__(str(self.partial_path), *args, **kwargs)
         self.from_epoch = from_epoch
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch >= self.from_epoch:
             super().on_epoch_end(epoch, logs)
+            if self.partial_path.exists():  # this epoch was a new best
+                os.replace(self.partial_path, self.final_path)
 
 
 def best_so_far(history_file: Path | None, monitor: str, mode: str, from_epoch: int = 0) -> float | None:

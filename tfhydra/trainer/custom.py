@@ -14,6 +14,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tfhydra.trainer import LOOPS, LoopContext, state_dir
+from tfhydra.trainer.state import KEEP, restore_newest_readable
 
 log = logging.getLogger("tfhydra")
 
@@ -85,10 +86,16 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
         log.warning("%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
                     type(strategy).__name__)
     checkpoint = tf.train.Checkpoint(**state)
-    manager = tf.train.CheckpointManager(checkpoint, str(state_dir(context.run_dir)), max_to_keep=2)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).expect_partial()
-        log.info("resumed from %s at epoch %d, step %d", manager.latest_checkpoint, int(epoch) + 1, int(step))
+    manager = tf.train.CheckpointManager(checkpoint, str(state_dir(context.run_dir)), max_to_keep=KEEP)
+    restored = restore_newest_readable(checkpoint, state_dir(context.run_dir))
+    if restored:
+        log.info("resumed from %s at epoch %d, step %d", restored, int(epoch) + 1, int(step))
+
+    def save() -> str:
+        manager.save()
+        return f"epoch {int(epoch) + 1}, step {int(step)} ({manager.directory})"
+
+    stop = context.stop.check if context.stop is not None else lambda save: None
     save_every_steps = None if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
 
     callback_list = keras.callbacks.CallbackList(callbacks, model=model, epochs=cfg_trainer.epochs,
@@ -118,6 +125,7 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
                 break
             if save_every_steps and int(step) % save_every_steps == 0 and int(step) < steps_per_epoch:
                 manager.save()
+            stop(save)
         if model.stop_training:
             break
         train_logs = metric_values(metrics)
@@ -131,8 +139,11 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
         callback_list.on_test_end(val_logs)
         epoch.assign_add(1)
         step.assign(0)
-        manager.save()  # before the callbacks record the epoch, so the record is never ahead of the state
+        # The record may run ahead of the state, never behind: a run killed before the save
+        # redoes this epoch, and RunRecorder drops the record it is ahead by.
         callback_list.on_epoch_end(current, {**train_logs, **val_logs})
+        manager.save()
+        stop(lambda: f"the end of epoch {current + 1} ({manager.directory})")
     callback_list.on_train_end()
 
 

@@ -1,0 +1,211 @@
+"""Faults: a run killed (SIGKILL) at several points, stopped by SIGTERM or Ctrl-C, resumed from a damaged
+checkpoint, or hitting a full disk or an unwritable export directory. Each time the same command, run
+again, finishes the run: status `completed`, every epoch recorded once, a SavedModel that loads and
+predicts. Everything here is a real `python train.py` process."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, TESTS, last_line, run_cli
+from test_trainer import weights_digest
+
+# The seed MLP on digits with small batches: about 180 steps an epoch, so a signal lands mid-run.
+BASE = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0"]
+
+
+def start(run_dir: Path, *args: str, signal_log: Path | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env.pop("HYDRA_FULL_ERROR", None)
+    out = open(signal_log or run_dir.parent / f"{run_dir.name}.stderr", "w")  # noqa: SIM115 (closed by the process end)
+    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}"], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL, text=True)
+
+
+def wait_for(process: subprocess.Popen, condition, timeout: float = 240) -> bool:
+    """Poll `condition()` every few milliseconds while the process runs; True once it holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def kill(process: subprocess.Popen, signum=signal.SIGKILL) -> int:
+    if process.poll() is None:
+        process.send_signal(signum)
+    return process.wait(timeout=120)
+
+
+def epochs_recorded(run_dir: Path) -> int:
+    try:
+        return len(json.loads((run_dir / "checkpoints" / "history.json").read_text())["epochs"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def finish(run_dir: Path, *args: str, epochs: int) -> dict:
+    """Run the same command again: it must end the run completely."""
+    result = run_cli(*args, f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return check_complete(run_dir, epochs)
+
+
+def check_complete(run_dir: Path, epochs: int) -> dict:
+    import tensorflow as tf
+
+    record = json.loads((run_dir / "metrics.json").read_text())
+    assert record["status"] == "completed" and record["epochs_run"] == epochs == len(record["history"])
+    assert not (run_dir / "checkpoints" / "state").exists()  # finished: nothing left to resume
+    served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
+    shape = [1, *record["data"]["input_shape"]]
+    probabilities = served.serve(tf.zeros(shape)).numpy()
+    assert probabilities.shape == (1, record["data"]["num_classes"])
+    np.testing.assert_allclose(probabilities.sum(), 1.0, rtol=1e-5)
+    assert not [p for p in (run_dir / "export").iterdir() if p.name.startswith(".")]  # no partial export left
+    return record
+
+
+def in_progress_files(run_dir: Path) -> list[str]:
+    """Files a writer has not finished: TensorFlow's `*_temp` checkpoint folders, our `.partial` weights."""
+    found = []
+    for root, dirs, files in os.walk(run_dir / "checkpoints"):
+        found += [name for name in dirs if name.endswith("_temp")]
+        found += [name for name in files if ".partial" in name or "_temp" in name]
+    return found
+
+
+KILL_POINTS = {
+    # point: (extra overrides, epochs, the condition to kill at)
+    "first_epoch": ([], 4, lambda d: (d / "tensorboard" / "train").exists() and epochs_recorded(d) == 0),
+    "between_epochs": ([], 4, lambda d: epochs_recorded(d) >= 2),
+    # a 17M-parameter MLP: its checkpoints take long enough to write to be caught mid-write; after
+    # epoch 2, so there is an earlier state that the kill must leave usable
+    "checkpoint_write": (["model.units=[4096,4096]", "data.batch_size=64", "trainer.steps_per_epoch=6"], 4,
+                         lambda d: epochs_recorded(d) >= 2 and in_progress_files(d)),
+    "export": ([], 3, lambda d: (d / "export" / ".saved_model.partial").exists()),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_sigkill_then_the_same_command_finishes_the_run(tmp_path, point):
+    extra, epochs, condition = KILL_POINTS[point]
+    args = [*BASE, *extra, f"trainer.epochs={epochs}"]
+    run_dir = tmp_path / "run"
+    process = start(run_dir, *args)
+    try:
+        hit = wait_for(process, lambda: condition(run_dir))
+    finally:
+        kill(process)
+    assert hit, f"the run ended before the kill point {point}: {(tmp_path / 'run.stderr').read_text()[-2000:]}"
+    assert not (run_dir / "metrics.json").exists()  # killed: nothing claims the run is complete
+    record = finish(run_dir, *args, epochs=epochs)
+    log = (run_dir / "train.log").read_text()
+    if point == "export":
+        assert "training ended in an earlier attempt" in log  # only the export is redone
+    elif point != "first_epoch":
+        assert "resumed from" in log
+    assert record["best"]["val_accuracy"] > 0.5
+
+
+def signal_when_training(run_dir: Path, args: list[str], signum) -> tuple[subprocess.Popen, str]:
+    """Start a run, send `signum` once it has recorded an epoch; returns the process and its stderr."""
+    process = start(run_dir, *args)
+    try:
+        assert wait_for(process, lambda: epochs_recorded(run_dir) >= 1), "the run ended before the signal"
+        time.sleep(0.2)  # into the next epoch
+        process.send_signal(signum)
+        process.wait(timeout=120)
+    finally:
+        kill(process)
+    return process, (run_dir.parent / f"{run_dir.name}.stderr").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop,signum", [("fit", signal.SIGTERM), ("custom", signal.SIGINT)])
+def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, loop, signum):
+    args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=6", "trainer.deterministic=true"]
+    run_dir = tmp_path / "run"
+    process, stderr = signal_when_training(run_dir, args, signum)
+    name = signal.Signals(signum).name
+    assert process.returncode == 128 + signum
+    message = last_line(stderr)
+    assert re.fullmatch(rf"Stopped: interrupted by {name}: state saved at (epoch \d, step \d+|the end of epoch \d) "
+                        rf"\({re.escape(str(run_dir))}/checkpoints/state\); run the same command again to resume",
+                        message), message
+    assert "Traceback" not in stderr
+    record = json.loads((run_dir / "metrics.json").read_text())
+    assert record["status"] == "interrupted" and name in record["error"]
+    finish(run_dir, *args, epochs=6)
+    if loop == "custom":  # the custom loop resumes exactly: the same weights as a run never stopped
+        reference = tmp_path / "reference"
+        finish(reference, *args, epochs=6)
+        assert weights_digest(run_dir / "checkpoints" / "last.weights.h5") == \
+            weights_digest(reference / "checkpoints" / "last.weights.h5")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_a_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, loop):
+    args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=5"]
+    run_dir = tmp_path / "run"
+    process = start(run_dir, *args)
+    try:
+        assert wait_for(process, lambda: epochs_recorded(run_dir) >= 3), "the run ended too early"
+    finally:
+        kill(process, signal.SIGTERM)
+    state = run_dir / "checkpoints" / "state"
+    indexes = sorted(state.rglob("ckpt-*.index"), key=lambda p: int(p.stem.split("-")[1]))
+    assert len(indexes) == 2  # the newest and one to fall back on
+    newest = indexes[-1]
+    data = next(newest.parent.glob(f"{newest.stem}.data-*"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated, as by a full disk
+    finish(run_dir, *args, epochs=5)
+    log = (run_dir / "train.log").read_text()
+    assert f"checkpoint {newest.with_suffix('')} is damaged" in log
+    assert f"resuming from the previous checkpoint {indexes[0].with_suffix('')}" in log
+
+
+@pytest.mark.slow
+def test_a_full_disk_after_training_is_one_line_and_keeps_the_trained_state(tmp_path):
+    marker = tmp_path / "disk-is-full"
+    marker.touch()
+    args = [*BASE, "trainer.epochs=2",
+            f"+trainer.callbacks=[{{_target_: user_code.DiskFullAfterTraining, marker: '{marker}'}}]"]
+    run_dir = tmp_path / "run"
+    result = run_cli(*args, f"hydra.run.dir={run_dir}")
+    assert result.returncode == 1
+    message = last_line(result.stderr)
+    assert message.startswith(f"Error: {run_dir}/checkpoints/") and "cannot write it (File too large)" in message
+    assert f"the trained state is kept in {run_dir}/checkpoints; run the same command again" in message
+    assert "Traceback" not in result.stderr
+    assert json.loads((run_dir / "metrics.json").read_text())["status"] == "failed"
+    marker.unlink()  # space freed
+    finish(run_dir, *args, epochs=2)
+    assert "resumed from" in (run_dir / "train.log").read_text()  # no epoch trained twice
+
+
+@pytest.mark.slow
+def test_an_unwritable_export_directory_is_one_line_and_only_the_export_is_redone(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "export").write_text("a file where the export directory goes")
+    args = [*BASE, "trainer.epochs=2"]
+    result = run_cli(*args, f"hydra.run.dir={run_dir}")
+    assert result.returncode == 1
+    message = last_line(result.stderr)
+    assert message.startswith(f"Error: {run_dir}/export") and "cannot write it (" in message, message
+    assert "Traceback" not in result.stderr
+    assert (run_dir / "checkpoints" / "last.weights.h5").is_file()
+    (run_dir / "export").unlink()
+    finish(run_dir, *args, epochs=2)
+    assert "training ended in an earlier attempt (2 epochs)" in (run_dir / "train.log").read_text()

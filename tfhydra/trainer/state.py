@@ -1,0 +1,208 @@
+"""Resumable state that survives faults: a kill mid-write, a corrupted file, SIGTERM or Ctrl-C.
+
+- TensorFlow writes a checkpoint under a temporary name and renames it into place, then
+  updates the `checkpoint` index file atomically; a kill mid-write leaves the previous
+  checkpoints as they were. `KEEP` of them are kept, so a damaged newest one (a truncated
+  file, a disk that filled up) has an older one to fall back on: `restore_newest_readable`
+  reads every tensor of a candidate before restoring from it.
+- Weight files (`best.weights.h5`, `last.weights.h5`) are written to a temporary name in the
+  same directory and renamed over the old one (`save_weights_atomically`).
+- `StopOnSignal` turns SIGTERM (a preempted machine) and SIGINT (Ctrl-C) into "save the
+  state at the end of the current step, then raise `Interrupted`": both loops check it
+  after every compiled call, so at most that call's steps are repeated by the next run.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import threading
+from pathlib import Path
+
+import tensorflow as tf
+import tf_keras as keras
+from tf_keras.src.distribute import worker_training_state
+
+log = logging.getLogger("tfhydra")
+KEEP = 2  # checkpoints kept: the newest, and one to fall back on if the newest is damaged
+
+
+class Interrupted(KeyboardInterrupt):
+    """Training stopped by a signal. A KeyboardInterrupt, so `except Exception` (a sweep recording a
+    failed job and going on) lets it through: an interrupted sweep stops."""
+
+    def __init__(self, signum: int, saved: str | None):
+        self.signum, self.saved = signum, saved
+        name = signal.Signals(signum).name
+        # What happened; the caller adds how to resume (a single run and a sweep's job differ).
+        self.reason = (f"interrupted by {name}: state saved at {saved}" if saved else
+                       f"interrupted by {name} outside a training step; the state saved last is kept")
+        super().__init__(self.reason)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # what a shell reports for a process killed by that signal
+
+
+class StopOnSignal:
+    """While active (a `with` block around training), SIGTERM and SIGINT set `signum`; the training
+    loop calls `check(save)` at each step boundary, which saves and raises `Interrupted`.
+    A second signal, or one outside training, raises at once."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.training = False
+        self._previous: dict = {}
+
+    def __enter__(self) -> "StopOnSignal":
+        if threading.current_thread() is threading.main_thread():  # Python delivers signals to the main thread only
+            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is not None or not self.training:
+            raise Interrupted(signum, None)
+        self.signum = signum
+        log.warning("%s received: saving the state after the current step, then stopping (send it again to stop "
+                    "at once)", signal.Signals(signum).name)
+
+    def check(self, save) -> None:
+        """`save()` returns where the state went (a description for the user); called only on a signal."""
+        if self.signum is not None:
+            signum, self.signum = self.signum, None
+            saved = save()
+            log.warning("state saved at %s", saved)
+            raise Interrupted(signum, saved)
+
+
+def checkpoint_candidates(directory: Path) -> list[str]:
+    """Checkpoint prefixes in `directory`, newest first, found from the files themselves (the
+    `checkpoint` index file may be the damaged one)."""
+    numbered = []
+    for index in Path(directory).glob("*.index"):
+        match = re.search(r"-(\d+)$", index.stem)
+        if match:
+            numbered.append((int(match.group(1)), str(index.with_suffix(""))))
+    return [prefix for _, prefix in sorted(numbered, reverse=True)]
+
+
+def unreadable(prefix: str) -> str | None:
+    """Why the checkpoint at `prefix` cannot be restored (every tensor is read, checksums checked), or None."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name, dtype in reader.get_variable_to_dtype_map().items():
+            if dtype != tf.variant:  # a data iterator's state: not readable as an array, checked by the restore
+                reader.get_tensor(name)
+    except Exception as error:  # noqa: BLE001 (a damaged file shows as OpError, IndexError, ValueError ...)
+        return " ".join(str(error).split())[:200]
+    return None
+
+
+def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path) -> str | None:
+    """Restore the newest checkpoint that reads back whole, saying so when a newer one was damaged."""
+    candidates = checkpoint_candidates(directory)
+    for prefix in candidates:
+        problem = unreadable(prefix)
+        if problem is None:
+            try:
+                checkpoint.restore(prefix).expect_partial()
+            except Exception as error:  # noqa: BLE001 (the next, older checkpoint overwrites what this one restored)
+                problem = " ".join(str(error).split())[:200]
+        if problem is None:
+            if prefix != candidates[0]:
+                log.warning("resuming from the previous checkpoint %s instead", prefix)
+            return prefix
+        log.warning("checkpoint %s is damaged (%s): falling back to the previous one", prefix, problem)
+    if candidates:
+        from tfhydra.errors import ConfigError
+
+        raise ConfigError(str(directory), None, "trainer.resume=false to start the run over",
+                          f"none of its {len(candidates)} checkpoints can be read back")
+    return None
+
+
+def save_weights_atomically(model: keras.Model, path: Path) -> None:
+    """`model.save_weights` to a temporary `.h5` beside `path`, then rename: a kill mid-write leaves
+    the previous file, never a truncated one under the real name."""
+    partial = path.with_name(f".{path.name.removesuffix('.weights.h5')}.partial.weights.h5")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.save_weights(str(partial))
+    os.replace(partial, path)
+
+
+class ResumableBackup(keras.callbacks.BackupAndRestore):
+    """Keras' BackupAndRestore, made fault-tolerant.
+
+    - keeps `KEEP` checkpoints and restores the newest readable one (Keras keeps one and
+      fails on a damaged one);
+    - always records the last finished batch, so a save between epochs and a save on a
+      signal mid-epoch both resume at the right step (Keras resumes mid-epoch only with an
+      integer save_freq, and then from the first batch of the last compiled call);
+    - `save_every` counts optimizer steps, not compiled calls of `steps_per_execution` steps;
+    - the state is left in place at the end: the job deletes it once metrics.json is written,
+      so a kill during export still has it.
+    """
+
+    def __init__(self, backup_dir: str, save_every: str | int, stop: StopOnSignal | None = None):
+        super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=False)
+        self.save_every = None if save_every == "epoch" else int(save_every)
+        self.stop = stop
+
+    def on_train_begin(self, logs=None):
+        model = self.model
+        if model.built and model.optimizer is not None and not getattr(model.optimizer, "_built", False):
+            model.optimizer.build(model.trainable_variables)  # slots must exist to be restored
+        # An integer save_freq makes Keras resume from the saved batch, not only the saved epoch.
+        state = worker_training_state.WorkerTrainingState(model, self.backup_dir, save_freq=1)
+        if state.write_checkpoint_manager is state.read_checkpoint_manager:  # the chief (or a single process)
+            manager = tf.train.CheckpointManager(state.read_checkpoint_manager.checkpoint,
+                                                 state.read_checkpoint_manager.directory, max_to_keep=KEEP)
+            state.read_checkpoint_manager = state.write_checkpoint_manager = manager
+        model._training_state = self._training_state = state
+        restored = restore_newest_readable(state.read_checkpoint_manager.checkpoint,
+                                           Path(state.read_checkpoint_manager.directory))
+        if restored:
+            log.info("resumed from %s (saved at epoch %d, step %d)", restored, int(state._ckpt_saved_epoch) + 1,
+                     int(state._ckpt_saved_batch) + 1)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        super().on_epoch_begin(epoch, logs)
+        self._last_batch = -1
+
+    def on_train_batch_begin(self, batch, logs=None):
+        pass
+
+    def on_train_batch_end(self, batch, logs=None):
+        # `batch` is the last step of the compiled call that just ended (0-based within the epoch);
+        # a call of steps_per_execution steps may cross a save point anywhere inside it.
+        crossed = self.save_every and (batch + 1) // self.save_every > (self._last_batch + 1) // self.save_every
+        self._last_batch = batch
+        if crossed and batch + 1 < (self.params.get("steps") or 0):  # the epoch's end saves anyway
+            self._save(self._current_epoch, batch)
+        if self.stop is not None:
+            self.stop.check(lambda: self._save(self._current_epoch, batch))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._save(epoch, (self.params.get("steps") or self._last_batch + 1) - 1)
+        if self.stop is not None:
+            self.stop.check(lambda: f"the end of epoch {epoch + 1} ({self.backup_dir})")
+
+    def _save(self, epoch: int, batch: int) -> str:
+        self._training_state._ckpt_saved_epoch.assign(epoch)
+        self._training_state._ckpt_saved_batch.assign(batch)
+        self._training_state.back_up(epoch, batch)
+        return f"epoch {epoch + 1}, step {batch + 1} ({self.backup_dir})"
+
+    def _implements_train_batch_hooks(self):
+        return True
+
+    def on_train_end(self, logs=None):
+        del self._training_state
+        del self.model._training_state
