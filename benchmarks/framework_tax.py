@@ -1,6 +1,6 @@
 """Is tfhydra slower than a hand-written Keras script? One invocation, side by side, as ratios.
 
-    python benchmarks/framework_tax.py [--rounds 3] [--epochs 5] [--write docs/performance.md]
+    python benchmarks/framework_tax.py [--rounds 3] [--epochs 20] [--write docs/performance.md]
 
 For each dataset (digits, synthetic 28x28) it alternates, round after round:
   A   benchmarks/keras_reference.py (the seed article's script, no tfhydra)
@@ -104,7 +104,9 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=5)
+    # tfhydra's default trainer.epochs: the run a user gets from `python train.py`. Fixed costs (Hydra,
+    # TensorBoard writers, the export) weigh more on shorter runs: --epochs 5 shows them (docs/performance.md).
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--write", type=Path, help="write the report (markdown) to this file")
     args = parser.parse_args()
 
