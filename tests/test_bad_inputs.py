@@ -124,6 +124,8 @@ BAD_INPUTS = [
     bad("weights-missing", ["model=keras_app", "model.weights={tmp}/w.h5"], ["model.weights={tmp}/w.h5", "no such file", "imagenet"]),
     bad("from-run-missing", ["compression.from_run={tmp}/run0"], ["compression.from_run={tmp}/run0", "no such directory", "a completed run"]),
     bad("target-import", ["+model._target_=no_such_pkg.build"], ["model._target_=no_such_pkg.build", "cannot import", "importable dotted path"]),
+    bad("target-with-option-keys", ["+model._target_=user_code.build_subclassed_net", ONE],
+        ["model._target_=user_code.build_subclassed_net", "unexpected keyword argument 'name'", "~model"], slow=True),
     bad("callback-import", ["trainer.callbacks=[{_target_:nope.Cb}]"], ["trainer.callbacks[0]._target_=nope.Cb", "cannot import"]),
     # unwritable output directories (a regular file on the way: refused even for root)
     bad("run-dir-under-file", ["hydra.run.dir={tmp}/afile/run"], ["hydra.run.dir={tmp}/afile/run", "{tmp}/afile is a file", "a path below a directory"], a_file),

@@ -139,8 +139,9 @@ def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, lo
     name = signal.Signals(signum).name
     assert process.returncode == 128 + signum
     message = last_line(stderr)
+    resume = f"python train.py {' '.join(args)} hydra.run.dir={run_dir}"
     assert re.fullmatch(rf"Stopped: interrupted by {name}: state saved at (epoch \d, step \d+|the end of epoch \d) "
-                        rf"\({re.escape(str(run_dir))}/checkpoints/state\); run the same command again to resume",
+                        rf"\({re.escape(str(run_dir))}/checkpoints/state\); resume with: {re.escape(resume)}",
                         message), message
     assert "Traceback" not in stderr
     record = json.loads((run_dir / "metrics.json").read_text())
@@ -186,7 +187,8 @@ def test_a_full_disk_after_training_is_one_line_and_keeps_the_trained_state(tmp_
     assert result.returncode == 1
     message = last_line(result.stderr)
     assert message.startswith(f"Error: {run_dir}/checkpoints/") and "cannot write it (File too large)" in message
-    assert f"the trained state is kept in {run_dir}/checkpoints; run the same command again" in message
+    assert f"the trained state is kept in {run_dir}/checkpoints; finish the run with: python train.py " in message
+    assert message.endswith(f"hydra.run.dir={run_dir})")
     assert "Traceback" not in result.stderr
     assert json.loads((run_dir / "metrics.json").read_text())["status"] == "failed"
     marker.unlink()  # space freed

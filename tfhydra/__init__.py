@@ -45,21 +45,20 @@ def run(cfg, run_dir=None):
             raise
         import sys
 
-        print(f"Stopped: {interrupt.reason}; {resume_hint(run_dir)}", file=sys.stderr, flush=True)
+        print(f"Stopped: {interrupt.reason}; {resume_hint()}", file=sys.stderr, flush=True)
         sys.exit(interrupt.exit_code)
 
 
-def resume_hint(run_dir) -> str:
-    """How to continue what a signal stopped: the same command, or for a sweep, its stopped job."""
+def resume_hint() -> str:
+    """How to continue what a signal stopped: the run's own command, pinned to its directory."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    if not HydraConfig.initialized() or HydraConfig.get().mode == RunMode.RUN:
-        return "run the same command again to resume"
-    import shlex
+    from tfhydra.cli import resume_command
 
     hydra = HydraConfig.get()
-    command = " ".join(["python train.py", *map(shlex.quote, hydra.overrides.task),
-                        shlex.quote(f"hydra.run.dir={hydra.runtime.output_dir}")])
-    return (f"resume this job with: {command} (python -m tfhydra.sweep summary {hydra.sweep.dir} lists the sweep's "
-            "completed, interrupted and not started jobs)")
+    hint = f"resume with: {resume_command(hydra.runtime.output_dir)}"
+    if hydra.mode == RunMode.MULTIRUN:
+        hint += (f" (python -m tfhydra.sweep summary {hydra.sweep.dir} lists the sweep's completed, interrupted and "
+                 "not started jobs)")
+    return hint

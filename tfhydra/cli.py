@@ -56,6 +56,17 @@ def one_line_errors() -> Iterator[None]:
         sys.exit(1)
 
 
+def resume_command(run_dir: str | Path) -> str:
+    """The command that continues the run in `run_dir`: its overrides, pinned to that directory
+    (`python train.py` alone would start a new, time-stamped one; for a sweep's job, a new sweep)."""
+    import shlex
+
+    from hydra.core.hydra_config import HydraConfig
+
+    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    return " ".join(["python train.py", *map(shlex.quote, overrides), shlex.quote(f"hydra.run.dir={run_dir}")])
+
+
 def _in_single_run() -> bool:
     """True inside `python train.py` without -m (not in a sweep, not when called from Python)."""
     from hydra.core.hydra_config import HydraConfig

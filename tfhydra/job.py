@@ -20,6 +20,7 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
+from tfhydra.cli import resume_command
 from tfhydra.compression import Phase, compress_model, prepare_phases
 from tfhydra.data import build_datasets, limit_steps
 from tfhydra.errors import ConfigError
@@ -146,7 +147,7 @@ def after_training(run_dir: Path, record: dict | None):
     except OSError as error:
         where, reason = write_failure(error, run_dir)
         failure = ConfigError(where, None, "a writable run directory with free space (the trained state is kept in "
-                              f"{run_dir / 'checkpoints'}; run the same command again to finish the run)",
+                              f"{run_dir / 'checkpoints'}; finish the run with: {resume_command(run_dir)})",
                               f"cannot write it ({reason})")
         if record is not None:
             try:  # the disk may still be full

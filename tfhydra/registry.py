@@ -53,10 +53,34 @@ def instantiate_target(node: DictConfig, key: str, **context: Any) -> Any:
     try:
         # _partial_ then call: context objects (a DataSpec, a model) must not be merged into the config
         builder = instantiate(node, _partial_=True, _convert_="all")
+    except InstantiationException as error:
+        raise ConfigError(f"{key}._target_", node._target_, "a callable taking the node's keys as keyword arguments",
+                          f"calling it failed ({error.__cause__ or error})") from error
+    check_signature(builder, node, key, context)
+    try:
         return builder(**context)
     except InstantiationException as error:
         raise ConfigError(f"{key}._target_", node._target_, "a callable taking the node's keys as keyword arguments",
                           f"calling it failed ({error.__cause__ or error})") from error
+
+
+def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:
+    """A node's keys the target does not take (e.g. a group option's own keys under a user `_target_`)
+    are one line, not a TypeError from deep inside the call."""
+    import functools
+    import inspect
+
+    target = builder.func if isinstance(builder, functools.partial) else builder
+    args, keywords = (builder.args, builder.keywords) if isinstance(builder, functools.partial) else ((), {})
+    try:
+        inspect.signature(target).bind(*args, **keywords, **context)
+    except (TypeError, ValueError) as error:
+        if isinstance(error, ValueError) or "keyword" not in str(error) and "argument" not in str(error):
+            return  # no signature to check (a builtin): let the call speak
+        keys = [k for k in node if not str(k).startswith("_")]
+        raise ConfigError(f"{key}._target_", node._target_, f"a callable taking the node's keys ({', '.join(keys)}) and "
+                          f"{', '.join(context) or 'nothing else'} as keyword arguments (drop a group option's keys "
+                          f"with ~{key} before +{key}._target_=...)", f"cannot call it: {error}") from None
 
 
 def check_target_imports(node: DictConfig, key: str) -> None:
