@@ -73,7 +73,7 @@ def pipeline_rate(cfg_data, seed: int = 0) -> tuple[float, float, int]:
     built = time.perf_counter() - start
     # Counted inside TensorFlow (Dataset.reduce), as model.fit consumes it: a Python loop would
     # measure its own per-batch overhead (~0.1 ms) instead of the pipeline.
-    count = lambda: int(datasets.train.reduce(0, lambda n, batch: n + tf.shape(batch[1])[0]))  # noqa: E731
+    count = lambda: int(datasets.prefetched(datasets.train).reduce(0, lambda n, batch: n + tf.shape(batch[1])[0]))  # noqa: E731
     count()
     rates = []
     for _epoch in range(2):
@@ -91,7 +91,7 @@ def model_rate(cfg, seconds: float = 4.0) -> float:
     from tfhydra.model import build_model
 
     datasets = build_datasets(cfg.data, 0)
-    batch = next(iter(datasets.train))
+    batch = next(iter(datasets.prefetched(datasets.train)))
     model = build_model(cfg.model, datasets.spec)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
                   metrics=["accuracy"])

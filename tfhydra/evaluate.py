@@ -132,7 +132,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> dict:
     model = keras.Model(inputs, ServedModel(served)(inputs))
     model.compile(loss=build_loss(cfg.trainer.loss), metrics=build_metrics(cfg.trainer.metrics))
     started = time.perf_counter()
-    figures = model.evaluate(datasets.validation, verbose=0, return_dict=True)
+    figures = model.evaluate(datasets.prefetched(datasets.validation), verbose=0, return_dict=True)
     result = {"run_dir": str(run_dir), "overrides": list(overrides), "data": cfg.data.get("name"),
               "examples": spec.val_size, "metrics": {k: float(v) for k, v in figures.items()},
               "seconds": time.perf_counter() - started}

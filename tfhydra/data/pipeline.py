@@ -29,11 +29,12 @@ _NOT_CACHED_KEYS = ("batch_size", "shuffle_buffer", "cache", "prefetch", "drop_r
 
 @dataclass
 class Datasets:
-    train: tf.data.Dataset  # batched with the global batch size, prefetched
+    train: tf.data.Dataset  # batched with the global batch size; not yet prefetched (see `prefetched`)
     validation: tf.data.Dataset
     spec: DataSpec
     batch_size: int
     drop_remainder: bool = False  # training batches only: validation always covers every example
+    prefetch: int | None = None  # batches prepared ahead (tf.data.AUTOTUNE = -1); None = off
     steps_per_epoch: int = field(init=False)
     examples_per_epoch: int = field(init=False)  # training examples one epoch sees (throughput figures)
 
@@ -41,6 +42,12 @@ class Datasets:
         full, partial = divmod(self.spec.train_size, self.batch_size)
         self.steps_per_epoch = full + (1 if partial and not self.drop_remainder else 0)
         self.examples_per_epoch = self.spec.train_size
+
+    def prefetched(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """`data.prefetch`, applied by the consumer as the very last step: after `repeat()` in the custom
+        loop, because a checkpointed iterator with a prefetch *before* the repeat resumes the rest of its
+        epoch exactly but reshuffles the next epoch differently from an uninterrupted run."""
+        return dataset if self.prefetch is None else dataset.prefetch(self.prefetch)
 
 
 def build_datasets(cfg_data, seed: int) -> Datasets:
@@ -66,10 +73,8 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
     if augment is not None:
         train = train.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=AUTOTUNE)
     validation = validation.batch(cfg_data.batch_size)
-    if cfg_data.prefetch != 0:
-        buffer = AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
-        train, validation = train.prefetch(buffer), validation.prefetch(buffer)
-    return Datasets(train, validation, spec, cfg_data.batch_size, cfg_data.drop_remainder)
+    buffer = None if cfg_data.prefetch == 0 else AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
+    return Datasets(train, validation, spec, cfg_data.batch_size, cfg_data.drop_remainder, buffer)
 
 
 def limit_steps(datasets: Datasets, steps_per_epoch: int | None, validation_steps: int | None) -> Datasets:

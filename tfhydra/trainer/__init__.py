@@ -40,7 +40,8 @@ def state_dir(run_dir: Path) -> Path:
 def fit_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
     # The state is saved after the other callbacks have recorded the epoch: a run killed in between
     # redoes that epoch, and RunRecorder drops the record it is ahead by.
-    model.fit(datasets.train, validation_data=datasets.validation, epochs=cfg_trainer.epochs,
+    model.fit(datasets.prefetched(datasets.train), validation_data=datasets.prefetched(datasets.validation),
+              epochs=cfg_trainer.epochs,
               callbacks=[*callbacks, *backup_callback(cfg_trainer, context)], verbose=cfg_trainer.verbose)
 
 

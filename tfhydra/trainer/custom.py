@@ -25,7 +25,7 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
     jit = jit_setting(cfg_trainer.jit_compile)
     # One iterator over all epochs (repeat after batch keeps epoch boundaries), so its
     # shuffle state is part of the checkpoint and a resumed run sees the same batches.
-    train_iterator = iter(strategy.experimental_distribute_dataset(datasets.train.repeat()))
+    train_iterator = iter(strategy.experimental_distribute_dataset(datasets.prefetched(datasets.train.repeat())))
     epoch, step = tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(0, dtype=tf.int64, trainable=False)
 
     objective = per_example_objective(model.loss)
@@ -133,7 +133,7 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
             write_gradient_summaries(model, datasets.train, gradient_writer, current)
         callback_list.on_test_begin()
         reset(metrics)
-        for batch in strategy.experimental_distribute_dataset(datasets.validation):
+        for batch in strategy.experimental_distribute_dataset(datasets.prefetched(datasets.validation)):
             eval_step(batch)
         val_logs = {f"val_{name}": value for name, value in metric_values(metrics).items()}
         callback_list.on_test_end(val_logs)
