@@ -230,17 +230,19 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
     saved = run_dir / ".hydra" / "config.yaml"
     if saved.is_file() and OmegaConf.select(cfg, "trainer.resume", default=True):
         job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-        differing = [k for k in _differences(OmegaConf.load(saved), job) if not k.startswith(RESUMABLE_CHANGES)]
+        differing = [k for k in config_differences(OmegaConf.load(saved), job) if not k.startswith(RESUMABLE_CHANGES)]
         if differing:
             raise ConfigError("hydra.run.dir", str(run_dir), "the config of the run being continued, a new directory, "
                               "or trainer.resume=false to start it over",
                               f"its saved config differs in {', '.join(differing)}")
 
 
-def _differences(a, b, prefix: str = "") -> list[str]:
+def config_differences(a, b, prefix: str = "") -> list[str]:
+    """Dotted keys whose (resolved) values differ between two configs: what a resumed run or
+    `compression.from_run` must not change."""
     if isinstance(a, DictConfig) and isinstance(b, DictConfig):
         keys = sorted(set(a) | set(b), key=str)
-        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{prefix}{k}.")]
+        return [d for k in keys for d in config_differences(a.get(k), b.get(k), f"{prefix}{k}.")]
     plain = [OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v for v in (a, b)]
     return [] if plain[0] == plain[1] else [prefix.rstrip(".")]
 

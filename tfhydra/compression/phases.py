@@ -24,7 +24,7 @@ from typing import Callable
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from tfhydra.cli import _differences as config_differences
+from tfhydra.cli import config_differences
 from tfhydra.compression import Phase, build_scheme
 from tfhydra.compression.schemes import QUANTIZATION_AWARE, TRAINED_FIRST
 from tfhydra.errors import ConfigError
