@@ -8,7 +8,6 @@ checked job by job, so a bad value in a sweep stops it before the first job star
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -218,15 +217,11 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
     if multirun:
         return
     run_dir = Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or ".")
-    metrics = run_dir / "metrics.json"
-    if metrics.is_file():
-        try:
-            status = json.loads(metrics.read_text()).get("status")
-        except (OSError, ValueError):
-            status = None
-        if status == "completed":
-            raise ConfigError("hydra.run.dir", str(run_dir), "a new or unfinished run directory",
-                              "it holds a completed run, which is never overwritten")
+    from tfhydra.report import run_status
+
+    if run_status(run_dir) == "completed":
+        raise ConfigError("hydra.run.dir", str(run_dir), "a new or unfinished run directory",
+                          "it holds a completed run, which is never overwritten")
     saved = run_dir / ".hydra" / "config.yaml"
     if saved.is_file() and OmegaConf.select(cfg, "trainer.resume", default=True):
         job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])

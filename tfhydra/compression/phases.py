@@ -28,6 +28,7 @@ from tfhydra.cli import config_differences
 from tfhydra.compression import Phase, build_scheme
 from tfhydra.compression.schemes import QUANTIZATION_AWARE, TRAINED_FIRST
 from tfhydra.errors import ConfigError
+from tfhydra.report import completed_run_config, run_status
 
 log = logging.getLogger("tfhydra")
 
@@ -128,8 +129,6 @@ def saved_run_config(run: Path) -> DictConfig:
     That config names the scheme to rebuild, so only built-in float schemes are taken: a `_target_`
     there would import and call whatever the run directory names.
     """
-    from tfhydra.report import completed_run_config
-
     saved = completed_run_config(run, "compression.from_run", str(run), FROM_RUN_ACCEPTED,
                                  needs=["checkpoints/last.weights.h5"])
     scheme = saved.compression.get("name")
@@ -163,12 +162,6 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) ->
                           f"its weights do not fit this model ({str(error).splitlines()[0]})") from error
     log.info("starting from %s (%s)", weights, saved.compression.get("name"))
     return earlier.strip(earlier.model)
-
-
-def run_status(run: Path) -> str | None:
-    from tfhydra.report import run_status as status
-
-    return status(run)
 
 
 def phase_records(run_dir: Path) -> list[dict]:
