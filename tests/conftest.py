@@ -41,3 +41,16 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: floa
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+def read_run_record(run_dir: Path) -> dict:
+    """A run's metrics.json, read through the run record (tfhydra/record.py), as a plain dict."""
+    from tfhydra.record import load_record
+
+    return load_record(run_dir).as_dict()
+
+
+def assert_failed_record(run_dir: Path, message: str) -> None:
+    """A run stopped by a mistake found in the job still says so in its record, with the one line."""
+    record = read_run_record(run_dir)
+    assert record["status"] == "failed" and message in record["error"], record

@@ -17,7 +17,7 @@ import tf_keras as keras
 from omegaconf import OmegaConf
 
 import tfhydra
-from conftest import CONFIG_DIR
+from conftest import CONFIG_DIR, assert_failed_record
 from tb_events import read_events
 from tfhydra.errors import ConfigError
 
@@ -298,7 +298,11 @@ def test_bad_compression_input_is_one_line_before_training(tmp_path, overrides, 
     with pytest.raises(ConfigError) as raised:
         tfhydra.run(compose(overrides), run_dir=tmp_path)
     assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
-    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "metrics.json").exists()
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "export").exists()
+    if (tmp_path / "metrics.json").exists():  # found in the job (the model's layers): recorded as failed
+        assert_failed_record(tmp_path, message)
+    else:  # decided by the config alone: the run plan refused it before the run directory was made
+        assert not list(tmp_path.iterdir())
 
 
 def test_nothing_compressed_still_reports_measured_sizes(baseline):

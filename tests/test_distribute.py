@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import tfhydra
-from conftest import ROOT, TESTS, last_line, run_cli
+from conftest import ROOT, TESTS, assert_failed_record, last_line, run_cli
 
 # One optimizer step per epoch on one fixed global batch: the loss after that step shows
 # whether the replicas' gradients were combined into the single-device gradient.
@@ -100,7 +100,7 @@ def test_multi_worker_tf_config_errors_are_one_line(tmp_path, tf_config, message
     result = run_cli("strategy=multi_worker", "trainer.epochs=1", f"hydra.run.dir={tmp_path}", env=env)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert message in last_line(result.stderr) and "accepted: TF_CONFIG=" in last_line(result.stderr)
-    assert not (tmp_path / "metrics.json").exists()
+    assert_failed_record(tmp_path, message)
 
 
 def test_global_batch_not_divisible_by_replicas_is_refused(tmp_path):

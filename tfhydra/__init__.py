@@ -6,6 +6,7 @@ tf_keras everywhere and makes `tf.keras` mean tf_keras for the user's own code t
 this module sets it and imports nothing heavy.
 """
 import os
+from pathlib import Path
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep C++ info logs out of train.log
@@ -16,8 +17,23 @@ from tfhydra.sweep import register_resolvers  # noqa: E402
 
 register_resolvers()  # conf/config.yaml names sweep job directories with them
 
-__all__ = ["run", "check_command_line", "ConfigError"]
+__all__ = ["run", "compose", "check_command_line", "ConfigError"]
 __version__ = "0.1.0"
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "conf"  # the checkout's conf/ (train.py's)
+
+
+def compose(overrides=(), config_dir=None):
+    """The config `python train.py <overrides>` would run, checked by the same pre-flight (one ConfigError
+    for the first mistake), with its `hydra` node: `run(compose([...]), run_dir=...)` then records the
+    overrides in `.hydra/` like the command line does. For notebooks and scripts (README, "From Python")."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from tfhydra.cli import check_overrides
+
+    config_dir = Path(config_dir or CONFIG_DIR)
+    check_overrides(config_dir, "config", list(overrides))
+    with initialize_config_dir(config_dir=str(config_dir.resolve()), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
 
 def run(cfg, run_dir=None):
@@ -29,17 +45,20 @@ def run(cfg, run_dir=None):
     (tfhydra/sweep/trial.py); the sweep's exit code reports it at the end.
     """
     from tfhydra.cli import one_line_errors
-    from tfhydra.sweep import in_sweep
+    from tfhydra.sweep import auto_threads, in_sweep
+
+    def job(cfg, run_dir=None):
+        from tfhydra.job import run_job  # imports TensorFlow: inside, so a sweep records even that failing
+
+        return run_job(cfg, run_dir=run_dir, threads=auto_threads())  # 0, or cores // jobs side by side
 
     try:
         if run_dir is None and in_sweep():
             from tfhydra.sweep.trial import run_trial
 
-            return run_trial(cfg)
-        from tfhydra.job import run_job
-
+            return run_trial(cfg, job)
         with one_line_errors():
-            return run_job(cfg, run_dir=run_dir)
+            return job(cfg, run_dir=run_dir)
     except KeyboardInterrupt as interrupt:  # tfhydra.trainer.state.Interrupted: SIGTERM or Ctrl-C
         if run_dir is not None or not hasattr(interrupt, "exit_code") or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise

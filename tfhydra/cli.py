@@ -17,6 +17,8 @@ from typing import Iterator, Sequence
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
+from tfhydra.rundir import RunPaths, check_creatable
+from tfhydra.schema import config_differences
 
 # Flags that print something and exit without running a job.
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
@@ -106,9 +108,9 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             defaults = _compose(compose, config_name, [o for o in job if _is_group_choice(o)], groups)
             _check_keys_exist(defaults, job)
             cfg = _compose(compose, config_name, job, groups)
-            from tfhydra.schema import validate
+            from tfhydra.plan import plan_run
 
-            validate(cfg, defaults)
+            plan_run(cfg, defaults)
             _check_output_dirs(cfg, multirun)
             _check_run_dir(cfg, multirun)
 
@@ -194,52 +196,31 @@ def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
         check_creatable("data.cache", cache, Path(cache).expanduser().parent)
 
 
-def check_creatable(key: str, value: str, folder: Path) -> None:
-    """`folder` exists as a writable directory, or can be made: its nearest existing ancestor is one."""
-    existing = folder.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(key, value, "a path below a directory, with no regular file on the way",
-                          f"cannot create {folder}: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(key, value, "a path in a directory you can write to",
-                          f"cannot create {folder}: no write permission in {existing}")
-
-
 # Keys that may change when an unfinished run is continued: they do not change what is trained.
 RESUMABLE_CHANGES = ("trainer.epochs", "trainer.verbose", "trainer.resume", "logging.", "export.")
 
 
 def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
+    if not multirun:
+        job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+        check_continuable(Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or "."), job)
+
+
+def check_continuable(run_dir: Path, job: DictConfig, key: str = "hydra.run.dir") -> None:
     """Never write into a finished run (Hydra would overwrite its .hydra/ before the job starts),
     and continue an unfinished one only with the config it was started with."""
-    if multirun:
-        return
-    run_dir = Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or ".")
-    from tfhydra.report import run_status
+    from tfhydra.record import run_status
 
     if run_status(run_dir) == "completed":
-        raise ConfigError("hydra.run.dir", str(run_dir), "a new or unfinished run directory",
+        raise ConfigError(key, str(run_dir), "a new or unfinished run directory",
                           "it holds a completed run, which is never overwritten")
-    saved = run_dir / ".hydra" / "config.yaml"
-    if saved.is_file() and OmegaConf.select(cfg, "trainer.resume", default=True):
-        job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    saved = RunPaths(run_dir).config
+    if saved.is_file() and OmegaConf.select(job, "trainer.resume", default=True):
         differing = [k for k in config_differences(OmegaConf.load(saved), job) if not k.startswith(RESUMABLE_CHANGES)]
         if differing:
-            raise ConfigError("hydra.run.dir", str(run_dir), "the config of the run being continued, a new directory, "
+            raise ConfigError(key, str(run_dir), "the config of the run being continued, a new directory, "
                               "or trainer.resume=false to start it over",
                               f"its saved config differs in {', '.join(differing)}")
-
-
-def config_differences(a, b, prefix: str = "") -> list[str]:
-    """Dotted keys whose (resolved) values differ between two configs: what a resumed run or
-    `compression.from_run` must not change."""
-    if isinstance(a, DictConfig) and isinstance(b, DictConfig):
-        keys = sorted(set(a) | set(b), key=str)
-        return [d for k in keys for d in config_differences(a.get(k), b.get(k), f"{prefix}{k}.")]
-    plain = [OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v for v in (a, b)]
-    return [] if plain[0] == plain[1] else [prefix.rstrip(".")]
 
 
 _ABSENT = object()

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
+from tfhydra.rundir import RunPaths
 
 USAGE = "usage: python -m tfhydra.evaluate RUN_DIR [data=<source>] [data.<key>=<value> ...]"
 
@@ -46,24 +47,25 @@ RUN_ACCEPTED = "the directory of a completed run with export/saved_model and .hy
 def load_run_config(run_dir: Path, overrides: list[str]):
     """The run's config with `overrides` applied, composed and validated like a new command line.
 
-    The run directory is checked first (tfhydra.report.completed_run_config: metrics.json status
+    The run directory is checked first (tfhydra.record.completed_run_config: metrics.json status
     completed, .hydra/ files that parse, the export), so a broken or foreign directory is a one-line
     error and not a traceback from deep inside Hydra or TensorFlow.
     """
     from hydra import compose, initialize_config_dir
 
     from tfhydra.cli import check_overrides
-    from tfhydra.report import completed_run_config, run_yaml
+    from tfhydra.record import completed_run_config, run_yaml
 
-    needs = (".hydra/hydra.yaml", ".hydra/overrides.yaml", "export/saved_model/saved_model.pb")
+    paths = RunPaths(run_dir)
+    needs = [paths.relative(p) for p in (paths.hydra_config, paths.overrides, paths.saved_model / "saved_model.pb")]
     completed_run_config(run_dir, str(run_dir), None, RUN_ACCEPTED, needs)
-    hydra_cfg = run_yaml(run_dir, ".hydra/hydra.yaml", str(run_dir), None, RUN_ACCEPTED)
-    saved_overrides = run_yaml(run_dir, ".hydra/overrides.yaml", str(run_dir), None, RUN_ACCEPTED)
+    hydra_cfg = run_yaml(paths.hydra_config, str(run_dir), None, RUN_ACCEPTED)
+    saved_overrides = run_yaml(paths.overrides, str(run_dir), None, RUN_ACCEPTED)
     sources = OmegaConf.select(hydra_cfg, "hydra.runtime.config_sources", default=None) or []
     config_dir = next((s.get("path") for s in sources if isinstance(s, DictConfig) and s.get("provider") == "main"),
                       None)
     config_name = OmegaConf.select(hydra_cfg, "hydra.job.config_name", default=None)
-    hydra_file = run_dir / ".hydra" / "hydra.yaml"
+    hydra_file = paths.hydra_config
     if not config_dir or not config_name or not Path(config_dir).is_dir():
         raise ConfigError(str(hydra_file), None, "a run whose config directory still exists",
                           f"its config directory {config_dir} is gone")
@@ -82,7 +84,7 @@ def load_served_model(run_dir: Path):
     import tensorflow as tf
 
     try:
-        served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
+        served = tf.saved_model.load(str(RunPaths(run_dir).saved_model))
         signature = served.signatures["serving_default"]
     except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
         problem = " ".join(str(error).split())[:200]
@@ -137,7 +139,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> dict:
               "examples": spec.val_size, "metrics": {k: float(v) for k, v in figures.items()},
               "seconds": time.perf_counter() - started}
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
-    out = run_dir / "evaluations" / f"{cfg.data.get('name')}_{stamp}.json"
+    out = RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{stamp}.json"
     out.parent.mkdir(exist_ok=True)
     write_json(out, result)
     result["written_to"] = str(out)

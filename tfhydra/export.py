@@ -9,6 +9,7 @@ TFLite file from the TFLite interpreter on the validation split.
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -20,9 +21,10 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
-from tfhydra.compression import Compression
-from tfhydra.compression.phases import phase_records
+from tfhydra.contracts import Compression
+from tfhydra.errors import ConfigError
 from tfhydra.registry import Registry
+from tfhydra.rundir import RunPaths
 
 EXPORT_FORMATS = Registry("export.formats")
 TFLITE_MODEL, TFLITE_FLOAT32 = "model.tflite", "float32.tflite"
@@ -41,24 +43,42 @@ class Deployment:
 def export_model(cfg_export: DictConfig, compression: Compression, trained: keras.Model, datasets,
                  run_dir: Path) -> tuple[dict[str, str], dict]:
     """Strip, write every format, measure: ({format: path in the run dir}, metrics.json's `compression` section)."""
+    paths = RunPaths(run_dir)
     deployable = compression.strip(trained)
     deployment = Deployment(deployable, lambda: compression.float_twin(deployable), compression.quantization_aware,
                             cfg_export.tflite, datasets.train)
     written = {}
     for name in cfg_export.formats:
-        target = run_dir / "export" / name
+        target = paths.export_format(name)
         partial = target.with_name(f".{name}.partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.parent.mkdir(parents=True, exist_ok=True)
-        EXPORT_FORMATS.get(name)(deployment, partial)
+        write_format(name, deployment, partial, list(cfg_export.formats))
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
-        written[name] = str(target.relative_to(run_dir))
-    figures = {"scheme": compression.scheme, **compression.report(deployable),
+        written[name] = paths.relative(target)
+    figures = {"scheme": compression.scheme, **compression.measure(deployable),
                "keras_val_accuracy": accuracy(lambda x: deployable(x, training=False).numpy(), datasets.validation)}
-    figures.update(measure_artefacts(run_dir, written, datasets.validation, cfg_export.tflite, compression))
-    phases = phase_records(run_dir)
-    return written, {**figures, "phases": phases} if phases else figures
+    figures.update(measure_artefacts(paths, written, datasets.validation, cfg_export.tflite, compression))
+    return written, figures
+
+
+def write_format(name: str, deployment: Deployment, path: Path, formats: list[str]) -> None:
+    """One writer; a converter that refuses the model is one line naming the format (the trained model is kept,
+    so the run can be finished without that format). A full disk stays an OSError: the job reports it as such."""
+    try:
+        EXPORT_FORMATS.get(name)(deployment, path)
+    except (OSError, ConfigError, KeyboardInterrupt):
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    except Exception as error:
+        shutil.rmtree(path, ignore_errors=True)
+        reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+        reason = re.sub(r"^\S+:\d+:\d+: error: ", "", reason)  # the converter's "<file>:<line>:<col>: error: "
+        others = [f for f in formats if f != name]
+        raise ConfigError("export.formats", name, f"export.formats=[{','.join(others)}] (the trained model is kept: "
+                          "the same command with that override finishes the run)",
+                          f"the {name} export failed ({type(error).__name__}: {reason[:200]})") from error
 
 
 @EXPORT_FORMATS.register("saved_model")
@@ -125,13 +145,13 @@ def calibration_examples(train: tf.data.Dataset, samples: int) -> Callable:
     return examples
 
 
-def measure_artefacts(run_dir: Path, written: dict[str, str], validation: tf.data.Dataset, cfg_tflite: DictConfig,
+def measure_artefacts(paths: RunPaths, written: dict[str, str], validation: tf.data.Dataset, cfg_tflite: DictConfig,
                       compression: Compression) -> dict:
     """Size of every artefact; for TFLite files also interpreter accuracy and the ratios to the float32 reference."""
-    artefacts = {written[name]: file_sizes(run_dir / path) for name, path in written.items() if name != "tflite"}
+    artefacts = {written[name]: file_sizes(paths.export_format(name)) for name in written if name != "tflite"}
     if "tflite" not in written:
         return {"artefacts": artefacts}
-    folder = run_dir / written["tflite"]
+    folder = paths.export_format("tflite")
     reference = folder / TFLITE_FLOAT32 if (folder / TFLITE_FLOAT32).is_file() else folder / TFLITE_MODEL
     reference_bytes = reference.stat().st_size
     for file in dict.fromkeys((folder / TFLITE_MODEL, reference)):
@@ -141,8 +161,8 @@ def measure_artefacts(run_dir: Path, written: dict[str, str], validation: tf.dat
         entry.update(ratio=reference_bytes / entry["bytes"], gzip_ratio=reference_bytes / entry["gzip_bytes"])
         if file.name == TFLITE_MODEL:
             entry["quantization"] = "int8" if compression.quantization_aware else cfg_tflite.quantization
-        artefacts[str(file.relative_to(run_dir))] = entry
-    return {"artefacts": artefacts, "float32_tflite": str(reference.relative_to(run_dir))}
+        artefacts[paths.relative(file)] = entry
+    return {"artefacts": artefacts, "float32_tflite": paths.relative(reference)}
 
 
 def file_sizes(path: Path) -> dict:

@@ -1,8 +1,9 @@
 """One training job from a composed config: the only module that knows the order of things.
 
-validate -> threads, precision policy -> strategy (chief or not) -> seeds -> data -> [strategy scope] model ->
-compression -> optimizer, loss, metrics -> training loop -> export -> metrics.json.
-Every other module builds one thing from one config node.
+plan (config checks, phases; no TensorFlow) -> run directory -> each earlier phase as a run of its own ->
+threads, precision policy -> strategy (chief or not) -> seeds -> data -> [strategy scope] model ->
+compression -> optimizer, loss, metrics -> training loop -> export -> run record.
+Every other module builds one thing from one config node; this one reads as the recipe.
 """
 from __future__ import annotations
 
@@ -18,22 +19,26 @@ from pathlib import Path
 
 import tensorflow as tf
 import tf_keras as keras
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.cli import resume_command
-from tfhydra.compression import Phase, compress_model, prepare_phases
+from tfhydra.cli import check_continuable, resume_command
+from tfhydra.compression.plan import phase_config
+from tfhydra.compression.schemes import compress_model
+from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
 from tfhydra.errors import ConfigError
 from tfhydra.export import export_model
 from tfhydra.model import build_model
 from tfhydra.optimizer import build_optimizer, plateau_callback
+from tfhydra.plan import plan_run
 from tfhydra.precision import float32_output, loss_scale, policy_scope
-from tfhydra.report import epoch_summary, write_json
-from tfhydra.schema import validate
-from tfhydra.sweep import auto_threads
+from tfhydra.record import RunRecord, provenance, read_record, run_status
+from tfhydra.report import epoch_summary
+from tfhydra.rundir import RunPaths
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
-from tfhydra.trainer import LoopContext, state_dir, train
-from tfhydra.trainer.callbacks import RunRecorder, best_checkpoint_path, build_callbacks, loss_bound
+from tfhydra.strategy.checks import check_replica_batch
+from tfhydra.trainer import LoopContext, train
+from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound
 from tfhydra.trainer.objectives import build_loss, build_metrics
 from tfhydra.trainer.state import StopOnSignal, save_weights_atomically
 
@@ -42,119 +47,177 @@ for _noisy in ("absl", "tensorflow"):  # their INFO lines (export details, asset
     logging.getLogger(_noisy).setLevel(logging.WARNING)
 
 
-def run_job(cfg: DictConfig, run_dir: str | Path | None = None) -> float:
-    """Train, export and record one run; returns the best monitored metric (NaN if none)."""
+def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0) -> float:
+    """Train, export and record one run; returns the best monitored metric (NaN if none).
+
+    `run_dir`: where to run when not under Hydra (a run started from Python); `threads`: the
+    intra-op threads when `trainer.threads` is 0 (auto), chosen by whoever knows how many jobs
+    share the machine (tfhydra.run).
+    """
     started = time.perf_counter()
-    validate(cfg)
-    run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    # compression.start_epoch and collaborative schemes: earlier phases train first, each its own run in <run>/phases/
-    cfg = prepare_phases(cfg, run_dir, run_job)
-    record = {"status": "running", "run_dir": str(run_dir), "overrides": hydra_overrides(),
-              "monitor": cfg.trainer.monitor, "monitor_mode": cfg.trainer.monitor_mode}
+    plan = plan_run(cfg)
+    paths = RunPaths(run_dir) if run_dir is not None else RunPaths(hydra_run_dir())
+    if not under_hydra():  # started from Python: keep .hydra/ as Hydra would, so evaluate and resume can use it
+        job_cfg = without_hydra(cfg)
+        check_continuable(paths.root, job_cfg, key="run_dir")
+        write_hydra_files(paths, job_cfg, cfg)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    start = cfg.compression.from_run
+    if plan.earlier_phases and not cfg.trainer.resume:
+        shutil.rmtree(paths.phases, ignore_errors=True)
+    for phase in plan.earlier_phases:  # each a complete run in <run>/phases/<i>_<label>; completed ones are kept
+        phase_paths = paths.phase(phase.directory)
+        if run_status(phase_paths.root) != "completed":
+            log.info("phase %d (%s): %d epoch(s) in %s", phase.index, phase.label, phase.epochs, phase_paths.root)
+            phase_cfg = phase_config(cfg, phase, start, formats=[])
+            phase_paths.hydra.mkdir(parents=True, exist_ok=True)  # what compression.from_run reads back
+            OmegaConf.save(phase_cfg, phase_paths.config)
+            train_phase(phase_cfg, phase_paths, threads, time.perf_counter())
+            if run_status(phase_paths.root) != "completed":
+                raise RuntimeError(f"phase {phase_paths.root} ended {run_status(phase_paths.root)}: "
+                                   "nothing to continue from")
+        start = str(phase_paths.root)
+    if plan.earlier_phases:
+        final = plan.final_phase
+        log.info("phase %d (%s): %d epoch(s) in %s", final.index, final.label, final.epochs, paths.root)
+    return train_phase(phase_config(cfg, plan.final_phase, start), paths, threads, started,
+                       earlier=plan.earlier_phases)
 
-    keras.backend.clear_session()  # jobs of one sweep may share this process
-    record["threads"] = set_threads(cfg.trainer.threads or auto_threads())  # 0: auto (tfhydra/sweep: parallel jobs)
-    # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise stop at once.
-    with policy_scope(cfg.precision) as policy, StopOnSignal() as stop:
-        strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs
-        record.update(describe_devices(strategy), policy=policy.name)
-        log.info("devices: %s (%d replica(s)), policy %s", record["devices"], record["replicas"], policy.name)
-        if not is_chief(strategy):  # every worker runs the same steps; only the chief keeps what it writes
-            with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:
-                return _train_and_record(cfg, strategy, stop, Path(scratch), record, started, write_record=False)
-        return _train_and_record(cfg, strategy, stop, run_dir, record, started)
+
+def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
+                earlier: tuple[PhasePlan, ...] = ()) -> float:
+    """One phase, trained in `paths`: the whole run when there are no earlier phases.
+
+    Every way it ends writes the record: completed, diverged, failed (export included), interrupted.
+    """
+    record = RunRecord(run_dir=str(paths.root), overrides=hydra_overrides(cfg), monitor=cfg.trainer.monitor,
+                       monitor_mode=cfg.trainer.monitor_mode, **provenance())
+    recorder = RunRecorder(paths.history, max_loss=loss_bound(cfg.trainer))
+    examples_per_epoch = [0]  # known once the data are built; the record of a failure still reports throughput
+    chief = True
+    try:
+        keras.backend.clear_session()  # jobs of one sweep may share this process
+        record.threads = set_threads(cfg.trainer.threads or threads)
+        # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise at once.
+        with policy_scope(cfg.precision) as policy, StopOnSignal() as stop:
+            strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs
+            record.update(**describe_devices(strategy), policy=policy.name)
+            log.info("devices: %s (%d replica(s)), policy %s", record.devices, record.replicas, policy.name)
+            chief = is_chief(strategy)
+            if not chief:  # every worker runs the same steps; only the chief keeps what it writes
+                with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:
+                    train_and_export(cfg, strategy, stop, RunPaths(scratch), record, recorder, examples_per_epoch,
+                                     earlier)
+                return _returned(record)
+            train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier)
+        record.update(wall_seconds=time.perf_counter() - started)
+        record.write(paths.root)
+    except BaseException as error:
+        if chief:
+            _record_ending(record, recorder, cfg, examples_per_epoch[0], error, started, paths)
+        raise
+    shutil.rmtree(paths.state, ignore_errors=True)  # recorded: nothing left to resume
+    log.info("%s: %s; run directory %s", record.status, _monitored(record), paths.root)
+    return _returned(record)
 
 
-def _train_and_record(cfg: DictConfig, strategy, stop: StopOnSignal, run_dir: Path, record: dict, started: float,
-                      write_record: bool = True) -> float:
+def _returned(record: RunRecord) -> float:
+    best = record.best_monitored
+    return float("nan") if best is None or record.status != "completed" else float(best)
+
+
+def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPaths, record: RunRecord,
+                     recorder: RunRecorder, examples_per_epoch: list[int], earlier: tuple[PhasePlan, ...]) -> None:
+    """The recipe: seeds, data, model, compression, optimizer, training, export; each room's section into `record`."""
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
-    prepare_resume(cfg.trainer, run_dir)
+    prepare_resume(cfg.trainer, paths)
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
     datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)  # debug=fast
-    check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)
+    examples_per_epoch[0] = datasets.examples_per_epoch
+    check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
     datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
     with strategy.scope():
         model = float32_output(build_model(cfg.model, datasets.spec))
-        tensorboard = run_dir / "tensorboard" if cfg.logging.tensorboard else None
-        phase = Phase(datasets.steps_per_epoch, cfg.trainer.epochs, tensorboard)
+        phase = Phase(datasets.steps_per_epoch, cfg.trainer.epochs,
+                      paths.tensorboard_compression if cfg.logging.tensorboard else None)
         compression = compress_model(cfg.compression, model, datasets.spec, phase)
         model = compression.model
         clipping = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
                     "global_clipnorm": cfg.trainer.clip_global_norm}
         optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, clipping)
-        model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss),
-                      metrics=build_metrics(cfg.trainer.metrics),
-                      steps_per_execution=cfg.trainer.steps_per_execution,
-                      jit_compile=cfg.trainer.jit_compile is True)
-    check_monitor(cfg.trainer.monitor, cfg.trainer.metrics)
+        model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss), metrics=build_metrics(cfg.trainer.metrics),
+                      steps_per_execution=cfg.trainer.steps_per_execution, jit_compile=cfg.trainer.jit_compile is True)
     record.update(model=model.name, params=int(model.count_params()),
                   data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
     log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
-             record["params"], cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
+             record.params, cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
 
-    recorder = RunRecorder(run_dir / "checkpoints" / "history.json", max_loss=loss_bound(cfg.trainer))
     recorder.best_from = compression.settled_epoch  # e.g. pruning: the export is an epoch at the target sparsity
     extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
                              cfg.trainer.monitor_mode) + compression.callbacks
-    callbacks = build_callbacks(cfg.trainer, cfg.logging, run_dir, recorder, extra)
+    callbacks = build_callbacks(cfg.trainer, cfg.logging, paths, recorder, extra)
     recorder.load()
-    last_weights = run_dir / "checkpoints" / "last.weights.h5"
-    if recorder.finished and last_weights.is_file():  # killed after training, e.g. during export: redo the rest
+    if recorder.finished and paths.last_weights.is_file():  # killed after training, e.g. during export
         log.info("training ended in an earlier attempt (%d epochs): redoing what came after it", len(recorder.epochs))
-        load_weights(model, last_weights, strategy)
+        load_weights(model, paths.last_weights, strategy)
     else:
         stop.training = True
         try:
-            train(cfg.trainer, model, datasets, callbacks, LoopContext(strategy, run_dir, cfg.logging.histogram_freq, stop))
-        except BaseException as error:
-            status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
-            record.update(_training_figures(recorder, cfg, datasets.examples_per_epoch), status=status,
-                          error=f"{type(error).__name__}: {error}", wall_seconds=time.perf_counter() - started)
-            if write_record:
-                write_json(run_dir / "metrics.json", record)
-            raise
+            train(cfg.trainer, model, datasets, callbacks,
+                  LoopContext(strategy, paths.root, cfg.logging.histogram_freq, stop))
         finally:
             stop.training = False
-        with after_training(run_dir, record if write_record else None):
-            save_weights_atomically(model, last_weights)
+        with after_training(paths):
+            save_weights_atomically(model, paths.last_weights)
             recorder.mark_finished()
 
-    record.update(_training_figures(recorder, cfg, datasets.examples_per_epoch))
+    record.update(**_training_figures(recorder, cfg, datasets.examples_per_epoch))
     if recorder.diverged:
         record.update(status="diverged", diverged=recorder.diverged)
     else:
-        with after_training(run_dir, record if write_record else None):
-            restore_best(model, run_dir, strategy)
-            record["exports"], record["compression"] = export_model(cfg.export, compression, model, datasets, run_dir)
-        record["status"] = "completed"
-    record["loss_scale"] = loss_scale(model.optimizer)
-    record["wall_seconds"] = time.perf_counter() - started
-    if write_record:
-        write_json(run_dir / "metrics.json", record)
-    shutil.rmtree(state_dir(run_dir), ignore_errors=True)  # recorded: nothing left to resume
-    log.info("%s: %s; run directory %s", record["status"], _monitored(record), run_dir)
-    best = (record.get("best") or {}).get(cfg.trainer.monitor)
-    return float("nan") if best is None or record["status"] != "completed" else float(best)
+        with after_training(paths):
+            restore_best(model, paths, strategy)
+            exports, figures = export_model(cfg.export, compression, model, datasets, paths.root)
+            if earlier:
+                figures["phases"] = phase_summaries(paths, earlier)
+            record.update(exports=exports, compression=figures, status="completed")
+    record.update(loss_scale=loss_scale(model.optimizer))
+
+
+def _record_ending(record: RunRecord, recorder: RunRecorder, cfg: DictConfig, examples_per_epoch: int,
+                   error: BaseException, started: float, paths: RunPaths) -> None:
+    """A run that stops early still says how far it got and why: interrupted (a signal, Ctrl-C) or failed."""
+    status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+    reason = getattr(error, "reason", None) if status == "interrupted" else None
+    message = str(error) if isinstance(error, ConfigError) else f"{type(error).__name__}: {reason or error}"
+    record.update(**_training_figures(recorder, cfg, examples_per_epoch), status=status,
+                  error=" ".join(message.split()), wall_seconds=time.perf_counter() - started)
+    try:  # the disk may be full: the error itself is what the user must see
+        record.write(paths.root)
+    except OSError:
+        pass
+
+
+def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dict]:
+    """What each earlier phase of this run trained, read from its record (for the `compression` section)."""
+    summaries = []
+    for phase in earlier:
+        phase_record = read_record(paths.phase(phase.directory).root) or RunRecord()
+        summaries.append({"run_dir": phase.directory, "epochs": phase_record.epochs_run, "best": phase_record.best})
+    return summaries
 
 
 @contextlib.contextmanager
-def after_training(run_dir: Path, record: dict | None):
+def after_training(paths: RunPaths):
     """A full disk or an unwritable directory after training is one line, and costs no training:
     the trained state stays in checkpoints/, and the same command finishes the run."""
     try:
         yield
     except OSError as error:
-        where, reason = write_failure(error, run_dir)
-        failure = ConfigError(where, None, "a writable run directory with free space (the trained state is kept in "
-                              f"{run_dir / 'checkpoints'}; finish the run with: {resume_command(run_dir)})",
-                              f"cannot write it ({reason})")
-        if record is not None:
-            try:  # the disk may still be full
-                write_json(run_dir / "metrics.json", {**record, "status": "failed", "error": str(failure)})
-            except OSError:
-                pass
-        raise failure from error
+        where, reason = write_failure(error, paths.root)
+        raise ConfigError(where, None, "a writable run directory with free space (the trained state is kept in "
+                          f"{paths.checkpoints}; finish the run with: {resume_command(paths.root)})",
+                          f"cannot write it ({reason})") from error
 
 
 def write_failure(error: OSError, run_dir: Path) -> tuple[str, str]:
@@ -178,16 +241,8 @@ def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch
             "history": recorder.epochs}
 
 
-def _monitored(record: dict) -> str:
-    best = record.get("best") or {}
-    return f"best {record['monitor']}={best.get(record['monitor'])} at epoch {best.get('epoch')}"
-
-
-def check_monitor(monitor: str, metrics) -> None:
-    names = ["loss"] + [m if isinstance(m, str) else m.get("name", m._target_.rsplit(".", 1)[-1]) for m in metrics]
-    accepted = names + [f"val_{n}" for n in names]
-    if monitor not in accepted:
-        raise ConfigError("trainer.monitor", monitor, accepted, "not a metric this run logs")
+def _monitored(record: RunRecord) -> str:
+    return f"best {record.monitor}={record.best_monitored} at epoch {(record.best or {}).get('epoch')}"
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
@@ -205,20 +260,14 @@ def seed_everything(seed: int, deterministic: bool) -> None:
         keras.backend.experimental.disable_tf_random_generator()
 
 
-def check_replica_batch(batch_size: int, replicas: int) -> None:
-    if batch_size % replicas:
-        raise ConfigError("data.batch_size", batch_size, f"a multiple of the {replicas} replicas (it is the global "
-                          f"batch; each replica gets batch_size / {replicas})", "not divisible by the replica count")
-
-
-def prepare_resume(cfg_trainer, run_dir: Path) -> None:
+def prepare_resume(cfg_trainer, paths: RunPaths) -> None:
     """Resume what an earlier, unfinished run in this directory saved; or start it over if asked.
 
     The state is deleted only once metrics.json is written, so a record without state means the
     earlier attempt was killed before its first save (within its first epoch or save interval):
     that attempt is started over.
     """
-    state, history = state_dir(run_dir), run_dir / "checkpoints" / "history.json"
+    state, history = paths.state, paths.history
     if not cfg_trainer.resume:
         shutil.rmtree(state, ignore_errors=True)
         history.unlink(missing_ok=True)
@@ -229,16 +278,16 @@ def prepare_resume(cfg_trainer, run_dir: Path) -> None:
         history.unlink()
 
 
-def restore_best(model: keras.Model, run_dir: Path, strategy: tf.distribute.Strategy) -> None:
+def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy) -> None:
     """Export the best epoch's weights, not the last one's (the last ones if the best file is damaged)."""
-    best = best_checkpoint_path(run_dir)
+    best = paths.best_weights
     if not best.exists():
         return
     try:
         load_weights(model, best, strategy)
     except (OSError, ValueError) as error:
         log.warning("%s cannot be read (%s): exporting the last epoch's weights instead", best, error)
-        load_weights(model, run_dir / "checkpoints" / "last.weights.h5", strategy)
+        load_weights(model, paths.last_weights, strategy)
 
 
 def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strategy) -> None:
@@ -263,16 +312,49 @@ def set_threads(threads: int) -> int:
     return tf.config.threading.get_intra_op_parallelism_threads()
 
 
-def hydra_run_dir() -> Path:
+def under_hydra() -> bool:
     from hydra.core.hydra_config import HydraConfig
 
-    if not HydraConfig.initialized():
+    return HydraConfig.initialized()
+
+
+def hydra_run_dir() -> Path:
+    if not under_hydra():
         raise ConfigError("run_dir", None, "a run directory (pass run_dir= when calling tfhydra.run outside Hydra)",
                           "no Hydra run directory")
+    from hydra.core.hydra_config import HydraConfig
+
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-def hydra_overrides() -> list[str]:
-    from hydra.core.hydra_config import HydraConfig
+def hydra_overrides(cfg: DictConfig) -> list[str]:
+    """The command line's overrides: Hydra's, or those a config composed with its hydra node carries."""
+    if under_hydra():
+        from hydra.core.hydra_config import HydraConfig
 
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+        return list(HydraConfig.get().overrides.task)
+    return list(OmegaConf.select(cfg, "hydra.overrides.task", default=None) or [])
+
+
+def without_hydra(cfg: DictConfig) -> DictConfig:
+    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
+
+
+def write_hydra_files(paths: RunPaths, job_cfg: DictConfig, cfg: DictConfig) -> None:
+    """`.hydra/` for a run started from Python, as Hydra writes it: config.yaml (the job's config),
+    overrides.yaml and hydra.yaml. A config composed with its hydra node (`tfhydra.compose`) carries the
+    overrides and the config directory; without one they are [] and tfhydra's own conf/."""
+    from tfhydra.report import write_atomically
+
+    paths.hydra.mkdir(parents=True, exist_ok=True)
+    hydra_node = OmegaConf.select(cfg, "hydra", default=None)
+    if hydra_node is None:
+        from tfhydra import CONFIG_DIR
+
+        hydra_node = OmegaConf.create({
+            "runtime": {"output_dir": str(paths.root.resolve()),
+                        "config_sources": [{"path": str(CONFIG_DIR), "schema": "file", "provider": "main"}]},
+            "job": {"name": "train", "config_name": "config"}, "overrides": {"task": []}})
+    write_atomically(paths.config, OmegaConf.to_yaml(job_cfg))
+    write_atomically(paths.overrides, OmegaConf.to_yaml(OmegaConf.create(hydra_overrides(cfg))))
+    write_atomically(paths.hydra_config, OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra_node})))

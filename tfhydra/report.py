@@ -1,6 +1,5 @@
-"""metrics.json and the other records a run or sweep leaves: written atomically (temporary file, then rename),
-and read back, checked, by what continues from a finished run (`python -m tfhydra.evaluate`,
-`compression.from_run`).
+"""Files a run or sweep leaves, written atomically (temporary file, then rename): the run record
+(tfhydra/record.py), `history.json`, summaries, evaluations, weights and exports.
 
 A reader (a user, `tensorboard`, the sweep summary of a sweep still running) or a kill at any
 moment then sees the previous complete file or the new complete file, never half of one.
@@ -13,9 +12,7 @@ import os
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
-
-from tfhydra.errors import ConfigError
+from typing import Any, Iterator
 
 
 @contextmanager
@@ -70,59 +67,3 @@ def epoch_summary(epochs: list[dict], monitor: str, mode: str, from_epoch: int =
     pick = max if mode == "max" else min
     best_index, best = pick(scored, key=lambda ie: ie[1][monitor]) if scored else (len(epochs) - 1, epochs[-1])
     return {"best": {"epoch": best_index + 1, **best}, "final": {"epoch": len(epochs), **epochs[-1]}}
-
-
-def run_status(run: Path) -> str | None:
-    """The `status` of a run's metrics.json; None when it has none or it cannot be read."""
-    try:
-        record = json.loads((Path(run) / "metrics.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return record.get("status") if isinstance(record, dict) else None
-
-
-def completed_run_config(run: Path, key: str, value: Any, accepted: str, needs: Iterable[str] = ()):
-    """The saved config (`.hydra/config.yaml`) of the completed run in `run`, checked before anything uses the run.
-
-    A run directory can come from anywhere (a colleague, an older tfhydra, a run killed half-way), so
-    it must be a finished run (`metrics.json` status completed) with the files `needs` names (paths
-    relative to it), and its config must parse. Any problem is one ConfigError naming `key`/`value`
-    and `accepted`. YAML is read with OmegaConf's safe loader: no Python objects are built from it.
-    """
-    run = Path(run)
-    if not run.is_dir():
-        raise ConfigError(key, value, accepted, "no such directory")
-    status = run_status(run)
-    if status != "completed":
-        unreadable = status is None and (run / "metrics.json").is_file()
-        raise ConfigError(key, value, accepted, "not a completed run (its metrics.json cannot be read)" if unreadable
-                          else f"not a completed run (status: {status})")
-    missing = [name for name in (".hydra/config.yaml", *needs) if not (run / name).exists()]
-    if missing:
-        raise ConfigError(key, value, accepted, f"it has no {', '.join(missing)}")
-    config = run_yaml(run, ".hydra/config.yaml", key, value, accepted)
-    from omegaconf import DictConfig
-
-    sections = ("model", "data", "trainer", "compression")
-    if not isinstance(config, DictConfig) or not all(isinstance(config.get(s), DictConfig) for s in sections):
-        raise ConfigError(key, value, accepted, "its .hydra/config.yaml is not a tfhydra run config (no model, data, "
-                          "trainer and compression sections)")
-    return config
-
-
-def run_yaml(run: Path, name: str, key: str, value: Any, accepted: str):
-    """`run/name` parsed (a mapping, or a list for overrides.yaml), or a one-line ConfigError."""
-    import yaml
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-
-    try:
-        loaded = OmegaConf.load(Path(run) / name)
-    except Exception as error:  # whatever is wrong with the file, the run cannot be used
-        if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
-            problem = f"line {error.problem_mark.line + 1}: {error.problem}"
-        else:
-            problem = f"{type(error).__name__}: {error}"
-        raise ConfigError(key, value, accepted, f"its {name} is not readable YAML ({problem})") from error
-    if not isinstance(loaded, (DictConfig, ListConfig)):
-        raise ConfigError(key, value, accepted, f"its {name} is not a YAML mapping")
-    return loaded

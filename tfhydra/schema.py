@@ -306,6 +306,16 @@ def _plain(value: Any) -> Any:
 _ABSENT = object()
 
 
+def config_differences(a, b, prefix: str = "") -> list[str]:
+    """Dotted keys whose (resolved) values differ between two configs: what a resumed run or
+    `compression.from_run` must not change."""
+    if isinstance(a, DictConfig) and isinstance(b, DictConfig):
+        keys = sorted(set(a) | set(b), key=str)
+        return [d for k in keys for d in config_differences(a.get(k), b.get(k), f"{prefix}{k}.")]
+    plain = [OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v for v in (a, b)]
+    return [] if plain[0] == plain[1] else [prefix.rstrip(".")]
+
+
 def validate(cfg: DictConfig, defaults: DictConfig | None = None) -> None:
     """All checks that need no TensorFlow; raises ConfigError on the first mistake."""
     from tfhydra.registry import check_target_imports

@@ -11,15 +11,55 @@ import contextlib
 import logging
 import math
 import re
+from pathlib import Path
 from typing import Iterator
 
 import importlib
 import tf_keras as keras
+from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.compression import COMPRESSIONS, Compression, Phase
+from tfhydra.compression.plan import SHARED_KEYS
+from tfhydra.contracts import Compression, Phase
 from tfhydra.errors import ConfigError
+from tfhydra.registry import Registry
 
+COMPRESSIONS = Registry("compression")
 log = logging.getLogger("tfhydra")
+
+
+def compress_model(cfg_compression: DictConfig, model: keras.Model, spec, phase: Phase) -> Compression:
+    """Start from `compression.from_run`'s trained model when given, then apply the scheme."""
+    if cfg_compression.get("from_run"):
+        from tfhydra.compression.phases import load_run_model
+
+        model = load_run_model(Path(cfg_compression.from_run), model, spec, phase.steps_per_epoch)
+    return build_scheme(cfg_compression, model, spec, phase)
+
+
+def build_scheme(cfg_compression: DictConfig, model: keras.Model, spec, phase: Phase) -> Compression:
+    if "_target_" in cfg_compression:  # a user's scheme gets its own keys only
+        cfg_compression = OmegaConf.masked_copy(cfg_compression, [k for k in cfg_compression if k not in SHARED_KEYS])
+    compression = COMPRESSIONS.build(cfg_compression, model=model, spec=spec, phase=phase)
+    if not isinstance(compression, Compression):
+        raise ConfigError("compression._target_", cfg_compression.get("_target_"), "a callable returning a "
+                          "tfhydra.compression.Compression", f"it returned {type(compression).__name__}")
+    compression.scheme = cfg_compression.get("name") or cfg_compression.get("_target_")
+    if compression.measure is Compression.measure:  # the figures every scheme reports, unless it says more
+        compression.measure = sparsity_figures
+    return compression
+
+
+def sparsity_figures(deployable: keras.Model) -> dict:
+    """metrics.json's `compression` figures, measured on the stripped weights."""
+    from tfhydra.compression.measure import sparsity
+
+    return {"sparsity": sparsity(deployable)}
+
+
+def cluster_figures(deployable: keras.Model) -> dict:
+    from tfhydra.compression.measure import distinct_values
+
+    return {**sparsity_figures(deployable), "distinct_values": distinct_values(deployable)}
 
 
 class _LazyApi:
@@ -39,12 +79,6 @@ class _LazyApi:
 sparsity_api, clustering_api = _LazyApi("sparsity.keras"), _LazyApi("clustering.keras")
 quantization_api, combine = _LazyApi("quantization.keras"), _LazyApi("experimental.combine")
 
-# Collaborative schemes: this float scheme trains first, in its own phase (phases.py), then the
-# scheme itself trains quantization-aware for `compression.quantize_epochs`, keeping its property.
-TRAINED_FIRST = {"prune_quantize": "prune", "cluster_quantize": "cluster"}
-QUANTIZATION_AWARE = {"quantize", "prune_quantize", "cluster_quantize"}  # export int8 from learned ranges
-
-
 @COMPRESSIONS.register("none")
 def build_none(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     return Compression(model)
@@ -59,7 +93,7 @@ def build_prune(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
         pruned = sparsity_api.prune_low_magnitude(model, pruning_schedule=schedule, **blocks)
     callbacks = [sparsity_api.UpdatePruningStep()]  # starts the wrappers' step counter; re-masks at each epoch end
     if phase.log_dir is not None:
-        callbacks.append(SparsitySummaries(str(phase.log_dir / "pruning")))
+        callbacks.append(SparsitySummaries(str(phase.log_dir)))
     return Compression(pruned, callbacks, strip=sparsity_api.strip_pruning, settled_epoch=settled_epoch)
 
 
@@ -70,7 +104,7 @@ def build_cluster(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     with toolkit_errors("cluster"):
         clustered = clustering_api.cluster_weights(model, number_of_clusters=cfg.number_of_clusters,
                                                    cluster_centroids_init=init)
-    return Compression(clustered, strip=clustering_api.strip_clustering, clustered=True)
+    return Compression(clustered, strip=clustering_api.strip_clustering, measure=cluster_figures)
 
 
 @COMPRESSIONS.register("quantize")
@@ -89,7 +123,7 @@ def build_cluster_quantize(cfg, model: keras.Model, spec, phase: Phase) -> Compr
     """The last phase of cluster_quantize: QAT that keeps the clusters of the model clustered in the phase before."""
     scheme = combine.Default8BitClusterPreserveQuantizeScheme(preserve_sparsity=False)
     return quantization_aware("cluster_quantize", model, scheme, callbacks=[CentroidGradientsExpected()],
-                              strip=combine.strip_clustering_cqat, clustered=True)
+                              strip=combine.strip_clustering_cqat, measure=cluster_figures)
 
 
 def quantization_aware(name: str, model: keras.Model, scheme, **compression) -> Compression:

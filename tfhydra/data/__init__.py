@@ -7,10 +7,25 @@ class count). `build_datasets` applies the shared pipeline options of the `data:
 Rooms: source.py (the types builders share), pipeline.py (build_datasets), augment.py,
 and one module per family of sources: arrays.py (digits, synthetic, npz),
 keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py (tfrecord,
-image_folder), tables.py (csv, text_csv).
-"""
-from tfhydra.data import arrays, files, keras_datasets, tables  # noqa: F401  (register the builders)
-from tfhydra.data.pipeline import Datasets, build_datasets, limit_steps
-from tfhydra.data.source import DATA, DataSpec, Source, source_from_arrays, stratified_split
+image_folder), tables.py (csv, text_csv); checks.py holds what the run plan checks (no TensorFlow).
 
-__all__ = ["DATA", "DataSpec", "Source", "Datasets", "build_datasets", "limit_steps", "source_from_arrays", "stratified_split"]
+This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow is
+loaded; the names below are looked up on first use (PEP 562), which also registers every source.
+"""
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {"DATA": "source", "DataSpec": "source", "Source": "source", "source_from_arrays": "source",
+         "stratified_split": "source", "Datasets": "pipeline", "build_datasets": "pipeline", "limit_steps": "pipeline"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    for family in ("arrays", "files", "keras_datasets", "tables"):  # register the builders
+        importlib.import_module(f"tfhydra.data.{family}")
+    return getattr(importlib.import_module(f"tfhydra.data.{_LAZY[name]}"), name)
+
+
+__all__ = sorted(_LAZY)

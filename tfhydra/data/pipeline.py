@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from tfhydra.cli import check_creatable
+from tfhydra.rundir import check_creatable
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, stratified_subset, take_examples
 from tfhydra.errors import ConfigError

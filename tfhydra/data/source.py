@@ -8,27 +8,12 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from tfhydra.contracts import DataSpec
 from tfhydra.errors import ConfigError
 from tfhydra.registry import Registry
 
 DATA = Registry("data")
 AUTOTUNE = tf.data.AUTOTUNE
-
-
-@dataclass(frozen=True)
-class DataSpec:
-    input_shape: tuple[int, ...]  # one example, without the batch axis
-    num_classes: int
-    class_names: tuple[str, ...]
-    train_size: int
-    val_size: int
-    dtype: str = "float32"  # of one example: float32 images/features, int32/int64 token ids
-    vocab_size: int | None = None  # token-id sources only: ids are in [0, vocab_size)
-
-    def as_dict(self) -> dict:
-        return {"input_shape": list(self.input_shape), "num_classes": self.num_classes,
-                "class_names": list(self.class_names), "train_size": self.train_size,
-                "val_size": self.val_size, "dtype": self.dtype, "vocab_size": self.vocab_size}
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from tfhydra.data import DataSpec
+from tfhydra.contracts import DataSpec
 from tfhydra.errors import ConfigError
 from tfhydra.model import MODELS, classifier_head, require_images
 

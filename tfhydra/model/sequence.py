@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.data import DataSpec
+from tfhydra.contracts import DataSpec
 from tfhydra.errors import ConfigError
 from tfhydra.model import MODELS, classifier_head, require_tokens
 

@@ -22,7 +22,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from tfhydra.rundir import SweepPaths
 from tfhydra.sweep import SWEPT_KEYS_ENV
+from tfhydra.trainer.checks import metric_names
 
 log = logging.getLogger("tfhydra")
 
@@ -39,7 +41,7 @@ class SweepCallback(Callback):
             from tfhydra.sweep.hparams import write_experiment
 
             names = {key.lstrip("+~"): values for key, values in swept.items()}  # as trial.py names them
-            write_experiment(Path(config.hydra.sweep.dir), names, config.trainer.monitor,
+            write_experiment(SweepPaths(config.hydra.sweep.dir).hparams, names, config.trainer.monitor,
                              metric_names(config.trainer.metrics))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -85,8 +87,3 @@ def swept_values(config: DictConfig) -> dict[str, list]:
                 values = []
             swept[override.get_key_element()] = values
     return swept
-
-
-def metric_names(metrics) -> list[str]:
-    """The names Keras logs the run's metrics under (as tfhydra/job.py check_monitor reads them)."""
-    return [m if isinstance(m, str) else m.get("name", str(m._target_).rsplit(".", 1)[-1]) for m in metrics]

@@ -21,7 +21,9 @@ from typing import Any
 
 import yaml
 
+from tfhydra.record import RunRecord, read_record
 from tfhydra.report import atomic_path, write_atomically
+from tfhydra.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
 
 STATUSES = ("completed", "diverged", "failed", "interrupted", "not started")
@@ -96,8 +98,9 @@ class Summary:
 def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     """Read every job of the sweep in `sweep_dir`, rank them, and (by default) write the summary files."""
     sweep_dir = Path(sweep_dir)
-    sweep = _read_yaml(sweep_dir / "multirun.yaml")
-    found = [_read_job(d) for d in sorted(sweep_dir.iterdir()) if _is_job_dir(d)]
+    paths = SweepPaths(sweep_dir)
+    sweep = _read_yaml(paths.multirun)
+    found = [_read_job(d) for d in paths.jobs()]
     monitor, mode = _monitor(sweep, found)
     expected = {j.num: j for j in _expected_jobs(sweep)}
     for job in found:  # killed before Hydra wrote its .hydra/: its overrides are the grid's
@@ -106,7 +109,7 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     jobs = list({**expected, **{j.num if j.num is not None else j.name: j for j in found}}.values())
     for job in jobs:
         if job.name:
-            job.history = _history(sweep_dir / job.name, monitor)
+            job.history = _history(paths.job(job.name), monitor)
     keys = _swept_keys(sweep, jobs)
     for job in jobs:
         job.swept = [o for o in job.overrides if _key(o) in keys] or list(job.overrides)
@@ -119,12 +122,12 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
 def write_summary(summary: Summary) -> None:
     """Each file is replaced whole (tfhydra.report): a summary rebuilt while someone reads it, or a
     sweep killed while writing it, leaves the previous file or the new one, never half of one."""
-    directory = summary.sweep_dir
-    write_atomically(directory / "summary.csv", to_csv(summary))
-    plot_note = write_plot(summary, directory / "summary.png")
+    paths = SweepPaths(summary.sweep_dir)
+    write_atomically(paths.summary_csv, to_csv(summary))
+    plot_note = write_plot(summary, paths.summary_png)
     if plot_note:
         summary.notes.append(plot_note)
-    write_atomically(directory / "summary.md", to_markdown(summary, plot=plot_note is None))
+    write_atomically(paths.summary_md, to_markdown(summary, plot=plot_note is None))
 
 
 def to_csv(summary: Summary) -> str:
@@ -201,46 +204,41 @@ def write_plot(summary: Summary, path: Path) -> str | None:
 
 # ---- reading a sweep directory -------------------------------------------------------------
 
-def _is_job_dir(path: Path) -> bool:
-    """A job that started: Hydra names its directory `<num>_...` (conf/config.yaml) and writes .hydra/ first;
-    a job killed in between has only the directory."""
-    return path.is_dir() and (bool(re.match(r"\d+_", path.name)) or (path / ".hydra" / "overrides.yaml").is_file()
-                              or (path / "metrics.json").is_file())
-
-
 def _read_job(job_dir: Path) -> Job:
-    record = _read_json(job_dir / "metrics.json")
-    overrides = _read_yaml(job_dir / ".hydra" / "overrides.yaml")
+    paths = RunPaths(job_dir)
+    record = read_record(job_dir) or RunRecord(status="interrupted")
+    overrides = _read_yaml(paths.overrides)
     if not isinstance(overrides, list):
-        overrides = record.get("overrides") or []
-    status = record.get("status")
+        overrides = record.overrides or []
+    status = record.status
     if status not in STATUSES:  # no record, or "running": killed (SIGKILL leaves no word), or still running
         status = "interrupted"
-    error = record.get("error")
+    error = record.error
     if status == "diverged" and not error:
-        where = record.get("diverged") or {}
+        where = record.diverged or {}
         loss = where.get("loss")
         shown = f"{loss:.4g}" if isinstance(loss, (int, float)) else "nan/inf"  # JSON keeps no NaN: null
         error = f"loss became {shown} at step {where.get('step')} (epoch {where.get('epoch')})" if where else \
             "the training loss diverged"
     return Job(_job_number(job_dir), job_dir.name, [str(o) for o in overrides], status,
-               wall_seconds=record.get("wall_seconds"), error=error, monitor=record.get("monitor"),
-               monitor_mode=record.get("monitor_mode"))
+               wall_seconds=record.wall_seconds, error=error, monitor=record.monitor or None,
+               monitor_mode=record.monitor_mode or None)
 
 
 def _job_number(job_dir: Path) -> int | None:
-    num = (((_read_yaml(job_dir / ".hydra" / "hydra.yaml") or {}).get("hydra") or {}).get("job") or {}).get("num")
+    num = (((_read_yaml(RunPaths(job_dir).hydra_config) or {}).get("hydra") or {}).get("job") or {}).get("num")
     if isinstance(num, int):
         return num
     match = re.match(r"(\d+)_", job_dir.name)
     return int(match.group(1)) if match else None
 
 
-def _history(job_dir: Path, monitor: str) -> list[float | None]:
-    """The monitored metric per epoch: from metrics.json, or the per-epoch record of an unfinished job."""
-    epochs = _read_json(job_dir / "metrics.json").get("history")
+def _history(job: RunPaths, monitor: str) -> list[float | None]:
+    """The monitored metric per epoch: from the run record, or the per-epoch record of an unfinished job."""
+    record = read_record(job.root)
+    epochs = record.history if record is not None and record.status != "running" else None
     if epochs is None:
-        epochs = _read_json(job_dir / "checkpoints" / "history.json").get("epochs", [])
+        epochs = _read_json(job.history).get("epochs", [])
     return [e.get(monitor) if isinstance(e, dict) else None for e in epochs]
 
 

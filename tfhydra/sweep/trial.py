@@ -9,7 +9,6 @@ exit code.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import sys
@@ -20,15 +19,17 @@ from typing import Callable
 from omegaconf import DictConfig
 
 from tfhydra.errors import ConfigError
+from tfhydra.record import RunRecord, provenance, read_record
+from tfhydra.rundir import RunPaths
 from tfhydra.sweep import current_swept_keys
 from tfhydra.sweep.hparams import Trial, plain
 
 log = logging.getLogger("tfhydra")
 
 
-def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float] | None = None) -> float:
-    """Run one sweep job (tfhydra.job.run_job by default); returns its monitored metric, NaN when it
-    diverged or failed."""
+def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
+    """Run one sweep job with `run_job` (tfhydra.run hands over tfhydra.job's); returns its monitored metric,
+    NaN when it diverged or failed."""
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
@@ -36,11 +37,9 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float] | None = N
     overrides = list(hydra_cfg.overrides.task)
     trial = None
     if cfg.logging.tensorboard:
-        trial = Trial(run_dir / "tensorboard", run_dir.name, swept_values(overrides, current_swept_keys()))
+        trial = Trial(RunPaths(run_dir).tensorboard, run_dir.name, swept_values(overrides, current_swept_keys()))
     started = time.perf_counter()
     try:
-        if run_job is None:
-            from tfhydra.job import run_job  # imports TensorFlow: inside, so even that failing is recorded
         result = run_job(cfg)
     except KeyboardInterrupt as interrupt:  # Ctrl-C still ends the sweep, before its summary: say how to get one
         if hasattr(interrupt, "exit_code"):  # stopped by tfhydra's signal handling: tfhydra.run says it all
@@ -58,9 +57,9 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float] | None = N
     if math.isnan(result):
         result = failed_value(hydra_cfg)
     if trial is not None:
-        record = read_record(run_dir)
-        best = record.get("best") or {}
-        trial.end(record.get("status", "failed"), cfg.trainer.monitor, best.get(cfg.trainer.monitor), best.get("epoch"))
+        record = read_record(run_dir) or RunRecord(status="failed")
+        trial.end(record.status, cfg.trainer.monitor, (record.best or {}).get(cfg.trainer.monitor),
+                  (record.best or {}).get("epoch"))
     return result
 
 
@@ -85,24 +84,14 @@ def swept_values(overrides: list[str], swept: set[str]) -> dict:
     return values
 
 
-def read_record(run_dir: Path) -> dict:
-    try:
-        return json.loads((run_dir / "metrics.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def record_failure(run_dir: Path, cfg: DictConfig, overrides: list[str], error: Exception, seconds: float) -> None:
-    """Keep the record the job wrote when training itself failed; otherwise write a minimal one."""
-    from tfhydra.report import write_json
-
+    """Keep the record the job wrote when it failed itself; otherwise (it failed before it could write one,
+    e.g. importing TensorFlow) write a minimal one."""
     record = read_record(run_dir)
-    if record.get("status") == "failed":
+    if record is not None and record.status == "failed":
         return
     message = str(error) if isinstance(error, ConfigError) else f"{type(error).__name__}: {error}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir / "metrics.json", {
-        **record, "status": "failed", "error": " ".join(message.split()), "run_dir": str(run_dir),
-        "overrides": overrides, "monitor": cfg.trainer.monitor, "monitor_mode": cfg.trainer.monitor_mode,
-        "best": record.get("best"), "final": record.get("final"), "epochs_run": record.get("epochs_run", 0),
-        "wall_seconds": seconds})
+    record = record or RunRecord(run_dir=str(run_dir), overrides=overrides, monitor=cfg.trainer.monitor,
+                                 monitor_mode=cfg.trainer.monitor_mode, **provenance())
+    record.update(status="failed", error=" ".join(message.split()), wall_seconds=seconds).write(run_dir)

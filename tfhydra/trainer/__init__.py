@@ -1,57 +1,23 @@
 """Training loops `loop(cfg_trainer, model, datasets, callbacks, context)`, selected by `trainer.loop`.
 
-Both loops train the compiled model and report through the same Keras callbacks, so
-TensorBoard, checkpoints and the run record are the same whichever loop ran.
+Rooms: checks.py (what the run plan checks in the trainer section, no TensorFlow), loops.py
+(the fit loop and the loop registry), custom.py (the tf.function loop), callbacks.py, objectives.py
+(loss and metrics), state.py (resumable state and signals).
+
+This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow
+is loaded; the names below are looked up on first use (PEP 562).
 """
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
-from pathlib import Path
+import importlib
 
-import tensorflow as tf
-import tf_keras as keras
-
-from tfhydra.registry import Registry
-from tfhydra.trainer.state import ResumableBackup, StopOnSignal
-
-LOOPS = Registry("trainer.loop")
-log = logging.getLogger("tfhydra")
+_LAZY = {"LOOPS": "tfhydra.trainer.loops", "LoopContext": "tfhydra.trainer.loops", "train": "tfhydra.trainer.loops"}
 
 
-@dataclass
-class LoopContext:
-    strategy: tf.distribute.Strategy
-    run_dir: Path
-    histogram_freq: int  # custom loop: gradient-norm summaries every N epochs (0: off)
-    stop: StopOnSignal | None = None  # SIGTERM/SIGINT: save the state at the next step boundary and stop
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
 
 
-def train(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
-    LOOPS.get(cfg_trainer.loop)(cfg_trainer, model, datasets, callbacks, context)
-
-
-def state_dir(run_dir: Path) -> Path:
-    """Where a loop keeps the state it resumes from (deleted once the run completes)."""
-    return run_dir / "checkpoints" / "state"
-
-
-@LOOPS.register("fit")
-def fit_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
-    # The state is saved after the other callbacks have recorded the epoch: a run killed in between
-    # redoes that epoch, and RunRecorder drops the record it is ahead by.
-    model.fit(datasets.prefetched(datasets.train), validation_data=datasets.prefetched(datasets.validation),
-              epochs=cfg_trainer.epochs,
-              callbacks=[*callbacks, *backup_callback(cfg_trainer, context)], verbose=cfg_trainer.verbose)
-
-
-def backup_callback(cfg_trainer, context: LoopContext) -> list:
-    """Resumable state (tfhydra/trainer/state.py), where Keras supports it (not under OneDeviceStrategy)."""
-    if isinstance(context.strategy, tf.distribute.OneDeviceStrategy):
-        log.warning("strategy=one_device: model.fit cannot save resumable state (Keras' BackupAndRestore does not "
-                    "support OneDeviceStrategy); use trainer.loop=custom to be able to resume")
-        return []
-    return [ResumableBackup(str(state_dir(context.run_dir)), cfg_trainer.save_every, context.stop)]
-
-
-from tfhydra.trainer import custom  # noqa: E402,F401  (registers "custom")
+__all__ = sorted(_LAZY)

@@ -12,6 +12,7 @@ import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.registry import instantiate_target
+from tfhydra.rundir import RunPaths
 
 log = logging.getLogger("tfhydra")
 
@@ -122,7 +123,7 @@ class LearningRateLogger(keras.callbacks.Callback):
             logs["learning_rate"] = float(keras.backend.get_value(rate))
 
 
-def build_callbacks(cfg_trainer, cfg_logging, run_dir: Path, recorder: RunRecorder,
+def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunRecorder,
                     extra: list[keras.callbacks.Callback] = ()) -> list[keras.callbacks.Callback]:
     """Order matters: callbacks that add to the epoch logs come before those that write them."""
     callbacks: list[keras.callbacks.Callback] = [*extra, LearningRateLogger(), recorder]
@@ -133,11 +134,11 @@ def build_callbacks(cfg_trainer, cfg_logging, run_dir: Path, recorder: RunRecord
     callbacks += user_callbacks(cfg_trainer.callbacks)
     if cfg_logging.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(
-            log_dir=str(run_dir / "tensorboard"), histogram_freq=cfg_logging.histogram_freq,
+            log_dir=str(paths.tensorboard), histogram_freq=cfg_logging.histogram_freq,
             write_graph=cfg_logging.write_graph, update_freq=cfg_logging.update_freq,
             profile_batch=profile_range(cfg_logging.get("profile_batch", 0))))
     callbacks.append(BestCheckpoint(
-        str(best_checkpoint_path(run_dir)), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
+        str(paths.best_weights), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
         save_best_only=True, save_weights_only=True, verbose=0, from_epoch=recorder.best_from,
         initial_value_threshold=best_so_far(recorder.history_file, cfg_trainer.monitor, cfg_trainer.monitor_mode,
                                             recorder.best_from)))
@@ -187,10 +188,6 @@ def best_so_far(history_file: Path | None, monitor: str, mode: str, from_epoch: 
     epochs = json.loads(history_file.read_text())["epochs"][from_epoch:]
     values = [e[monitor] for e in epochs if e.get(monitor) is not None]
     return (max if mode == "max" else min)(values) if values else None
-
-
-def best_checkpoint_path(run_dir: Path) -> Path:
-    return run_dir / "checkpoints" / "best.weights.h5"
 
 
 CROSSENTROPY_LOSSES = {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy"}

@@ -13,7 +13,8 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.trainer import LOOPS, LoopContext, state_dir
+from tfhydra.rundir import RunPaths
+from tfhydra.trainer.loops import LOOPS, LoopContext
 from tfhydra.trainer.state import KEEP, restore_newest_readable
 
 log = logging.getLogger("tfhydra")
@@ -86,8 +87,8 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
         log.warning("%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
                     type(strategy).__name__)
     checkpoint = tf.train.Checkpoint(**state)
-    manager = tf.train.CheckpointManager(checkpoint, str(state_dir(context.run_dir)), max_to_keep=KEEP)
-    restored = restore_newest_readable(checkpoint, state_dir(context.run_dir))
+    manager = tf.train.CheckpointManager(checkpoint, str(RunPaths(context.run_dir).state), max_to_keep=KEEP)
+    restored = restore_newest_readable(checkpoint, RunPaths(context.run_dir).state)
     if restored:
         log.info("resumed from %s at epoch %d, step %d", restored, int(epoch) + 1, int(step))
 
@@ -100,7 +101,7 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
 
     callback_list = keras.callbacks.CallbackList(callbacks, model=model, epochs=cfg_trainer.epochs,
                                                  steps=steps_per_epoch, verbose=0)
-    gradient_writer = tf.summary.create_file_writer(str(context.run_dir / "tensorboard" / "train")) \
+    gradient_writer = tf.summary.create_file_writer(str(RunPaths(context.run_dir).tensorboard_train)) \
         if context.histogram_freq else None
     model.stop_training = False
     callback_list.on_train_begin()

@@ -1,0 +1,113 @@
+"""The import rules of the house (docs/design.md, "Rooms and what each may import"), read from the source.
+
+train.py -> orchestration (cli, job, plan, sweep, evaluate, the package itself) -> group rooms -> neutral
+modules (contracts, registry, errors, record, rundir, report, schema). Group rooms never import each other,
+nor orchestration; neutral modules import no room; job and sweep do not import each other; and what the run
+plan reads must not import TensorFlow.
+"""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tfhydra"
+
+GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export"}
+ORCHESTRATION = {"__init__", "cli", "job", "plan", "sweep", "evaluate"}
+NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "report", "schema"}
+
+
+def room_of(module: str) -> str:
+    """`tfhydra.data.pipeline` -> `data`; `tfhydra` -> `__init__`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every tfhydra module `path` imports, at any depth of the file (lazy imports inside functions count)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                package = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
+                base = ".".join([*package, base] if base else package)
+            found |= {f"{base}.{alias.name}" if base == "tfhydra" and is_submodule(alias.name) else base
+                      for alias in node.names}
+    return {name for name in found if name == "tfhydra" or name.startswith("tfhydra.")}
+
+
+def is_submodule(name: str) -> bool:
+    return (PACKAGE / f"{name}.py").is_file() or (PACKAGE / name / "__init__.py").is_file()
+
+
+def lazy_targets(path: Path) -> set[str]:
+    """Modules a package names in strings for PEP 562 lazy lookup (`"tfhydra.compression.schemes"`)."""
+    tree = ast.parse(path.read_text())
+    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value.startswith("tfhydra.") and " " not in node.value}
+
+
+def violations(files: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, imported in files.items():
+        room = room_of(module)
+        for target in sorted(imported):
+            other = room_of(target)
+            if other == room:
+                continue
+            if room in GROUPS and other in GROUPS:
+                found.append(f"{module} imports {target}: group rooms never import each other")
+            elif room in GROUPS and other in ORCHESTRATION:
+                found.append(f"{module} imports {target}: a group room imports orchestration")
+            elif room in NEUTRAL and other not in NEUTRAL:
+                found.append(f"{module} imports {target}: a neutral module imports a room")
+            elif {room, other} == {"job", "sweep"}:
+                found.append(f"{module} imports {target}: job and sweep must not import each other")
+    return sorted(found)
+
+
+def tfhydra_files() -> dict[str, set[str]]:
+    files = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        files[module] = imports_of(path) | (lazy_targets(path) if path.name == "__init__.py" else set())
+    return files
+
+
+def test_every_module_belongs_to_a_known_room():
+    rooms = {room_of(module) for module in tfhydra_files()}
+    assert rooms <= GROUPS | ORCHESTRATION | NEUTRAL, rooms - (GROUPS | ORCHESTRATION | NEUTRAL)
+
+
+def test_imports_point_one_way():
+    assert violations(tfhydra_files()) == []
+
+
+@pytest.mark.parametrize("module,target,rule", [
+    ("tfhydra.data.pipeline", "tfhydra.cli", "a group room imports orchestration"),
+    ("tfhydra.model.seed", "tfhydra.data", "group rooms never import each other"),
+    ("tfhydra.compression.plan", "tfhydra.job", "a group room imports orchestration"),
+    ("tfhydra.contracts", "tfhydra.model", "a neutral module imports a room"),
+    ("tfhydra.job", "tfhydra.sweep.trial", "job and sweep must not import each other"),
+])
+def test_the_rule_fails_when_a_room_imports_what_it_must_not(module, target, rule):
+    files = tfhydra_files()
+    files[module] = files[module] | {target}
+    assert any(rule in v and v.startswith(f"{module} imports {target}") for v in violations(files))
+
+
+def test_the_run_plan_imports_no_tensorflow():
+    """The pre-flight plans every job before TensorFlow is loaded: plan.py and every check it gathers."""
+    code = ("import sys, tfhydra; from tfhydra.plan import plan_run; import tfhydra.record, tfhydra.rundir, "
+            "tfhydra.contracts; bad = [m for m in ('tensorflow', 'tf_keras', 'keras') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

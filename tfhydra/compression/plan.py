@@ -1,0 +1,125 @@
+"""What a compression config means before anything trains: its checks and its phases. No TensorFlow.
+
+- `compression.start_epoch=N`: the first N epochs train the model uncompressed (`phases/0_pretrain`).
+- A collaborative scheme (prune_quantize, cluster_quantize) first trains its float scheme (prune,
+  cluster) for the epochs before the last `compression.quantize_epochs` (`phases/<i>_prune`).
+- `compression.from_run=<dir>`: the first of these, or the scheme itself, starts from that
+  completed run's trained model.
+
+An earlier phase is a run like any other (checkpoints, TensorBoard, metrics.json,
+`.hydra/config.yaml`; no export), so an interrupted run continues inside the phase it was in and
+skips the completed ones, and a phase directory can be a later run's `compression.from_run`. The
+scheme's own phase is the run itself. The run plan (tfhydra/plan.py) gathers `check_compression`
+and `plan_phases`; tfhydra/job.py runs the phases in order with `phase_config`.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from tfhydra.contracts import PhasePlan
+from tfhydra.errors import ConfigError
+from tfhydra.record import completed_run_config
+from tfhydra.rundir import RunPaths, phase_directory
+from tfhydra.schema import config_differences
+
+# Collaborative schemes: this float scheme trains first, in its own phase, then the scheme itself
+# trains quantization-aware for `compression.quantize_epochs`, keeping its property.
+TRAINED_FIRST = {"prune_quantize": "prune", "cluster_quantize": "cluster"}
+QUANTIZATION_AWARE = {"quantize", "prune_quantize", "cluster_quantize"}  # export int8 from learned ranges
+SHARED_KEYS = ("start_epoch", "from_run")  # conf/config.yaml's compression section: read here, not by schemes
+FROM_RUN_SCHEMES = ("none", "prune", "cluster")  # built-in float schemes: what load_run_model may rebuild
+FROM_RUN_ACCEPTED = ("the directory of a completed run (metrics.json with status completed, .hydra/config.yaml, "
+                     "checkpoints/last.weights.h5)")
+
+
+def plan_phases(cfg: DictConfig) -> list[PhasePlan]:
+    """The phases of a run in order; the last one is the scheme's own, trained in the run directory itself."""
+    node = cfg.compression
+    scheme, left = node.get("name") or "scheme", cfg.trainer.epochs - node.start_epoch
+    phases = [("pretrain", {"name": "none"}, node.start_epoch)] if node.start_epoch else []
+    first = TRAINED_FIRST.get(scheme)
+    if first and left > node.quantize_epochs:
+        phases.append((first, {**_plain(node), "name": first}, left - node.quantize_epochs))
+        left = node.quantize_epochs
+    planned = [PhasePlan(i, label, epochs, compression, phase_directory(i, label))
+               for i, (label, compression, epochs) in enumerate(phases)]
+    return planned + [PhasePlan(len(planned), scheme, left, _plain(node), None)]
+
+
+def phase_config(cfg: DictConfig, phase: PhasePlan, start: str | None, formats: list[str] | None = None) -> DictConfig:
+    """The config one phase trains with: its compression node and epochs, starting from `start` (a run directory)."""
+    config = copy.deepcopy(cfg)
+    with open_dict(config):
+        config.compression = OmegaConf.merge(phase.compression, {"start_epoch": 0, "from_run": start})
+        config.trainer.epochs = phase.epochs
+        if formats is not None:
+            config.export.formats = formats
+    return config
+
+
+def _plain(node: DictConfig) -> dict:
+    return OmegaConf.to_container(node, resolve=True)
+
+
+def check_compression(cfg: DictConfig) -> None:
+    """The compression mistakes that need more than one key, found before anything trains."""
+    node = cfg.compression
+    scheme = node.get("name") or node.get("_target_")
+    precision = cfg.precision.get("name")
+    if scheme != "none" and precision != "fp32":
+        raise ConfigError("precision", precision, f"precision=fp32 with compression={scheme}, or compression=none",
+                          "the Model Optimization Toolkit does not support float16/bfloat16 policies; compression "
+                          "trains in float32 only")
+    if node.start_epoch >= cfg.trainer.epochs:
+        raise ConfigError("compression.start_epoch", node.start_epoch, f"an integer below trainer.epochs "
+                          f"({cfg.trainer.epochs})", "no epochs left to train compressed")
+    left = cfg.trainer.epochs - node.start_epoch
+    if scheme in TRAINED_FIRST and node.quantize_epochs > left:
+        raise ConfigError("compression.quantize_epochs", node.quantize_epochs, f"at most {left} (trainer.epochs - "
+                          "compression.start_epoch)", "more epochs than the run trains")
+    tflite = cfg.export.get("tflite") or {}
+    if "tflite" in cfg.export.formats and tflite.get("quantization") == "float16" and scheme in QUANTIZATION_AWARE:
+        raise ConfigError("export.tflite.quantization", "float16", "none or int8 (or compression=none|prune|cluster)",
+                          f"compression={scheme} trains for int8: its TFLite file is int8 from the learned ranges")
+    if ("tflite" in cfg.export.formats and tflite.get("quantization") == "int8"
+            and tflite.get("calibration_samples") == 0 and scheme not in QUANTIZATION_AWARE):
+        raise ConfigError("export.tflite.calibration_samples", 0, "a number of training examples >= 1 (e.g. 200), or a "
+                          "quantization-aware compression (quantize, prune_quantize, cluster_quantize)",
+                          "int8 export of a float model needs data to calibrate its activation ranges")
+    if node.from_run:
+        check_run(Path(node.from_run).expanduser(), cfg.model)
+
+
+def check_run(run: Path, cfg_model: DictConfig) -> None:
+    """`compression.from_run`: a completed run of the same model config whose trained model is float."""
+    saved = saved_run_config(run)
+    differing = config_differences(saved.model, cfg_model, "model.")
+    if differing:
+        raise ConfigError("compression.from_run", str(run), "a run of the same model config",
+                          f"its model config differs in {', '.join(differing)}")
+
+
+def saved_run_config(run: Path) -> DictConfig:
+    """The saved config of a completed run whose trained model `load_run_model` can rebuild.
+
+    That config names the scheme to rebuild, so only built-in float schemes are taken: a `_target_`
+    there would import and call whatever the run directory names.
+    """
+    paths = RunPaths(run)
+    saved = completed_run_config(run, "compression.from_run", str(run), FROM_RUN_ACCEPTED,
+                                 needs=[paths.relative(paths.last_weights)])
+    scheme = saved.compression.get("name")
+    if scheme in QUANTIZATION_AWARE:
+        raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
+                          f"its model was trained quantization-aware (compression={scheme})")
+    if "_target_" in saved.compression or scheme not in FROM_RUN_SCHEMES:
+        shown = scheme or saved.compression.get("_target_")
+        raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
+                          f"its compression is {shown}, which is not rebuilt from a run directory")
+    return saved
+
+
+CHECKS = (check_compression,)

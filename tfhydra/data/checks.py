@@ -1,0 +1,26 @@
+"""What the run plan checks in the `data:` section: mistakes the config alone decides. No TensorFlow.
+
+Whether files exist is checked by the schema (tfhydra/schema.py RULES); what they hold is only known
+once a source reads them, in the job.
+"""
+from __future__ import annotations
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from tfhydra.errors import ConfigError
+
+# `data.augment` item names -> the tf_keras preprocessing layer each builds (tfhydra/data/augment.py).
+AUGMENTATION_NAMES = ("random_flip", "random_rotation", "random_zoom", "random_translation", "random_contrast")
+
+
+def check_augment(cfg: DictConfig) -> None:
+    items = cfg.data.get("augment") or []
+    items = OmegaConf.to_container(items) if isinstance(items, ListConfig) else list(items)
+    for i, item in enumerate(items):
+        name = item if isinstance(item, str) else item.get("name")
+        if name not in AUGMENTATION_NAMES:
+            raise ConfigError(f"data.augment[{i}].name", name, sorted(AUGMENTATION_NAMES),
+                              "unknown augmentation layer")
+
+
+CHECKS = (check_augment,)

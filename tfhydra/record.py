@@ -1,0 +1,232 @@
+"""The run record: `metrics.json`, typed and versioned. This module is its only writer and reader.
+
+Rooms return their section (devices, data spec, training figures, exports); the orchestrator
+(tfhydra/job.py) puts it in with `RunRecord.update` and writes the record at every way a run ends:
+completed, diverged, failed (a failure during export included) and interrupted (a signal during
+export included). Readers (the sweep summary, evaluate, `compression.from_run`, the resume checks,
+the tests) go through `read_record` / `run_status`. docs/record.md lists every field; a test
+checks that list against this type.
+
+`schema_version` says which fields a record has. A record without one was written by a tfhydra
+before the record was typed (version 0): it reads, with the fields it lacks left at their
+defaults. A record from a newer tfhydra (a higher version) is refused rather than misread.
+
+Where a result came from (`versions`, `git`, `host`, `command`) is filled in when the run starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from tfhydra.errors import ConfigError
+from tfhydra.report import write_json
+from tfhydra.rundir import RunPaths
+
+SCHEMA_VERSION = 1
+STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
+# The packages whose versions decide a result; looked up from their metadata (nothing is imported).
+PACKAGES = ("tensorflow", "tf-keras", "tensorflow-model-optimization", "hydra-core", "omegaconf", "numpy")
+
+
+class RecordError(ValueError):
+    """metrics.json exists but is not a run record this tfhydra can read."""
+
+
+@dataclass
+class RunRecord:
+    schema_version: int = SCHEMA_VERSION
+    status: str = "running"  # one of STATUSES
+    error: str | None = None  # the one-line reason of a failed or interrupted run
+    run_dir: str = ""
+    overrides: list = field(default_factory=list)  # the command line's overrides (Hydra's task overrides)
+    monitor: str = ""  # trainer.monitor
+    monitor_mode: str = ""  # min | max
+    # where the result came from
+    versions: dict = field(default_factory=dict)  # python and PACKAGES -> version (null: not installed)
+    git: dict | None = None  # {commit, dirty} of the directory the command ran in; null outside a git checkout
+    host: str = ""
+    command: str = ""  # the command line of the process that ran the job
+    # the machine and the numerics
+    threads: int | None = None  # intra-op threads in effect (0: TensorFlow decides)
+    strategy: str | None = None
+    replicas: int | None = None
+    devices: list | None = None
+    policy: str | None = None  # Keras mixed-precision policy
+    loss_scale: float | None = None  # mixed_float16 only
+    # what was trained on what
+    model: str | None = None
+    params: int | None = None
+    data: dict | None = None  # {name, **DataSpec}
+    # training
+    epochs_run: int = 0
+    best: dict | None = None  # {epoch, **logs} of the best epoch by `monitor` (the exported one)
+    final: dict | None = None  # {epoch, **logs} of the last epoch
+    history: list = field(default_factory=list)  # logs of every epoch
+    diverged: dict | None = None  # {epoch, step, loss} where training stopped as diverged
+    examples_per_second: float | None = None
+    train_seconds_per_epoch: list = field(default_factory=list)
+    time_to_first_step_seconds: float | None = None
+    first_step_unix_time: float | None = None
+    # deployment
+    exports: dict | None = None  # {format: path relative to the run}
+    compression: dict | None = None  # figures measured on the exported artefacts
+    wall_seconds: float | None = None
+
+    def update(self, **section: Any) -> RunRecord:
+        """Put a room's section in; a key that is not a field is a programming error, not a new field."""
+        unknown = set(section) - FIELDS
+        if unknown:
+            raise TypeError(f"not fields of the run record: {', '.join(sorted(unknown))}")
+        for key, value in section.items():
+            setattr(self, key, value)
+        return self
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def write(self, run_dir: str | Path) -> None:
+        """Replace metrics.json whole (a reader sees the old record or the new one, never half). Written with
+        every field of this version, so a record read from an older version is written back as this one."""
+        self.schema_version = SCHEMA_VERSION
+        write_json(RunPaths(run_dir).metrics, self.as_dict())
+
+    @property
+    def best_monitored(self) -> float | None:
+        return (self.best or {}).get(self.monitor)
+
+
+FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
+
+
+def read_record(run_dir: str | Path) -> RunRecord | None:
+    """The record in `run_dir`; None when there is none or it cannot be read (see `load_record`)."""
+    try:
+        return load_record(run_dir)
+    except (OSError, RecordError):
+        return None
+
+
+def load_record(run_dir: str | Path) -> RunRecord:
+    """The record in `run_dir`; OSError when there is none, RecordError when it is not one this tfhydra reads."""
+    path = RunPaths(run_dir).metrics
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise RecordError(f"{path}: not JSON ({error})") from None
+    if not isinstance(payload, dict):
+        raise RecordError(f"{path}: not a JSON object")
+    version = payload.get("schema_version", 0)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise RecordError(f"{path}: schema_version {version!r} (this tfhydra reads up to {SCHEMA_VERSION})")
+    known = {k: v for k, v in payload.items() if k in FIELDS}
+    record = RunRecord(**{**known, "schema_version": version})
+    if not isinstance(record.status, str):
+        raise RecordError(f"{path}: status {record.status!r} is not a string")
+    return record
+
+
+def run_status(run_dir: str | Path) -> str | None:
+    """The `status` of a run's record; None when it has none or it cannot be read."""
+    record = read_record(run_dir)
+    return record.status if record is not None else None
+
+
+# ---- where a result came from ------------------------------------------------------------------
+
+def provenance(cwd: str | Path | None = None) -> dict:
+    """{versions, git, host, command} for the record: looked up once per job, in milliseconds."""
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"versions": versions, "git": git_state(Path(cwd or os.getcwd())), "host": socket.gethostname(),
+            "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])}
+
+
+def git_state(directory: Path) -> dict | None:
+    """{commit, dirty} of the git checkout holding `directory`; None outside one (or without git).
+
+    `dirty` counts staged and unstaged changes to tracked files and untracked files git does not
+    ignore: a new, uncommitted `mymodels.py` changes what a run means as much as an edited one.
+    """
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=10,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None
+    status = git("status", "--porcelain")
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+# ---- reading a finished run before anything uses it ----------------------------------------------
+
+def completed_run_config(run: Path, key: str, value: Any, accepted: str, needs: Iterable[str] = ()):
+    """The saved config (`.hydra/config.yaml`) of the completed run in `run`, checked before anything uses the run.
+
+    A run directory can come from anywhere (a colleague, an older tfhydra, a run killed half-way), so
+    it must be a finished run (`metrics.json` status completed) with the files `needs` names (paths
+    relative to it), and its config must parse. Any problem is one ConfigError naming `key`/`value`
+    and `accepted`. YAML is read with OmegaConf's safe loader: no Python objects are built from it.
+    """
+    run = Path(run)
+    if not run.is_dir():
+        raise ConfigError(key, value, accepted, "no such directory")
+    paths = RunPaths(run)
+    try:
+        status = load_record(run).status
+    except OSError:
+        status = None
+    except RecordError:
+        raise ConfigError(key, value, accepted, "not a completed run (its metrics.json cannot be read)") from None
+    if status != "completed":
+        raise ConfigError(key, value, accepted, f"not a completed run (status: {status})")
+    missing = [name for name in (paths.relative(paths.config), *needs) if not (run / name).exists()]
+    if missing:
+        raise ConfigError(key, value, accepted, f"it has no {', '.join(missing)}")
+    config = run_yaml(paths.config, key, value, accepted)
+    from omegaconf import DictConfig
+
+    sections = ("model", "data", "trainer", "compression")
+    if not isinstance(config, DictConfig) or not all(isinstance(config.get(s), DictConfig) for s in sections):
+        raise ConfigError(key, value, accepted, "its .hydra/config.yaml is not a tfhydra run config (no model, data, "
+                          "trainer and compression sections)")
+    return config
+
+
+def run_yaml(path: Path, key: str, value: Any, accepted: str):
+    """The YAML file `path` of a run, parsed (a mapping, or a list for overrides.yaml), or a one-line ConfigError."""
+    import yaml
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    path = Path(path)
+    name = f"{path.parent.name}/{path.name}"
+    try:
+        loaded = OmegaConf.load(path)
+    except Exception as error:  # whatever is wrong with the file, the run cannot be used
+        if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+            problem = f"line {error.problem_mark.line + 1}: {error.problem}"
+        else:
+            problem = f"{type(error).__name__}: {error}"
+        raise ConfigError(key, value, accepted, f"its {name} is not readable YAML ({problem})") from error
+    if not isinstance(loaded, (DictConfig, ListConfig)):
+        raise ConfigError(key, value, accepted, f"its {name} is not a YAML mapping")
+    return loaded

@@ -1,0 +1,40 @@
+"""What the run plan checks in the `strategy:` section. No TensorFlow.
+
+Only what the config decides is checked here: the replica count of `mirrored` with explicit
+`devices` or `logical_cpus`, and of the single-device strategies. `auto` and `multi_worker` count
+their replicas on the machine (GPUs, TF_CONFIG), so their check runs in the job
+(tfhydra/job.py calls `check_replica_batch` with the replicas the strategy found).
+"""
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from tfhydra.errors import ConfigError
+
+
+def planned_replicas(cfg_strategy: DictConfig) -> int | None:
+    """The replica count the config alone fixes; None when the machine decides."""
+    name = cfg_strategy.get("name")
+    if name in ("default", "one_device"):
+        return 1
+    if name == "mirrored":
+        if cfg_strategy.get("devices"):
+            return len(cfg_strategy.devices)
+        if (cfg_strategy.get("logical_cpus") or 0) > 1:
+            return int(cfg_strategy.logical_cpus)
+    return None
+
+
+def check_replica_batch(batch_size: int, replicas: int) -> None:
+    if batch_size % replicas:
+        raise ConfigError("data.batch_size", batch_size, f"a multiple of the {replicas} replicas (it is the global "
+                          f"batch; each replica gets batch_size / {replicas})", "not divisible by the replica count")
+
+
+def check_strategy(cfg: DictConfig) -> None:
+    replicas = planned_replicas(cfg.strategy)
+    if replicas is not None and "_target_" not in cfg.strategy:
+        check_replica_batch(cfg.data.batch_size, replicas)
+
+
+CHECKS = (check_strategy,)

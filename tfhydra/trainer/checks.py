@@ -1,0 +1,81 @@
+"""What the run plan checks in the `trainer:` section: mistakes the config alone decides. No TensorFlow."""
+from __future__ import annotations
+
+import difflib
+
+from omegaconf import DictConfig
+
+from tfhydra.errors import ConfigError
+
+# The names tf_keras resolves to a loss or a metric it can build with no arguments, so a misspelling is
+# refused before TensorFlow is imported (Keras' own `metrics.get` accepts any string and fails at the first
+# training step). tests/test_trainer_checks.py checks both sets against the installed tf_keras.
+KERAS_LOSSES = frozenset({
+    "BinaryCrossentropy", "BinaryFocalCrossentropy", "CategoricalCrossentropy", "CategoricalFocalCrossentropy",
+    "CategoricalHinge", "CosineSimilarity", "Hinge", "Huber", "KLD", "KLDivergence", "LogCosh", "MAE", "MAPE", "MSE",
+    "MSLE", "MeanAbsoluteError", "MeanAbsolutePercentageError", "MeanSquaredError", "MeanSquaredLogarithmicError",
+    "Poisson", "SparseCategoricalCrossentropy", "SquaredHinge", "binary_crossentropy", "binary_focal_crossentropy",
+    "categorical_crossentropy", "categorical_focal_crossentropy", "categorical_hinge", "cosine_similarity", "hinge",
+    "huber", "kl_divergence", "kld", "kullback_leibler_divergence", "log_cosh", "logcosh", "mae", "mape",
+    "mean_absolute_error", "mean_absolute_percentage_error", "mean_squared_error", "mean_squared_logarithmic_error",
+    "mse", "msle", "poisson", "sparse_categorical_crossentropy", "squared_hinge",
+})
+KERAS_METRICS = frozenset({
+    "AUC", "Accuracy", "BinaryAccuracy", "BinaryCrossentropy", "BinaryIoU", "CategoricalAccuracy",
+    "CategoricalCrossentropy", "CategoricalHinge", "CosineSimilarity", "F1Score", "FBetaScore", "FalseNegatives",
+    "FalsePositives", "Hinge", "KLD", "KLDivergence", "LogCoshError", "MAE", "MAPE", "MSE", "MSLE",
+    "MeanAbsoluteError", "MeanAbsolutePercentageError", "MeanSquaredError", "MeanSquaredLogarithmicError", "Poisson",
+    "Precision", "R2Score", "Recall", "RootMeanSquaredError", "SparseCategoricalAccuracy",
+    "SparseCategoricalCrossentropy", "SparseTopKCategoricalAccuracy", "SquaredHinge", "TopKCategoricalAccuracy",
+    "TrueNegatives", "TruePositives", "acc", "accuracy", "binary_accuracy", "binary_crossentropy",
+    "binary_focal_crossentropy", "categorical_accuracy", "categorical_crossentropy",
+    "categorical_focal_crossentropy", "ce", "crossentropy", "hinge", "kl_divergence", "kld",
+    "kullback_leibler_divergence", "log_cosh", "logcosh", "mae", "mape", "mean_absolute_error",
+    "mean_absolute_percentage_error", "mean_squared_error", "mean_squared_logarithmic_error", "mse", "msle",
+    "poisson", "sparse_categorical_accuracy", "sparse_categorical_crossentropy", "sparse_top_k_categorical_accuracy",
+    "squared_hinge", "top_k_categorical_accuracy",
+})
+
+
+def metric_names(metrics) -> list[str]:
+    """The names Keras logs `trainer.metrics` under: the name given, else a `_target_`'s class name."""
+    return [m if isinstance(m, str) else m.get("name", str(m.get("_target_", "")).rsplit(".", 1)[-1]) for m in metrics]
+
+
+def logged_metrics(cfg_trainer: DictConfig) -> list[str]:
+    """The names Keras logs for this trainer: loss, each metric, and their val_ twins."""
+    names = ["loss", *metric_names(cfg_trainer.metrics)]
+    return names + [f"val_{n}" for n in names]
+
+
+def check_monitor(cfg: DictConfig) -> None:
+    """`trainer.monitor` picks the exported epoch, and early stopping watches its own monitor: both must be logged
+    (Keras' EarlyStopping only warns about a metric it never sees, and then never stops)."""
+    trainer = cfg.trainer
+    accepted = logged_metrics(trainer)
+    if trainer.monitor not in accepted:
+        raise ConfigError("trainer.monitor", trainer.monitor, accepted, "not a metric this run logs")
+    stopping = trainer.get("early_stopping") or {}
+    if stopping.get("patience", 0) and stopping.get("monitor") not in accepted:
+        raise ConfigError("trainer.early_stopping.monitor", stopping.get("monitor"), accepted,
+                          "not a metric this run logs")
+
+
+def check_objectives(cfg: DictConfig) -> None:
+    """`trainer.loss` and `trainer.metrics` given by name must be names tf_keras knows."""
+    loss = cfg.trainer.loss
+    if isinstance(loss, str) and loss not in KERAS_LOSSES:
+        raise ConfigError("trainer.loss", loss, f"a Keras loss name such as sparse_categorical_crossentropy{_near(loss, KERAS_LOSSES)}, "
+                          "or a node with _target_", "unknown loss")
+    for i, metric in enumerate(cfg.trainer.metrics):
+        if isinstance(metric, str) and metric not in KERAS_METRICS:
+            raise ConfigError(f"trainer.metrics[{i}]", metric, f"a Keras metric name such as accuracy"
+                              f"{_near(metric, KERAS_METRICS)}, or a node with _target_", "unknown metric")
+
+
+def _near(name: str, names) -> str:
+    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+CHECKS = (check_objectives, check_monitor)
