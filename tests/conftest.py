@@ -54,3 +54,11 @@ def assert_failed_record(run_dir: Path, message: str) -> None:
     """A run stopped by a mistake found in the job still says so in its record, with the one line."""
     record = read_run_record(run_dir)
     assert record["status"] == "failed" and message in record["error"], record
+
+
+# Property tests (Hypothesis) draw from this seed, printed in pytest's header so a failure can be replayed.
+HYPOTHESIS_SEED = int(os.environ.get("TFHYDRA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "little"))
+
+
+def pytest_report_header(config):
+    return f"hypothesis seed: {HYPOTHESIS_SEED} (replay: TFHYDRA_HYPOTHESIS_SEED={HYPOTHESIS_SEED} pytest ...)"

@@ -95,7 +95,8 @@ BAD_INPUTS = [
     bad("augment-layer", ["data.augment=[{name:random_blur}]", ONE], ["data.augment[0].name=random_blur", "random_flip"]),
     # wrong types and unparsable values
     bad("lr-not-number", ["optimizer.lr=abc"], ["optimizer.lr=abc", "not a number", "a number > 0"]),
-    bad("activation-type", ["model.activation=3"], ["model.activation=3", "wrong type", "a string"]),
+    bad("activation-type", ["model.activation=3"], ["model.activation=3", "not an accepted value", "relu"]),
+    bad("activation-name", ["model.activation=rellu"], ["model.activation=rellu", "not an accepted value", "one of elu"]),
     bad("seed-not-integer", ["trainer.seed=1.5"], ["trainer.seed=1.5", "not an integer", "an integer >= 0"]),
     bad("tensorboard-type", ["logging.tensorboard=maybe"], ["logging.tensorboard=maybe", "wrong type", "true or false"]),
     bad("formats-not-list", ["export.formats=saved_model"], ["export.formats=saved_model", "a list", "saved_model, keras, tflite"]),

@@ -37,6 +37,12 @@ def test_metric_names_are_the_installed_tf_keras_metrics():
     assert KERAS_METRICS == _buildable_names(keras.metrics, skip) | aliases
 
 
+def test_activation_names_are_the_installed_tf_keras_activations():
+    from tfhydra.schema import KERAS_ACTIVATIONS
+
+    assert set(KERAS_ACTIVATIONS) == _buildable_names(keras.activations, {"get", "serialize", "deserialize"})
+
+
 def test_augmentation_names_are_the_layers_the_pipeline_builds():
     from tfhydra.data.augment import AUGMENTATION_LAYERS
 
@@ -74,3 +80,21 @@ def test_the_plan_lists_the_phases(compose_cfg):
 def test_a_user_metric_or_a_mirrored_strategy_without_fixed_devices_passes(compose_cfg):
     plan_run(compose_cfg(["trainer.metrics=[{_target_:tf_keras.metrics.AUC,name:auc}]", "trainer.monitor=val_auc"]))
     plan_run(compose_cfg(["strategy=mirrored", "data.batch_size=33"]))  # replicas known only on the machine
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["optimizer.schedule.name=cosine", "optimizer.lr=1e-3", "optimizer.schedule.min_lr=1e-2"],
+     "optimizer.schedule.min_lr=0.01: the floor is above the peak rate; accepted: a rate <= optimizer.lr (0.001)"),
+    (["optimizer.schedule.name=reduce_on_plateau", "optimizer.schedule.min_lr=1"],
+     "optimizer.schedule.min_lr=1: the floor is above the peak rate"),
+    (["optimizer.schedule.name=cosine", "trainer.epochs=3", "optimizer.schedule.warmup_epochs=3"],
+     "optimizer.schedule.warmup_epochs=3: the warm-up would take the whole run"),
+    (["optimizer.schedule.name=piecewise", "optimizer.schedule.boundaries_epochs=[15,10]"],
+     "optimizer.schedule.boundaries_epochs=[15, 10]: decreasing"),
+    (["optimizer.schedule.name=piecewise", "optimizer.schedule.multipliers=[1,0.1]"],
+     "optimizer.schedule.multipliers=[1, 0.1]: does not match boundaries_epochs; accepted: 3 multipliers"),
+])
+def test_schedules_that_cannot_mean_what_they_say_are_refused(compose_cfg, overrides, message):
+    with pytest.raises(ConfigError) as raised:
+        plan_run(compose_cfg(overrides))
+    assert str(raised.value).startswith(message), str(raised.value)

@@ -8,9 +8,11 @@ checked job by job, so a bad value in a sweep stops it before the first job star
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -22,6 +24,7 @@ from tfhydra.schema import config_differences
 
 # Flags that print something and exit without running a job.
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
+_NO_JOB_FLAGS = {"--cfg", "-c", "--resolve", "--package", "-p"}  # print the config; no job runs
 MAX_CHECKED_JOBS = 256  # beyond this a sweep's values are checked one override at a time
 
 
@@ -30,13 +33,36 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a.split("=")[0] in _INFO_FLAGS for a in argv):
         return
+    multirun = "-m" in argv or "--multirun" in argv
     try:
-        check_overrides(config_dir, config_name, _overrides_of(argv), multirun="-m" in argv or "--multirun" in argv)
+        check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
     except ConfigError as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"Error: {error}", file=sys.stderr)
         sys.exit(1)
+    if not multirun and not any(a.split("=")[0] in _NO_JOB_FLAGS for a in argv):
+        preload_job()
+
+
+def preload_job() -> threading.Thread:
+    """Import the job (TensorFlow and every room, about 2 s) in a background thread while Hydra composes the
+    config again and makes the run directory (about 0.4 s), once the pre-flight has passed and a job will run.
+
+    The import releases the GIL while it loads TensorFlow's shared libraries and reads files, so the two
+    overlap on a machine with two cores (docs/performance.md). `tfhydra.run`'s own `import tfhydra.job`
+    then waits on the import lock until this one is done. A failure here is left for that import to
+    report. Not for sweeps: their launching process never needs TensorFlow (jobs may run elsewhere).
+    """
+    def load() -> None:
+        try:
+            importlib.import_module("tfhydra.job")
+        except BaseException:  # noqa: BLE001  (tfhydra.run imports it again and reports the error)
+            pass
+
+    thread = threading.Thread(target=load, name="tfhydra-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 @contextlib.contextmanager
@@ -99,20 +125,56 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
         raise ConfigError(override, None, "key=value in Hydra's override syntax",
                           f"cannot parse it ({str(error).splitlines()[0]})") from None
     jobs = _expand_jobs(parsed) if multirun else [overrides]
+    if not jobs:
+        swept = " ".join(o.input_line for o in parsed if o.is_sweep_override())
+        raise ConfigError(swept, None, "sweeps with at least one value each, e.g. optimizer.lr=1e-3,1e-4 or "
+                          "range(1,4)", "the sweep expands to no job")
 
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
         return
+    from tfhydra.plan import plan_run
+
     with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
-        for job in jobs:
-            groups = sorted(p.name for p in Path(config_dir).iterdir() if p.is_dir())
+        groups = sorted(p.name for p in Path(config_dir).iterdir() if p.is_dir())
+        for number, job in enumerate(jobs):
             defaults = _compose(compose, config_name, [o for o in job if _is_group_choice(o)], groups)
             _check_keys_exist(defaults, job)
             cfg = _compose(compose, config_name, job, groups)
-            from tfhydra.plan import plan_run
-
+            if number == 0 and multirun:
+                _check_sweeper_can_expand(cfg, parsed)
             plan_run(cfg, defaults)
             _check_output_dirs(cfg, multirun)
             _check_run_dir(cfg, multirun)
+    _warn_unread_additions(parsed)
+
+
+def _check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
+    """interval() is for search sweepers (Optuna): Hydra's basic sweeper fails on it with a traceback."""
+    sweeper = str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "")
+    if not sweeper.endswith("BasicSweeper"):
+        return
+    for override in parsed:
+        if override.is_sweep_override() and not override.is_discrete_sweep():
+            raise ConfigError(override.get_key_element(), override.input_line.split("=", 1)[1],
+                              "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
+                              "with a search sweeper (hydra/sweeper=optuna, or hparams_search=optuna)",
+                              "the basic sweeper cannot expand it")
+
+
+def _warn_unread_additions(parsed) -> None:
+    """`+trainer.foo=1` composes fine but nothing reads it: most often a misspelt key. Said, not refused: a
+    user's `_target_` callable or callback may read keys tfhydra does not know."""
+    unread = [o.input_line for o in parsed if o.is_add() and "_target_" not in o.key_or_group
+              and not o.key_or_group.startswith("hydra") and "." in o.key_or_group
+              and o.key_or_group.split(".")[0] in _SECTIONS_WITHOUT_TARGET]
+    if unread:
+        print(f"Warning: {', '.join(unread)}: added keys that tfhydra does not read (a misspelt key? `python "
+              "train.py --cfg job` shows the keys there are)", file=sys.stderr, flush=True)
+
+
+# Sections whose keys only tfhydra reads: an added key there is read by nobody (group options may be
+# replaced by a user's _target_, whose callable takes its own keys, so they are left out).
+_SECTIONS_WITHOUT_TARGET = ("trainer", "logging", "export")
 
 
 def _expand_jobs(parsed) -> list[list[str]]:
@@ -152,6 +214,11 @@ def _compose(compose, config_name: str, overrides: list[str], groups: list[str])
             accepted = f"one of {', '.join(options)}, or {plugin} after pip install -e '.[{extra}]'"
         raise ConfigError(group or "config", option, accepted, f"no such {group or 'config'} option") from None
     except ConfigCompositionException as error:
+        if "Ambiguous value" in str(error):
+            bad = next((o for o in overrides if f"'{o}'" in str(error)), " ".join(overrides))
+            key, _, value = bad.partition("=")
+            raise ConfigError(key, value, f"one value, or -m before the overrides to run one job per value "
+                              f"(python train.py -m {bad})", "several values without -m") from None
         bad = next((o for o in overrides if f"'{o.split('=', 1)[0].lstrip('+~')}'" in str(error)), None)
         if bad is not None:
             key, _, value = bad.partition("=")
@@ -189,6 +256,9 @@ def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
     directory, and TensorFlow on a cache file only once the data are built."""
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     value = OmegaConf.select(cfg, key, default=None)
+    if value is not None and (str(value).strip() == "" or Path(value).expanduser().resolve() == Path.cwd().resolve()):
+        raise ConfigError(key, str(value), "a directory of its own, e.g. outputs/my-run (Hydra writes .hydra/ and "
+                          "the run's files there)", "it is the directory the command runs in")
     if value:
         check_creatable(key, value, Path(value).expanduser())
     cache = OmegaConf.select(cfg, "data.cache", default=None)

@@ -24,7 +24,7 @@ import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
 from tfhydra.rundir import RunPaths
 
-USAGE = "usage: python -m tfhydra.evaluate RUN_DIR [data=<source>] [data.<key>=<value> ...]"
+USAGE = "usage: python -m tfhydra.evaluate [--trust-run] RUN_DIR [data=<source>] [data.<key>=<value> ...]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,8 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
+    trust_run = "--trust-run" in argv
+    argv = [a for a in argv if a != "--trust-run"]
+    if not argv:
+        print(USAGE, file=sys.stderr)
+        return 2
     try:
-        result = evaluate_run(Path(argv[0]), argv[1:])
+        result = evaluate_run(Path(argv[0]), argv[1:], trust_run=trust_run)
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
@@ -44,37 +49,87 @@ def main(argv: list[str] | None = None) -> int:
 RUN_ACCEPTED = "the directory of a completed run with export/saved_model and .hydra/"
 
 
-def load_run_config(run_dir: Path, overrides: list[str]):
-    """The run's config with `overrides` applied, composed and validated like a new command line.
+def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False):
+    """The run's config with `overrides` applied, composed from tfhydra's own conf/ and validated like a new
+    command line.
 
-    The run directory is checked first (tfhydra.record.completed_run_config: metrics.json status
-    completed, .hydra/ files that parse, the export), so a broken or foreign directory is a one-line
-    error and not a traceback from deep inside Hydra or TensorFlow.
+    A run directory may come from anyone, so nothing it names is imported or called: not the config
+    directory its hydra.yaml names (tfhydra's own conf/ is used), not a `hydra...` override (a search path
+    can import a package), and not a `_target_` its overrides add (refused in one line unless
+    `--trust-run` says the user trusts that run). The run directory is checked first
+    (tfhydra.record.completed_run_config: metrics.json status completed, .hydra/ files that parse, the
+    export), so a broken or foreign directory is a one-line error, not a traceback.
     """
     from hydra import compose, initialize_config_dir
 
+    from tfhydra import CONFIG_DIR
     from tfhydra.cli import check_overrides
     from tfhydra.record import completed_run_config, run_yaml
 
     paths = RunPaths(run_dir)
     needs = [paths.relative(p) for p in (paths.hydra_config, paths.overrides, paths.saved_model / "saved_model.pb")]
     completed_run_config(run_dir, str(run_dir), None, RUN_ACCEPTED, needs)
-    hydra_cfg = run_yaml(paths.hydra_config, str(run_dir), None, RUN_ACCEPTED)
+    run_yaml(paths.hydra_config, str(run_dir), None, RUN_ACCEPTED)
     saved_overrides = run_yaml(paths.overrides, str(run_dir), None, RUN_ACCEPTED)
-    sources = OmegaConf.select(hydra_cfg, "hydra.runtime.config_sources", default=None) or []
-    config_dir = next((s.get("path") for s in sources if isinstance(s, DictConfig) and s.get("provider") == "main"),
-                      None)
-    config_name = OmegaConf.select(hydra_cfg, "hydra.job.config_name", default=None)
-    hydra_file = paths.hydra_config
-    if not config_dir or not config_name or not Path(config_dir).is_dir():
-        raise ConfigError(str(hydra_file), None, "a run whose config directory still exists",
-                          f"its config directory {config_dir} is gone")
     if not isinstance(saved_overrides, ListConfig) or not all(isinstance(o, str) for o in saved_overrides):
         raise ConfigError(str(run_dir), None, RUN_ACCEPTED, "its .hydra/overrides.yaml is not a list of overrides")
-    every = list(saved_overrides) + list(overrides)
-    check_overrides(config_dir, config_name, every)
-    with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-        return compose(config_name=config_name, overrides=every)
+    saved_overrides = list(saved_overrides)
+    if not trust_run:
+        refuse_untrusted(run_dir, saved_overrides, CONFIG_DIR)
+    every = saved_overrides + list(overrides)
+    check_overrides(CONFIG_DIR, "config", every)
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=every)
+
+
+TRUST_HINT = "python -m tfhydra.evaluate --trust-run RUN_DIR ... if you trust whoever wrote that run directory"
+
+
+def refuse_untrusted(run_dir: Path, saved_overrides: list[str], config_dir: Path) -> None:
+    """A saved override that would make Hydra import something, or add a `_target_`, is refused before
+    anything is composed or imported."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from tfhydra.schema import nodes_with_target
+
+    overrides_file = RunPaths(run_dir).overrides
+    try:
+        parsed = OverridesParser.create().parse_overrides(saved_overrides)
+    except Exception:  # noqa: BLE001  (check_overrides reports it in one line)
+        return
+    for override in parsed:
+        if override.key_or_group.startswith("hydra") or "_target_" in override.key_or_group:
+            raise ConfigError(str(overrides_file), None, f"overrides of tfhydra's own config keys, or {TRUST_HINT}",
+                              f"it holds {override.input_line}, which would import code named by the run "
+                              "directory")
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=saved_overrides)
+    except Exception:  # noqa: BLE001  (check_overrides reports it in one line)
+        return
+    own = _targets_in(config_dir)
+    for path, node in nodes_with_target(cfg):
+        if node.get("_target_") not in own:
+            raise ConfigError(str(overrides_file), None, f"a run built from tfhydra's own options, or {TRUST_HINT}",
+                              f"its config names {path}._target_={node.get('_target_')}, which evaluate would "
+                              "import and call")
+
+
+def _targets_in(config_dir: Path) -> set[str]:
+    """Every `_target_` tfhydra's own config files name (its options may use one): not the run's doing."""
+    import yaml
+
+    def targets(node):
+        if isinstance(node, dict):
+            yield from ([node["_target_"]] if isinstance(node.get("_target_"), str) else [])
+            for value in node.values():
+                yield from targets(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from targets(value)
+
+    return {t for path in Path(config_dir).rglob("*.yaml") for t in targets(yaml.safe_load(path.read_text()))}
 
 
 def load_served_model(run_dir: Path):
@@ -109,8 +164,8 @@ def _served_model_layer():
     return ServedModel
 
 
-def evaluate_run(run_dir: Path, overrides: list[str]) -> dict:
-    cfg = load_run_config(run_dir, overrides)  # before TensorFlow is imported: a bad directory is a quick error
+def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False) -> dict:
+    cfg = load_run_config(run_dir, overrides, trust_run)  # before TensorFlow is imported: a bad directory is a quick error
     import tf_keras as keras
 
     from tfhydra.data import build_datasets

@@ -8,7 +8,6 @@ Every other module builds one thing from one config node; this one reads as the 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -38,7 +37,7 @@ from tfhydra.rundir import RunPaths
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.trainer import LoopContext, train
-from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound
+from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound, read_history
 from tfhydra.trainer.objectives import build_loss, build_metrics
 from tfhydra.trainer.state import StopOnSignal, save_weights_atomically
 
@@ -106,6 +105,7 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
             chief = is_chief(strategy)
             if not chief:  # every worker runs the same steps; only the chief keeps what it writes
                 with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:
+                    recorder = RunRecorder(RunPaths(scratch).history, max_loss=loss_bound(cfg.trainer))
                     train_and_export(cfg, strategy, stop, RunPaths(scratch), record, recorder, examples_per_epoch,
                                      earlier)
                 return _returned(record)
@@ -155,16 +155,16 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     recorder.best_from = compression.settled_epoch  # e.g. pruning: the export is an epoch at the target sparsity
     extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
                              cfg.trainer.monitor_mode) + compression.callbacks
-    callbacks = build_callbacks(cfg.trainer, cfg.logging, paths, recorder, extra)
     recorder.load()
-    if recorder.finished and paths.last_weights.is_file():  # killed after training, e.g. during export
+    callbacks = build_callbacks(cfg.trainer, cfg.logging, paths, recorder, extra)
+    if recorder.finished and paths.last_weights.is_file() and load_last_weights(model, paths, strategy):
         log.info("training ended in an earlier attempt (%d epochs): redoing what came after it", len(recorder.epochs))
-        load_weights(model, paths.last_weights, strategy)
     else:
         stop.training = True
         try:
-            train(cfg.trainer, model, datasets, callbacks,
-                  LoopContext(strategy, paths.root, cfg.logging.histogram_freq, stop))
+            with one_line_tensorflow_errors(cfg):
+                train(cfg.trainer, model, datasets, callbacks,
+                      LoopContext(strategy, paths.root, cfg.logging.histogram_freq, stop))
         finally:
             stop.training = False
         with after_training(paths):
@@ -196,6 +196,24 @@ def _record_ending(record: RunRecord, recorder: RunRecorder, cfg: DictConfig, ex
         record.write(paths.root)
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def one_line_tensorflow_errors(cfg: DictConfig):
+    """A TensorFlow runtime error while training (an example of another shape deep in a file, a record that
+    does not decode) is one line: the first line of TensorFlow's message, and whether the input pipeline
+    (IteratorGetNext) or the model raised it. The record says failed; HYDRA_FULL_ERROR=1 keeps the traceback."""
+    try:
+        yield
+    except tf.errors.OpError as error:
+        text = str(error.message if hasattr(error, "message") else error)
+        reason = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+        if "IteratorGetNext" in text or "iterator" in text.lower():
+            raise ConfigError("data", cfg.data.get("name"), "examples the source decodes into one shape and dtype "
+                              "(docs/data.md)", f"the input pipeline failed while training ({type(error).__name__}: "
+                              f"{reason[:240]})") from error
+        raise ConfigError("model", cfg.model.get("name") or cfg.model.get("_target_"), "a model that runs on these "
+                          "examples", f"training failed in TensorFlow ({type(error).__name__}: {reason[:240]})") from error
 
 
 def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dict]:
@@ -231,7 +249,8 @@ def write_failure(error: OSError, run_dir: Path) -> tuple[str, str]:
 
 def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch: int) -> dict:
     # The first epoch pays for tracing; steady-state throughput leaves it out when there are more.
-    timed = recorder.train_seconds[1:] or recorder.train_seconds
+    known = [s for s in recorder.train_seconds if s is not None]  # None: an epoch whose record was lost
+    timed = known[1:] or known
     return {**epoch_summary(recorder.epochs, cfg.trainer.monitor, cfg.trainer.monitor_mode, recorder.best_from),
             "epochs_run": len(recorder.epochs),
             "examples_per_second": examples_per_epoch * len(timed) / sum(timed) if timed else None,
@@ -273,7 +292,7 @@ def prepare_resume(cfg_trainer, paths: RunPaths) -> None:
         history.unlink(missing_ok=True)
     elif state.exists():
         log.info("resuming from the saved state in %s", state)
-    elif history.exists() and not json.loads(history.read_text()).get("finished"):
+    elif history.exists() and not (read_history(history) or {}).get("finished"):
         log.warning("%s records epochs but no state was saved before the earlier attempt ended: starting over", history)
         history.unlink()
 
@@ -288,6 +307,18 @@ def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.St
     except (OSError, ValueError) as error:
         log.warning("%s cannot be read (%s): exporting the last epoch's weights instead", best, error)
         load_weights(model, paths.last_weights, strategy)
+
+
+def load_last_weights(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy) -> bool:
+    """The trained model of an attempt killed after training; False when last.weights.h5 is damaged, so the
+    loop restores the same weights from the resumable state (kept until the record is final) instead."""
+    try:
+        load_weights(model, paths.last_weights, strategy)
+        return True
+    except (OSError, ValueError, KeyError) as error:
+        log.warning("%s cannot be read (%s): restoring the trained model from %s", paths.last_weights,
+                    " ".join(str(error).split())[:160], paths.state)
+        return False
 
 
 def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strategy) -> None:

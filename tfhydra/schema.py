@@ -122,6 +122,10 @@ def _is_block(v: Any) -> bool:
     return isinstance(v, (list, ListConfig)) and len(v) == 2 and all(_is_int(d) and d >= 1 for d in v)
 
 
+# tf_keras' activation functions by name (tests/test_group_checks.py holds it to the installed tf_keras).
+KERAS_ACTIVATIONS = ("elu", "exponential", "gelu", "hard_sigmoid", "linear", "mish", "relu", "selu", "sigmoid",
+                     "softmax", "softplus", "softsign", "swish", "tanh")
+
 # Keys whose valid range is narrower than their type. Keep one line per key.
 RULES: dict[str, Rule] = {
     "trainer.epochs": integer(1),
@@ -204,6 +208,7 @@ RULES: dict[str, Rule] = {
     "model.pool_size": integer(1),
     "model.dense_units": integer(1),
     "model.dropout": number(0, 1, low_open=False),
+    "model.activation": choice(*KERAS_ACTIVATIONS),
     "model.depth": optional(Rule("6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110, ...)",
                                  lambda v: _is_int(v) and v >= 8 and (v - 2) % 6 == 0, numeric=True)),
     "model.blocks_per_stage": optional(list_of(integer(1))),
@@ -266,7 +271,12 @@ def check_types(cfg: DictConfig, defaults: DictConfig, prefix: str = "") -> None
     """Refuse a leaf whose type differs from its default's (keys with a rule are checked there)."""
     for key in defaults:
         path = f"{prefix}{key}"
-        if path == "hydra" or path in RULES or key not in cfg or key == "_target_":
+        if path == "hydra" or key == "_target_" or "_target_" in cfg:  # a _target_ node's keys are its callable's
+            continue
+        if key not in cfg:
+            raise ConfigError(f"~{path}", None, f"{path} set to a value (tfhydra reads it; override it instead of "
+                              "deleting it)", "a key tfhydra needs was deleted")
+        if path in RULES:
             continue
         expected, given = defaults._get_node(key), cfg._get_node(key)
         if isinstance(expected, DictConfig):
@@ -316,25 +326,65 @@ def config_differences(a, b, prefix: str = "") -> list[str]:
     return [] if plain[0] == plain[1] else [prefix.rstrip(".")]
 
 
+def check_interpolations(node: Any, path: str = "") -> None:
+    """Every `${...}` resolves: OmegaConf would raise deep inside the job, with a traceback, at first use."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(node, (DictConfig, ListConfig)):
+        keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
+        for key in keys:
+            if path == "" and key == "hydra":
+                continue
+            child = f"{path}.{key}" if path and isinstance(node, DictConfig) else (
+                f"{path}[{key}]" if isinstance(node, ListConfig) else str(key))
+            try:
+                value = node._get_node(key)
+                if value._is_interpolation():
+                    value._dereference_node()
+            except OmegaConfBaseException as error:
+                raw = node._get_node(key)._value() if node._get_node(key) is not None else None
+                reason = " ".join(str(error).split("\n")[0].split())
+                raise ConfigError(child, raw, "a value, or an interpolation such as ${trainer.monitor} that names an "
+                                  "existing key (or a set environment variable for ${oc.env:...})",
+                                  f"cannot resolve it ({reason})") from None
+            check_interpolations(value, child)
+
+
+# The sections every run reads: a group may be replaced (`~model +model._target_=...`) but not left out.
+SECTIONS = ("model", "data", "optimizer", "precision", "strategy", "compression", "trainer", "logging", "export")
+
+
+def check_sections(cfg: DictConfig) -> None:
+    for section in SECTIONS:
+        if not isinstance(cfg.get(section), DictConfig):
+            accepted = (f"a {section} option (conf/{section}/), or +{section}._target_=<your builder>"
+                        if section in SECTIONS[:6] else f"the {section} section of conf/config.yaml")
+            raise ConfigError(section, None, accepted, "missing: deleted with ~, or set to a value that is not a "
+                              "mapping")
+
+
 def validate(cfg: DictConfig, defaults: DictConfig | None = None) -> None:
     """All checks that need no TensorFlow; raises ConfigError on the first mistake."""
     from tfhydra.registry import check_target_imports
 
+    check_sections(cfg)
+    check_interpolations(cfg)
     if defaults is not None:
         check_types(cfg, defaults)
     check_rules(cfg)
-    for path, node in _nodes_with_target(cfg):
+    for path, node in nodes_with_target(cfg):
         check_target_imports(node, path)
 
 
-def _nodes_with_target(node: Any, path: str = ""):
+def nodes_with_target(node: Any, path: str = ""):
+    """(dotted path, node) of every node with a `_target_` (the hydra section left out)."""
     if isinstance(node, DictConfig):
         if "_target_" in node:
             yield path, node
         for key in node:
             if path == "" and key == "hydra":
                 continue
-            yield from _nodes_with_target(node._get_node(key), f"{path}.{key}" if path else str(key))
+            yield from nodes_with_target(node._get_node(key), f"{path}.{key}" if path else str(key))
     elif isinstance(node, ListConfig):
         for i, item in enumerate(node._iter_ex(resolve=False)):
-            yield from _nodes_with_target(node._get_node(i), f"{path}[{i}]")
+            yield from nodes_with_target(node._get_node(i), f"{path}[{i}]")

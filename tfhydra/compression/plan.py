@@ -89,6 +89,10 @@ def check_compression(cfg: DictConfig) -> None:
         raise ConfigError("export.tflite.calibration_samples", 0, "a number of training examples >= 1 (e.g. 200), or a "
                           "quantization-aware compression (quantize, prune_quantize, cluster_quantize)",
                           "int8 export of a float model needs data to calibrate its activation ranges")
+    if ("tflite" in cfg.export.formats and tflite.get("integer_io") and tflite.get("quantization") != "int8"
+            and scheme not in QUANTIZATION_AWARE):
+        raise ConfigError("export.tflite.integer_io", True, "false, or export.tflite.quantization=int8 (or a "
+                          "quantization-aware compression)", "int8 input and output need an int8 model")
     if node.from_run:
         check_run(Path(node.from_run).expanduser(), cfg.model)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.source import DATA, Source, class_labels, image_size, source_from_arrays, stratified_split
+from tfhydra.data.source import (DATA, Source, check_examples, check_finite, class_labels, image_size,
+                                 source_from_arrays, stratified_split)
 from tfhydra.errors import ConfigError
 
 
@@ -73,6 +74,10 @@ def build_npz(cfg, seed: int) -> Source:
     wanted = {key: cfg[key] for key in ("x_train", "y_train", "x_val", "y_val") if cfg[key] is not None}
     arrays = read_npz(path, wanted)
     x_train, y_train = arrays["x_train"], arrays["y_train"]
+    check_examples(x_train, arrays.get("x_val"), str(path), (cfg.x_train, cfg.x_val))
+    for key in ("x_train", "x_val"):
+        if key in arrays:
+            check_finite(arrays[key], f"{path}[{cfg[key]}]")
     if len(x_train) != len(y_train):
         raise ConfigError(str(path), None, "as many labels as images", f"{cfg.x_train} has {len(x_train)} "
                           f"examples but {cfg.y_train} has {len(y_train)}")

@@ -23,4 +23,20 @@ def check_augment(cfg: DictConfig) -> None:
                               "unknown augmentation layer")
 
 
-CHECKS = (check_augment,)
+def check_features(cfg: DictConfig) -> None:
+    """`data.features` names each column once: a column listed twice would be fed to the model twice."""
+    features = cfg.data.get("features")
+    if features:
+        seen = set()
+        for feature in features:
+            if feature in seen:
+                raise ConfigError("data.features", list(features), "each column at most once",
+                                  f"column {feature!r} is listed twice")
+            seen.add(feature)
+        label = cfg.data.get("label")
+        if label in seen:
+            raise ConfigError("data.features", list(features), f"feature columns other than the label ({label})",
+                              "the label column is also a feature")
+
+
+CHECKS = (check_augment, check_features)

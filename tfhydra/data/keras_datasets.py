@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import os
 import pickle
 import socket
@@ -70,37 +71,62 @@ def _read_fashion(datasets: Path, cfg) -> Arrays:
 _CIFAR10 = ["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch"]
 
 
-def _read_pickle(path: Path) -> dict:
-    """A CIFAR python-version file: a pickled dict with bytes keys (trusted: it is the Keras cache)."""
+class _ArraysOnlyUnpickler(pickle.Unpickler):
+    """Unpickles plain containers, strings, numbers and NumPy arrays, and nothing else.
+
+    A pickle can name any importable callable and have it called while loading (`os.system` ...). The
+    CIFAR python-version files hold a dict of bytes, lists and one uint8 array, so every global they
+    may name is one of NumPy's array-rebuilding functions; any other name is refused before it is
+    imported. `data.cache_dir` may point anywhere, so the files are not trusted.
+    """
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+               ("numpy._core.multiarray", "scalar"),
+               ("_codecs", "encode")}  # bytes in a protocol-2 pickle written by Python 3: str -> bytes, nothing else
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"it names {module}.{name}, which a CIFAR batch file never holds "
+                                         "(refused without importing it)")
+        return super().find_class(module, name)
+
+
+def _read_pickle(path: Path, *needs: str) -> dict:
+    """A CIFAR python-version file: a pickled dict with bytes keys, read with `_ArraysOnlyUnpickler`; `needs`
+    are the entries it must have. Images come back as (N, 32, 32, 3) uint8."""
     try:
-        return {key.decode() if isinstance(key, bytes) else key: value
-                for key, value in pickle.loads(_read_bytes(path, open), encoding="bytes").items()}
-    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError) as error:
+        loaded = _ArraysOnlyUnpickler(io.BytesIO(_read_bytes(path, open)), encoding="bytes").load()
+        if not isinstance(loaded, dict):
+            raise ValueError(f"it holds a {type(loaded).__name__}, not a dict")
+        batch = {key.decode() if isinstance(key, bytes) else key: value for key, value in loaded.items()}
+        missing = [key for key in needs if key not in batch]
+        if missing:
+            raise ValueError(f"it has no {', '.join(missing)} entry")
+        if "data" in needs:
+            batch["data"] = np.asarray(batch["data"], np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        return batch
+    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError, IndexError, KeyError) as error:
         raise ConfigError(str(path), None, "a CIFAR python-version batch file", f"cannot read it ({error})") from None
-
-
-def _cifar_images(batch: dict) -> np.ndarray:
-    return np.asarray(batch["data"], np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)  # -> (N, 32, 32, 3)
 
 
 def _label_names(path: Path, key: str) -> list[str] | None:
     if not path.is_file():
         return None
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in _read_pickle(path)[key]]
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in _read_pickle(path, key)[key]]
 
 
 def _read_cifar10(datasets: Path, cfg) -> Arrays:
     folder = datasets / "cifar-10-batches-py"
-    train = [_read_pickle(folder / name) for name in _CIFAR10[:-1]]
-    test = _read_pickle(folder / _CIFAR10[-1])
-    return (np.concatenate([_cifar_images(b) for b in train]), np.concatenate([b["labels"] for b in train]),
-            _cifar_images(test), np.asarray(test["labels"]), _label_names(folder / "batches.meta", "label_names"))
+    train = [_read_pickle(folder / name, "data", "labels") for name in _CIFAR10[:-1]]
+    test = _read_pickle(folder / _CIFAR10[-1], "data", "labels")
+    return (np.concatenate([b["data"] for b in train]), np.concatenate([b["labels"] for b in train]),
+            test["data"], np.asarray(test["labels"]), _label_names(folder / "batches.meta", "label_names"))
 
 
 def _read_cifar100(datasets: Path, cfg) -> Arrays:
     folder, key = datasets / "cifar-100-python", f"{cfg.label_mode}_labels"
-    train, test = _read_pickle(folder / "train"), _read_pickle(folder / "test")
-    return (_cifar_images(train), np.asarray(train[key]), _cifar_images(test), np.asarray(test[key]),
+    train, test = _read_pickle(folder / "train", "data", key), _read_pickle(folder / "test", "data", key)
+    return (train["data"], np.asarray(train[key]), test["data"], np.asarray(test[key]),
             _label_names(folder / "meta", f"{cfg.label_mode}_label_names"))
 
 

@@ -50,9 +50,21 @@ class Datasets:
         return dataset if self.prefetch is None else dataset.prefetch(self.prefetch)
 
 
+def check_classes(source: Source, name: str | None) -> None:
+    """At least two classes, both seen in training: one class builds a one-output softmax that is always
+    'right' and learns nothing, and Keras reports it as a finished run."""
+    present = np.unique(source.train_labels) if source.train_labels is not None else None
+    if source.spec.num_classes < 2 or (present is not None and len(present) < 2):
+        names = source.spec.class_names
+        shown = [names[int(i)] for i in present if int(i) < len(names)] if present is not None else list(names)
+        raise ConfigError("data", name, "training labels of at least two classes",
+                          f"the training split holds {len(shown)} class(es): {', '.join(map(str, shown[:3]))}")
+
+
 def build_datasets(cfg_data, seed: int) -> Datasets:
     source = DATA.build(cfg_data, seed=seed)
     spec, train = source.spec, source.train
+    check_classes(source, cfg_data.get("name"))
     if cfg_data.fraction < 1:
         labels = training_labels(source)
         keep = stratified_subset(labels, cfg_data.fraction, seed)

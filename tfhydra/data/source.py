@@ -94,7 +94,18 @@ def class_labels(values: Sequence, where: str, class_names: Sequence | None = No
     if class_names and num_classes and len(class_names) != num_classes:
         raise ConfigError("data.class_names", list(class_names), f"{num_classes} names (data.num_classes)",
                           "as many names as classes")
-    values = np.asarray(values).reshape(-1)
+    values = np.asarray(values)
+    if values.ndim == 2 and values.shape[1] > 1:  # one-hot rows (Keras' to_categorical): their class indices
+        one_hot = values.dtype.kind in "iufb" and np.all((values == 0) | (values == 1)) and np.all(values.sum(1) == 1)
+        if not one_hot:
+            raise ConfigError(where, None, "class indices of shape (examples,), or one-hot rows of shape "
+                              "(examples, classes)", f"labels of shape {values.shape} that are not one-hot rows")
+        num_classes = num_classes or values.shape[1]
+        values = values.argmax(axis=1)
+    elif values.ndim > 1 and values.size != len(values):
+        raise ConfigError(where, None, "class indices of shape (examples,), or one-hot rows of shape "
+                          "(examples, classes)", f"labels of shape {values.shape}")
+    values = values.reshape(-1)
     if values.dtype.kind in "US" and not _spell_integers(values):
         texts = [str(v) for v in values]
         names = tuple(str(n) for n in class_names) if class_names else tuple(sorted(set(texts)))
@@ -120,6 +131,28 @@ def class_labels(values: Sequence, where: str, class_names: Sequence | None = No
                           "set the number of classes)", f"{outside.size} label(s) outside [0, {len(names)}), "
                           f"e.g. {outside[0]}")
     return labels, names
+
+
+def check_finite(array: np.ndarray, where: str) -> None:
+    """Float examples must be finite: one NaN pixel turns a kernel into NaN while the loss can stay finite."""
+    if array.dtype.kind != "f":
+        return
+    bad = ~np.isfinite(array)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ConfigError(where, None, "finite numbers (no NaN or infinity)",
+                          f"{int(bad.sum())} non-finite value(s), the first at index {list(index)} "
+                          f"({array[index]})")
+
+
+def check_examples(x_train: np.ndarray, x_val: np.ndarray | None, where: str, names: tuple[str, str]) -> None:
+    """Examples exist, and both splits hold examples of one shape."""
+    if len(x_train) == 0:
+        raise ConfigError(where, None, "at least one training example", f"{names[0]} holds no example")
+    if x_val is not None and tuple(x_val.shape[1:]) != tuple(x_train.shape[1:]):
+        raise ConfigError(where, None, "training and validation examples of one shape",
+                          f"{names[0]} examples have shape {tuple(x_train.shape[1:])}, {names[1]} examples "
+                          f"{tuple(x_val.shape[1:])}")
 
 
 def _spell_integers(values: np.ndarray) -> bool:

@@ -41,8 +41,12 @@ def column(columns: dict[str, list[str]], name: str, key: str, path: Path) -> li
 
 def split_rows(cfg, path: Path, columns: dict[str, list[str]], seed: int):
     """(labels, class names, train row indices, validation row indices)."""
-    labels, names = class_labels(column(columns, cfg.label, "data.label", path), f"{path} ({cfg.label} column)",
-                                 cfg.class_names, cfg.num_classes)
+    cells = column(columns, cfg.label, "data.label", path)
+    empty = next((row for row, cell in enumerate(cells) if not cell.strip()), None)
+    if empty is not None:  # it would become a class of its own, and the split would blame data.val_fraction
+        raise ConfigError(f"{path}:{empty + 2}", None, f"a label in every row of column {cfg.label}",
+                          f"the {cfg.label} cell is empty")
+    labels, names = class_labels(cells, f"{path} ({cfg.label} column)", cfg.class_names, cfg.num_classes)
     train_idx, val_idx = stratified_split(labels, cfg.val_fraction, seed)
     return labels, names, np.sort(train_idx), np.sort(val_idx)
 
@@ -87,6 +91,9 @@ def build_text_csv(cfg, seed: int) -> Source:
     texts = np.array(column(columns, cfg.text, "data.text", path), dtype=object)
     vectorize = keras.layers.TextVectorization(max_tokens=cfg.vocab_size, output_sequence_length=cfg.sequence_length)
     vectorize.adapt(texts[train_idx], batch_size=1024)
+    if vectorize.vocabulary_size() <= 2:  # only padding and out-of-vocabulary: nothing to look words up in
+        raise ConfigError(f"{path} ({cfg.text} column)", None, "texts with words in the training rows",
+                          "no word to learn a vocabulary from (the texts are empty or punctuation only)")
     ids = vectorize(texts).numpy()
     return source_from_arrays(ids[train_idx], labels[train_idx], ids[val_idx], labels[val_idx], names,
                               vocab_size=int(vectorize.vocabulary_size()))

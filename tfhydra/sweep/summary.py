@@ -216,10 +216,17 @@ def _read_job(job_dir: Path) -> Job:
     error = record.error
     if status == "diverged" and not error:
         where = record.diverged or {}
+        if where.get("weights"):
+            return _job(job_dir, overrides, status, record, f"weights of {where['weights']} became NaN or infinite "
+                        f"by step {where.get('step')} (epoch {where.get('epoch')})")
         loss = where.get("loss")
         shown = f"{loss:.4g}" if isinstance(loss, (int, float)) else "nan/inf"  # JSON keeps no NaN: null
         error = f"loss became {shown} at step {where.get('step')} (epoch {where.get('epoch')})" if where else \
             "the training loss diverged"
+    return _job(job_dir, overrides, status, record, error)
+
+
+def _job(job_dir: Path, overrides: list, status: str, record: RunRecord, error: str | None) -> Job:
     return Job(_job_number(job_dir), job_dir.name, [str(o) for o in overrides], status,
                wall_seconds=record.wall_seconds, error=error, monitor=record.monitor or None,
                monitor_mode=record.monitor_mode or None)

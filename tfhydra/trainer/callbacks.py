@@ -8,6 +8,7 @@ import os
 import time
 from pathlib import Path
 
+import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
@@ -50,8 +51,8 @@ class RunRecorder(keras.callbacks.Callback):
 
     def load(self) -> None:
         """What an earlier, interrupted run in this directory recorded (epochs, and whether training had ended)."""
-        if self.history_file and self.history_file.exists():
-            saved = json.loads(self.history_file.read_text())
+        saved = read_history(self.history_file)
+        if saved is not None:
             self.epochs, self.train_seconds = saved["epochs"], saved["train_seconds"]
             self.finished, self.diverged = saved.get("finished", False), saved.get("diverged")
 
@@ -63,6 +64,9 @@ class RunRecorder(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         # A resumed run restarts at `epoch`: forget any epoch recorded after the state it resumed from.
         del self.epochs[epoch:], self.train_seconds[epoch:]
+        missing = epoch - len(self.epochs)  # a damaged history.json: the state resumed at `epoch` knows more
+        self.epochs += [{}] * missing
+        self.train_seconds += [None] * missing
         self._epoch = epoch
         self._epoch_start, self._train_end = time.perf_counter(), None
 
@@ -90,9 +94,22 @@ class RunRecorder(keras.callbacks.Callback):
         if self._train_end is None:
             self._train_end = time.perf_counter()
 
+    def check_weights(self) -> None:
+        """A NaN input can turn a kernel into NaN while the loss stays finite (masked or averaged away):
+        a model whose weights are not finite has diverged, whatever its loss says."""
+        variables = self.model.trainable_variables
+        if variables and not bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])):
+            bad = next(v.name for v in variables if not bool(tf.reduce_all(tf.math.is_finite(v))))
+            self.diverged = {"epoch": self._epoch + 1, "step": self._step, "loss": None, "weights": bad}
+            log.error("weights of %s became NaN or infinite by step %d (epoch %d): stopping", bad, self._step,
+                      self._epoch + 1)
+            self.model.stop_training = True
+
     def on_epoch_end(self, epoch, logs=None):
         if self.diverged is None:
             self.check_loss((logs or {}).get("loss"))
+        if self.diverged is None:
+            self.check_weights()
         end = self._train_end or time.perf_counter()
         self.train_seconds.append(end - self._epoch_start)
         values = {k: float(v) for k, v in (logs or {}).items()}
@@ -140,7 +157,7 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
     callbacks.append(BestCheckpoint(
         str(paths.best_weights), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
         save_best_only=True, save_weights_only=True, verbose=0, from_epoch=recorder.best_from,
-        initial_value_threshold=best_so_far(recorder.history_file, cfg_trainer.monitor, cfg_trainer.monitor_mode,
+        initial_value_threshold=best_so_far(recorder.epochs, cfg_trainer.monitor, cfg_trainer.monitor_mode,
                                             recorder.best_from)))
     return callbacks
 
@@ -181,12 +198,26 @@ class BestCheckpoint(keras.callbacks.ModelCheckpoint):
                 os.replace(self.partial_path, self.final_path)
 
 
-def best_so_far(history_file: Path | None, monitor: str, mode: str, from_epoch: int = 0) -> float | None:
-    """A resumed run must not replace the best checkpoint with a worse epoch."""
-    if not history_file or not history_file.exists():
+def read_history(path: Path | None) -> dict | None:
+    """checkpoints/history.json, or None when there is none. A damaged one is said in train.log and treated as
+    none: the resumable state (checkpoints/state/) still holds the model and the epoch to continue from."""
+    if not path or not path.exists():
         return None
-    epochs = json.loads(history_file.read_text())["epochs"][from_epoch:]
-    values = [e[monitor] for e in epochs if e.get(monitor) is not None]
+    try:
+        saved = json.loads(path.read_text())
+        if not (isinstance(saved, dict) and isinstance(saved.get("epochs"), list)
+                and isinstance(saved.get("train_seconds"), list)):
+            raise ValueError("not a tfhydra epoch record")
+        return saved
+    except (OSError, ValueError) as error:
+        log.warning("%s cannot be read (%s): the figures of earlier epochs are lost; training continues from the "
+                    "saved state", path, " ".join(str(error).split())[:160])
+        return None
+
+
+def best_so_far(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> float | None:
+    """A resumed run must not replace the best checkpoint with a worse epoch."""
+    values = [e[monitor] for e in epochs[from_epoch:] if e.get(monitor) is not None]
     return (max if mode == "max" else min)(values) if values else None
 
 

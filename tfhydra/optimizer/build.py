@@ -10,7 +10,6 @@ from __future__ import annotations
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
 from tfhydra.registry import Registry, instantiate_target
 
 OPTIMIZERS = Registry("optimizer")
@@ -56,11 +55,8 @@ def build_reduce_on_plateau(cfg, lr: float, steps_per_epoch: int, epochs: int):
 @SCHEDULES.register("cosine")
 def build_cosine(cfg, lr: float, steps_per_epoch: int, epochs: int):
     """Linear warm-up from 0 to `lr` over `warmup_epochs`, then cosine decay to `min_lr` at the last step."""
-    warmup = int(round(cfg.warmup_epochs * steps_per_epoch))
+    warmup = int(round(cfg.warmup_epochs * steps_per_epoch))  # below the run's steps: checked by the run plan
     total = epochs * steps_per_epoch
-    if warmup >= total:
-        raise ConfigError("optimizer.schedule.warmup_epochs", cfg.warmup_epochs, f"fewer than trainer.epochs ({epochs})",
-                          "the warm-up would take the whole run")
     return keras.optimizers.schedules.CosineDecay(
         initial_learning_rate=0.0 if warmup else lr, decay_steps=total - warmup, alpha=cfg.min_lr / lr,
         warmup_target=lr if warmup else None, warmup_steps=warmup)
@@ -77,11 +73,7 @@ def build_exponential(cfg, lr: float, steps_per_epoch: int, epochs: int):
 @SCHEDULES.register("piecewise")
 def build_piecewise(cfg, lr: float, steps_per_epoch: int, epochs: int):
     """lr * multipliers[i] from epoch boundaries_epochs[i-1] on (one more multiplier than boundaries)."""
-    boundaries, multipliers = list(cfg.boundaries_epochs), list(cfg.multipliers)
-    if len(multipliers) != len(boundaries) + 1 or boundaries != sorted(boundaries):
-        raise ConfigError("optimizer.schedule.multipliers", multipliers,
-                          f"{len(boundaries) + 1} multipliers for {len(boundaries)} increasing boundaries_epochs",
-                          "does not match boundaries_epochs")
+    boundaries, multipliers = list(cfg.boundaries_epochs), list(cfg.multipliers)  # matched by the run plan
     return keras.optimizers.schedules.PiecewiseConstantDecay(
         [int(b * steps_per_epoch) for b in boundaries], [lr * m for m in multipliers])
 
