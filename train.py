@@ -19,3 +19,4 @@ def main(cfg):
 if __name__ == "__main__":
     tfhydra.check_command_line(CONFIG_DIR)
     main()
+    tfhydra.end_process()

@@ -5,6 +5,11 @@ metrics=[accuracy])`, a tf.data pipeline with cache/shuffle/batch/prefetch and
 `model.fit` — no tfhydra. It prepares the same data as tfhydra's `digits` and
 `synthetic` sources (same resize, split and seed) so the two are compared on equal
 terms, and prints one JSON line with the figures the benchmark compares.
+
+`--equal-work RUN_DIR` adds what `python train.py` does by default besides training
+(TensorBoard with graph and histograms every epoch, the best epoch's weights by
+val_accuracy, a SavedModel of them, a JSON record), so `framework_tax.py --startup` can
+compare whole-process times of equal work: without it the script only trains.
 """
 import os
 
@@ -14,6 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -65,6 +71,23 @@ class Timer(keras.callbacks.Callback):
         self.seconds.append((self.end or time.perf_counter()) - self.start)
 
 
+def equal_work_callbacks(run_dir: Path) -> list:
+    """tfhydra's default logging and best checkpoint, as a hand-written script would add them."""
+    return [keras.callbacks.TensorBoard(log_dir=str(run_dir / "tensorboard"), histogram_freq=1, write_graph=True),
+            keras.callbacks.ModelCheckpoint(str(run_dir / "checkpoints" / "best.weights.h5"), monitor="val_accuracy",
+                                            mode="max", save_best_only=True, save_weights_only=True)]
+
+
+def finish_equal_work(model, history, run_dir: Path) -> None:
+    """Export the best epoch, not the last one, as tfhydra does, and keep the run's record beside it."""
+    model.load_weights(str(run_dir / "checkpoints" / "best.weights.h5"))
+    model.export(str(run_dir / "export" / "saved_model"))
+    epochs = [{k: float(v[i]) for k, v in history.history.items()} for i in range(len(history.epoch))]
+    best = max(range(len(epochs)), key=lambda i: epochs[i]["val_accuracy"])
+    (run_dir / "metrics.json").write_text(json.dumps(
+        {"epochs": epochs, "best": {"epoch": best + 1, "val_accuracy": epochs[best]["val_accuracy"]}}, indent=2))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default="digits")
@@ -74,6 +97,8 @@ def main():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--train-size", type=int, default=2048)
     parser.add_argument("--val-size", type=int, default=512)
+    parser.add_argument("--equal-work", type=Path, metavar="RUN_DIR",
+                        help="also write TensorBoard logs, the best checkpoint, a SavedModel and metrics.json here")
     args = parser.parse_args()
 
     keras.utils.set_random_seed(args.seed)
@@ -95,7 +120,10 @@ def main():
     model.compile(optimizer=keras.optimizers.Adam(args.lr), loss="sparse_categorical_crossentropy",
                   metrics=["accuracy"])
     timer = Timer()
-    history = model.fit(train, validation_data=val, epochs=args.epochs, verbose=0, callbacks=[timer])
+    extra = equal_work_callbacks(args.equal_work) if args.equal_work else []
+    history = model.fit(train, validation_data=val, epochs=args.epochs, verbose=0, callbacks=[timer, *extra])
+    if args.equal_work:
+        finish_equal_work(model, history, args.equal_work)
     timed = timer.seconds[1:] or timer.seconds
     print(json.dumps({"examples_per_second": len(x_train) * len(timed) / sum(timed),
                       "best_val_accuracy": max(history.history["val_accuracy"]),

@@ -11,13 +11,13 @@ from pathlib import Path
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep C++ info logs out of train.log
 
-from tfhydra.cli import check_command_line  # noqa: E402  (light: Hydra and OmegaConf only)
+from tfhydra.cli import check_command_line, end_process  # noqa: E402  (light: Hydra and OmegaConf only)
 from tfhydra.errors import ConfigError  # noqa: E402
 from tfhydra.sweep import register_resolvers  # noqa: E402
 
 register_resolvers()  # conf/config.yaml names sweep job directories with them
 
-__all__ = ["run", "compose", "check_command_line", "ConfigError"]
+__all__ = ["run", "compose", "check_command_line", "end_process", "ConfigError"]
 __version__ = "0.1.0"
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "conf"  # the checkout's conf/ (train.py's)
 
