@@ -9,7 +9,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf, open_dict
 
-from conftest import CONFIG_DIR
+from conftest import CONFIG_DIR, read_run_record
 from tb_events import read_events
 
 
@@ -78,11 +78,11 @@ def test_a_job_that_raises_before_training_is_recorded_and_returns_nan(as_hydra_
     job_dir = tmp_path / "0_data.batch_size=4096"
     cfg = as_hydra_job(hydra_job_config(["data.batch_size=4096", "data.drop_remainder=true"], output_dir=job_dir))
 
-    def run_job(cfg):
+    def run_job(cfg, callbacks=()):
         raise ConfigError("data.batch_size", 4096, "at most 1437 (the training examples)", "no complete training batch")
 
     assert math.isnan(run_trial(cfg, run_job))
-    record = json.loads((job_dir / "metrics.json").read_text())
+    record = read_run_record(job_dir)
     assert record["status"] == "failed" and record["epochs_run"] == 0
     assert record["error"] == ("data.batch_size=4096: no complete training batch; "
                                "accepted: at most 1437 (the training examples)")
@@ -190,19 +190,25 @@ def test_limited_steps_cut_both_splits_and_repeat_the_training_data():
     assert isinstance(limited.train, tf.data.Dataset)
 
 
-def test_a_missing_launcher_or_sweeper_plugin_names_the_extra_to_install():
+def test_a_missing_launcher_plugin_or_optuna_names_the_extra_to_install(monkeypatch):
+    import importlib.util
+
     from hydra.errors import MissingConfigException
 
     from tfhydra import cli
     from tfhydra.errors import ConfigError
 
-    def compose(**kwargs):  # what Hydra raises for hparams_search=optuna without the plugin
-        raise MissingConfigException("missing", missing_cfg_file="hydra/sweeper/optuna", options=["basic"])
+    def compose(**kwargs):  # what Hydra raises for hydra/launcher=joblib without the plugin
+        raise MissingConfigException("missing", missing_cfg_file="hydra/launcher/joblib", options=["basic"])
 
     with pytest.raises(ConfigError) as error:
-        cli._compose(compose, "config", ["hparams_search=optuna"], [])
-    assert str(error.value) == ("hydra/sweeper=optuna: no such hydra/sweeper option; accepted: one of basic, "
-                                "or optuna after pip install -e '.[optuna]'")
+        cli._compose(compose, "config", ["hydra/launcher=joblib"], [])
+    assert str(error.value) == ("hydra/launcher=joblib: no such hydra/launcher option; accepted: one of basic, "
+                                "or joblib after pip install -e '.[sweeps]'")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else find_spec(name, *a))
+    with pytest.raises(ConfigError, match=r"hydra/sweeper=tfhydra_optuna: Optuna is not installed; accepted: pip "):
+        cli.check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna"], multirun=True)
 
 
 def test_jobs_killed_at_any_point_are_listed_as_interrupted_with_their_grid_overrides(hand_made_sweep):
@@ -223,3 +229,67 @@ def test_jobs_killed_at_any_point_are_listed_as_interrupted_with_their_grid_over
     assert "| [4_optimizer.lr=5](<4_optimizer.lr=5/>) | `optimizer.lr=5` | interrupted |" in \
         (hand_made_sweep / "summary.md").read_text()
     assert not list(hand_made_sweep.glob(".*.partial"))
+
+
+def seeded_sweep(tmp_path, task=("trainer.seed=1,2,3", "optimizer.lr=1,2")):
+    """Six jobs: trainer.seed=1,2,3 x optimizer.lr=1,2, val_loss best values chosen by hand."""
+    sweep = tmp_path / "seeds"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
+        "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
+        "hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+                  "overrides": {"task": list(task)}}}))
+    best = {(1, 1): 0.5, (1, 2): 0.3, (2, 1): 0.6, (2, 2): 0.2, (3, 1): 0.7, (3, 2): 0.4}
+    num = 0
+    for seed in (1, 2, 3):
+        for lr in (1, 2):
+            overrides = [f"trainer.seed={seed}", f"optimizer.lr={lr}"]
+            write_job(sweep, num, ",".join(overrides), overrides, "completed", [0.9, best[seed, lr]], 1.0)
+            num += 1
+    return sweep
+
+
+def test_jobs_that_differ_only_by_seed_are_ranked_as_groups(tmp_path):
+    from tfhydra.sweep.summary import summarize
+
+    summary = summarize(seeded_sweep(tmp_path))
+    assert [(g.label, g.n, round(g.mean, 6), round(g.std, 6)) for g in summary.groups] == [
+        ("optimizer.lr=2", 3, 0.3, 0.1), ("optimizer.lr=1", 3, 0.6, 0.1)]
+    markdown = (tmp_path / "seeds" / "summary.md").read_text()
+    assert "| 1 | `optimizer.lr=2` | 0.3000 | 0.1000 | 3 |" in markdown
+    assert "| 2 | `optimizer.lr=1` | 0.6000 | 0.1000 | 3 |" in markdown
+    rows = list(csv.DictReader((tmp_path / "seeds" / "summary.csv").open()))
+    assert len(rows) == 6  # every job is still listed
+    assert [(r["group_rank"], r["group_n"], r["group_overrides"]) for r in rows[:3]] == [("1", "3", "optimizer.lr=2")] * 3
+    assert float(rows[0]["group_mean_val_loss"]) == pytest.approx(0.3) and float(rows[0]["group_std_val_loss"]) == \
+        pytest.approx(0.1)
+    assert (tmp_path / "seeds" / "summary.png").stat().st_size > 0
+
+
+def test_the_summary_ranks_only_the_jobs_of_the_recorded_command(tmp_path):
+    """An earlier command's job directory left in the sweep directory is not one of this sweep's jobs."""
+    from tfhydra.sweep.summary import summarize
+
+    sweep = seeded_sweep(tmp_path)
+    write_job(sweep, 1, "optimizer.lr=9", ["optimizer.lr=9"], "completed", [0.01], 1.0)  # an older command's job 1
+    write_job(sweep, 7, "optimizer.lr=8", ["optimizer.lr=8"], "completed", [0.01], 1.0)
+    summary = summarize(sweep)
+    assert sorted(j.name for j in summary.jobs) == sorted(d.name for d in sweep.iterdir()
+                                                         if d.is_dir() and "lr=9" not in d.name and "lr=8" not in d.name)
+    assert summary.best.name != "1_optimizer.lr=9" and len(summary.jobs) == 6
+
+
+@pytest.mark.parametrize("cpus, expected", [(1, 1), (3, 3), (None, 0)])
+def test_threads_follow_cpus_per_task_under_submitit(as_hydra_job, cpus, expected):
+    """submitit's launchers (local mode and SLURM) give each job `cpus_per_task` CPUs: that many threads."""
+    from omegaconf import OmegaConf, open_dict
+
+    from tfhydra.sweep import auto_threads
+
+    cfg = hydra_job_config([])
+    with open_dict(cfg):
+        cfg.hydra.launcher = OmegaConf.create({
+            "_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+            "cpus_per_task": cpus, "tasks_per_node": 1})
+    as_hydra_job(cfg)
+    assert auto_threads() == expected

@@ -47,10 +47,10 @@ def run(cfg, run_dir=None):
     from tfhydra.cli import one_line_errors
     from tfhydra.sweep import auto_threads, in_sweep
 
-    def job(cfg, run_dir=None):
+    def job(cfg, run_dir=None, callbacks=()):
         from tfhydra.job import run_job  # imports TensorFlow: inside, so a sweep records even that failing
 
-        return run_job(cfg, run_dir=run_dir, threads=auto_threads())  # 0, or cores // jobs side by side
+        return run_job(cfg, run_dir=run_dir, threads=auto_threads(), callbacks=callbacks)  # threads: 0, or per job
 
     try:
         if run_dir is None and in_sweep():

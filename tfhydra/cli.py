@@ -174,19 +174,27 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             plan_run(cfg, defaults)
             _check_output_dirs(cfg, multirun)
             _check_run_dir(cfg, multirun)
+            if multirun and str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
+                _check_sweep_job_dir(cfg, job, number, {o.get_key_element() for o in parsed if o.is_sweep_override()})
     _warn_unread_additions(parsed)
 
 
 def _check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
-    """interval() is for search sweepers (Optuna): Hydra's basic sweeper fails on it with a traceback."""
+    """interval() is for search sweepers (Optuna): Hydra's basic sweeper fails on it with a traceback. tfhydra's
+    Optuna search needs the optional extra."""
+    import importlib.util
+
     sweeper = str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "")
+    if "tfhydra_optuna" in sweeper and importlib.util.find_spec("optuna") is None:
+        raise ConfigError("hydra/sweeper", "tfhydra_optuna", "pip install -e '.[optuna]' (Optuna 4 or later), then the same "
+                          "command", "Optuna is not installed")
     if not sweeper.endswith("BasicSweeper"):
         return
     for override in parsed:
         if override.is_sweep_override() and not override.is_discrete_sweep():
             raise ConfigError(override.get_key_element(), override.input_line.split("=", 1)[1],
                               "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
-                              "with a search sweeper (hydra/sweeper=optuna, or hparams_search=optuna)",
+                              "with a search sweeper (hparams_search=optuna, or hydra/sweeper=tfhydra_optuna)",
                               "the basic sweeper cannot expand it")
 
 
@@ -276,7 +284,7 @@ def _composition_errors(overrides: list[str], groups: list[str]) -> Iterator[Non
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
 
 
-_PLUGIN_GROUPS = {"hydra/launcher": ("joblib", "sweeps"), "hydra/sweeper": ("optuna", "optuna")}
+_PLUGIN_GROUPS = {"hydra/launcher": ("joblib", "sweeps")}
 
 
 def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
@@ -321,6 +329,32 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
     if not multirun:
         job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
         check_continuable(Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or "."), job)
+
+
+def _check_sweep_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str]) -> None:
+    """Running a sweep again into its directory continues it (docs/sweeps.md): a job directory that is already
+    there must hold this job's config, or the command is refused before any job starts and nothing is
+    rewritten. A completed job must match exactly (it is kept as it is); an unfinished one may differ only
+    in what a resumed run may change (RESUMABLE_CHANGES)."""
+    from tfhydra.record import run_status
+    from tfhydra.sweep import job_dirname
+
+    sweep_dir = OmegaConf.select(cfg, "hydra.sweep.dir", default=None)
+    if not sweep_dir or not Path(sweep_dir).is_dir():
+        return
+    name = f"{number}_{job_dirname(job, swept=swept)}"
+    saved = RunPaths(Path(sweep_dir) / name).config
+    if not saved.is_file():
+        return
+    new = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    differing = config_differences(OmegaConf.load(saved), new)
+    if run_status(saved.parent.parent) != "completed":
+        differing = [k for k in differing if not k.startswith(RESUMABLE_CHANGES)]
+    if differing:
+        raise ConfigError("hydra.sweep.dir", str(sweep_dir), "the command line that made that sweep (tfhydra-sweep "
+                          "resume <sweep dir> repeats it), or a new hydra.sweep.dir",
+                          f"its job {name} was run with another config: it differs in {', '.join(differing[:8])}"
+                          + (f" and {len(differing) - 8} more" if len(differing) > 8 else ""))
 
 
 def check_continuable(run_dir: Path, job: DictConfig, key: str = "hydra.run.dir") -> None:

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 import tensorflow as tf
 import tf_keras as keras
@@ -46,12 +47,13 @@ for _noisy in ("absl", "tensorflow"):  # their INFO lines (export details, asset
     logging.getLogger(_noisy).setLevel(logging.WARNING)
 
 
-def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0) -> float:
+def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0, callbacks: Sequence = ()) -> float:
     """Train, export and record one run; returns the best monitored metric (NaN if none).
 
     `run_dir`: where to run when not under Hydra (a run started from Python); `threads`: the
     intra-op threads when `trainer.threads` is 0 (auto), chosen by whoever knows how many jobs
-    share the machine (tfhydra.run).
+    share the machine (tfhydra.run); `callbacks`: Keras callbacks a sweep adds to the run's own phase
+    (an Optuna trial's reporter: one with a `pruned_at` epoch ends the run as `pruned`).
     """
     started = time.perf_counter()
     plan = plan_run(cfg)
@@ -80,11 +82,11 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
         final = plan.final_phase
         log.info("phase %d (%s): %d epoch(s) in %s", final.index, final.label, final.epochs, paths.root)
     return train_phase(phase_config(cfg, plan.final_phase, start), paths, threads, started,
-                       earlier=plan.earlier_phases)
+                       earlier=plan.earlier_phases, callbacks=callbacks)
 
 
 def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
-                earlier: tuple[PhasePlan, ...] = ()) -> float:
+                earlier: tuple[PhasePlan, ...] = (), callbacks: Sequence = ()) -> float:
     """One phase, trained in `paths`: the whole run when there are no earlier phases.
 
     Every way it ends writes the record: completed, diverged, failed (export included), interrupted.
@@ -107,9 +109,9 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
                 with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:
                     recorder = RunRecorder(RunPaths(scratch).history, max_loss=loss_bound(cfg.trainer))
                     train_and_export(cfg, strategy, stop, RunPaths(scratch), record, recorder, examples_per_epoch,
-                                     earlier)
+                                     earlier, callbacks)
                 return _returned(record)
-            train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier)
+            train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier, callbacks)
         record.update(wall_seconds=time.perf_counter() - started)
         record.write(paths.root)
     except BaseException as error:
@@ -127,7 +129,8 @@ def _returned(record: RunRecord) -> float:
 
 
 def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPaths, record: RunRecord,
-                     recorder: RunRecorder, examples_per_epoch: list[int], earlier: tuple[PhasePlan, ...]) -> None:
+                     recorder: RunRecorder, examples_per_epoch: list[int], earlier: tuple[PhasePlan, ...],
+                     callbacks: Sequence = ()) -> None:
     """The recipe: seeds, data, model, compression, optimizer, training, export; each room's section into `record`."""
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     prepare_resume(cfg.trainer, paths)
@@ -154,7 +157,7 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
 
     recorder.best_from = compression.settled_epoch  # e.g. pruning: the export is an epoch at the target sparsity
     extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
-                             cfg.trainer.monitor_mode) + compression.callbacks
+                             cfg.trainer.monitor_mode) + compression.callbacks + list(callbacks)
     recorder.load()
     callbacks = build_callbacks(cfg.trainer, cfg.logging, paths, recorder, extra)
     if recorder.finished and paths.last_weights.is_file() and load_last_weights(model, paths, strategy):
@@ -172,8 +175,11 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
             recorder.mark_finished()
 
     record.update(**_training_figures(recorder, cfg, datasets.examples_per_epoch))
+    pruned = next((c.pruned_at for c in callbacks if getattr(c, "pruned_at", None)), None)
     if recorder.diverged:
         record.update(status="diverged", diverged=recorder.diverged)
+    elif pruned:  # an Optuna pruner stopped it: a search's answer, not a model to deploy
+        record.update(status="pruned")
     else:
         with after_training(paths):
             restore_best(model, paths, strategy)

@@ -32,7 +32,7 @@ from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths
 
 SCHEMA_VERSION = 1
-STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
+STATUSES = ("running", "completed", "diverged", "failed", "interrupted", "pruned")
 # The packages whose versions decide a result; looked up from their metadata (nothing is imported).
 PACKAGES = ("tensorflow", "tf-keras", "tensorflow-model-optimization", "hydra-core", "omegaconf", "numpy")
 

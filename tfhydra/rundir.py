@@ -147,6 +147,11 @@ class SweepPaths:
         return self.root / "summary.png"
 
     @property
+    def optuna_db(self) -> Path:
+        """tfhydra's Optuna search keeps its study here (SQLite), so a re-run continues it."""
+        return self.root / "optuna.db"
+
+    @property
     def hparams(self) -> Path:
         """The sweep's HParams experiment lives in the sweep directory itself, above the jobs' runs."""
         return self.root

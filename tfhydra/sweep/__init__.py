@@ -58,8 +58,9 @@ def current_swept_keys(argv: Sequence[str] | None = None) -> set[str]:
     return swept_keys(sys.argv[1:] if argv is None else argv)
 
 
-def job_dirname(task_overrides: Sequence[str], argv: Sequence[str] | None = None) -> str:
-    swept = current_swept_keys(argv)
+def job_dirname(task_overrides: Sequence[str], argv: Sequence[str] | None = None, swept: set[str] | None = None) -> str:
+    """`<swept overrides>` of a job's directory `<num>_<swept overrides>` (conf/config.yaml's hydra.sweep.subdir)."""
+    swept = current_swept_keys(argv) if swept is None else swept
     chosen = [o for o in task_overrides if o.split("=", 1)[0] in swept] or list(task_overrides)
     return safe_name(",".join(chosen))
 
@@ -106,6 +107,21 @@ def parallel_jobs() -> int:
 
 def auto_threads() -> int:
     """`trainer.threads=0`: TensorFlow decides alone, or, when N jobs share the machine, cores // N each
-    (TensorFlow would otherwise give every job a thread pool as large as the machine)."""
+    (TensorFlow would otherwise give every job a thread pool as large as the machine). Under submitit's
+    launchers (local mode or SLURM) each job has `cpus_per_task` CPUs: that many threads."""
+    cpus = launcher_cpus_per_task()
+    if cpus:
+        return cpus
     jobs = parallel_jobs()
     return 0 if jobs <= 1 else max(1, available_cores() // jobs)
+
+
+def launcher_cpus_per_task() -> int | None:
+    """`hydra.launcher.cpus_per_task` of a submitit launcher in this sweep, else None."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not in_sweep():
+        return None
+    launcher = HydraConfig.get().launcher
+    cpus = launcher.get("cpus_per_task") if "submitit" in str(launcher.get("_target_", "")) else None
+    return int(cpus) if isinstance(cpus, int) and cpus > 0 else None

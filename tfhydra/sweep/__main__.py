@@ -1,6 +1,9 @@
 """`python -m tfhydra.sweep summary <sweep dir>` (also `tfhydra-sweep summary ...`): rebuild
 summary.csv/.md/.png of any sweep directory, including one that was interrupted or is
 still running, from what its jobs left on disk.
+
+`tfhydra-sweep resume <sweep dir>`: run the sweep's recorded command (multirun.yaml) again into its
+directory, which continues it: completed jobs are kept, interrupted ones resume, the others run.
 """
 from __future__ import annotations
 
@@ -16,8 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     summary = commands.add_parser("summary", help="write summary.csv, summary.md and summary.png of a sweep")
     summary.add_argument("sweep_dir", type=Path, help="the sweep's directory (outputs/multirun/<date>/<time>)")
+    resume = commands.add_parser("resume", help="run a sweep's recorded command again into its directory")
+    resume.add_argument("sweep_dir", type=Path, help="the sweep's directory (outputs/multirun/<date>/<time>)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "resume":
+            return _resume(args.sweep_dir)
         return _summary(args.sweep_dir)
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
@@ -39,6 +46,38 @@ def _summary(sweep_dir: Path) -> int:
     write_summary(result)
     print(result.report())
     return 0
+
+
+def resume_command(sweep_dir: Path) -> list[str]:
+    """`python train.py -m <the recorded overrides> hydra.sweep.dir=<sweep dir>` from the sweep's multirun.yaml."""
+    import yaml
+
+    from tfhydra import CONFIG_DIR
+    from tfhydra.rundir import SweepPaths
+
+    accepted = "a sweep directory with the multirun.yaml its command wrote"
+    if not sweep_dir.is_dir():
+        raise ConfigError("sweep_dir", str(sweep_dir), accepted, "no such directory")
+    try:
+        recorded = yaml.safe_load(SweepPaths(sweep_dir).multirun.read_text())
+        overrides = recorded["hydra"]["overrides"]
+        task, hydra = list(overrides.get("task") or []), list(overrides.get("hydra") or [])
+        if not all(isinstance(o, str) for o in task + hydra):
+            raise TypeError("overrides that are not strings")
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
+        raise ConfigError("sweep_dir", str(sweep_dir), accepted, f"cannot read its multirun.yaml ({error})") from None
+    hydra = [o for o in hydra if not o.startswith(("hydra.sweep.dir=", "hydra.mode="))]
+    train = CONFIG_DIR.parent / "train.py"
+    return [sys.executable, str(train), "-m", *hydra, *task, f"hydra.sweep.dir={sweep_dir.resolve()}"]
+
+
+def _resume(sweep_dir: Path) -> int:
+    import os
+    import shlex
+
+    command = resume_command(sweep_dir)
+    print(" ".join(shlex.quote(c) for c in command[1:]), flush=True)
+    os.execv(command[0], command)  # the sweep's own command, in this process: its exit code is the sweep's
 
 
 if __name__ == "__main__":

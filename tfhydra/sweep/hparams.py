@@ -99,8 +99,9 @@ def write_experiment(sweep_dir: Path, swept: dict[str, list[Value]], monitor: st
 class Trial:
     """One job's HParams session: opened when the job starts, closed with its status."""
 
+    # HParams has no "pruned": a pruned trial ended early by choice, neither a success nor a failure.
     STATUS = {"completed": api_pb2.STATUS_SUCCESS, "diverged": api_pb2.STATUS_FAILURE,
-              "failed": api_pb2.STATUS_FAILURE}
+              "failed": api_pb2.STATUS_FAILURE, "pruned": api_pb2.STATUS_UNKNOWN}
 
     def __init__(self, log_dir: Path, trial_id: str, values: dict[str, Value]) -> None:
         self.events = EventFile(log_dir)

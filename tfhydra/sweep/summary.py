@@ -26,7 +26,7 @@ from tfhydra.report import atomic_path, write_atomically
 from tfhydra.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
 
-STATUSES = ("completed", "diverged", "failed", "interrupted", "not started")
+STATUSES = ("completed", "pruned", "diverged", "failed", "interrupted", "not started")
 
 
 @dataclass
@@ -57,6 +57,57 @@ class Job:
 
 
 @dataclass
+class Group:
+    """Jobs that differ only by `trainer.seed`: one setting, measured n times."""
+    overrides: list[str]  # the swept overrides the jobs share (trainer.seed left out)
+    jobs: list[Job]
+    values: list[float]  # best monitored value of each completed job
+    rank: int | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.values) / self.n if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        """Sample standard deviation (n - 1); 0 for a single value."""
+        if not self.values:
+            return None
+        mean = self.mean
+        return math.sqrt(sum((v - mean) ** 2 for v in self.values) / (self.n - 1)) if self.n > 1 else 0.0
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.overrides) or "(no other override)"
+
+
+SEED_KEY = "trainer.seed"
+
+
+def seed_groups(summary: Summary) -> list[Group]:
+    """Group the jobs by their swept overrides other than trainer.seed, when trainer.seed is swept; rank the
+    groups by the mean of their completed jobs' best monitored value (only groups with a completed job)."""
+    if SEED_KEY not in summary.swept_keys:
+        return []
+    by_setting: dict[tuple[str, ...], list[Job]] = {}
+    for job in sorted(summary.jobs, key=lambda j: (j.num if j.num is not None else 1 << 30, j.name)):
+        setting = tuple(o for o in job.swept if _key(o).lstrip("+~") != SEED_KEY)
+        by_setting.setdefault(setting, []).append(job)
+    groups = []
+    for setting, jobs in by_setting.items():
+        values = [j.best(summary.mode)[0] for j in jobs if j.status == "completed"]
+        groups.append(Group(list(setting), jobs, [v for v in values if v is not None]))
+    ranked = sorted((g for g in groups if g.values), key=lambda g: -g.mean if summary.mode == "max" else g.mean)
+    for rank, group in enumerate(ranked, start=1):
+        group.rank = rank
+    return ranked + [g for g in groups if not g.values]
+
+
+@dataclass
 class Summary:
     sweep_dir: Path
     monitor: str
@@ -64,6 +115,7 @@ class Summary:
     swept_keys: list[str]
     jobs: list[Job]  # ranked jobs first, best first; then the others by job number
     notes: list[str] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)  # jobs that differ only by trainer.seed; best mean first
 
     @property
     def best(self) -> Job | None:
@@ -71,14 +123,16 @@ class Summary:
 
     @property
     def unsuccessful(self) -> list[Job]:
-        return [j for j in self.jobs if j.status != "completed"]
+        return [j for j in self.jobs if j.status not in ("completed", "pruned")]  # a pruned trial is a search's answer
 
     def counts(self) -> str:
         found = {s: sum(j.status == s for j in self.jobs) for s in STATUSES}
         return ", ".join(f"{n} {s}" for s, n in found.items() if n)
 
     def reproduce(self, job: Job) -> str:
-        return " ".join(["python train.py", *(shlex.quote(o) for o in job.overrides)])
+        """The job as a single run: its overrides, less the Optuna trial number (which only a search reads)."""
+        overrides = [o for o in job.overrides if not o.startswith(("+optuna_trial=", "optuna_trial="))]
+        return " ".join(["python train.py", *(shlex.quote(o) for o in overrides)])
 
     def report(self) -> str:
         """What the end of a sweep prints: the counts, the best job, how to rerun it, where the summary is."""
@@ -103,6 +157,9 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     found = [_read_job(d) for d in paths.jobs()]
     monitor, mode = _monitor(sweep, found)
     expected = {j.num: j for j in _expected_jobs(sweep)}
+    if expected:  # the sweep's recorded command: a directory left by an earlier, other command is not one of its jobs
+        found = [j for j in found if j.num in expected
+                 and (not j.overrides or sorted(j.overrides) == sorted(expected[j.num].overrides))]
     for job in found:  # killed before Hydra wrote its .hydra/: its overrides are the grid's
         if not job.overrides and job.num in expected:
             job.overrides = expected[job.num].overrides
@@ -114,6 +171,7 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     for job in jobs:
         job.swept = [o for o in job.overrides if _key(o) in keys] or list(job.overrides)
     summary = Summary(sweep_dir, monitor, mode, sorted(keys), _ranked(jobs, mode))
+    summary.groups = seed_groups(summary)
     if write:
         write_summary(summary)
     return summary
@@ -134,15 +192,21 @@ def to_csv(summary: Summary) -> str:
     monitor = summary.monitor
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    grouped = [f"group_{name}" for name in ("rank", f"mean_{monitor}", f"std_{monitor}", "n", "overrides")]
     writer.writerow(["rank", "job", "status", f"best_{monitor}", "best_epoch", f"final_{monitor}", "epochs",
-                     "wall_seconds", *summary.swept_keys, "overrides", "directory", "error"])
-    for job in summary.jobs:
+                     "wall_seconds", *summary.swept_keys, "overrides", "directory", "error",
+                     *(grouped if summary.groups else [])])
+    group_of = {id(j): g for g in summary.groups for j in g.jobs}
+    ordered = [j for g in summary.groups for j in g.jobs] if summary.groups else summary.jobs
+    for job in ordered:
         best, epoch = job.best(summary.mode)
         values = dict(_split(o) for o in job.overrides)
+        group = group_of.get(id(job))
         writer.writerow([_blank(job.rank), _blank(job.num), job.status, _blank(best), _blank(epoch), _blank(job.final),
                          len(job.history), _blank(job.wall_seconds and round(job.wall_seconds, 2)),
                          *(values.get(k, "") for k in summary.swept_keys), " ".join(job.swept), job.name,
-                         job.error or ""])
+                         job.error or "", *([_blank(group.rank), _blank(group.mean), _blank(group.std), group.n,
+                                             group.label] if group else [])])
     return out.getvalue()
 
 
@@ -159,6 +223,13 @@ def to_markdown(summary: Summary, plot: bool) -> str:
         lines.append(f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
                      f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {len(job.history)} | "
                      f"{_seconds(job.wall_seconds)} |")
+    if summary.groups:
+        lines += ["", f"## Settings over seeds (jobs that differ only by `{SEED_KEY}`)", "",
+                  f"Ranked by the mean of the best `{monitor}` of their completed jobs; std is the sample standard "
+                  "deviation.", "", f"| rank | setting | mean {monitor} | std | n | jobs |", "|---:|---|---:|---:|---:|---|"]
+        for group in summary.groups:
+            lines.append(f"| {_blank(group.rank) or '—'} | `{_cell(group.label)}` | {_number(group.mean)} | "
+                         f"{_number(group.std)} | {group.n} | {', '.join(_cell(j.name or str(j.num)) for j in group.jobs)} |")
     best = summary.best
     if best is not None:
         lines += ["", f"Best job: `{best.name}`. Reproduce it with:", "", "```bash", summary.reproduce(best), "```"]
@@ -183,7 +254,22 @@ def write_plot(summary: Summary, path: Path) -> str | None:
         path.unlink(missing_ok=True)  # an older plot would no longer match the tables
         return "summary.png skipped: matplotlib is not installed (pip install 'tfhydra[sweeps]')"
     figure, axes = plt.subplots(figsize=(8, 5))
-    for job in summary.jobs:
+    if summary.groups:  # one line per setting: the mean over its seeds, and a band of one standard deviation
+        for group in summary.groups:
+            histories = [j.history for j in group.jobs if j.status == "completed" and j.history]
+            epochs = range(1, min(map(len, histories)) + 1) if histories else []
+            means, stds = [], []
+            for epoch in epochs:
+                values = [h[epoch - 1] for h in histories if h[epoch - 1] is not None]
+                mean = sum(values) / len(values) if values else math.nan
+                means.append(mean)
+                stds.append(math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+                            if len(values) > 1 else 0.0)
+            if means:
+                line, = axes.plot(list(epochs), means, marker="o", label=f"{group.label} (n={len(histories)})")
+                axes.fill_between(list(epochs), [m - s for m, s in zip(means, stds)],
+                                  [m + s for m, s in zip(means, stds)], color=line.get_color(), alpha=0.2)
+    for job in ([] if summary.groups else summary.jobs):
         points = [(i + 1, v) for i, v in enumerate(job.history) if v is not None]
         if points:
             epochs, values = zip(*points, strict=True)

@@ -23,6 +23,7 @@ from tfhydra.record import RunRecord, provenance, read_record
 from tfhydra.rundir import RunPaths
 from tfhydra.sweep import current_swept_keys
 from tfhydra.sweep.hparams import Trial, plain
+from tfhydra.sweep.search import make_pruner, storage_url, trial_number
 
 log = logging.getLogger("tfhydra")
 
@@ -35,12 +36,18 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
+    kept = read_record(run_dir)
+    if kept is not None and kept.status == "completed":  # a sweep run again: the pre-flight checked its config
+        log.info("job %s completed in an earlier run of this sweep: kept as it is", run_dir.name)
+        print(f"kept: {run_dir.name} (completed in an earlier run of this sweep)", flush=True)
+        best = kept.best_monitored
+        return float(best) if best is not None else math.nan
     trial = None
     if cfg.logging.tensorboard:
         trial = Trial(RunPaths(run_dir).tensorboard, run_dir.name, swept_values(overrides, current_swept_keys()))
     started = time.perf_counter()
     try:
-        result = run_job(cfg)
+        result = run_job(cfg, callbacks=search_callbacks(cfg, hydra_cfg, run_dir))
     except KeyboardInterrupt as interrupt:  # Ctrl-C still ends the sweep, before its summary: say how to get one
         if hasattr(interrupt, "exit_code"):  # stopped by tfhydra's signal handling: tfhydra.run says it all
             raise
@@ -54,8 +61,6 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
             log.exception("job failed: %s: %s", type(error).__name__, error)
         record_failure(run_dir, cfg, overrides, error, time.perf_counter() - started)
         result = math.nan
-    if math.isnan(result):
-        result = failed_value(hydra_cfg)
     if trial is not None:
         record = read_record(run_dir) or RunRecord(status="failed")
         trial.end(record.status, cfg.trainer.monitor, (record.best or {}).get(cfg.trainer.monitor),
@@ -63,14 +68,16 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
     return result
 
 
-def failed_value(hydra_cfg) -> float:
-    """NaN, except for the Optuna sweeper: hydra-optuna-sweeper <= 1.3.0 with optuna 2.x crashes the
-    whole search on a NaN objective (hydra issue #2237), so a diverged or failed trial reports the
-    worst possible value instead, which Optuna records as a (bad) completed trial."""
-    sweeper = hydra_cfg.get("sweeper") or {}
-    if "optuna" not in str(sweeper.get("_target_", "")):
-        return math.nan
-    return -math.inf if str(sweeper.get("direction", "minimize")) == "maximize" else math.inf
+def search_callbacks(cfg: DictConfig, hydra_cfg, run_dir: Path) -> list:
+    """A job of tfhydra's Optuna search reports to its trial (tfhydra/sweep/pruning.py); other jobs need nothing."""
+    number = trial_number(cfg)
+    if number is None:
+        return []
+    from tfhydra.sweep.pruning import ReportToTrial  # imports tf_keras: only in the job's process
+
+    sweeper = hydra_cfg.sweeper
+    return [ReportToTrial(storage_url(Path(hydra_cfg.sweep.dir), sweeper.get("storage")), sweeper.get("study_name"),
+                          number, cfg.trainer.monitor, make_pruner(sweeper.get("pruner", "median"), cfg.trainer.epochs))]
 
 
 def swept_values(overrides: list[str], swept: set[str]) -> dict:

@@ -1,0 +1,37 @@
+"""Hydra's entry to tfhydra's Optuna search (`hydra/sweeper=optuna`, conf/hydra/sweeper/optuna.yaml).
+
+Hydra instantiates sweepers only from the `hydra_plugins` package, so this class lives here; it hands
+everything to tfhydra/sweep/search.py and keeps whatever launcher the config chose underneath.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+class OptunaSweeper(Sweeper):
+    def __init__(self, direction: str = "maximize", n_trials: int = 20, n_jobs: int = 1, study_name: str = "tfhydra",
+                 storage: Optional[str] = None, sampler: str = "tpe", seed: Optional[int] = None,
+                 pruner: str = "median", params: Optional[DictConfig] = None) -> None:
+        self.settings = {"direction": direction, "n_trials": n_trials, "n_jobs": n_jobs, "study_name": study_name,
+                         "storage": storage, "sampler": sampler, "seed": seed, "pruner": pruner,
+                         "params": dict(params or {})}
+        self.config: Optional[DictConfig] = None
+        self.launcher: Any = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
+                                                                task_function=task_function, config=config)
+
+    def sweep(self, arguments: List[str]) -> None:
+        from tfhydra.sweep.search import run_search
+
+        def launch(overrides: Sequence[Sequence[str]], first_number: int) -> list:
+            return list(self.launcher.launch([tuple(o) for o in overrides], initial_job_idx=first_number))
+
+        run_search(config=self.config, arguments=arguments, launch=launch, **self.settings)

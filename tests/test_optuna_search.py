@@ -1,0 +1,76 @@
+"""tfhydra's Optuna search (issue 15): Optuna 4/5, a study in the sweep directory that survives a kill, and a
+pruner that stops unpromising trials, recorded as `pruned` in metrics.json, the summary and HParams."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, TESTS, read_run_record, run_cli
+
+optuna = pytest.importorskip("optuna")  # a dev dependency: CI installs it, so CI never skips this
+pytestmark = pytest.mark.slow
+
+EPOCHS = 6
+SEARCH = ["-m", "hparams_search=optuna_mlp", "hydra.sweeper.n_trials=8", f"trainer.epochs={EPOCHS}",
+          "optimizer.lr=tag(log,interval(1e-5,1e-1))", "logging.histogram_freq=0", "logging.write_graph=false",
+          "export.formats=[]"]
+
+
+def trials(sweep):
+    study = optuna.load_study(study_name="tfhydra_mlp", storage=f"sqlite:///{sweep / 'optuna.db'}")
+    return {t.number: t for t in study.get_trials(deepcopy=False)}
+
+
+def job_records(sweep):
+    return {d.name: read_run_record(d) for d in sorted(sweep.iterdir()) if (d / "metrics.json").is_file()}
+
+
+def test_the_pruner_stops_trials_and_saves_epochs(tmp_path):
+    pruned_dir, full_dir = tmp_path / "median", tmp_path / "none"
+    result = run_cli(*SEARCH, f"hydra.sweep.dir={pruned_dir}", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    full = run_cli(*SEARCH, "hydra.sweeper.pruner=none", f"hydra.sweep.dir={full_dir}", timeout=900)
+    assert full.returncode == 0, full.stderr[-3000:]
+
+    records = job_records(pruned_dir)
+    statuses = [r["status"] for r in records.values()]
+    assert len(records) == 8 and "pruned" in statuses and set(statuses) <= {"completed", "pruned"}, statuses
+    states = [t.state.name for t in trials(pruned_dir).values()]
+    assert states.count("PRUNED") == statuses.count("pruned") and states.count("COMPLETE") == statuses.count("completed")
+    epochs = sum(r["epochs_run"] for r in records.values())
+    assert epochs < sum(r["epochs_run"] for r in job_records(full_dir).values()) == 8 * EPOCHS
+    summary = (pruned_dir / "summary.md").read_text()
+    assert f"{statuses.count('pruned')} pruned" in summary
+    best = max((t for t in trials(pruned_dir).values() if t.state.name == "COMPLETE"), key=lambda t: t.value)
+    assert best.value == max(r["best"]["val_accuracy"] for r in records.values() if r["status"] == "completed")
+
+
+def test_a_killed_search_continues_its_study(tmp_path):
+    sweep = tmp_path / "study"
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env.pop("HYDRA_FULL_ERROR", None)
+    command = [sys.executable, str(ROOT / "train.py"), *SEARCH, f"hydra.sweep.dir={sweep}"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not list(sweep.glob("3_*")):  # trial 3 started: 0-2 are told
+        assert process.poll() is None, "the search ended before it could be killed"
+        time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+    before = {n: (t.state.name, t.value) for n, t in trials(sweep).items() if t.state.name != "RUNNING"}
+    assert len(before) >= 3
+
+    again = run_cli(*SEARCH, f"hydra.sweep.dir={sweep}", timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{len(before)} earlier trial(s) kept, 1 resumed" in again.stdout
+    after = trials(sweep)
+    assert {n: (after[n].state.name, after[n].value) for n in before} == before  # earlier trials kept
+    assert sorted(after) == list(range(len(after)))  # numbering goes on
+    assert len(after) == 8 and {t.state.name for t in after.values()} <= {"COMPLETE", "PRUNED"}
+    killed = next(d for d in sweep.glob(f"{len(before)}_*"))  # the trial the kill caught: resumed, not redone
+    assert "resuming from the saved state" in (killed / "train.log").read_text() or \
+        read_run_record(killed)["status"] in ("completed", "pruned")

@@ -1,0 +1,44 @@
+"""Re-running a sweep into its directory continues it (issue 15): a 4-job sweep whose launching process is
+SIGKILLed while its second job trains ends, with `tfhydra-sweep resume`, with 4 completed jobs, and the
+record of the job completed before the kill is byte-identical; the same directory with another model is
+refused before any job starts and nothing in it changes."""
+import hashlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, last_line, read_run_record, run_cli
+from test_sweep_interrupted import JOBS, SWEEP, interrupt_after_first_job
+
+pytestmark = pytest.mark.slow
+
+
+def snapshot(folder):
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
+    import signal
+
+    process, sweep, kept = interrupt_after_first_job(tmp_path, signal.SIGKILL)
+    resumed = subprocess.run([sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep)], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
+                             env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "tests")})
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"kept: {JOBS[0]}" in resumed.stdout
+    assert (sweep / JOBS[0] / "metrics.json").read_bytes() == kept  # kept byte for byte
+    assert [read_run_record(sweep / job)["status"] for job in JOBS] == ["completed"] * 4
+    log = (sweep / JOBS[1] / "train.log").read_text()  # job 1 ran again: from its state, or over if none was saved yet
+    assert "resuming from the saved state" in log or "no state was saved before the earlier attempt ended" in log
+    summary = (sweep / "summary.md").read_text()
+    assert "4 jobs: 4 completed" in summary
+
+    before = snapshot(sweep)
+    other = run_cli("-m", *[a for a in SWEEP if a not in ("-m", "model=mlp")], "model=cnn", f"hydra.sweep.dir={sweep}")
+    message = last_line(other.stderr)
+    assert other.returncode == 1 and "Traceback" not in other.stderr
+    assert message.startswith(f"Error: hydra.sweep.dir={sweep}: its job {JOBS[0]} was run with another config: it "
+                              "differs in model."), message
+    assert snapshot(sweep) == before  # nothing rewritten

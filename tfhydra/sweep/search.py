@@ -1,0 +1,166 @@
+"""tfhydra's Optuna search (`hydra/sweeper=optuna`, `hparams_search=...`): Optuna 4/5 through its ask/tell
+interface, a study that lives in the sweep directory, and pruning.
+
+Hydra runs it as its sweeper (the plugin class in hydra_plugins/tfhydra_optuna/ only hands over); any Hydra
+launcher runs the trials underneath. Each batch: `study.ask()` per trial, one job per trial with the drawn
+values as overrides plus `+optuna_trial=<number>` (how the job finds its trial to report to), then
+`study.tell()` with what the job's record says: completed (its best monitored value), pruned, or failed
+(failed and diverged trials are told as FAIL, never as a made-up value).
+
+The study is `sqlite:///<sweep dir>/optuna.db` unless `storage` names another: the same command again
+into the same `hydra.sweep.dir` (or `tfhydra-sweep resume DIR`) loads it, resumes the trials a kill left
+RUNNING (their jobs continue from their saved state, in their own directories), and asks for the trials
+still missing up to `n_trials`, so trial numbers go on and earlier trials are kept. Nothing here imports TensorFlow; Optuna is imported when a search starts.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfhydra.errors import ConfigError
+from tfhydra.record import read_record
+from tfhydra.report import write_atomically
+from tfhydra.rundir import SweepPaths
+
+log = logging.getLogger("tfhydra")
+TRIAL_KEY = "optuna_trial"  # the override that tells a job its trial number: +optuna_trial=N
+PRUNERS = ("median", "hyperband", "none")
+SAMPLERS = ("tpe", "random")
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """One search dimension: `key` overridden with the text Optuna's drawn value stands for."""
+    key: str
+    distribution: Any  # an optuna.distributions.BaseDistribution
+    texts: dict | None = None  # categorical choices: drawn value -> override text (lists are drawn as text)
+
+    def override(self, value: Any) -> str:
+        text = self.texts[value] if self.texts is not None else repr(value) if isinstance(value, float) else str(value)
+        return f"{self.key}={text}"
+
+
+def search_space(arguments: Sequence[str], params: dict | None) -> tuple[list[SearchSpace], list[str]]:
+    """(dimensions, fixed overrides) from the command line and `hydra.sweeper.params`; the command line wins."""
+    import optuna
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    parser = OverridesParser.create()
+    lines = [f"{k}={v}" for k, v in (params or {}).items()]
+    given = parser.parse_overrides(list(arguments))
+    on_line = {o.get_key_element() for o in given}  # a key set or swept on the command line leaves `params`
+    parsed = [o for o in parser.parse_overrides(lines) if o.get_key_element() not in on_line] + given
+    space, fixed = [], []
+    for override in parsed:
+        if not override.is_sweep_override():
+            fixed.append(override.input_line)
+            continue
+        key, sweep = override.get_key_element(), override.value()
+        if isinstance(sweep, IntervalSweep):
+            log_scale = "log" in (sweep.tags or set())
+            if isinstance(sweep.start, int) and isinstance(sweep.end, int) and not isinstance(sweep.start, bool):
+                distribution = optuna.distributions.IntDistribution(sweep.start, sweep.end, log=log_scale)
+            else:
+                distribution = optuna.distributions.FloatDistribution(float(sweep.start), float(sweep.end), log=log_scale)
+            space.append(SearchSpace(key, distribution))
+        elif isinstance(sweep, (ChoiceSweep, RangeSweep)):
+            texts = list(override.sweep_string_iterator())
+            space.append(SearchSpace(key, optuna.distributions.CategoricalDistribution(texts), {t: t for t in texts}))
+        else:  # glob() and the like need the config: not a search dimension
+            raise ConfigError(key, override.input_line.split("=", 1)[1], "interval(low, high), tag(log, interval(...)), "
+                              "choice(a, b, ...) or range(start, stop[, step])", "not a search space Optuna can draw from")
+    return space, fixed
+
+
+def make_pruner(name: str, epochs: int):
+    import optuna
+
+    if name == "median":  # prune a trial whose epoch is worse than the median of earlier trials at that epoch
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max(epochs, 1), reduction_factor=3)
+    return optuna.pruners.NopPruner()
+
+
+def make_sampler(name: str, seed: int | None):
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed) if name == "random" else optuna.samplers.TPESampler(seed=seed)
+
+
+def storage_url(sweep_dir: Path, storage: str | None) -> str:
+    return storage or f"sqlite:///{SweepPaths(sweep_dir).optuna_db.resolve()}"
+
+
+def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable[[list[list[str]], int], list],
+               direction: str, n_trials: int, n_jobs: int, study_name: str, storage: str | None, sampler: str,
+               seed: int | None, pruner: str, params: dict | None) -> None:
+    """The search loop: ask a batch, launch it, tell each trial what its job's record says."""
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sweep_dir = Path(config.hydra.sweep.dir)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(SweepPaths(sweep_dir).multirun, OmegaConf.to_yaml(config))  # what resume and summary read
+    space, fixed = search_space(arguments, params)
+    study = optuna.create_study(study_name=study_name, storage=storage_url(sweep_dir, storage), load_if_exists=True,
+                                direction=direction, sampler=make_sampler(sampler, seed),
+                                pruner=make_pruner(pruner, int(OmegaConf.select(config, "trainer.epochs") or 1)))
+    def launch_and_tell(batch: list[tuple[int, dict]]) -> None:
+        overrides = [[*fixed, *(s.override(params[s.key]) for s in space), f"+{TRIAL_KEY}={number}"]
+                     for number, params in batch]
+        for (number, _), returned in zip(batch, launch(overrides, batch[0][0])):
+            state, value = outcome(returned)
+            study.tell(number, value if state == TrialState.COMPLETE else None, state=state)
+
+    # Trials a kill left running: their jobs resume from the state they saved (same numbers, same directories).
+    stale = [(t.number, t.params) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+             if all(s.key in t.params for s in space)]
+    for start in range(0, len(stale), n_jobs):
+        log.info("trials %s were left running by an earlier, interrupted run: resuming them",
+                 [n for n, _ in stale[start:start + n_jobs]])
+        launch_and_tell(stale[start:start + n_jobs])
+    for left in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        study.tell(left.number, state=TrialState.FAIL)  # drawn over another search space: cannot be resumed
+    finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
+    kept = finished - len(stale)
+    if kept:
+        print(f"study {study_name} in {sweep_dir}: {kept} earlier trial(s) kept, {len(stale)} resumed, "
+              f"{max(0, n_trials - finished)} to run", flush=True)
+    while finished < n_trials:
+        batch = [study.ask({s.key: s.distribution for s in space}) for _ in range(min(n_jobs, n_trials - finished))]
+        launch_and_tell([(trial.number, trial.params) for trial in batch])
+        finished += len(batch)
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if complete:
+        best = study.best_trial
+        log.info("best trial %d: %s=%s %s", best.number, config.trainer.monitor, best.value, best.params)
+
+
+def outcome(returned) -> tuple[Any, float | None]:
+    """(TrialState, value) of a launched job, from its record: completed with a finite value, pruned, or failed."""
+    from optuna.trial import TrialState
+
+    output_dir = OmegaConf.select(returned.hydra_cfg, "hydra.runtime.output_dir", default=None) \
+        if getattr(returned, "hydra_cfg", None) is not None else None
+    record = read_record(Path(output_dir)) if output_dir else None
+    value = getattr(returned, "_return_value", None)
+    if record is not None and record.status == "pruned":
+        return TrialState.PRUNED, None
+    if record is not None and record.status == "completed" and isinstance(value, (int, float)) \
+            and math.isfinite(value):
+        return TrialState.COMPLETE, float(value)
+    return TrialState.FAIL, None
+
+
+def trial_number(cfg: DictConfig) -> int | None:
+    """The trial a job of tfhydra's Optuna search reports to (`+optuna_trial=N`), else None."""
+    number = cfg.get(TRIAL_KEY) if isinstance(cfg, DictConfig) else None
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
