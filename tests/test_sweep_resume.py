@@ -42,3 +42,19 @@ def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
     assert message.startswith(f"Error: hydra.sweep.dir={sweep}: its job {JOBS[0]} was run with another config: it "
                               "differs in model."), message
     assert snapshot(sweep) == before  # nothing rewritten
+
+
+def test_a_finished_joblib_sweep_run_again_keeps_every_job(tmp_path):
+    """Under the joblib launcher each worker checks its own job directory: nothing trains twice."""
+    sweep = tmp_path / "sweep"
+    argv = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "optimizer.lr=1e-3,5e-4", "model=mlp",
+            "trainer.epochs=2", "logging.histogram_freq=0", "export.formats=[]", f"hydra.sweep.dir={sweep}"]
+    first = run_cli(*argv)
+    assert first.returncode == 0, first.stderr[-3000:]
+    jobs = sorted(d for d in sweep.iterdir() if (d / "metrics.json").is_file())
+    records = {d.name: (d / "metrics.json").read_bytes() for d in jobs}
+    assert len(records) == 2
+    again = run_cli(*argv)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {d.name: (d / "metrics.json").read_bytes() for d in jobs} == records
+    assert all(f"kept: {name}" in again.stdout for name in records), again.stdout[-2000:]
