@@ -68,6 +68,35 @@ JOB = "in the job"  # needs the data, the machine or the user's code: found afte
 PREFLIGHT_SECONDS = 1.5  # issue 13: every config-only mistake is answered within this, without TensorFlow
 
 
+def one_class_npz(tmp: Path) -> None:
+    import numpy as np
+
+    np.savez(tmp / "d.npz", x_train=np.zeros((16, 8, 8), np.uint8), y_train=np.zeros(16, np.uint8))
+
+
+def nan_npz(tmp: Path) -> None:
+    import numpy as np
+
+    x = np.random.default_rng(0).random((16, 8, 8)).astype(np.float32)
+    x[3, 2, 1] = np.nan
+    np.savez(tmp / "d.npz", x_train=x, y_train=np.arange(16) % 2)
+
+
+def empty_texts(tmp: Path) -> None:
+    (tmp / "t.csv").write_text("text,label\n" + "".join(f"!!!,{'pos' if i % 2 else 'neg'}\n" for i in range(12)))
+
+
+def mixed_size_tfrecords(tmp: Path) -> None:
+    import tensorflow as tf
+
+    records = []
+    for seed, shape in enumerate([(8, 8, 1), (6, 6, 1)]):
+        records += data_files.serialized_examples(*data_files.class_images(8, shape, 2, seed=seed))
+    with tf.io.TFRecordWriter(str(tmp / "train-0.tfrecord")) as writer:
+        for record in records:
+            writer.write(record)
+
+
 def bad(id, argv, fragments, setup=None, env=None, where=PREFLIGHT):
     return pytest.param(argv, fragments, setup, env or {}, where, id=id,
                         marks=[pytest.mark.slow] if where == JOB else [])
@@ -167,6 +196,20 @@ BAD_INPUTS = [
     bad("loss-name", ["trainer.loss=sparse_categorical_crossentropyy"], ["trainer.loss=sparse_categorical_crossentropyy", "unknown loss", "did you mean sparse_categorical_crossentropy"]),
     bad("metric-name", ["trainer.metrics=[acuracy]"], ["trainer.metrics[0]=acuracy", "unknown metric", "did you mean accuracy"]),
     bad("early-stopping-monitor", ["trainer.early_stopping.patience=2", "trainer.early_stopping.monitor=val_acc"], ["trainer.early_stopping.monitor=val_acc", "not a metric this run logs", "val_accuracy"]),
+    bad("sweep-interval-basic", ["-m", "optimizer.lr=interval(0.1,1)"], ["optimizer.lr=interval(0.1,1)", "the basic sweeper cannot expand it", "hparams_search=optuna"]),
+    bad("sweep-no-job", ["-m", "optimizer.lr=range(0)"], ["optimizer.lr=range(0)", "the sweep expands to no job"]),
+    bad("several-values-without-m", ["optimizer.lr=1e-3,1e-4"], ["optimizer.lr=1e-3,1e-4", "several values without -m", "python train.py -m optimizer.lr=1e-3,1e-4"]),
+    bad("run-dir-is-cwd", ["hydra.run.dir=."], ["hydra.run.dir=.", "it is the directory the command runs in"]),
+    bad("interpolation-unresolved", ["trainer.monitor=${nope}"], ["trainer.monitor", "cannot resolve it"]),
+    bad("deleted-key", ["~trainer.loss"], ["~trainer.loss", "a key tfhydra needs was deleted"]),
+    bad("deleted-group", ["~model"], ["model: missing", "a model option"]),
+    bad("schedule-floor-above-peak", ["optimizer.schedule.name=cosine", "optimizer.schedule.min_lr=0.1"], ["optimizer.schedule.min_lr=0.1", "the floor is above the peak rate"]),
+    bad("piecewise-decreasing", ["optimizer.schedule.name=piecewise", "optimizer.schedule.boundaries_epochs=[15,10]"], ["optimizer.schedule.boundaries_epochs=[15, 10]", "decreasing"]),
+    bad("integer-io-without-int8", ["export.formats=[tflite]", "export.tflite.integer_io=true"], ["export.tflite.integer_io=true", "int8 input and output need an int8 model"]),
+    bad("npz-one-class", ["data=npz", "data.path={tmp}/d.npz", "data.x_val=null", "data.y_val=null", ONE], ["data=npz", "the training split holds 1 class(es)"], one_class_npz, where=JOB),
+    bad("npz-nan", ["data=npz", "data.path={tmp}/d.npz", "data.x_val=null", "data.y_val=null", ONE], ["{tmp}/d.npz[x_train]", "the first at index [3, 2, 1]", "finite numbers"], nan_npz, where=JOB),
+    bad("text-csv-no-words", ["data=text_csv", "data.path={tmp}/t.csv", "model=lstm", ONE], ["{tmp}/t.csv (text column)", "no word to learn a vocabulary from"], empty_texts, where=JOB),
+    bad("tfrecord-sizes-differ", ["data=tfrecord", "data.train={tmp}/train-*.tfrecord", "model.filters=[4]", ONE], ["data=tfrecord", "the input pipeline failed while training"], mixed_size_tfrecords, where=JOB),
     bad("tf-config-not-json", ["strategy=multi_worker", ONE], ["TF_CONFIG='{not json'", "not valid JSON", "accepted: TF_CONFIG="], env={"TF_CONFIG": "{not json"}, where=JOB),
 ]
 

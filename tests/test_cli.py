@@ -1,10 +1,9 @@
 """The command line as users run it: `python train.py` and `python train.py -m ...` (subprocesses)."""
-import json
 import re
 
 import pytest
 
-from conftest import run_cli
+from conftest import read_run_record, run_cli
 from tb_events import read_events
 
 RUN_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}/\d{2}-\d{2}-\d{2}\.\d{6}$")
@@ -18,7 +17,7 @@ def test_default_run_reaches_097_on_digits_and_leaves_the_run_contract(tmp_path)
     assert len(runs) == 1
     run_dir = runs[0]
     assert RUN_DIR.match(str(run_dir.relative_to(tmp_path / "outputs")))
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics = read_run_record(run_dir)
     assert metrics["status"] == "completed" and metrics["overrides"] == []
     assert metrics["best"]["val_accuracy"] >= 0.97
     assert (run_dir / ".hydra" / "config.yaml").is_file() and (run_dir / ".hydra" / "overrides.yaml").is_file()
@@ -41,7 +40,7 @@ def test_multirun_makes_one_directory_per_job(tmp_path):
     jobs = sorted(p.name for p in sweeps[0].iterdir() if p.is_dir())
     assert jobs == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]  # swept overrides only, as Hydra spells them
     for job, lr in zip(jobs, ["0.001", "0.0005"]):
-        metrics = json.loads((sweeps[0] / job / "metrics.json").read_text())
+        metrics = read_run_record(sweeps[0] / job)
         assert metrics["status"] == "completed" and metrics["overrides"] == [f"optimizer.lr={lr}", "trainer.epochs=1",
                                                                   "logging.histogram_freq=0"]
         assert read_events(sweeps[0] / job / "tensorboard" / "train")["scalars"]["epoch_loss"]

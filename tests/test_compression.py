@@ -6,7 +6,6 @@ files on disk; this module's helpers do that on their own rather than through tf
 The acceptance runs share one unpruned baseline (module scope).
 """
 import gzip
-import json
 import math
 import warnings
 
@@ -17,7 +16,7 @@ import tf_keras as keras
 from omegaconf import OmegaConf
 
 import tfhydra
-from conftest import CONFIG_DIR, assert_failed_record
+from conftest import CONFIG_DIR, assert_failed_record, read_run_record
 from tb_events import read_events
 from tfhydra.errors import ConfigError
 
@@ -38,7 +37,7 @@ def train(run_dir, overrides):
     tfhydra.run(cfg, run_dir=run_dir)
     (run_dir / ".hydra").mkdir(exist_ok=True)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-    return json.loads((run_dir / "metrics.json").read_text())
+    return read_run_record(run_dir)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +198,7 @@ def test_prune_quantize_keeps_the_sparsity_through_qat(baseline, tmp_path, valid
     metrics = train(tmp_path, [f"trainer.epochs={EPOCHS}", "compression=prune_quantize",
                                "compression.target_sparsity=0.8", "export.formats=[keras,tflite]",
                                "export.tflite.quantization=int8"])
-    assert json.loads((tmp_path / "phases" / "0_prune" / "metrics.json").read_text())["epochs_run"] == EPOCHS - 2
+    assert read_run_record(tmp_path / "phases" / "0_prune")["epochs_run"] == EPOCHS - 2
     assert metrics["epochs_run"] == 2  # compression.quantize_epochs
     assert abs(overall_sparsity(kernels(exported_keras(tmp_path)).values()) - 0.8) <= 0.02
     assert abs(overall_sparsity(int8_weights(tflite(tmp_path))) - 0.8) <= 0.02  # zeros survive int8 conversion
@@ -225,7 +224,7 @@ def test_prune_in_the_custom_loop_after_an_uncompressed_phase(tmp_path):
     metrics = train(tmp_path, ["trainer.loop=custom", "trainer.steps_per_execution=4", "trainer.epochs=3",
                                "compression=prune", "compression.start_epoch=1", "compression.target_sparsity=0.5",
                                "export.formats=[keras]"])
-    pretrain = json.loads((tmp_path / "phases" / "0_pretrain" / "metrics.json").read_text())
+    pretrain = read_run_record(tmp_path / "phases" / "0_pretrain")
     assert pretrain["status"] == "completed" and pretrain["epochs_run"] == 1
     assert metrics["epochs_run"] == 2 and metrics["compression"]["phases"][0]["run_dir"] == "phases/0_pretrain"
     assert metrics["history"][0]["val_accuracy"] > 0.5  # the pruning phase starts from the trained model

@@ -1,10 +1,9 @@
 """One short epoch on each file-based source through `python train.py data=...`, as users run it."""
-import json
 
 import pytest
 
 import data_files
-from conftest import FAST, run_cli
+from conftest import FAST, read_run_record, run_cli
 
 LEAN = [*FAST, "model=mlp", "export.formats=[]", "logging.tensorboard=false", "data.batch_size=16"]
 
@@ -42,7 +41,7 @@ def test_one_epoch_on_each_file_source(tmp_path, source):
     run_dir = tmp_path / "run"
     result = run_cli(*LEAN, *overrides, f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics = read_run_record(run_dir)
     assert metrics["status"] == "completed" and metrics["epochs_run"] == 1
     assert metrics["data"]["name"] == source.__name__ and tuple(metrics["data"]["class_names"]) == class_names
     assert metrics["data"]["train_size"] == train_size

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import tfhydra
-from conftest import ROOT, TESTS, assert_failed_record, last_line, run_cli
+from conftest import ROOT, TESTS, assert_failed_record, last_line, read_run_record, run_cli
 
 # One optimizer step per epoch on one fixed global batch: the loss after that step shows
 # whether the replicas' gradients were combined into the single-device gradient.
@@ -24,7 +24,7 @@ ONE_STEP = ["data=synthetic", "data.train_size=64", "data.val_size=64", "data.ba
 
 
 def figures(run_dir):
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics = read_run_record(run_dir)
     return metrics, metrics["history"][0]
 
 
@@ -119,7 +119,7 @@ def test_low_precision_trains_with_float32_output(tmp_path, compose_cfg, precisi
     cfg = compose_cfg([f"precision={precision}", f"trainer.loop={loop}", "data=synthetic", "data.train_size=64",
                        "data.val_size=32", "trainer.epochs=1", "logging.histogram_freq=0"])
     tfhydra.run(cfg, run_dir=tmp_path)
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    metrics = read_run_record(tmp_path)
     assert metrics["status"] == "completed" and metrics["policy"] == policy
     assert (metrics["loss_scale"] is None) == (precision == "bf16")  # bf16 needs no loss scaling
     assert np.isfinite(metrics["final"]["loss"])
@@ -137,7 +137,7 @@ def test_fp32_job_after_a_mixed_job_in_one_process_is_float32(tmp_path, compose_
     tfhydra.run(compose_cfg(["precision=mixed", *base]), run_dir=tmp_path / "mixed")
     cfg = compose_cfg(["precision=fp32", *base])
     tfhydra.run(cfg, run_dir=tmp_path / "fp32")
-    assert json.loads((tmp_path / "fp32" / "metrics.json").read_text())["policy"] == "float32"
+    assert read_run_record(tmp_path / "fp32")["policy"] == "float32"
     model = build_model(cfg.model, build_datasets(cfg.data, 0).spec)  # as the fp32 job built it, after the mixed one
     assert {layer.compute_dtype for layer in model.layers} == {"float32"}
     assert {v.dtype for v in model.variables} == {tf.float32}

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TESTS, last_line, run_cli
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
 
 
 def evaluate(*args):
@@ -27,7 +27,7 @@ def test_evaluate_reproduces_the_runs_validation_figures(finished_run):
     result = evaluate(finished_run)
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
-    best = json.loads((finished_run / "metrics.json").read_text())["best"]
+    best = read_run_record(finished_run)["best"]
     assert figures["examples"] == 360
     assert figures["metrics"]["accuracy"] == pytest.approx(best["val_accuracy"], abs=1e-6)
     assert figures["metrics"]["loss"] == pytest.approx(best["val_loss"], rel=1e-4)

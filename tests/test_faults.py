@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, TESTS, last_line, run_cli
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
 from test_trainer import weights_digest
 
 # The seed MLP on digits with small batches: about 180 steps an epoch, so a signal lands mid-run.
@@ -62,7 +62,7 @@ def finish(run_dir: Path, *args: str, epochs: int) -> dict:
 def check_complete(run_dir: Path, epochs: int) -> dict:
     import tensorflow as tf
 
-    record = json.loads((run_dir / "metrics.json").read_text())
+    record = read_run_record(run_dir)
     assert record["status"] == "completed" and record["epochs_run"] == epochs == len(record["history"])
     assert not (run_dir / "checkpoints" / "state").exists()  # finished: nothing left to resume
     served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
@@ -144,7 +144,7 @@ def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, lo
                         rf"\({re.escape(str(run_dir))}/checkpoints/state\); resume with: {re.escape(resume)}",
                         message), message
     assert "Traceback" not in stderr
-    record = json.loads((run_dir / "metrics.json").read_text())
+    record = read_run_record(run_dir)
     assert record["status"] == "interrupted" and name in record["error"]
     finish(run_dir, *args, epochs=6)
     if loop == "custom":  # the custom loop resumes exactly: the same weights as a run never stopped
@@ -190,7 +190,7 @@ def test_a_full_disk_after_training_is_one_line_and_keeps_the_trained_state(tmp_
     assert f"the trained state is kept in {run_dir}/checkpoints; finish the run with: python train.py " in message
     assert message.endswith(f"hydra.run.dir={run_dir})")
     assert "Traceback" not in result.stderr
-    assert json.loads((run_dir / "metrics.json").read_text())["status"] == "failed"
+    assert read_run_record(run_dir)["status"] == "failed"
     marker.unlink()  # space freed
     finish(run_dir, *args, epochs=2)
     assert "resumed from" in (run_dir / "train.log").read_text()  # no epoch trained twice

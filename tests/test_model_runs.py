@@ -1,12 +1,11 @@
 """Every model option trains one epoch on matching data and exports (the run contract), in-process, on tiny data."""
-import json
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfhydra
-from conftest import FAST
+from conftest import FAST, read_run_record
 
 IMAGES = ["data=synthetic", "data.shape=[32,32,3]", "data.num_classes=3", "data.train_size=64", "data.val_size=32",
           "data.batch_size=32"]
@@ -37,7 +36,7 @@ def test_model_option_trains_one_epoch_and_exports(option, compose_cfg, tmp_path
     cfg = compose_cfg([*model_overrides, *data_overrides, *FAST])
     tfhydra.run(cfg, run_dir=tmp_path)
 
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    metrics = read_run_record(tmp_path)
     assert metrics["status"] == "completed" and metrics["epochs_run"] == 1
     assert metrics["params"] == params
     classes = metrics["data"]["num_classes"]

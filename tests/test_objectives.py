@@ -1,5 +1,4 @@
 """trainer.loss / trainer.metrics: Keras names or a user's `_target_`, accepted by the pre-flight check and trained with."""
-import json
 
 import numpy as np
 import pytest
@@ -7,7 +6,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 import tfhydra
-from conftest import CONFIG_DIR, FAST
+from conftest import CONFIG_DIR, FAST, read_run_record
 from tfhydra.cli import check_overrides
 from tfhydra.errors import ConfigError
 
@@ -39,7 +38,7 @@ def test_trains_with_a_user_focal_loss_given_by_target(compose_cfg, tmp_path):
     """The logged loss is the focal loss: below the cross-entropy logged beside it as a metric."""
     tfhydra.run(compose_cfg([*TINY, FOCAL, "trainer.metrics=[accuracy,sparse_categorical_crossentropy]"]),
                 run_dir=tmp_path)
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    metrics = read_run_record(tmp_path)
     assert metrics["status"] == "completed"
     final = metrics["final"]
     assert 0 < final["loss"] < final["sparse_categorical_crossentropy"]
@@ -48,7 +47,7 @@ def test_trains_with_a_user_focal_loss_given_by_target(compose_cfg, tmp_path):
 
 def test_trains_with_a_target_metric_and_can_monitor_it(compose_cfg, tmp_path):
     returned = tfhydra.run(compose_cfg([*TINY, TOP2, "trainer.monitor=val_top2"]), run_dir=tmp_path)
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    metrics = read_run_record(tmp_path)
     assert metrics["status"] == "completed" and metrics["monitor"] == "val_top2"
     best = metrics["best"]
     assert {"top2", "val_top2"} <= set(best) and best["val_top2"] >= best["val_accuracy"]

@@ -18,7 +18,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig
 
 from conftest import CONFIG_DIR, HYPOTHESIS_SEED
 from tfhydra.cli import check_overrides

@@ -3,7 +3,6 @@ and a record for every way a run ends."""
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 

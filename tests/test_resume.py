@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, TESTS, last_line, run_cli
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
 from test_trainer import weights_digest
 
 ARGS = ["trainer.loop=custom", "trainer.deterministic=true", "trainer.epochs=4", "trainer.save_every=7",
@@ -66,7 +66,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
 
     reference = tmp_path / "reference"
     assert run_cli(*ARGS, f"hydra.run.dir={reference}").returncode == 0
-    a, b = (json.loads((d / "metrics.json").read_text()) for d in (killed, reference))
+    a, b = (read_run_record(d) for d in (killed, reference))
     assert a["status"] == b["status"] == "completed" and a["epochs_run"] == 4
     assert a["history"] == b["history"]
     assert weights_digest(killed / "checkpoints" / "last.weights.h5") == \
@@ -81,5 +81,5 @@ def test_a_record_without_saved_state_is_started_over(tmp_path, compose_cfg):
     (tmp_path / "checkpoints" / "history.json").write_text(json.dumps({"epochs": [{"loss": 1.0}], "train_seconds": [1]}))
     cfg = compose_cfg(["trainer.epochs=1", "logging.histogram_freq=0"])
     tfhydra.run(cfg, run_dir=tmp_path)
-    record = json.loads((tmp_path / "metrics.json").read_text())
+    record = read_run_record(tmp_path)
     assert record["status"] == "completed" and record["epochs_run"] == 1 and record["history"][0]["loss"] != 1.0

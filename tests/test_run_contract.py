@@ -1,5 +1,4 @@
 """What one run leaves in its directory, checked on real files (run in-process for speed)."""
-import json
 import math
 
 import numpy as np
@@ -8,6 +7,7 @@ import tensorflow as tf
 
 import tfhydra
 from tb_events import read_events
+from conftest import read_run_record
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def finished_run(tmp_path_factory):
         cfg = compose(config_name="config", overrides=["trainer.epochs=3", "logging.histogram_freq=1"])
     run_dir = tmp_path_factory.mktemp("run")
     returned = tfhydra.run(cfg, run_dir=run_dir)
-    return cfg, run_dir, returned, json.loads((run_dir / "metrics.json").read_text())
+    return cfg, run_dir, returned, read_run_record(run_dir)
 
 
 def test_metrics_json_records_the_run(finished_run):
@@ -76,7 +76,7 @@ def test_diverging_run_is_recorded_not_exported(tmp_path, compose_cfg):
     cfg = compose_cfg(["trainer.epochs=2", "logging.histogram_freq=0", "optimizer=sgd", "optimizer.lr=1e6",
                        "optimizer.momentum=0.0"])
     returned = tfhydra.run(cfg, run_dir=tmp_path)
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    metrics = read_run_record(tmp_path)
     assert metrics["status"] == "diverged"
     assert metrics["diverged"]["step"] >= 1 and metrics["diverged"]["loss"] is None  # NaN/inf written as null
     assert math.isnan(returned)
@@ -87,6 +87,6 @@ def test_mlp_with_sgd_trains(tmp_path, compose_cfg):
     """`python train.py model=mlp optimizer=sgd optimizer.lr=0.05 trainer.epochs=3`, in-process."""
     cfg = compose_cfg(["model=mlp", "optimizer=sgd", "optimizer.lr=0.05", "trainer.epochs=3", "logging.histogram_freq=0"])
     returned = tfhydra.run(cfg, run_dir=tmp_path)
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    metrics = read_run_record(tmp_path)
     assert metrics["status"] == "completed" and metrics["model"] == "mlp" and metrics["epochs_run"] == 3
     assert returned > 0.8

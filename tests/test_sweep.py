@@ -2,7 +2,6 @@
 not stop the sweep, the summary, the exit code, TensorBoard's HParams dashboard through the
 real server, and jobs sharing one process without sharing state."""
 import csv
-import json
 import shutil
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, read_run_record, run_cli
 from tb_server import tensorboard_server
 
 FAIL_AT_5E4 = "trainer.callbacks=[{_target_: sweep_code.FailAtLearningRate, lr: 0.0005}]"
@@ -25,7 +24,7 @@ def only_sweep(cwd):
 
 
 def metrics_of(job_dir):
-    return json.loads((job_dir / "metrics.json").read_text())
+    return read_run_record(job_dir)
 
 
 @pytest.fixture(scope="module")

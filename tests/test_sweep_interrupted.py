@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, TESTS
+from conftest import ROOT, TESTS, read_run_record
 
 LRS = ["0.001", "0.0005", "0.0002", "0.0001"]
 # Long enough per job (several seconds) that job 1 is still training when the test sees it start.
@@ -45,7 +45,7 @@ def wait_for(process, cwd, condition, timeout=240):
 
 def status_of(job_dir):
     try:
-        return json.loads((job_dir / "metrics.json").read_text()).get("status")
+        return read_run_record(job_dir).get("status")
     except (OSError, ValueError):
         return None
 

@@ -1,6 +1,5 @@
 """Training engine: both loops, clipping, schedules, early stopping, divergence, determinism."""
 import hashlib
-import json
 
 import numpy as np
 import pytest
@@ -8,12 +7,13 @@ import tensorflow as tf
 
 import tfhydra
 from tfhydra.optimizer import build_optimizer, build_schedule
+from conftest import read_run_record
 
 FAST = ["logging.histogram_freq=0"]
 
 
 def metrics_of(run_dir):
-    return json.loads((run_dir / "metrics.json").read_text())
+    return read_run_record(run_dir)
 
 
 def weights_digest(path):

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
 from tfhydra.rundir import RunPaths, check_creatable
