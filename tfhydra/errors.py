@@ -19,6 +19,14 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def first_line(error: BaseException) -> str:
+    """The first non-empty line of an exception's message (TensorFlow's `message` when it has one), on one
+    line; its type's name when it says nothing. For a one-line error that quotes a library's reason."""
+    text = getattr(error, "message", None) or str(error)
+    line = next((line for line in str(text).splitlines() if line.strip()), "")
+    return " ".join(line.split()) or type(error).__name__
+
+
 class ConfigError(CompactHydraException):
     """A mistake in the user's configuration or input files.
 

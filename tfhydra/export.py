@@ -22,7 +22,7 @@ import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.contracts import Compression
-from tfhydra.errors import ConfigError
+from tfhydra.errors import ConfigError, first_line
 from tfhydra.registry import Registry
 from tfhydra.rundir import RunPaths
 
@@ -73,8 +73,7 @@ def write_format(name: str, deployment: Deployment, path: Path, formats: list[st
         raise
     except Exception as error:
         shutil.rmtree(path, ignore_errors=True)
-        reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
-        reason = re.sub(r"^\S+:\d+:\d+: error: ", "", reason)  # the converter's "<file>:<line>:<col>: error: "
+        reason = re.sub(r"^\S+:\d+:\d+: error: ", "", first_line(error))  # the converter's "<file>:<line>:<col>: error: "
         others = [f for f in formats if f != name]
         raise ConfigError("export.formats", name, f"export.formats=[{','.join(others)}] (the trained model is kept: "
                           "the same command with that override finishes the run)",

@@ -26,7 +26,7 @@ from tfhydra.compression.plan import phase_config
 from tfhydra.compression.schemes import compress_model
 from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
-from tfhydra.errors import ConfigError
+from tfhydra.errors import ConfigError, first_line
 from tfhydra.export import export_model
 from tfhydra.model import build_model
 from tfhydra.optimizer import build_optimizer, plateau_callback
@@ -212,8 +212,7 @@ def one_line_tensorflow_errors(cfg: DictConfig):
     try:
         yield
     except tf.errors.OpError as error:
-        text = str(error.message if hasattr(error, "message") else error)
-        reason = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+        text, reason = str(getattr(error, "message", None) or error), first_line(error)
         if "IteratorGetNext" in text or "iterator" in text.lower():
             raise ConfigError("data", cfg.data.get("name"), "examples the source decodes into one shape and dtype "
                               "(docs/data.md)", f"the input pipeline failed while training ({type(error).__name__}: "

@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 
 from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Source, class_labels, image_size, stratified_split,
                                  take_examples)
-from tfhydra.errors import ConfigError
+from tfhydra.errors import ConfigError, first_line
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")  # what tf.io.decode_image reads
 CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}
@@ -73,7 +73,7 @@ def build_tfrecord(cfg, seed: int) -> Source:
     except (tf.errors.InvalidArgumentError, ValueError) as error:
         raise ConfigError("data.encoding", cfg.encoding, "the encoding of the stored images: png, jpeg, or raw with "
                           "data.raw_shape and data.raw_dtype", f"cannot decode the first image of {first_file} "
-                          f"({_first_line(error)})") from None
+                          f"({first_line(error)})") from None
     shape = tuple(int(d) for d in image.shape)
     spec = DataSpec(shape, len(names), names, len(train_labels), val_size)
     return Source(train, validation, spec, decode=example_decoder(cfg, size, shape), train_labels=train_labels)
@@ -87,7 +87,7 @@ def matching_files(patterns, key: str) -> list[str]:
         try:
             matched = tf.io.gfile.glob(os.path.expanduser(pattern))
         except tf.errors.OpError as error:
-            matched, reason = [], f" ({_first_line(error)})"
+            matched, reason = [], f" ({first_line(error)})"
         else:
             reason = ""
         if not matched:
@@ -147,7 +147,7 @@ def scan_labels(files: list[str], label_key: str) -> np.ndarray:
         raise _corrupt(", ".join(files), error) from None
     except tf.errors.InvalidArgumentError as error:
         raise ConfigError("data.label_key", label_key, "a feature that every record has, holding one int64 class "
-                          "index", f"some records lack it or hold something else ({_first_line(error)})") from None
+                          "index", f"some records lack it or hold something else ({first_line(error)})") from None
 
 
 def example_decoder(cfg, size, shape):
@@ -173,12 +173,7 @@ def example_decoder(cfg, size, shape):
 def _corrupt(file: str, error: Exception) -> ConfigError:
     found = re.search(r"(corrupted|truncated) record at \d+", str(error))
     return ConfigError(file, None, "complete TFRecord files (rewrite the shard, or leave it out of the pattern)",
-                       f"corrupt or truncated TFRecord ({found.group(0) if found else _first_line(error)})")
-
-
-def _first_line(error: Exception) -> str:
-    text = getattr(error, "message", None) or str(error)
-    return " ".join(text.strip().splitlines()[0].split()) if text.strip() else type(error).__name__
+                       f"corrupt or truncated TFRecord ({found.group(0) if found else first_line(error)})")
 
 
 # --- image_folder -----------------------------------------------------------------------------------------
