@@ -125,7 +125,8 @@ BAD_INPUTS = [
     # wrong types and unparsable values
     bad("lr-not-number", ["optimizer.lr=abc"], ["optimizer.lr=abc", "not a number", "a number > 0"]),
     bad("activation-type", ["model.activation=3"], ["model.activation=3", "not an accepted value", "relu"]),
-    bad("activation-name", ["model.activation=rellu"], ["model.activation=rellu", "not an accepted value", "one of elu"]),
+    bad("activation-name", ["model.activation=rellu"], ["model.activation=rellu", "not an accepted value (did you mean relu", "and 9 more"]),
+    bad("arch-name", ["model=keras_app", "model.arch=MobileNetV5"], ["model.arch=MobileNetV5", "did you mean MobileNetV2", "more (all of them: model.arch in tfhydra/schema.py)"]),
     bad("seed-not-integer", ["trainer.seed=1.5"], ["trainer.seed=1.5", "not an integer", "an integer >= 0"]),
     bad("tensorboard-type", ["logging.tensorboard=maybe"], ["logging.tensorboard=maybe", "wrong type", "true or false"]),
     bad("formats-not-list", ["export.formats=saved_model"], ["export.formats=saved_model", "a list", "saved_model, keras, tflite"]),

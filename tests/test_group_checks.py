@@ -98,3 +98,29 @@ def test_schedules_that_cannot_mean_what_they_say_are_refused(compose_cfg, overr
     with pytest.raises(ConfigError) as raised:
         plan_run(compose_cfg(overrides))
     assert str(raised.value).startswith(message), str(raised.value)
+
+
+def test_architecture_names_are_the_installed_tf_keras_applications():
+    from tfhydra.schema import KERAS_APPLICATIONS
+
+    assert list(KERAS_APPLICATIONS) == sorted(n for n in dir(keras.applications) if n[:1].isupper())
+
+
+@pytest.mark.parametrize("overrides,fragments", [
+    (["model=cnnn"], ["model=cnnn: no such model option (did you mean cnn?)"]),
+    (["trainer.epoch=3"], ["trainer.epoch=3: unknown key (did you mean epochs?)"]),
+    (["model=keras_app", "model.arch=ResNet5O"], ["model.arch=ResNet5O: not an accepted value (did you mean ResNet50",
+                                                  "and 6", "more (all of them: model.arch in tfhydra/schema.py)"]),
+    (["trainer.loss=categorical_crossentopy"], ["unknown loss", "(did you mean categorical_crossentropy"]),
+    (["trainer.metrics=[acuracy]"], ["unknown metric", "(did you mean accuracy"]),
+])
+def test_a_misspelt_name_gets_the_nearest_ones(overrides, fragments):
+    """One line, the nearest valid names first; a list of more than ten is shortened."""
+    from conftest import CONFIG_DIR
+    from tfhydra.cli import check_overrides
+
+    with pytest.raises(ConfigError) as raised:
+        check_overrides(CONFIG_DIR, "config", overrides)
+    message = str(raised.value)
+    assert all(f in message for f in fragments), message
+    assert len(message) < 400 and "\n" not in message

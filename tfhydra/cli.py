@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
+from tfhydra.errors import ConfigError, suggestion
 from tfhydra.rundir import RunPaths, check_creatable
 from tfhydra.schema import config_differences
 
@@ -272,7 +272,8 @@ def _composition_errors(overrides: list[str], groups: list[str]) -> Iterator[Non
         plugin, extra = _PLUGIN_GROUPS.get(group, (None, None))
         if plugin and plugin not in options:  # launchers and sweepers come from optional extras
             accepted = f"one of {', '.join(options)}, or {plugin} after pip install -e '.[{extra}]'"
-        raise ConfigError(group or "config", option, accepted, f"no such {group or 'config'} option") from None
+        raise ConfigError(group or "config", option, accepted,
+                          f"no such {group or 'config'} option{suggestion(option, options)}") from None
     except ConfigCompositionException as error:
         bad = next((o for o in overrides if f"'{o.split('=', 1)[0].lstrip('+~')}'" in str(error)), None)
         if bad is not None:
@@ -303,7 +304,7 @@ def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
         names = [k for k in parent if k != "hydra"] if isinstance(parent, DictConfig) else []
         where = parent_key or "the config"
         raise ConfigError(key, value, f"a key of {where}: {', '.join(map(str, names))} (add a new key with +{key}=...)",
-                          "unknown key")
+                          f"unknown key{suggestion(leaf, names)}")
 
 
 def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:

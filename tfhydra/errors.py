@@ -19,6 +19,29 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def suggestion(name: Any, options: Iterable[Any]) -> str:
+    """` (did you mean a or b?)` with the options nearest to a misspelt `name`; empty when none is near."""
+    import difflib
+
+    texts = {str(o).lower(): str(o) for o in options}
+    close = difflib.get_close_matches(str(name).lower(), list(texts), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(texts[c] for c in close)}?)" if close else ""
+
+
+def short_list(name: Any, options: Iterable[Any], where: str, limit: int = 10) -> str:
+    """`one of a, b, c` for a short list; for a long one the nearest few, how many more, and where to see all
+    (a 70-name list in one line is noise)."""
+    import difflib
+
+    options = [str(o) for o in options]
+    if len(options) <= limit:
+        return "one of " + ", ".join(options)
+    lowered = {o.lower(): o for o in options}
+    near = [lowered[c] for c in difflib.get_close_matches(str(name).lower(), list(lowered), n=5, cutoff=0.3)]
+    shown = near or options[:5]
+    return f"one of {', '.join(shown)} and {len(options) - len(shown)} more ({where})"
+
+
 def first_line(error: BaseException) -> str:
     """The first non-empty line of an exception's message (TensorFlow's `message` when it has one), on one
     line; its type's name when it says nothing. For a one-line error that quotes a library's reason."""

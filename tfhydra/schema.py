@@ -27,6 +27,7 @@ class Rule:
     numeric: bool = False  # a numeric rule calls a bad number "out of range", anything else "not a number"
     refusal: str = ""  # what to call a refused value when neither of those says it (e.g. "no such file")
     integral: bool = False  # 1.5 for an integer key is "not an integer", not "out of range"
+    options: tuple = ()  # a choice's values: a misspelt name gets the nearest ones, a long list is shortened
 
     def problem(self, value: Any) -> str:
         if value is None:  # a `null  # required` default left unset: "no such file" would mislead
@@ -71,7 +72,8 @@ def number(low: float, high: float | None = None, low_open: bool = True, high_op
 def choice(*options: Any) -> Rule:
     from tfhydra.errors import _show
 
-    return Rule("one of " + ", ".join(map(_show, options)), lambda v: v in options and type(v) in {type(o) for o in options})
+    return Rule("one of " + ", ".join(map(_show, options)),
+                lambda v: v in options and type(v) in {type(o) for o in options}, options=options)
 
 
 def _is_target(v: Any) -> bool:
@@ -121,6 +123,20 @@ def _is_run_dir(v: Any) -> bool:
 def _is_block(v: Any) -> bool:
     return isinstance(v, (list, ListConfig)) and len(v) == 2 and all(_is_int(d) and d >= 1 for d in v)
 
+
+# tf_keras.applications' architectures (`model=keras_app model.arch=...`), checked before TensorFlow is
+# imported; tests/test_group_checks.py holds the list to the installed tf_keras.
+KERAS_APPLICATIONS = (
+    "ConvNeXtBase", "ConvNeXtLarge", "ConvNeXtSmall", "ConvNeXtTiny", "ConvNeXtXLarge", "DenseNet121", "DenseNet169",
+    "DenseNet201", "EfficientNetB0", "EfficientNetB1", "EfficientNetB2", "EfficientNetB3", "EfficientNetB4",
+    "EfficientNetB5", "EfficientNetB6", "EfficientNetB7", "EfficientNetV2B0", "EfficientNetV2B1", "EfficientNetV2B2",
+    "EfficientNetV2B3", "EfficientNetV2L", "EfficientNetV2M", "EfficientNetV2S", "InceptionResNetV2", "InceptionV3",
+    "MobileNet", "MobileNetV2", "MobileNetV3Large", "MobileNetV3Small", "NASNetLarge", "NASNetMobile", "RegNetX002",
+    "RegNetX004", "RegNetX006", "RegNetX008", "RegNetX016", "RegNetX032", "RegNetX040", "RegNetX064", "RegNetX080",
+    "RegNetX120", "RegNetX160", "RegNetX320", "RegNetY002", "RegNetY004", "RegNetY006", "RegNetY008", "RegNetY016",
+    "RegNetY032", "RegNetY040", "RegNetY064", "RegNetY080", "RegNetY120", "RegNetY160", "RegNetY320", "ResNet101",
+    "ResNet101V2", "ResNet152", "ResNet152V2", "ResNet50", "ResNet50V2", "ResNetRS101", "ResNetRS152", "ResNetRS200",
+    "ResNetRS270", "ResNetRS350", "ResNetRS420", "ResNetRS50", "VGG16", "VGG19", "Xception")
 
 # tf_keras' activation functions by name (tests/test_group_checks.py holds it to the installed tf_keras).
 KERAS_ACTIVATIONS = ("elu", "exponential", "gelu", "hard_sigmoid", "linear", "mish", "relu", "selu", "sigmoid",
@@ -209,6 +225,7 @@ RULES: dict[str, Rule] = {
     "model.dense_units": integer(1),
     "model.dropout": number(0, 1, low_open=False),
     "model.activation": choice(*KERAS_ACTIVATIONS),
+    "model.arch": choice(*KERAS_APPLICATIONS),
     "model.depth": optional(Rule("6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110, ...)",
                                  lambda v: _is_int(v) and v >= 8 and (v - 2) % 6 == 0, numeric=True)),
     "model.blocks_per_stage": optional(list_of(integer(1))),
@@ -254,7 +271,13 @@ def check_rules(cfg: DictConfig) -> None:
         if value is _ABSENT or _in_target_node(cfg, key):
             continue
         if not rule.ok(value):
-            raise ConfigError(key, _plain(value), rule.accepted, rule.problem(value))
+            accepted, problem = rule.accepted, rule.problem(value)
+            if rule.options and isinstance(value, str):
+                from tfhydra.errors import short_list, suggestion
+
+                accepted = short_list(value, rule.options, f"all of them: {key} in tfhydra/schema.py")
+                problem += suggestion(value, rule.options)
+            raise ConfigError(key, _plain(value), accepted, problem)
 
 
 def _in_target_node(cfg: DictConfig, key: str) -> bool:

@@ -1,11 +1,9 @@
 """What the run plan checks in the `trainer:` section: mistakes the config alone decides. No TensorFlow."""
 from __future__ import annotations
 
-import difflib
-
 from omegaconf import DictConfig
 
-from tfhydra.errors import ConfigError
+from tfhydra.errors import ConfigError, suggestion
 
 # The names tf_keras resolves to a loss or a metric it can build with no arguments, so a misspelling is
 # refused before TensorFlow is imported (Keras' own `metrics.get` accepts any string and fails at the first
@@ -65,17 +63,12 @@ def check_objectives(cfg: DictConfig) -> None:
     """`trainer.loss` and `trainer.metrics` given by name must be names tf_keras knows."""
     loss = cfg.trainer.loss
     if isinstance(loss, str) and loss not in KERAS_LOSSES:
-        raise ConfigError("trainer.loss", loss, f"a Keras loss name such as sparse_categorical_crossentropy{_near(loss, KERAS_LOSSES)}, "
+        raise ConfigError("trainer.loss", loss, f"a Keras loss name such as sparse_categorical_crossentropy{suggestion(loss, KERAS_LOSSES)}, "
                           "or a node with _target_", "unknown loss")
     for i, metric in enumerate(cfg.trainer.metrics):
         if isinstance(metric, str) and metric not in KERAS_METRICS:
             raise ConfigError(f"trainer.metrics[{i}]", metric, f"a Keras metric name such as accuracy"
-                              f"{_near(metric, KERAS_METRICS)}, or a node with _target_", "unknown metric")
-
-
-def _near(name: str, names) -> str:
-    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.6)
-    return f" (did you mean {' or '.join(close)}?)" if close else ""
+                              f"{suggestion(metric, KERAS_METRICS)}, or a node with _target_", "unknown metric")
 
 
 CHECKS = (check_objectives, check_monitor)
