@@ -19,26 +19,34 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def suggestion(name: Any, options: Iterable[Any]) -> str:
-    """` (did you mean a or b?)` with the options nearest to a misspelt `name`; empty when none is near."""
+def nearest(name: Any, options: Iterable[Any], count: int, cutoff: float) -> list[str]:
+    """The options nearest to `name`, ignoring case to find them (`resnet50` finds `ResNet50`) and using it to
+    order them (`acuracy` gives `accuracy` before `Accuracy`); the same answer whatever the options' order."""
     import difflib
 
-    texts = {str(o).lower(): str(o) for o in options}
-    close = difflib.get_close_matches(str(name).lower(), list(texts), n=3, cutoff=0.6)
-    return f" (did you mean {' or '.join(texts[c] for c in close)}?)" if close else ""
+    names = sorted({str(o) for o in options})
+    by_lower: dict[str, list[str]] = {}
+    for option in names:
+        by_lower.setdefault(option.lower(), []).append(option)
+    close = difflib.get_close_matches(str(name).lower(), sorted(by_lower), n=count, cutoff=cutoff)
+    found = [o for lower in close for o in by_lower[lower]]
+    found.sort(key=lambda o: -difflib.SequenceMatcher(None, str(name), o).ratio())
+    return found[:count]
+
+
+def suggestion(name: Any, options: Iterable[Any]) -> str:
+    """` (did you mean a or b?)` with the options nearest to a misspelt `name`; empty when none is near."""
+    close = nearest(name, options, count=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 
 def short_list(name: Any, options: Iterable[Any], where: str, limit: int = 10) -> str:
     """`one of a, b, c` for a short list; for a long one the nearest few, how many more, and where to see all
     (a 70-name list in one line is noise)."""
-    import difflib
-
     options = [str(o) for o in options]
     if len(options) <= limit:
         return "one of " + ", ".join(options)
-    lowered = {o.lower(): o for o in options}
-    near = [lowered[c] for c in difflib.get_close_matches(str(name).lower(), list(lowered), n=5, cutoff=0.3)]
-    shown = near or options[:5]
+    shown = nearest(name, options, count=5, cutoff=0.3) or options[:5]
     return f"one of {', '.join(shown)} and {len(options) - len(shown)} more ({where})"
 
 
