@@ -1,22 +1,9 @@
 """Train a model: `python train.py [group=option ...] [key=value ...]`, or `-m` to sweep.
 
-All logic lives in tfhydra/; this file only connects Hydra to it.
+The checkout's entry point; installed, the same command is `tfhydra-train` (or `python -m tfhydra`).
+All logic lives in tfhydra/; tfhydra/__main__.py connects Hydra to it.
 """
-from pathlib import Path
-
-import hydra
-
-import tfhydra  # sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
-
-CONFIG_DIR = Path(__file__).resolve().parent / "conf"
-
-
-@hydra.main(config_path="conf", config_name="config", version_base="1.3")
-def main(cfg):
-    return tfhydra.run(cfg)
-
+from tfhydra.__main__ import main  # importing tfhydra sets TF_USE_LEGACY_KERAS before TensorFlow loads
 
 if __name__ == "__main__":
-    tfhydra.check_command_line(CONFIG_DIR)
     main()
-    tfhydra.end_process()

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tfhydra"
 
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export"}
-ORCHESTRATION = {"__init__", "cli", "job", "plan", "sweep", "evaluate"}
-NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "report", "schema"}
+ORCHESTRATION = {"__init__", "__main__", "cli", "job", "plan", "sweep", "evaluate"}
+NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "project", "report", "schema"}
 
 
 def room_of(module: str) -> str:

@@ -52,7 +52,7 @@ def test_a_run_from_python_keeps_hydra_files_provenance_and_evaluates(tmp_path):
     record = read_run_record(tmp_path)
     assert record["status"] == "completed" and record["schema_version"] == SCHEMA_VERSION
     assert record["best"]["val_accuracy"] == pytest.approx(returned)
-    assert set(record["versions"]) == {"python", "tensorflow", "tf-keras", "tensorflow-model-optimization",
+    assert set(record["versions"]) == {"python", "tfhydra", "tensorflow", "tf-keras", "tensorflow-model-optimization",
                                        "hydra-core", "omegaconf", "numpy"}
     assert record["versions"]["tensorflow"].startswith("2.") and record["versions"]["hydra-core"].startswith("1.3")
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)

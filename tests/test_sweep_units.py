@@ -178,7 +178,7 @@ def test_limited_steps_cut_both_splits_and_repeat_the_training_data():
 
     from tfhydra.data import build_datasets, limit_steps
 
-    cfg = OmegaConf.load(CONFIG_DIR / "config.yaml").data
+    cfg = OmegaConf.load(CONFIG_DIR / "tfhydra.yaml").data
     cfg = OmegaConf.merge(cfg, OmegaConf.load(CONFIG_DIR / "data" / "synthetic.yaml"),
                           {"train_size": 64, "val_size": 64, "batch_size": 16})
     full = build_datasets(cfg, seed=0)

@@ -6,33 +6,36 @@ tf_keras everywhere and makes `tf.keras` mean tf_keras for the user's own code t
 this module sets it and imports nothing heavy.
 """
 import os
-from pathlib import Path
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep C++ info logs out of train.log
 
 from tfhydra.cli import check_command_line, end_process  # noqa: E402  (light: Hydra and OmegaConf only)
 from tfhydra.errors import ConfigError  # noqa: E402
+from tfhydra.project import CONFIG_DIR  # noqa: E402  (tfhydra's conf/: the checkout's, or the wheel's copy)
 from tfhydra.sweep import register_resolvers  # noqa: E402
 
-register_resolvers()  # conf/config.yaml names sweep job directories with them
+register_resolvers()  # conf/tfhydra.yaml names sweep job directories with them
 
 __all__ = ["run", "compose", "check_command_line", "end_process", "ConfigError"]
 __version__ = "0.1.0"
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "conf"  # the checkout's conf/ (train.py's)
 
 
 def compose(overrides=(), config_dir=None):
-    """The config `python train.py <overrides>` would run, checked by the same pre-flight (one ConfigError
+    """The config `tfhydra-train <overrides>` would run, checked by the same pre-flight (one ConfigError
     for the first mistake), with its `hydra` node: `run(compose([...]), run_dir=...)` then records the
-    overrides in `.hydra/` like the command line does. For notebooks and scripts (README, "From Python")."""
+    overrides in `.hydra/` like the command line does. For notebooks and scripts (README, "From Python").
+
+    `config_dir` is a project's own config directory (tfhydra/project.py); without one, `./conf` or
+    `$TFHYDRA_CONFIG_DIR` is used as the command does, and tfhydra's own configs otherwise."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
     from tfhydra.cli import check_overrides
+    from tfhydra.project import project_config_dir
 
-    config_dir = Path(config_dir or CONFIG_DIR)
-    check_overrides(config_dir, "config", list(overrides))
-    with initialize_config_dir(config_dir=str(config_dir.resolve()), version_base="1.3"):
+    primary = project_config_dir(["--config-dir", str(config_dir)] if config_dir is not None else ()) or CONFIG_DIR
+    check_overrides(primary, "config", list(overrides))
+    with initialize_config_dir(config_dir=str(primary), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
 

@@ -26,6 +26,9 @@ from tfhydra.schema import config_differences
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
 _NO_JOB_FLAGS = {"--cfg", "-c", "--resolve", "--package", "-p"}  # print the config; no job runs
 MAX_CHECKED_JOBS = 256  # beyond this a sweep's values are checked one override at a time
+# How the user runs a training command, for the commands tfhydra prints (resume, reproduce): tfhydra/__main__.py
+# sets it from the name it was started by; in another process, the checkout's or the installed one.
+COMMAND = "python train.py" if (Path(__file__).resolve().parent.parent / "train.py").is_file() else "tfhydra-train"
 
 
 def check_command_line(config_dir: str | Path, config_name: str = "config", argv: Sequence[str] | None = None) -> None:
@@ -110,8 +113,12 @@ def resume_command(run_dir: str | Path) -> str:
 
     from hydra.core.hydra_config import HydraConfig
 
-    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-    return " ".join(["python train.py", *map(shlex.quote, overrides), shlex.quote(f"hydra.run.dir={run_dir}")])
+    from tfhydra.project import config_dir_flags, primary_config_dir
+
+    hydra = HydraConfig.get() if HydraConfig.initialized() else None
+    overrides = list(hydra.overrides.task) if hydra else []
+    flags = config_dir_flags(primary_config_dir(OmegaConf.to_container(hydra)) if hydra else None)
+    return " ".join([COMMAND, *map(shlex.quote, [*flags, *overrides, f"hydra.run.dir={run_dir}"])])
 
 
 def _in_single_run() -> bool:
@@ -159,8 +166,10 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
         return
     from tfhydra.plan import plan_run
 
+    from tfhydra.project import CONFIG_DIR
+
     with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
-        groups = sorted(p.name for p in Path(config_dir).iterdir() if p.is_dir())
+        groups = sorted({p.name for d in {Path(config_dir), CONFIG_DIR} for p in d.iterdir() if p.is_dir()})
         composed: dict[tuple[str, ...], DictConfig] = {}  # jobs of a sweep often share their group choices
         for number, job in enumerate(jobs):
             choices = tuple(o for o in job if _is_group_choice(o))

@@ -24,7 +24,8 @@ import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
 from tfhydra.rundir import RunPaths
 
-USAGE = "usage: python -m tfhydra.evaluate [--trust-run] RUN_DIR [data=<source>] [data.<key>=<value> ...]"
+USAGE = ("usage: tfhydra-evaluate [--trust-run] [--config-dir DIR] RUN_DIR [data=<source>] [data.<key>=<value> ...]"
+         " (also python -m tfhydra.evaluate)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,11 +35,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     trust_run = "--trust-run" in argv
     argv = [a for a in argv if a != "--trust-run"]
-    if not argv:
-        print(USAGE, file=sys.stderr)
-        return 2
     try:
-        result = evaluate_run(Path(argv[0]), argv[1:], trust_run=trust_run)
+        from tfhydra.project import import_from_working_directory, project_config_dir, without_config_dir_flags
+
+        project = project_config_dir(argv)  # the project's own conf/, as tfhydra-train finds it
+        import_from_working_directory()
+        argv = without_config_dir_flags(argv)
+        if not argv:
+            print(USAGE, file=sys.stderr)
+            return 2
+        result = evaluate_run(Path(argv[0]), argv[1:], trust_run=trust_run, project=project)
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
@@ -49,12 +55,13 @@ def main(argv: list[str] | None = None) -> int:
 RUN_ACCEPTED = "the directory of a completed run with export/saved_model and .hydra/"
 
 
-def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False):
-    """The run's config with `overrides` applied, composed from tfhydra's own conf/ and validated like a new
-    command line.
+def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None):
+    """The run's config with `overrides` applied, composed from tfhydra's own conf/ (after the `project`'s
+    conf/ for a run made in another project: tfhydra/project.py) and validated like a new command line.
 
     A run directory may come from anyone, so nothing it names is imported or called: not the config
-    directory its hydra.yaml names (tfhydra's own conf/ is used), not a `hydra...` override (a search path
+    directory its hydra.yaml names (the configs are those of the command: tfhydra's own and the
+    project's the user runs it from), not a `hydra...` override (a search path
     can import a package), and not a `_target_` its overrides add (refused in one line unless
     `--trust-run` says the user trusts that run). The run directory is checked first
     (tfhydra.record.completed_run_config: metrics.json status completed, .hydra/ files that parse, the
@@ -74,11 +81,12 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     if not isinstance(saved_overrides, ListConfig) or not all(isinstance(o, str) for o in saved_overrides):
         raise ConfigError(str(run_dir), None, RUN_ACCEPTED, "its .hydra/overrides.yaml is not a list of overrides")
     saved_overrides = list(saved_overrides)
+    primary = project or CONFIG_DIR
     if not trust_run:
-        refuse_untrusted(run_dir, saved_overrides, CONFIG_DIR)
+        refuse_untrusted(run_dir, saved_overrides, primary)
     every = saved_overrides + list(overrides)
-    check_overrides(CONFIG_DIR, "config", every)
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    check_overrides(primary, "config", every)
+    with initialize_config_dir(config_dir=str(primary), version_base="1.3"):
         return compose(config_name="config", overrides=every)
 
 
@@ -108,7 +116,9 @@ def refuse_untrusted(run_dir: Path, saved_overrides: list[str], config_dir: Path
             cfg = compose(config_name="config", overrides=saved_overrides)
     except Exception:  # noqa: BLE001  (check_overrides reports it in one line)
         return
-    own = _targets_in(config_dir)
+    from tfhydra.project import CONFIG_DIR
+
+    own = _targets_in(config_dir) | _targets_in(CONFIG_DIR)  # the project's own options are the user's
     for path, node in nodes_with_target(cfg):
         if node.get("_target_") not in own:
             raise ConfigError(str(overrides_file), None, f"a run built from tfhydra's own options, or {TRUST_HINT}",
@@ -164,8 +174,8 @@ def _served_model_layer():
     return ServedModel
 
 
-def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False) -> dict:
-    cfg = load_run_config(run_dir, overrides, trust_run)  # before TensorFlow is imported: a bad directory is a quick error
+def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None) -> dict:
+    cfg = load_run_config(run_dir, overrides, trust_run, project)  # before TensorFlow is imported: a bad directory is a quick error
     import tf_keras as keras
 
     from tfhydra.data import build_datasets

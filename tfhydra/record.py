@@ -34,7 +34,7 @@ from tfhydra.rundir import RunPaths
 SCHEMA_VERSION = 1
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted", "pruned")
 # The packages whose versions decide a result; looked up from their metadata (nothing is imported).
-PACKAGES = ("tensorflow", "tf-keras", "tensorflow-model-optimization", "hydra-core", "omegaconf", "numpy")
+PACKAGES = ("tfhydra", "tensorflow", "tf-keras", "tensorflow-model-optimization", "hydra-core", "omegaconf", "numpy")
 
 
 class RecordError(ValueError):

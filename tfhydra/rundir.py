@@ -160,7 +160,7 @@ class SweepPaths:
         return RunPaths(self.root / name)
 
     def jobs(self) -> list[Path]:
-        """Directories of jobs that started: Hydra names them `<num>_...` (conf/config.yaml) and writes .hydra/ first;
+        """Directories of jobs that started: Hydra names them `<num>_...` (conf/tfhydra.yaml) and writes .hydra/ first;
         a job killed in between has only the directory."""
         if not self.root.is_dir():
             return []

@@ -381,7 +381,7 @@ def check_sections(cfg: DictConfig) -> None:
     for section in SECTIONS:
         if not isinstance(cfg.get(section), DictConfig):
             accepted = (f"a {section} option (conf/{section}/), or +{section}._target_=<your builder>"
-                        if section in SECTIONS[:6] else f"the {section} section of conf/config.yaml")
+                        if section in SECTIONS[:6] else f"the {section} section of conf/tfhydra.yaml")
             raise ConfigError(section, None, accepted, "missing: deleted with ~, or set to a value that is not a "
                               "mapping")
 

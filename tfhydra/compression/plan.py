@@ -29,7 +29,7 @@ from tfhydra.schema import config_differences
 # trains quantization-aware for `compression.quantize_epochs`, keeping its property.
 TRAINED_FIRST = {"prune_quantize": "prune", "cluster_quantize": "cluster"}
 QUANTIZATION_AWARE = {"quantize", "prune_quantize", "cluster_quantize"}  # export int8 from learned ranges
-SHARED_KEYS = ("start_epoch", "from_run")  # conf/config.yaml's compression section: read here, not by schemes
+SHARED_KEYS = ("start_epoch", "from_run")  # conf/tfhydra.yaml's compression section: read here, not by schemes
 FROM_RUN_SCHEMES = ("none", "prune", "cluster")  # built-in float schemes: what load_run_model may rebuild
 FROM_RUN_ACCEPTED = ("the directory of a completed run (metrics.json with status completed, .hydra/config.yaml, "
                      "checkpoints/last.weights.h5)")

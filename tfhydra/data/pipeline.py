@@ -1,5 +1,5 @@
 """The one tf.data pipeline every source goes through, configured by the `data:` section
-of conf/config.yaml (shared by every data option):
+of conf/tfhydra.yaml (shared by every data option):
 
     source -> fraction (stratified, seeded; before decoding) -> decode (parallel map)
            -> cache (memory | file | off) -> shuffle (train) -> batch (GLOBAL batch size,

@@ -59,7 +59,7 @@ def current_swept_keys(argv: Sequence[str] | None = None) -> set[str]:
 
 
 def job_dirname(task_overrides: Sequence[str], argv: Sequence[str] | None = None, swept: set[str] | None = None) -> str:
-    """`<swept overrides>` of a job's directory `<num>_<swept overrides>` (conf/config.yaml's hydra.sweep.subdir)."""
+    """`<swept overrides>` of a job's directory `<num>_<swept overrides>` (conf/tfhydra.yaml's hydra.sweep.subdir)."""
     swept = current_swept_keys(argv) if swept is None else swept
     chosen = [o for o in task_overrides if o.split("=", 1)[0] in swept] or list(task_overrides)
     return safe_name(",".join(chosen))

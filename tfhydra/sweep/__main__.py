@@ -49,10 +49,11 @@ def _summary(sweep_dir: Path) -> int:
 
 
 def resume_command(sweep_dir: Path) -> list[str]:
-    """`python train.py -m <the recorded overrides> hydra.sweep.dir=<sweep dir>` from the sweep's multirun.yaml."""
+    """`python -m tfhydra --config-dir <its primary config dir> -m <the recorded overrides> hydra.sweep.dir=<sweep
+    dir>` from the sweep's multirun.yaml: the same configs, its own project's included, from any directory."""
     import yaml
 
-    from tfhydra import CONFIG_DIR
+    from tfhydra.project import CONFIG_DIR, primary_config_dir
     from tfhydra.rundir import SweepPaths
 
     accepted = "a sweep directory with the multirun.yaml its command wrote"
@@ -67,8 +68,9 @@ def resume_command(sweep_dir: Path) -> list[str]:
     except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
         raise ConfigError("sweep_dir", str(sweep_dir), accepted, f"cannot read its multirun.yaml ({error})") from None
     hydra = [o for o in hydra if not o.startswith(("hydra.sweep.dir=", "hydra.mode="))]
-    train = CONFIG_DIR.parent / "train.py"
-    return [sys.executable, str(train), "-m", *hydra, *task, f"hydra.sweep.dir={sweep_dir.resolve()}"]
+    primary = primary_config_dir(recorded["hydra"]) or str(CONFIG_DIR)  # the project's conf/, or tfhydra's
+    return [sys.executable, "-m", "tfhydra", "--config-dir", primary, "-m", *hydra, *task,
+            f"hydra.sweep.dir={sweep_dir.resolve()}"]
 
 
 def _resume(sweep_dir: Path) -> int:

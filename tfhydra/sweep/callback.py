@@ -1,4 +1,4 @@
-"""The Hydra callback of every sweep (`hydra.callbacks.sweep` in conf/config.yaml).
+"""The Hydra callback of every sweep (`hydra.callbacks.sweep` in conf/tfhydra.yaml).
 
 It runs in the process that launched the sweep, whatever the launcher:
 - at the start: hands the swept keys to the jobs (job directory names, HParams values) and

@@ -132,7 +132,9 @@ class Summary:
     def reproduce(self, job: Job) -> str:
         """The job as a single run: its overrides, less the Optuna trial number (which only a search reads)."""
         overrides = [o for o in job.overrides if not o.startswith(("+optuna_trial=", "optuna_trial="))]
-        return " ".join(["python train.py", *(shlex.quote(o) for o in overrides)])
+        from tfhydra.cli import COMMAND
+
+        return " ".join([COMMAND, *(shlex.quote(o) for o in overrides)])
 
     def report(self) -> str:
         """What the end of a sweep prints: the counts, the best job, how to rerun it, where the summary is."""
@@ -342,7 +344,7 @@ def _monitor(sweep: Any, jobs: list[Job]) -> tuple[str, str]:
     for monitor, mode in candidates:
         if isinstance(monitor, str) and "${" not in monitor and mode in ("min", "max"):
             return monitor, mode
-    return "val_accuracy", "max"  # conf/config.yaml's default
+    return "val_accuracy", "max"  # conf/tfhydra.yaml's default
 
 
 def _expected_jobs(sweep: Any) -> list[Job]:

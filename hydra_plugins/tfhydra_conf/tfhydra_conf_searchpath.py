@@ -1,0 +1,22 @@
+"""tfhydra's configs on Hydra's search path, after the app's own: how Hydra lets a library ship configs.
+
+Hydra imports every module under `hydra_plugins` when it composes a config, in any app, so this one only
+acts in a process that has imported tfhydra (`tfhydra-train`, `python train.py`, `tfhydra.compose`, a
+user's own Hydra app that calls `tfhydra.run`): there it appends tfhydra's conf/ (tfhydra.project.CONFIG_DIR),
+unless the app's primary directory is that conf/ already. A project's conf/ then adds options to tfhydra's
+groups and may replace tfhydra's primary config (tfhydra/project.py). It imports nothing of tfhydra itself.
+"""
+import sys
+
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+
+class TfhydraConfSearchPathPlugin(SearchPathPlugin):
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        project = sys.modules.get("tfhydra.project")
+        if project is None:
+            return
+        path = f"file://{project.CONFIG_DIR}"
+        if all(element.path != path for element in search_path.get_path()):
+            search_path.append(provider="tfhydra", path=path)

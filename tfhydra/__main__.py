@@ -1,0 +1,54 @@
+"""`tfhydra-train`, `python -m tfhydra` and the checkout's `python train.py`: one command, three names.
+
+The configs are the project's `conf/` followed by tfhydra's own (installed with the package;
+tfhydra/project.py). Then: the pre-flight, Hydra, the run, the fast exit.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import tfhydra  # sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
+from tfhydra import cli
+from tfhydra.project import CONFIG_DIR, import_from_working_directory, project_config_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in argv:
+        print(version_line())
+        return
+    cli.COMMAND = {"__main__.py": "python -m tfhydra", "train.py": "python train.py"}.get(
+        os.path.basename(sys.argv[0]), "tfhydra-train")
+    try:
+        project = project_config_dir(argv)
+    except tfhydra.ConfigError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        sys.exit(1)
+    import_from_working_directory()
+    tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)
+
+    import hydra
+
+    sys.argv = [sys.argv[0], *argv]  # Hydra reads the command line from sys.argv
+    hydra.main(config_path=str(project or CONFIG_DIR), config_name="config", version_base="1.3")(tfhydra.run)()
+    tfhydra.end_process()
+
+
+def version_line() -> str:
+    """tfhydra's version and those of what it runs on, read from the installed packages' metadata (no
+    TensorFlow import: a second, not a few milliseconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    others = ", ".join(f"{name} {installed(name)}" for name in ("hydra-core", "tensorflow", "tf-keras"))
+    return f"tfhydra {tfhydra.__version__} ({others}; configs: {CONFIG_DIR})"
+
+
+if __name__ == "__main__":
+    main()
