@@ -5,6 +5,7 @@ processes on the loopback interface; each needs a fresh process, so they go thro
 """
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -52,16 +53,32 @@ def free_ports(count):
     return ports
 
 
-@pytest.mark.slow
-def test_multi_worker_on_loopback_matches_one_process(tmp_path):
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+def consecutive_free_ports(count):
+    """`count` free ports in a row (SLURM's resolver gives a host's tasks port, port + 1, ...)."""
+    for _ in range(50):
+        first = free_ports(1)[0]
+        sockets = []
+        try:
+            for port in range(first, first + count):
+                sockets.append(socket.socket())
+                sockets[-1].bind(("127.0.0.1", port))
+            return list(range(first, first + count))
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no free consecutive ports")
+
+
+def run_two_workers(tmp_path, environments, *args):
+    """Two `train.py` worker processes (worker `i` in tmp_path/worker<i> with environments[i]) to the end."""
     processes = []
     try:
-        for index in range(2):
-            env = {**os.environ, "PYTHONPATH": str(TESTS),
-                   "TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
+        for index, environment in enumerate(environments):
+            env = {**os.environ, "PYTHONPATH": str(TESTS), **environment}
             processes.append(subprocess.Popen(
-                [sys.executable, str(ROOT / "train.py"), *ONE_STEP, "strategy=multi_worker",
+                [sys.executable, str(ROOT / "train.py"), *ONE_STEP, *args,
                  f"hydra.run.dir={tmp_path / f'worker{index}'}"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         errors = [p.communicate(timeout=300)[1] for p in processes]
@@ -71,6 +88,9 @@ def test_multi_worker_on_loopback_matches_one_process(tmp_path):
                 p.kill()
                 p.wait()
     assert [p.returncode for p in processes] == [0, 0], [e[-1500:] for e in errors]
+
+
+def assert_two_workers_match_one_process(tmp_path):
     chief, other = tmp_path / "worker0", tmp_path / "worker1"
     assert (chief / "export" / "saved_model" / "saved_model.pb").is_file() and (chief / "metrics.json").is_file()
     assert (chief / "tensorboard").is_dir() and (chief / "checkpoints" / "best.weights.h5").is_file()
@@ -83,6 +103,142 @@ def test_multi_worker_on_loopback_matches_one_process(tmp_path):
     assert distributed["replicas"] == 2 and distributed["strategy"] == "MultiWorkerMirroredStrategy"
     assert first["loss"] == pytest.approx(single["loss"], rel=1e-5)
     assert first["val_loss"] == pytest.approx(single["val_loss"], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_multi_worker_on_loopback_matches_one_process(tmp_path):
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    run_two_workers(tmp_path, [{"TF_CONFIG": json.dumps({"cluster": {"worker": workers},
+                                                         "task": {"type": "worker", "index": index}})}
+                               for index in range(2)], "strategy=multi_worker")
+    assert_two_workers_match_one_process(tmp_path)
+
+
+def start_workers(tmp_path, args, environments, attempt):
+    """Worker processes of a cluster, each in tmp_path/worker<i>; stderr into tmp_path/worker<i>.<attempt>.stderr."""
+    processes = []
+    for index, environment in enumerate(environments):
+        env = {**os.environ, "PYTHONPATH": str(TESTS), **environment}
+        env.pop("HYDRA_FULL_ERROR", None)
+        err = open(tmp_path / f"worker{index}.{attempt}.stderr", "w")  # noqa: SIM115 (closed with the process)
+        processes.append(subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args,
+                                           f"hydra.run.dir={tmp_path / f'worker{index}'}"], cwd=ROOT, env=env,
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err))
+    return processes
+
+
+def saved_step(directory, loop):
+    """(epoch, step) that the newest checkpoint of `loop` in `directory` was saved at, and how the loop's
+    "resumed from" line says it (tfhydra/trainer/state.py, tfhydra/trainer/custom.py)."""
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(directory)))
+    names = ("ckpt_saved_epoch", "ckpt_saved_batch") if loop == "fit" else ("epoch", "step")
+    epoch, step = (int(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE")) for name in names)
+    return (epoch, step), (f"(saved at epoch {epoch + 1}, step {step + 1})" if loop == "fit"
+                           else f"at epoch {epoch + 1}, step {step}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_a_signal_to_one_worker_stops_the_cluster_at_one_step_and_both_resume_there(tmp_path, loop):
+    """SIGTERM to the non-chief only: TensorFlow's PreemptionCheckpointHandler passes it on, both workers save after
+    the same step and stop; started again, both continue from that step and the run completes."""
+    from test_faults import epochs_recorded, kill, wait_for
+
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    environments = [{"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})}
+                    for i in range(2)]
+    args = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0", "trainer.epochs=3", "strategy=multi_worker",
+            f"trainer.loop={loop}"]
+    chief_dir, worker_dir = tmp_path / "worker0", tmp_path / "worker1"
+    processes = start_workers(tmp_path, args, environments, attempt=1)
+    try:
+        assert wait_for(processes[0], lambda: epochs_recorded(chief_dir) >= 1), "the cluster ended before the signal"
+        processes[1].send_signal(signal.SIGTERM)
+        codes = [p.wait(timeout=180) for p in processes]
+    finally:
+        for p in processes:
+            kill(p)
+    stderr = [(tmp_path / f"worker{i}.1.stderr").read_text() for i in range(2)]
+    assert codes == [143, 143], [e[-1500:] for e in stderr]
+    assert "with every worker of the cluster" in last_line(stderr[0]) and "Traceback" not in stderr[0] + stderr[1]
+    record = read_run_record(chief_dir)
+    assert record["status"] == "interrupted" and "with every worker of the cluster" in record["error"]
+    chief_state = chief_dir / "checkpoints" / "state" / ("chief" if loop == "fit" else "")
+    chief_step, resumed = saved_step(chief_state, loop)
+    assert (chief_step, resumed) == saved_step(worker_dir / "checkpoints" / "state" / "worker_1", loop)  # one step
+
+    processes = start_workers(tmp_path, args, environments, attempt=2)
+    try:
+        codes = [p.wait(timeout=300) for p in processes]
+    finally:
+        for p in processes:
+            kill(p)
+    assert codes == [0, 0], [(tmp_path / f"worker{i}.2.stderr").read_text()[-1500:] for i in range(2)]
+    assert resumed in (chief_dir / "train.log").read_text() and resumed in (worker_dir / "train.log").read_text()
+    record = read_run_record(chief_dir)
+    assert record["status"] == "completed" and record["epochs_run"] == 3 == len(record["history"])
+    assert not (worker_dir / "checkpoints").exists() and not (chief_dir / "checkpoints" / "state").exists()
+
+
+def slurm_environment(rank: int, tasks: int = 2, host: str = "127.0.0.1") -> dict:
+    """What `srun --ntasks=2` sets for task `rank` of a one-node step (the variables TensorFlow's resolver reads)."""
+    return {"SLURM_PROCID": str(rank), "SLURM_STEP_NODELIST": host, "SLURM_STEP_TASKS_PER_NODE": str(tasks),
+            "SLURM_STEP_NUM_TASKS": str(tasks), "SLURM_JOB_ID": "4242", "SLURM_NTASKS": str(tasks)}
+
+
+@pytest.mark.slow
+def test_multi_worker_resolved_from_slurms_environment_matches_one_process(tmp_path):
+    port = consecutive_free_ports(2)[0]
+    environments = [{**slurm_environment(rank), "TF_CONFIG": ""} for rank in range(2)]  # no TF_CONFIG: SLURM's only
+    run_two_workers(tmp_path, environments, "strategy=multi_worker", "strategy.cluster_resolver=slurm",
+                    f"strategy.port={port}")
+    assert_two_workers_match_one_process(tmp_path)
+
+
+def test_the_slurm_resolver_outside_a_slurm_step_is_one_line(tmp_path):
+    env = {k: "" for k in slurm_environment(0)}
+    result = run_cli(*ONE_STEP, "strategy=multi_worker", "strategy.cluster_resolver=slurm",
+                     f"hydra.run.dir={tmp_path / 'run'}", env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert last_line(result.stderr) == (
+        "Error: strategy.cluster_resolver=slurm: SLURM_PROCID, SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, "
+        "SLURM_STEP_NUM_TASKS not set: not inside a SLURM job step; accepted: a step started by srun (SLURM_PROCID, "
+        "SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_STEP_NUM_TASKS in the environment; docs/distribute.md "
+        "has an sbatch script)")
+    assert_failed_record(tmp_path / "run", "not inside a SLURM job step")
+
+
+class FakeKubernetesApi:
+    """The one call of the Kubernetes API that TensorFlow's resolver makes (list_pod_for_all_namespaces), answered
+    from a fixed list of pods: the cluster a manifest like docs/distribute.md's would start."""
+
+    def __init__(self, pods):
+        from types import SimpleNamespace as NS
+
+        self.pods = [NS(metadata=NS(name=name), status=NS(phase=phase, host_ip=ip)) for name, ip, phase in pods]
+        self.selectors = []
+
+    def list_pod_for_all_namespaces(self, label_selector):
+        from types import SimpleNamespace
+
+        self.selectors.append(label_selector)
+        return SimpleNamespace(items=list(reversed(self.pods)))
+
+
+def test_the_kubernetes_resolver_finds_the_workers_and_this_pods_index(compose_cfg):
+    from tfhydra.strategy.build import kubernetes_resolver_from
+
+    cfg = compose_cfg(["strategy=multi_worker", "strategy.cluster_resolver=kubernetes", "strategy.port=2222"]).strategy
+    api = FakeKubernetesApi([("train-worker-0", "10.0.0.5", "Running"), ("train-worker-1", "10.0.0.6", "Running")])
+    resolver = kubernetes_resolver_from(api, cfg, "train-worker-1", "accepted")
+    assert resolver.cluster_spec().as_dict() == {"worker": ["10.0.0.5:2222", "10.0.0.6:2222"]}
+    assert (resolver.task_type, resolver.task_id) == ("worker", 1)
+    assert set(api.selectors) == {"job-name=tfhydra-worker"}
+    with pytest.raises(tfhydra.ConfigError, match="this pod \\(elsewhere\\) is not among the 2 pods it selects"):
+        kubernetes_resolver_from(api, cfg, "elsewhere", "accepted")
+    pending = FakeKubernetesApi([("train-worker-0", "10.0.0.5", "Running"), ("train-worker-1", "", "Pending")])
+    with pytest.raises(tfhydra.ConfigError, match='Pod "train-worker-1" is not running; phase: "Pending"'):
+        kubernetes_resolver_from(pending, cfg, "train-worker-0", "accepted")
 
 
 @pytest.mark.parametrize("tf_config,message", [

@@ -1,4 +1,4 @@
-"""Faults: a run killed (SIGKILL) at several points, stopped by SIGTERM or Ctrl-C, resumed from a damaged
+"""Faults: a run killed (SIGKILL) at several points, stopped by SIGTERM, SIGUSR2 or Ctrl-C, resumed from a damaged
 checkpoint, or hitting a full disk or an unwritable export directory. Each time the same command, run
 again, finishes the run: status `completed`, every epoch recorded once, a SavedModel that loads and
 predicts. Everything here is a real `python train.py` process."""
@@ -21,11 +21,11 @@ from test_trainer import weights_digest
 BASE = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0"]
 
 
-def start(run_dir: Path, *args: str, signal_log: Path | None = None) -> subprocess.Popen:
+def start(run_dir: Path, *args: str, signal_log: Path | None = None, command=(str(ROOT / "train.py"),)) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("HYDRA_FULL_ERROR", None)
     out = open(signal_log or run_dir.parent / f"{run_dir.name}.stderr", "w")  # noqa: SIM115 (closed by the process end)
-    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}"], cwd=ROOT,
+    return subprocess.Popen([sys.executable, *command, *args, f"hydra.run.dir={run_dir}"], cwd=ROOT,
                             env=env, stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL, text=True)
 
 
@@ -117,9 +117,10 @@ def test_sigkill_then_the_same_command_finishes_the_run(tmp_path, point):
     assert record["best"]["val_accuracy"] > 0.5
 
 
-def signal_when_training(run_dir: Path, args: list[str], signum) -> tuple[subprocess.Popen, str]:
+def signal_when_training(run_dir: Path, args: list[str], signum, command=(str(ROOT / "train.py"),)
+                         ) -> tuple[subprocess.Popen, str]:
     """Start a run, send `signum` once it has recorded an epoch; returns the process and its stderr."""
-    process = start(run_dir, *args)
+    process = start(run_dir, *args, command=command)
     try:
         assert wait_for(process, lambda: epochs_recorded(run_dir) >= 1), "the run ended before the signal"
         time.sleep(0.2)  # into the next epoch
@@ -131,7 +132,7 @@ def signal_when_training(run_dir: Path, args: list[str], signum) -> tuple[subpro
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop,signum", [("fit", signal.SIGTERM), ("custom", signal.SIGINT)])
+@pytest.mark.parametrize("loop,signum", [("fit", signal.SIGTERM), ("custom", signal.SIGINT), ("fit", signal.SIGUSR2)])
 def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, loop, signum):
     args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=6", "trainer.deterministic=true"]
     run_dir = tmp_path / "run"
@@ -152,6 +153,21 @@ def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, lo
         finish(reference, *args, epochs=6)
         assert weights_digest(run_dir / "checkpoints" / "last.weights.h5") == \
             weights_digest(reference / "checkpoints" / "last.weights.h5")
+
+
+@pytest.mark.slow
+def test_sigusr2_is_handed_to_the_schedulers_handler_after_the_state_is_saved(tmp_path):
+    """submitit's convention: SIGUSR2 before pre-emption or the time limit; its own handler requeues the job.
+    tfhydra saves and records first, then gives the signal back; the requeued command resumes."""
+    args = [*BASE, "trainer.epochs=4"]
+    run_dir, marker = tmp_path / "run", tmp_path / "handler-saw"
+    process, stderr = signal_when_training(run_dir, args, signal.SIGUSR2,
+                                           command=(str(TESTS / "requeue_handler.py"), str(marker)))
+    assert process.returncode == 3, stderr[-2000:]  # the scheduler's handler ended the process
+    assert marker.read_text() == "SIGUSR2 interrupted"  # ... after tfhydra wrote the record
+    assert list((run_dir / "checkpoints" / "state").rglob("*.index"))  # and saved the state
+    finish(run_dir, *args, epochs=4)
+    assert "resumed from" in (run_dir / "train.log").read_text()
 
 
 @pytest.mark.slow

@@ -28,6 +28,26 @@ def test_job_dirnames_keep_only_swept_overrides_and_never_nest_folders(monkeypat
     assert job_dirname(["optimizer.lr=0.001", "data.batch_size=64"]) == "data.batch_size=64"
 
 
+def test_a_job_config_carries_its_swept_keys_and_an_absolute_sweep_dir(monkeypatch, tmp_path):
+    """What the sweep callback adds to hydra.overrides.hydra, composed as a launcher composes each job: the
+    job's directory is named from its own config, in a process with neither the variable nor the command line
+    (a Ray worker)."""
+    from tfhydra.sweep import SWEPT_KEYS_ENV, current_swept_keys, handover_overrides
+
+    monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
+    monkeypatch.setattr(sys, "argv", ["default_worker.py", "--node-ip-address=127.0.0.1"])
+    monkeypatch.chdir(tmp_path)
+    ray = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
+    handed = handover_overrides({"data.batch_size", "optimizer.lr"}, "outputs/it's a sweep", ray)
+    cfg = hydra_job_config([*handed, "hydra.job.num=3", "optimizer.lr=0.001", "data.batch_size=64", "trainer.epochs=2"])
+    assert cfg.hydra.job.env_set[SWEPT_KEYS_ENV] == '["data.batch_size", "optimizer.lr"]'
+    assert cfg.hydra.sweep.dir == str(tmp_path / "outputs" / "it's a sweep")
+    assert cfg.hydra.sweep.subdir == "3_optimizer.lr=0.001,data.batch_size=64"
+    assert current_swept_keys(hydra_node=cfg.hydra) == {"data.batch_size", "optimizer.lr"}
+    only_keys = ["++hydra.job.env_set.TFHYDRA_SWEPT_KEYS='[\"x\"]'"]  # other launchers run jobs in this directory
+    assert handover_overrides({"x"}, "/abs/sweep", ray) == handover_overrides({"x"}, "outputs/x") == only_keys
+
+
 def hydra_job_config(overrides, mode="MULTIRUN", output_dir="/tmp/job"):
     from hydra import compose, initialize_config_dir
     from hydra.types import RunMode
@@ -37,7 +57,7 @@ def hydra_job_config(overrides, mode="MULTIRUN", output_dir="/tmp/job"):
     with open_dict(cfg):
         cfg.hydra.mode = RunMode[mode]
         cfg.hydra.runtime.output_dir = str(output_dir)
-        cfg.hydra.overrides.task = [o for o in overrides if not o.startswith("hydra")]
+        cfg.hydra.overrides.task = [o for o in overrides if not o.lstrip("+").startswith("hydra")]
     return cfg
 
 
@@ -205,6 +225,14 @@ def test_a_missing_launcher_plugin_or_optuna_names_the_extra_to_install(monkeypa
         cli._compose(compose, "config", ["hydra/launcher=joblib"], [])
     assert str(error.value) == ("hydra/launcher=joblib: no such hydra/launcher option; accepted: one of basic, "
                                 "or joblib after pip install -e '.[sweeps]'")
+
+    def compose(**kwargs):  # hydra/launcher=submitit_slurm without any launcher plugin
+        raise MissingConfigException("missing", missing_cfg_file="hydra/launcher/submitit_slurm", options=["basic"])
+
+    with pytest.raises(ConfigError) as error:
+        cli._compose(compose, "config", ["hydra/launcher=submitit_slurm"], [])
+    assert str(error.value) == ("hydra/launcher=submitit_slurm: no such hydra/launcher option; accepted: one of basic, "
+                                "or submitit_slurm after pip install -e '.[slurm]'")
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else find_spec(name, *a))
     with pytest.raises(ConfigError, match=r"hydra/sweeper=tfhydra_optuna: Optuna is not installed; accepted: pip "):
@@ -279,17 +307,16 @@ def test_the_summary_ranks_only_the_jobs_of_the_recorded_command(tmp_path):
     assert summary.best.name != "1_optimizer.lr=9" and len(summary.jobs) == 6
 
 
-@pytest.mark.parametrize("cpus, expected", [(1, 1), (3, 3), (None, 0)])
-def test_threads_follow_cpus_per_task_under_submitit(as_hydra_job, cpus, expected):
-    """submitit's launchers (local mode and SLURM) give each job `cpus_per_task` CPUs: that many threads."""
-    from omegaconf import OmegaConf, open_dict
-
+@pytest.mark.parametrize("launcher, expected", [
+    (["hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=1"], 1),
+    (["hydra/launcher=submitit_slurm", "hydra.launcher.cpus_per_task=3"], 3),
+    (["hydra/launcher=submitit_slurm"], 0),  # no cpus_per_task: SLURM's default, and TensorFlow decides
+    (["hydra/launcher=ray"], 1),  # Ray reserves one CPU for a task unless told otherwise
+    (["hydra/launcher=ray", "+hydra.launcher.ray.remote.num_cpus=4"], 4)])
+def test_threads_follow_the_cpus_a_cluster_launcher_reserves_per_job(as_hydra_job, launcher, expected):
+    """submitit's launchers (local mode and SLURM) give each job `cpus_per_task` CPUs, Ray's gives each task
+    `ray.remote.num_cpus`: that many threads."""
     from tfhydra.sweep import auto_threads
 
-    cfg = hydra_job_config([])
-    with open_dict(cfg):
-        cfg.hydra.launcher = OmegaConf.create({
-            "_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
-            "cpus_per_task": cpus, "tasks_per_node": 1})
-    as_hydra_job(cfg)
+    as_hydra_job(hydra_job_config(launcher))
     assert auto_threads() == expected

@@ -180,6 +180,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             cfg = _with_values(defaults, [o for o in job if not _is_group_choice(o)], groups)
             if number == 0 and multirun:
                 _check_sweeper_can_expand(cfg, parsed)
+                _check_launcher_can_submit(cfg)
             plan_run(cfg, defaults)
             _check_output_dirs(cfg, multirun)
             _check_run_dir(cfg, multirun)
@@ -205,6 +206,17 @@ def _check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
                               "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
                               "with a search sweeper (hparams_search=optuna, or hydra/sweeper=tfhydra_optuna)",
                               "the basic sweeper cannot expand it")
+
+
+def _check_launcher_can_submit(cfg: DictConfig) -> None:
+    """submitit's SLURM launcher needs SLURM's commands (submitit looks for srun): elsewhere it fails with a
+    traceback once the sweep has started."""
+    import shutil
+
+    launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_", default="") or "")
+    if launcher.endswith("submitit_launcher.SlurmLauncher") and shutil.which("srun") is None:
+        raise ConfigError("hydra/launcher", "submitit_slurm", "a machine of a SLURM cluster (its login node), or "
+                          "hydra/launcher=submitit_local to run the same jobs here", "SLURM's srun is not on PATH")
 
 
 def _warn_unread_additions(parsed) -> None:
@@ -278,9 +290,12 @@ def _composition_errors(overrides: list[str], groups: list[str]) -> Iterator[Non
         group, _, option = (error.missing_cfg_file or "").rpartition("/")
         options = error.options or []
         accepted = options or "an existing YAML file in conf/"
-        plugin, extra = _PLUGIN_GROUPS.get(group, (None, None))
-        if plugin and plugin not in options:  # launchers and sweepers come from optional extras
-            accepted = f"one of {', '.join(options)}, or {plugin} after pip install -e '.[{extra}]'"
+        extras = {name: extra for name, extra in _PLUGIN_OPTIONS.get(group, {}).items() if name not in options}
+        if option in extras:  # launchers come from optional extras: name the one this option needs
+            extras = {option: extras[option]}
+        if extras:
+            accepted = f"one of {', '.join(options)}, or " + ", ".join(
+                f"{name} after pip install -e '.[{extra}]'" for name, extra in extras.items())
         raise ConfigError(group or "config", option, accepted,
                           f"no such {group or 'config'} option{suggestion(option, options)}") from None
     except ConfigCompositionException as error:
@@ -294,7 +309,9 @@ def _composition_errors(overrides: list[str], groups: list[str]) -> Iterator[Non
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
 
 
-_PLUGIN_GROUPS = {"hydra/launcher": ("joblib", "sweeps")}
+# Options that Hydra plugins add, and tfhydra's extra that installs each (pyproject.toml).
+_PLUGIN_OPTIONS = {"hydra/launcher": {"joblib": "sweeps", "submitit_local": "slurm", "submitit_slurm": "slurm",
+                                      "ray": "ray", "ray_aws": "ray"}}
 
 
 def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:

@@ -40,7 +40,7 @@ from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.trainer import LoopContext, train
 from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound, read_history
 from tfhydra.trainer.objectives import build_loss, build_metrics
-from tfhydra.trainer.state import StopOnSignal, save_weights_atomically
+from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
 
 log = logging.getLogger("tfhydra")
 for _noisy in ("absl", "tensorflow"):  # their INFO lines (export details, asset paths) drown train.log
@@ -102,14 +102,19 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
         # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise at once.
         with policy_scope(cfg.precision) as policy, StopOnSignal() as stop:
             strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs
+            stop.reinstall()
             record.update(**describe_devices(strategy), policy=policy.name)
             log.info("devices: %s (%d replica(s)), policy %s", record.devices, record.replicas, policy.name)
             chief = is_chief(strategy)
-            if not chief:  # every worker runs the same steps; only the chief keeps what it writes
+            if not chief:  # every worker runs the same steps; only the chief keeps what it writes ...
                 with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:
-                    recorder = RunRecorder(RunPaths(scratch).history, max_loss=loss_bound(cfg.trainer))
-                    train_and_export(cfg, strategy, stop, RunPaths(scratch), record, recorder, examples_per_epoch,
+                    # ... but each keeps its own checkpoints/ until the run ends: a stopped cluster resumes
+                    # every worker from the same step, with no shared file system
+                    worker = RunPaths(scratch, checkpoints_root=paths.root)
+                    recorder = RunRecorder(worker.history, max_loss=loss_bound(cfg.trainer))
+                    train_and_export(cfg, strategy, stop, worker, record, recorder, examples_per_epoch,
                                      earlier, callbacks)
+                shutil.rmtree(worker.checkpoints, ignore_errors=True)  # the chief's record is final
                 return _returned(record)
             train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier, callbacks)
         record.update(wall_seconds=time.perf_counter() - started)
@@ -117,6 +122,8 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
     except BaseException as error:
         if chief:
             _record_ending(record, recorder, cfg, examples_per_epoch[0], error, started, paths)
+        if isinstance(error, Interrupted):
+            error.hand_over()  # a scheduler's own handler (submitit: requeue), now that the record says interrupted
         raise
     shutil.rmtree(paths.state, ignore_errors=True)  # recorded: nothing left to resume
     log.info("%s: %s; run directory %s", record.status, _monitored(record), paths.root)
@@ -167,7 +174,7 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
         try:
             with one_line_tensorflow_errors(cfg):
                 train(cfg.trainer, model, datasets, callbacks,
-                      LoopContext(strategy, paths.root, cfg.logging.histogram_freq, stop))
+                      LoopContext(strategy, paths, cfg.logging.histogram_freq, stop))
         finally:
             stop.training = False
         with after_training(paths):

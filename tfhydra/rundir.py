@@ -24,6 +24,9 @@ from tfhydra.errors import ConfigError
 @dataclass(frozen=True)
 class RunPaths:
     root: Path
+    # A multi-worker job's non-chief worker trains in a scratch root but keeps checkpoints/ (its resumable state,
+    # history and weights) in its own run directory, so that it resumes with the chief (tfhydra/job.py).
+    checkpoints_root: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
@@ -69,7 +72,7 @@ class RunPaths:
 
     @property
     def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
+        return Path(self.checkpoints_root or self.root) / "checkpoints"
 
     @property
     def best_weights(self) -> Path:
@@ -100,6 +103,11 @@ class RunPaths:
     @property
     def saved_model(self) -> Path:
         return self.export_format("saved_model")
+
+    @property
+    def serving(self) -> Path:
+        """TF Serving's model base path: `serving/<version>/` is the SavedModel (tfhydra/export.py)."""
+        return self.export / "serving"
 
     @property
     def phases(self) -> Path:

@@ -14,7 +14,7 @@ import os
 
 import tensorflow as tf
 
-from tfhydra.errors import ConfigError
+from tfhydra.errors import ConfigError, first_line
 from tfhydra.registry import Registry
 
 STRATEGIES = Registry("strategy")
@@ -65,13 +65,86 @@ def build_auto(cfg) -> tf.distribute.Strategy:
 
 @STRATEGIES.register("multi_worker")
 def build_multi_worker(cfg) -> tf.distribute.Strategy:
-    """MultiWorkerMirroredStrategy over the cluster in TF_CONFIG (one process per host)."""
-    read_tf_config()
+    """MultiWorkerMirroredStrategy over the cluster its `cluster_resolver` finds (one process per host, or per
+    task): TF_CONFIG, SLURM's `srun` environment or the Kubernetes pods with a label."""
+    resolver = CLUSTER_RESOLVERS[cfg.get("cluster_resolver", "tf_config")](cfg)
     implementation = {"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
                       "ring": tf.distribute.experimental.CommunicationImplementation.RING,
                       "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL}[cfg.communication]
     options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
-    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
+
+
+def tf_config_resolver(cfg) -> tf.distribute.cluster_resolver.ClusterResolver:
+    """TensorFlow's default: the cluster and this task from the TF_CONFIG environment variable, checked first."""
+    read_tf_config()
+    return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+
+
+SLURM_ACCEPTED = "a step started by srun (SLURM_PROCID, SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, " \
+                 "SLURM_STEP_NUM_TASKS in the environment; docs/distribute.md has an sbatch script)"
+
+
+def slurm_resolver(cfg) -> tf.distribute.cluster_resolver.ClusterResolver:
+    """TensorFlow's SlurmClusterResolver: one worker per SLURM task, at `port` on its host (a host's second task
+    at port + 1, ...). `gpus_per_task`: the resolver gives each task that many of the host's GPUs
+    (CUDA_VISIBLE_DEVICES); null leaves the GPUs as SLURM bound them (--gpus-per-task). TensorFlow's resolver
+    counts tasks by GPUs, so without one it is told a GPU per task and not to touch CUDA_VISIBLE_DEVICES."""
+    missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NUM_TASKS")
+               if not os.environ.get(v)]
+    if missing:
+        raise ConfigError("strategy.cluster_resolver", "slurm", SLURM_ACCEPTED, f"{', '.join(missing)} not set: "
+                          "not inside a SLURM job step")
+    from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import expand_tasks_per_node
+
+    tasks_per_node = max(expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"]))
+    gpus = cfg.get("gpus_per_task")
+    try:
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+            port_base=int(cfg.port), gpus_per_node=(gpus or 1) * tasks_per_node, gpus_per_task=gpus or 1,
+            auto_set_gpu=bool(gpus))
+        resolver.cluster_spec()  # resolves this task's type and index
+    except (RuntimeError, ValueError) as error:
+        raise ConfigError("strategy.cluster_resolver", "slurm", SLURM_ACCEPTED, first_line(error)) from None
+    return resolver
+
+
+def kubernetes_resolver(cfg) -> tf.distribute.cluster_resolver.ClusterResolver:
+    """TensorFlow's KubernetesClusterResolver: the running pods labelled `worker_label`, sorted by name, each at
+    its node's address and `port` (so one worker pod per node, or hostNetwork); this pod (POD_NAME) is the task
+    at its place in that order. Needs the `kubernetes` extra and a service account allowed to list pods."""
+    accepted = ("pods labelled strategy.worker_label, run with a service account that may list pods, and "
+                "pip install 'tfhydra[kubernetes]' (docs/distribute.md has a manifest)")
+    try:
+        from kubernetes import client, config
+    except ImportError:
+        raise ConfigError("strategy.cluster_resolver", "kubernetes", accepted,
+                          "the kubernetes Python client is not installed") from None
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()  # outside the cluster: ~/.kube/config
+    pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME", "")  # hostNetwork pods: HOSTNAME is the node's
+    return kubernetes_resolver_from(client.CoreV1Api(), cfg, pod, accepted)
+
+
+def kubernetes_resolver_from(api, cfg, pod: str, accepted: str) -> tf.distribute.cluster_resolver.ClusterResolver:
+    """The resolver over the Kubernetes API `api`, with this pod's place in the resolver's own order as its index."""
+    pods = sorted(p.metadata.name for p in api.list_pod_for_all_namespaces(label_selector=cfg.worker_label).items)
+    if pod not in pods:
+        raise ConfigError("strategy.worker_label", cfg.worker_label, accepted,
+                          f"this pod ({pod or 'POD_NAME not set'}) is not among the {len(pods)} pods it selects")
+    resolver = tf.distribute.cluster_resolver.KubernetesClusterResolver(
+        {"worker": [cfg.worker_label]}, tf_server_port=int(cfg.port), override_client=api)
+    resolver.task_type, resolver.task_id = "worker", pods.index(pod)
+    try:
+        resolver.cluster_spec()
+    except RuntimeError as error:  # a pod that is not Running yet
+        raise ConfigError("strategy.worker_label", cfg.worker_label, accepted, first_line(error)) from None
+    return resolver
+
+
+CLUSTER_RESOLVERS = {"tf_config": tf_config_resolver, "slurm": slurm_resolver, "kubernetes": kubernetes_resolver}
 
 
 def read_tf_config() -> dict:

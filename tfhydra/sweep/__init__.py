@@ -6,10 +6,13 @@ lets a value containing `/` create nested folders. Job directories are instead n
 characters that file systems or shells mishandle replaced by `_`.
 
 Which keys are swept is known to the process that launched the sweep (its command line
-and `hydra.sweeper.params`). A job run by a parallel launcher lives in a worker process
-whose `sys.argv` is the worker's, so the sweep callback (tfhydra/sweep/callback.py) hands
-the swept keys to every job through the environment (`SWEPT_KEYS_ENV`), which worker
-processes inherit.
+and `hydra.sweeper.params`). A job run by another launcher lives in a process whose
+`sys.argv` is not the user's (a joblib or submitit worker), on a machine that may not share
+the launching shell's environment (a SLURM node, a Ray worker started before the sweep). So
+the sweep callback (tfhydra/sweep/callback.py) writes the swept keys into every job's config,
+as `hydra.job.env_set.TFHYDRA_SWEPT_KEYS` (`handover_overrides`): Hydra composes each job from
+the sweep's `hydra.overrides.hydra` under every launcher, and sets the variable while the job
+runs, for the job's own code.
 
 The rest of the room: trial.py (one job of a sweep: HParams, failures recorded instead of
 raised), hparams.py (TensorBoard HParams records), summary.py (summary.csv/.md/.png),
@@ -26,7 +29,7 @@ from typing import Iterable, Sequence
 
 _UNSAFE = re.compile(r"[/\\:*?\"<>|\s]")
 MAX_NAME = 180  # leaves room under the usual 255-byte limit for the job number
-SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"  # JSON list of swept keys, set by the sweep callback for its jobs
+SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"  # JSON list of swept keys: a job's hydra.job.env_set, written by the sweep callback
 
 
 def swept_keys(argv: Sequence[str]) -> set[str]:
@@ -48,19 +51,54 @@ def sweep_override_keys(overrides: Iterable[str]) -> set[str]:
     return {o.get_key_element() for o in parsed if o.is_sweep_override()}
 
 
-def current_swept_keys(argv: Sequence[str] | None = None) -> set[str]:
-    """The swept keys of the running sweep: handed over by the sweep callback, else from the command line."""
-    if argv is None and os.environ.get(SWEPT_KEYS_ENV):
+def current_swept_keys(argv: Sequence[str] | None = None, hydra_node=None) -> set[str]:
+    """The swept keys of the running sweep: those the sweep callback wrote into the job's config
+    (`recorded_swept_keys`), else those of the command line (`argv`, else `sys.argv`)."""
+    recorded = recorded_swept_keys(hydra_node) if argv is None else None
+    return recorded if recorded is not None else swept_keys(sys.argv[1:] if argv is None else argv)
+
+
+def recorded_swept_keys(hydra_node=None) -> set[str] | None:
+    """`hydra.job.env_set.TFHYDRA_SWEPT_KEYS` of a job's `hydra` node (by default the running job's), else the
+    variable in the environment (Hydra sets it while the job runs); None when neither holds a JSON list."""
+    from omegaconf import OmegaConf
+
+    if hydra_node is None:
+        from hydra.core.hydra_config import HydraConfig
+
+        hydra_node = HydraConfig.get() if HydraConfig.initialized() else None
+    recorded = OmegaConf.select(hydra_node, f"job.env_set.{SWEPT_KEYS_ENV}", default=None) if hydra_node else None
+    for text in (recorded, os.environ.get(SWEPT_KEYS_ENV)):
         try:
-            return set(json.loads(os.environ[SWEPT_KEYS_ENV]))
+            keys = json.loads(text) if text else None
         except ValueError:
-            pass
-    return swept_keys(sys.argv[1:] if argv is None else argv)
+            continue
+        if isinstance(keys, list):
+            return set(keys)
+    return None
 
 
-def job_dirname(task_overrides: Sequence[str], argv: Sequence[str] | None = None, swept: set[str] | None = None) -> str:
+def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "") -> list[str]:
+    """Hydra overrides that carry what each job must know about its sweep to every launcher (Hydra composes
+    every job again from the sweep's `hydra.overrides.hydra`): the swept keys, and under Ray's launcher
+    (`launcher`: its `_target_`) an absolute sweep directory, because a Ray worker runs in the directory
+    `ray start` ran in; the others run their jobs in the launching directory."""
+    overrides = [f"++hydra.job.env_set.{SWEPT_KEYS_ENV}={override_quoted(json.dumps(sorted(swept)))}"]
+    if "hydra_ray_launcher" in launcher and not os.path.isabs(sweep_dir):
+        overrides.append(f"hydra.sweep.dir={override_quoted(os.path.abspath(sweep_dir))}")
+    return overrides
+
+
+def override_quoted(text: str) -> str:
+    """`text` as one quoted value in Hydra's override grammar: quotes escaped, and the backslashes just before
+    a quote or the closing quote doubled (Hydra unescapes backslashes only there)."""
+    return "'" + re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), text) + "'"
+
+
+def job_dirname(task_overrides: Sequence[str], argv: Sequence[str] | None = None, swept: set[str] | None = None,
+                hydra_node=None) -> str:
     """`<swept overrides>` of a job's directory `<num>_<swept overrides>` (conf/tfhydra.yaml's hydra.sweep.subdir)."""
-    swept = current_swept_keys(argv) if swept is None else swept
+    swept = current_swept_keys(argv, hydra_node) if swept is None else swept
     chosen = [o for o in task_overrides if o.split("=", 1)[0] in swept] or list(task_overrides)
     return safe_name(",".join(chosen))
 
@@ -72,8 +110,9 @@ def safe_name(text: str) -> str:
 def register_resolvers() -> None:
     from omegaconf import OmegaConf
 
-    if not OmegaConf.has_resolver("tfhydra.job_dirname"):
-        OmegaConf.register_new_resolver("tfhydra.job_dirname", lambda overrides: job_dirname(list(overrides)))
+    if not OmegaConf.has_resolver("tfhydra.job_dirname"):  # resolved in the job's process: its own config names it
+        OmegaConf.register_new_resolver("tfhydra.job_dirname", lambda overrides, _root_: job_dirname(
+            list(overrides), hydra_node=_root_.get("hydra")))
 
 
 def in_sweep() -> bool:
@@ -107,21 +146,30 @@ def parallel_jobs() -> int:
 
 def auto_threads() -> int:
     """`trainer.threads=0`: TensorFlow decides alone, or, when N jobs share the machine, cores // N each
-    (TensorFlow would otherwise give every job a thread pool as large as the machine). Under submitit's
-    launchers (local mode or SLURM) each job has `cpus_per_task` CPUs: that many threads."""
-    cpus = launcher_cpus_per_task()
+    (TensorFlow would otherwise give every job a thread pool as large as the machine). Under a cluster
+    launcher each job gets the CPUs the launcher reserved for it (`launcher_cpus`): that many threads."""
+    cpus = launcher_cpus()
     if cpus:
         return cpus
     jobs = parallel_jobs()
     return 0 if jobs <= 1 else max(1, available_cores() // jobs)
 
 
-def launcher_cpus_per_task() -> int | None:
-    """`hydra.launcher.cpus_per_task` of a submitit launcher in this sweep, else None."""
+def launcher_cpus() -> int | None:
+    """The CPUs this sweep's launcher reserves for each job: `hydra.launcher.cpus_per_task` under submitit's
+    launchers (None when unset: SLURM's default), `hydra.launcher.ray.remote.num_cpus` under Ray's (1 when
+    unset: what Ray reserves for a task, and the OMP_NUM_THREADS it sets), else None."""
     from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
 
     if not in_sweep():
         return None
     launcher = HydraConfig.get().launcher
-    cpus = launcher.get("cpus_per_task") if "submitit" in str(launcher.get("_target_", "")) else None
-    return int(cpus) if isinstance(cpus, int) and cpus > 0 else None
+    target = str(launcher.get("_target_", ""))
+    if "submitit" in target:
+        cpus = launcher.get("cpus_per_task")
+    elif "hydra_ray_launcher" in target:
+        cpus = OmegaConf.select(launcher, "ray.remote.num_cpus", default=None) or 1
+    else:
+        return None
+    return max(1, int(cpus)) if isinstance(cpus, (int, float)) and cpus > 0 else None

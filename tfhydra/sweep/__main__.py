@@ -55,6 +55,7 @@ def resume_command(sweep_dir: Path) -> list[str]:
 
     from tfhydra.project import CONFIG_DIR, primary_config_dir
     from tfhydra.rundir import SweepPaths
+    from tfhydra.sweep import SWEPT_KEYS_ENV
 
     accepted = "a sweep directory with the multirun.yaml its command wrote"
     if not sweep_dir.is_dir():
@@ -67,7 +68,8 @@ def resume_command(sweep_dir: Path) -> list[str]:
             raise TypeError("overrides that are not strings")
     except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
         raise ConfigError("sweep_dir", str(sweep_dir), accepted, f"cannot read its multirun.yaml ({error})") from None
-    hydra = [o for o in hydra if not o.startswith(("hydra.sweep.dir=", "hydra.mode="))]
+    handed_over = f"++hydra.job.env_set.{SWEPT_KEYS_ENV}="  # written by the sweep callback, which writes it again
+    hydra = [o for o in hydra if not o.startswith(("hydra.sweep.dir=", "hydra.mode=", handed_over))]
     primary = primary_config_dir(recorded["hydra"]) or str(CONFIG_DIR)  # the project's conf/, or tfhydra's
     return [sys.executable, "-m", "tfhydra", "--config-dir", primary, "-m", *hydra, *task,
             f"hydra.sweep.dir={sweep_dir.resolve()}"]

@@ -1,8 +1,9 @@
 """The Hydra callback of every sweep (`hydra.callbacks.sweep` in conf/tfhydra.yaml).
 
 It runs in the process that launched the sweep, whatever the launcher:
-- at the start: hands the swept keys to the jobs (job directory names, HParams values) and
-  writes the HParams experiment at the sweep root;
+- at the start: writes into every job's config what it needs to know about its sweep (the swept
+  keys, for job directory names and HParams values; under Ray, an absolute sweep directory), makes the Ray
+  launcher able to join a running cluster, and writes the HParams experiment at the sweep root;
 - at the end: writes summary.csv/.md/.png, prints the best job, and exits 1 when any job
   did not complete (jobs record their failures instead of raising, tfhydra/sweep/trial.py,
   so this is where a failed sweep becomes a failed command).
@@ -12,31 +13,28 @@ the exit code gets through.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from tfhydra.rundir import SweepPaths
-from tfhydra.sweep import SWEPT_KEYS_ENV
+from tfhydra.sweep import handover_overrides
 from tfhydra.trainer.checks import metric_names
 
 log = logging.getLogger("tfhydra")
 
 
 class SweepCallback(Callback):
-    def __init__(self) -> None:
-        self._previous_env: str | None = None
-
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         swept = swept_values(config)
-        self._previous_env = os.environ.get(SWEPT_KEYS_ENV)
-        os.environ[SWEPT_KEYS_ENV] = json.dumps(sorted(swept))  # inherited by joblib's worker processes
+        with read_write(config.hydra):  # the launcher composes each job with these (Hydra's load_sweep_config)
+            config.hydra.overrides.hydra.extend(handover_overrides(swept, str(config.hydra.sweep.dir),
+                                                                   str(config.hydra.launcher.get("_target_", ""))))
+            join_ray_cluster(config)
         if OmegaConf.select(config, "logging.tensorboard", default=True):
             from tfhydra.sweep.hparams import write_experiment
 
@@ -45,10 +43,6 @@ class SweepCallback(Callback):
                              metric_names(config.trainer.metrics))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if self._previous_env is None:
-            os.environ.pop(SWEPT_KEYS_ENV, None)
-        else:
-            os.environ[SWEPT_KEYS_ENV] = self._previous_env
         from tfhydra.sweep.summary import summarize
 
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -65,6 +59,15 @@ class SweepCallback(Callback):
             print(f"Error: {len(summary.unsuccessful)} of {len(summary.jobs)} jobs did not complete: {names}",
                   file=sys.stderr, flush=True)
             sys.exit(1)
+
+
+def join_ray_cluster(config: DictConfig) -> None:
+    """hydra-ray-launcher 1.2 passes `object_store_memory` to `ray.init` unless it is set, which Ray refuses
+    when `ray.init.address` names a running cluster (facebookresearch/hydra#2893): set it to null there."""
+    init = OmegaConf.select(config, "hydra.launcher.ray.init", default=None)
+    if isinstance(init, DictConfig) and init.get("address") and "object_store_memory" not in init:
+        with open_dict(init):
+            init.object_store_memory = None
 
 
 def swept_values(config: DictConfig) -> dict[str, list]:

@@ -13,9 +13,8 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.rundir import RunPaths
 from tfhydra.trainer.loops import LOOPS, LoopContext
-from tfhydra.trainer.state import KEEP, restore_newest_readable
+from tfhydra.trainer.state import KEEP, restore_newest_readable, stop_for
 
 log = logging.getLogger("tfhydra")
 
@@ -87,8 +86,11 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
         log.warning("%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
                     type(strategy).__name__)
     checkpoint = tf.train.Checkpoint(**state)
-    manager = tf.train.CheckpointManager(checkpoint, str(RunPaths(context.run_dir).state), max_to_keep=KEEP)
-    restored = restore_newest_readable(checkpoint, RunPaths(context.run_dir).state)
+    directory = context.paths.state  # a non-chief worker's own (one run directory may serve the whole cluster)
+    if not strategy.extended.should_checkpoint:
+        directory = directory / f"worker_{strategy.cluster_resolver.task_id}"
+    manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=KEEP)
+    restored = restore_newest_readable(checkpoint, directory)
     if restored:
         log.info("resumed from %s at epoch %d, step %d", restored, int(epoch) + 1, int(step))
 
@@ -96,12 +98,13 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
         manager.save()
         return f"epoch {int(epoch) + 1}, step {int(step)} ({manager.directory})"
 
-    stop = context.stop.check if context.stop is not None else lambda save: None
+    stop = stop_for(context.stop, strategy, checkpoint, directory).check if context.stop is not None \
+        else lambda save: None  # under multi_worker, one signal stops every worker after the same step
     save_every_steps = None if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
 
     callback_list = keras.callbacks.CallbackList(callbacks, model=model, epochs=cfg_trainer.epochs,
                                                  steps=steps_per_epoch, verbose=0)
-    gradient_writer = tf.summary.create_file_writer(str(RunPaths(context.run_dir).tensorboard_train)) \
+    gradient_writer = tf.summary.create_file_writer(str(context.paths.tensorboard_train)) \
         if context.histogram_freq else None
     model.stop_training = False
     callback_list.on_train_begin()

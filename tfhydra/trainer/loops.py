@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 import tensorflow as tf
 import tf_keras as keras
@@ -23,9 +22,9 @@ log = logging.getLogger("tfhydra")
 @dataclass
 class LoopContext:
     strategy: tf.distribute.Strategy
-    run_dir: Path
+    paths: RunPaths
     histogram_freq: int  # custom loop: gradient-norm summaries every N epochs (0: off)
-    stop: StopOnSignal | None = None  # SIGTERM/SIGINT: save the state at the next step boundary and stop
+    stop: StopOnSignal | None = None  # SIGTERM/SIGUSR2/SIGINT: save the state at the next step boundary and stop
 
 
 def train(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
@@ -47,7 +46,7 @@ def backup_callback(cfg_trainer, context: LoopContext) -> list:
         log.warning("strategy=one_device: model.fit cannot save resumable state (Keras' BackupAndRestore does not "
                     "support OneDeviceStrategy); use trainer.loop=custom to be able to resume")
         return []
-    return [ResumableBackup(str(RunPaths(context.run_dir).state), cfg_trainer.save_every, context.stop)]
+    return [ResumableBackup(str(context.paths.state), cfg_trainer.save_every, context.stop)]
 
 
 from tfhydra.trainer import custom  # noqa: E402,F401  (registers "custom")

@@ -7,9 +7,12 @@
   reads every tensor of a candidate before restoring from it.
 - Weight files (`best.weights.h5`, `last.weights.h5`) are written to a temporary name in the
   same directory and renamed over the old one (`save_weights_atomically`).
-- `StopOnSignal` turns SIGTERM (a preempted machine) and SIGINT (Ctrl-C) into "save the
-  state at the end of the current step, then raise `Interrupted`": both loops check it
-  after every compiled call, so at most that call's steps are repeated by the next run.
+- `StopOnSignal` turns SIGTERM (a preempted machine), SIGUSR2 (a scheduler's warning before
+  pre-emption or the time limit: submitit's and SLURM's `--signal=USR2@90`) and SIGINT (Ctrl-C)
+  into "save the state at the end of the current step, then raise `Interrupted`": both loops
+  check it after every compiled call, so at most that call's steps are repeated by the next run.
+  A handler that was there before tfhydra's (submitit's, which requeues the job) gets the signal
+  back once the run's record is written (`Interrupted.hand_over`), so a requeued job resumes.
 """
 from __future__ import annotations
 
@@ -32,8 +35,8 @@ class Interrupted(KeyboardInterrupt):
     """Training stopped by a signal. A KeyboardInterrupt, so `except Exception` (a sweep recording a
     failed job and going on) lets it through: an interrupted sweep stops."""
 
-    def __init__(self, signum: int, saved: str | None):
-        self.signum, self.saved = signum, saved
+    def __init__(self, signum: int, saved: str | None, previous_handler=None):
+        self.signum, self.saved, self.previous_handler = signum, saved, previous_handler
         name = signal.Signals(signum).name
         # What happened; the caller adds how to resume (a single run and a sweep's job differ).
         self.reason = (f"interrupted by {name}: state saved at {saved}" if saved else
@@ -44,13 +47,21 @@ class Interrupted(KeyboardInterrupt):
     def exit_code(self) -> int:
         return 128 + self.signum  # what a shell reports for a process killed by that signal
 
+    def hand_over(self) -> None:
+        """Once the state is saved and the record written: send the signal again to the handler the process had
+        before tfhydra's, when it has one of its own (submitit's SIGUSR2 handler requeues the job and exits; a
+        requeued job reruns the same command and resumes). A process without one stops as `Interrupted` says."""
+        handler = self.previous_handler
+        if callable(handler) and handler is not signal.default_int_handler and signal.getsignal(self.signum) is handler:
+            signal.raise_signal(self.signum)  # Python's own Ctrl-C handler would only raise KeyboardInterrupt again
+
 
 class StopOnSignal:
-    """While active (a `with` block around training), SIGTERM and SIGINT set `signum`; the training
+    """While active (a `with` block around training), SIGTERM, SIGUSR2 and SIGINT set `signum`; the training
     loop calls `check(save)` at each step boundary, which saves and raises `Interrupted`.
     A second signal, or one outside training, raises at once."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -62,13 +73,20 @@ class StopOnSignal:
             self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
         return self
 
+    def reinstall(self) -> None:
+        """Take the signals back after TensorFlow set up a multi-worker cluster: its coordination service installs
+        a C++ SIGTERM handler (its pre-emption notifier) over the process's, and Python's handler would never run."""
+        if self._previous and threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                signal.signal(signum, self._handle)
+
     def __exit__(self, *exc) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
     def _handle(self, signum, frame) -> None:
         if self.signum is not None or not self.training:
-            raise Interrupted(signum, None)
+            raise Interrupted(signum, None, self._previous.get(signum))
         self.signum = signum
         log.warning("%s received: saving the state after the current step, then stopping (send it again to stop "
                     "at once)", signal.Signals(signum).name)
@@ -79,7 +97,61 @@ class StopOnSignal:
             signum, self.signum = self.signum, None
             saved = save()
             log.warning("state saved at %s", saved)
-            raise Interrupted(signum, saved)
+            raise Interrupted(signum, saved, self._previous.get(signum))
+
+
+class _SaveThrough(tf.train.CheckpointManager):
+    """The CheckpointManager that TensorFlow's PreemptionCheckpointHandler saves through: its `save` is the loop's
+    own (the step and epoch recorded, `KEEP` checkpoints, the description the user reads), and it restores
+    nothing (the loop has restored already, falling back past a damaged checkpoint)."""
+
+    def __init__(self, checkpoint: tf.train.Checkpoint, directory: Path):
+        super().__init__(checkpoint, str(directory), max_to_keep=KEEP)
+        self.save_now, self.saved = None, None
+
+    def save(self, *args, **kwargs):
+        self.saved = self.save_now()
+        return self.saved
+
+    def restore_or_initialize(self):
+        return None
+
+
+class StopWithCluster:
+    """`StopOnSignal` for every worker of a multi-worker job at once, through TensorFlow's own pre-emption support
+    (`tf.distribute.experimental.PreemptionCheckpointHandler` over the coordination service).
+
+    A worker that stopped alone would leave the others waiting in an all-reduce, and workers that saved at
+    different steps could not resume together. Here a signal to any worker (SIGTERM, SIGUSR2, SIGINT: its
+    StopOnSignal sets `signum`, which the handler polls) is passed to every worker; all of them save after the
+    same step, each into its own directory, then raise `Interrupted` where the loop checks (`check`, the
+    same call as StopOnSignal's)."""
+
+    def __init__(self, stop: StopOnSignal, resolver, checkpoint: tf.train.Checkpoint, directory: Path):
+        self.stop = stop
+        self.manager = _SaveThrough(checkpoint, directory)
+        config = tf.distribute.experimental.TerminationConfig(
+            termination_watcher_fn=lambda: stop.signum is not None, exit_fn=self._exit, grace_period=0)
+        self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(resolver, self.manager,
+                                                                           termination_config=config)
+
+    def check(self, save) -> None:
+        self.manager.save_now = save
+        self.handler.save_checkpoint_if_preempted()
+
+    def _exit(self) -> None:
+        signum, self.stop.signum = self.stop.signum, None
+        saved = f"{self.manager.saved}, with every worker of the cluster"
+        log.warning("state saved at %s", saved)
+        raise Interrupted(signum or signal.SIGTERM, saved, self.stop._previous.get(signum))
+
+
+def stop_for(stop: StopOnSignal, strategy: tf.distribute.Strategy, checkpoint: tf.train.Checkpoint, directory: Path):
+    """What a loop checks at each step boundary: `stop` itself, or under a multi-worker cluster `StopWithCluster`."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return stop
+    return StopWithCluster(stop, resolver, checkpoint, directory)
 
 
 def checkpoint_candidates(directory: Path) -> list[str]:
@@ -161,16 +233,21 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             model.optimizer.build(model.trainable_variables)  # slots must exist to be restored
         # An integer save_freq makes Keras resume from the saved batch, not only the saved epoch.
         state = worker_training_state.WorkerTrainingState(model, self.backup_dir, save_freq=1)
-        if state.write_checkpoint_manager is state.read_checkpoint_manager:  # the chief (or a single process)
-            manager = tf.train.CheckpointManager(state.read_checkpoint_manager.checkpoint,
-                                                 state.read_checkpoint_manager.directory, max_to_keep=KEEP)
-            state.read_checkpoint_manager = state.write_checkpoint_manager = manager
+        # Every worker reads and writes its own directory (Keras' non-chief workers would read the chief's, which
+        # needs a shared file system, and delete what they write): the chief `chief/`, the others `worker_<n>/`.
+        directory = state.read_checkpoint_manager.directory
+        if state.write_checkpoint_manager is not state.read_checkpoint_manager:
+            directory = str(Path(self.backup_dir) / f"worker_{model.distribute_strategy.cluster_resolver.task_id}")
+        manager = tf.train.CheckpointManager(state.read_checkpoint_manager.checkpoint, directory, max_to_keep=KEEP)
+        state.read_checkpoint_manager = state.write_checkpoint_manager = manager
         model._training_state = self._training_state = state
-        restored = restore_newest_readable(state.read_checkpoint_manager.checkpoint,
-                                           Path(state.read_checkpoint_manager.directory))
+        restored = restore_newest_readable(manager.checkpoint, Path(directory))
         if restored:
-            log.info("resumed from %s (saved at epoch %d, step %d)", restored, int(state._ckpt_saved_epoch) + 1,
-                     int(state._ckpt_saved_batch) + 1)
+            saved_epoch, saved_batch = (int(keras.backend.get_value(v)) for v in (state._ckpt_saved_epoch,
+                                                                                   state._ckpt_saved_batch))
+            log.info("resumed from %s (saved at epoch %d, step %d)", restored, saved_epoch + 1, saved_batch + 1)
+        if self.stop is not None:
+            self.stop = stop_for(self.stop, model.distribute_strategy, manager.checkpoint, Path(directory))
 
     def on_epoch_begin(self, epoch, logs=None):
         super().on_epoch_begin(epoch, logs)
@@ -197,7 +274,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     def _save(self, epoch: int, batch: int) -> str:
         self._training_state._ckpt_saved_epoch.assign(epoch)
         self._training_state._ckpt_saved_batch.assign(batch)
-        self._training_state.back_up(epoch, batch)
+        self._training_state.write_checkpoint_manager.save()  # not back_up: it deletes a non-chief's directory
         return f"epoch {epoch + 1}, step {batch + 1} ({self.backup_dir})"
 
     def _implements_train_batch_hooks(self):

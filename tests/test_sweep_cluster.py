@@ -1,0 +1,126 @@
+"""Sweeps on a cluster, as users run them: Hydra's submitit launcher in its local mode (the SLURM
+launcher's code, with local processes for SLURM jobs) and Hydra's Ray launcher on a Ray cluster
+started on 127.0.0.1. Named job directories, the summary, a failed job recorded and the exit code,
+threads from what the launcher reserves per job, and the swept keys carried in each job's config
+(a Ray worker inherits neither the launching shell's environment nor its directory)."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import TESTS, read_run_record, run_cli
+from tb_server import free_port
+
+SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"
+QUICK = ["model=mlp", "debug=fast"]
+FAIL_AT_5E4 = "trainer.callbacks=[{_target_: sweep_code.FailAtLearningRate, lr: 0.0005}]"
+
+
+def job_dirs(sweep: Path) -> list[str]:
+    return sorted(p.name for p in sweep.iterdir() if p.is_dir())
+
+
+def handed_over_keys(job_dir: Path) -> str:
+    """The swept keys as the job's own config holds them (.hydra/hydra.yaml)."""
+    return yaml.safe_load((job_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]["job"]["env_set"][SWEPT_KEYS_ENV]
+
+
+@pytest.fixture(scope="module")
+def submitit_sweep(tmp_path_factory):
+    """hydra/launcher=submitit_local, 2 CPUs per job: one job completes, one raises in training."""
+    root = tmp_path_factory.mktemp("submitit")
+    result = run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
+                     "hydra.launcher.cpus_per_task=2", "hydra.launcher.tasks_per_node=1",
+                     f"hydra.launcher.submitit_folder={root / 'submitit' / '%j'}", f"hydra.sweep.dir={root / 'sweep'}",
+                     "optimizer.lr=1e-3,5e-4", *QUICK, FAIL_AT_5E4, cwd=root, timeout=400)
+    return result, root / "sweep", root / "submitit"
+
+
+@pytest.mark.slow
+def test_a_submitit_sweep_names_its_jobs_records_the_failure_and_exits_1(submitit_sweep):
+    result, sweep, submitit = submitit_sweep
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert job_dirs(sweep) == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]
+    completed, failed = read_run_record(sweep / "0_optimizer.lr=0.001"), read_run_record(sweep / "1_optimizer.lr=0.0005")
+    assert completed["status"] == "completed" and completed["epochs_run"] == 1
+    assert failed["status"] == "failed" and failed["error"] == "RuntimeError: injected failure at lr=0.0005"
+    assert result.stderr.strip().splitlines()[-1] == "Error: 1 of 2 jobs did not complete: 1_optimizer.lr=0.0005 (failed)"
+    assert len(list(submitit.glob("*/*_log.out"))) == 2  # submitit's own logs of each job, outside the sweep
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    assert [(r["rank"], r["job"], r["status"], r["optimizer.lr"], r["directory"]) for r in rows] == [
+        ("1", "0", "completed", "0.001", "0_optimizer.lr=0.001"), ("", "1", "failed", "0.0005", "1_optimizer.lr=0.0005")]
+    assert "best job: 0_optimizer.lr=0.001 (val_accuracy=" in result.stdout
+    assert "| 1 | [0_optimizer.lr=0.001]" in (sweep / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_each_submitit_job_uses_its_cpus_per_task_as_threads_and_gets_the_swept_keys_in_its_config(submitit_sweep):
+    _, sweep, _ = submitit_sweep
+    for job in job_dirs(sweep):
+        assert read_run_record(sweep / job)["threads"] == 2, job  # hydra.launcher.cpus_per_task
+        assert handed_over_keys(sweep / job) == '["optimizer.lr"]'
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """A one-node Ray cluster on 127.0.0.1, started like a user starts one (`ray start --head`), in a directory
+    of its own and from an environment without the sweep's variables; stopped with its process group."""
+    home = tmp_path_factory.mktemp("ray")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != SWEPT_KEYS_ENV}
+    env.update(PYTHONPATH=str(TESTS), RAY_USAGE_STATS_ENABLED="0")
+    log = (home / "head.log").open("w")
+    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
+                             "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                             f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
+                             f"--temp-dir={home / 't'}"],
+                            cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while "Ray runtime started" not in (home / "head.log").read_text():
+            assert head.poll() is None and time.monotonic() < deadline, (home / "head.log").read_text()[-3000:]
+            time.sleep(0.5)
+        yield f"127.0.0.1:{port}"
+    finally:
+        head.send_signal(signal.SIGTERM)  # `ray start --block` stops the cluster's processes when it ends
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        log.close()
+
+
+@pytest.mark.slow
+def test_a_ray_sweep_on_a_running_cluster_names_its_jobs_and_writes_the_summary(ray_cluster, tmp_path):
+    """The default, relative hydra.sweep.dir: Ray's workers run in the cluster's directory, not this one."""
+    result = run_cli("-m", "hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_cluster}",
+                     "optimizer.lr=1e-3,5e-4", *QUICK, cwd=tmp_path, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
+    assert job_dirs(sweep) == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]
+    for job in job_dirs(sweep):
+        record = read_run_record(sweep / job)
+        assert record["status"] == "completed" and record["threads"] == 1, record  # Ray reserves 1 CPU per task
+        assert handed_over_keys(sweep / job) == '["optimizer.lr"]'
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    assert [(r["job"], r["status"], r["optimizer.lr"]) for r in rows] in (
+        [("0", "completed", "0.001"), ("1", "completed", "0.0005")],
+        [("1", "completed", "0.0005"), ("0", "completed", "0.001")])
+    assert [r["rank"] for r in rows] == ["1", "2"] and "sweep outputs/multirun/" in result.stdout
+
+
+def test_the_slurm_launcher_off_a_slurm_cluster_is_one_line_before_any_job(tmp_path):
+    result = run_cli("-m", "hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "optimizer.lr=1e-3,5e-4",
+                     *QUICK, cwd=tmp_path, env={"PATH": str(Path(sys.executable).parent)})  # no srun on PATH
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: hydra/launcher=submitit_slurm: SLURM's srun is not on PATH; accepted: a machine of a SLURM cluster "
+        "(its login node), or hydra/launcher=submitit_local to run the same jobs here")
+    assert not (tmp_path / "outputs").exists()
