@@ -28,7 +28,7 @@ def test_evaluate_reproduces_the_runs_validation_figures(finished_run):
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     best = read_run_record(finished_run)["best"]
-    assert figures["examples"] == 360
+    assert figures["examples"] == 360 and figures["input"] == "raw"  # the deployed path: digits as stored
     assert figures["metrics"]["accuracy"] == pytest.approx(best["val_accuracy"], abs=1e-6)
     assert figures["metrics"]["loss"] == pytest.approx(best["val_loss"], rel=1e-4)
     written = json.loads((finished_run / "evaluations" / figures["written_to"].rsplit("/", 1)[-1]).read_text())
@@ -46,8 +46,9 @@ def test_evaluate_on_another_dataset(finished_run):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
-    (["data.image_size=16"], "data=digits: its examples have shape (16, 16, 1), which the run's model does not take; "
-                             "accepted: data whose examples have shape (28, 28, 1)"),
+    (["data=synthetic", "data.shape=[16,16,1]", "data.num_classes=10"],
+     "data=synthetic: its examples are float32 of shape (16, 16, 1), which the run's model does not take; "
+     "accepted: data whose examples are float32 of shape (28, 28, 1)"),
     (["data.val_size=5"], "data.val_size=5: unknown key"),
 ])
 def test_evaluate_refuses_data_the_model_cannot_take(finished_run, args, message):

@@ -150,12 +150,17 @@ def load_served_model(run_dir: Path):
 
     try:
         served = tf.saved_model.load(str(RunPaths(run_dir).saved_model))
-        signature = served.signatures["serving_default"]
+        signature = served.signatures["serve" if "serve" in served.signatures else "serving_default"]
     except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
         problem = " ".join(str(error).split())[:200]
         raise ConfigError(str(run_dir), None, RUN_ACCEPTED,
                           f"its export/saved_model cannot be loaded ({type(error).__name__}: {problem})") from error
     return served, signature
+
+
+def _takes(signature, shape: tuple, dtype: str) -> bool:
+    expected = tuple(signature.structured_input_signature[1].values())[0]
+    return (tuple(expected.shape[1:]), expected.dtype.name) == (shape, dtype)
 
 
 def _served_model_layer():
@@ -164,18 +169,19 @@ def _served_model_layer():
     class ServedModel(keras.layers.Layer):
         """A loaded SavedModel's `serve` endpoint as a Keras layer, so Keras metrics can evaluate it."""
 
-        def __init__(self, served, **kwargs):
+        def __init__(self, served, endpoint="serve", **kwargs):
             super().__init__(trainable=False, **kwargs)
-            self.served = served
+            self.served, self.endpoint = served, endpoint
 
         def call(self, inputs):
-            return self.served.serve(inputs)
+            return getattr(self.served, self.endpoint)(inputs)
 
     return ServedModel
 
 
 def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None) -> dict:
     cfg = load_run_config(run_dir, overrides, trust_run, project)  # before TensorFlow is imported: a bad directory is a quick error
+    import tensorflow as tf
     import tf_keras as keras
 
     from tfhydra.data import build_datasets
@@ -185,23 +191,35 @@ def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, p
     ServedModel = _served_model_layer()
     served, signature = load_served_model(run_dir)
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
-    expected = tuple(signature.structured_input_signature[1].values())[0]
     spec = datasets.spec
-    if tuple(expected.shape[1:]) != tuple(spec.input_shape):
-        raise ConfigError("data", cfg.data.get("name"), f"data whose examples have shape {tuple(expected.shape[1:])}",
-                          f"its examples have shape {tuple(spec.input_shape)}, which the run's model does not take")
+    # The deployed path when there is one: the data as stored, through the export's own preprocessing (other data
+    # stored differently, e.g. 28x28 uint8 images for a model trained on 8x8 floats, go through their pipeline).
+    raw = datasets.serving is not None and "serve_raw" in served.signatures and _takes(
+        served.signatures["serve_raw"], tuple(datasets.serving.raw.shape), datasets.serving.raw.dtype.name)
+    if raw:
+        signature = served.signatures["serve_raw"]
+        examples, stored = tf.data.Dataset.from_tensor_slices(datasets.serving.raw_validation), datasets.serving.raw
+        validation, given = examples.batch(datasets.batch_size), (tuple(stored.shape), stored.dtype.name)
+    else:
+        validation, given = datasets.prefetched(datasets.validation), (tuple(spec.input_shape), spec.dtype)
+    expected = tuple(signature.structured_input_signature[1].values())[0]
+    if not _takes(signature, *given):
+        raise ConfigError("data", cfg.data.get("name"), f"data whose examples are {expected.dtype.name} of shape "
+                          f"{tuple(expected.shape[1:])}", f"its examples are {given[1]} of shape {given[0]}, which "
+                          "the run's model does not take")
     classes = tuple(signature.structured_outputs.values())[0].shape[-1]
     if classes != spec.num_classes:
         raise ConfigError("data", cfg.data.get("name"), f"data with {classes} classes",
                           f"it has {spec.num_classes} classes, the run's model predicts {classes}")
 
-    inputs = keras.Input(spec.input_shape, dtype=expected.dtype)
-    model = keras.Model(inputs, ServedModel(served)(inputs))
+    inputs = keras.Input(expected.shape[1:], dtype=expected.dtype)
+    model = keras.Model(inputs, ServedModel(served, "serve_raw" if raw else "serve")(inputs))
     model.compile(loss=build_loss(cfg.trainer.loss), metrics=build_metrics(cfg.trainer.metrics))
     started = time.perf_counter()
-    figures = model.evaluate(datasets.prefetched(datasets.validation), verbose=0, return_dict=True)
+    figures = model.evaluate(validation, verbose=0, return_dict=True)
     result = {"run_dir": str(run_dir), "overrides": list(overrides), "data": cfg.data.get("name"),
-              "examples": spec.val_size, "metrics": {k: float(v) for k, v in figures.items()},
+              "input": "raw" if raw else "features", "examples": spec.val_size,
+              "metrics": {k: float(v) for k, v in figures.items()},
               "seconds": time.perf_counter() - started}
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
     out = RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{stamp}.json"

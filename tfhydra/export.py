@@ -38,6 +38,7 @@ class Deployment:
     quantization_aware: bool  # the model holds learned int8 ranges: its TFLite file is int8 whatever export asks
     cfg_tflite: DictConfig  # export.tflite
     train: tf.data.Dataset  # the training pipeline, batched: int8 calibration examples come from it
+    serving: object = None  # tfhydra.data.source.Serving: the data as stored -> model inputs, in the export
 
 
 def export_model(cfg_export: DictConfig, compression: Compression, trained: keras.Model, datasets,
@@ -46,7 +47,7 @@ def export_model(cfg_export: DictConfig, compression: Compression, trained: kera
     paths = RunPaths(run_dir)
     deployable = compression.strip(trained)
     deployment = Deployment(deployable, lambda: compression.float_twin(deployable), compression.quantization_aware,
-                            cfg_export.tflite, datasets.train)
+                            cfg_export.tflite, datasets.train, getattr(datasets, "serving", None))
     written = {}
     for name in cfg_export.formats:
         target = paths.export_format(name)
@@ -57,6 +58,8 @@ def export_model(cfg_export: DictConfig, compression: Compression, trained: kera
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
         written[name] = paths.relative(target)
+    if "saved_model" in written:
+        serving_layout(paths)
     figures = {"scheme": compression.scheme, **compression.measure(deployable),
                "keras_val_accuracy": accuracy(lambda x: deployable(x, training=False).numpy(), datasets.validation)}
     figures.update(measure_artefacts(paths, written, datasets.validation, cfg_export.tflite, compression))
@@ -82,14 +85,44 @@ def write_format(name: str, deployment: Deployment, path: Path, formats: list[st
 
 @EXPORT_FORMATS.register("saved_model")
 def write_saved_model(deployment: Deployment, path: Path) -> None:
-    """Inference-only SavedModel; its `serve` endpoint / `serving_default` signature predicts."""
+    """Inference-only SavedModel that takes the data as the source stores them.
+
+    Endpoints (and signatures of the same names): `serve_raw` takes raw examples (uint8 images at their stored
+    size, raw CSV feature columns, strings) and runs the source's preprocessing (the fitted Normalization or
+    TextVectorization layer is saved with it) before the model; `serve` takes the model's inputs, as the
+    training pipeline feeds them. `serving_default`, what TF Serving and `saved_model_cli` call by default, is
+    `serve_raw` when the source can describe its raw data, else `serve` (docs/deploy.md)."""
+    model, serving = deployment.model, deployment.serving
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    features = [tf.TensorSpec([None, *model.inputs[0].shape[1:]], model.inputs[0].dtype, name="inputs")]
+    if serving is not None:
+        for layer in serving.layers:
+            archive.track(layer)
+        raw = tf.TensorSpec([None, *serving.raw.shape], serving.raw.dtype, name="inputs")
+
+        def serve_raw(inputs):
+            return model(serving.prepare(inputs), training=False)
+
+        archive.add_endpoint("serve_raw", serve_raw, [raw])  # the first endpoint: also `serving_default`
+    archive.add_endpoint("serve", lambda inputs: model(inputs, training=False), features)
     interactive = keras.utils.is_interactive_logging_enabled()
     keras.utils.disable_interactive_logging()  # export prints every endpoint; send that to the log instead
     try:
-        deployment.model.export(str(path))
+        archive.write_out(str(path))
     finally:
         if interactive:
             keras.utils.enable_interactive_logging()
+
+
+def serving_layout(paths: RunPaths) -> None:
+    """`export/serving/1/`, the layout TF Serving polls (`--model_base_path=<run>/export/serving`): version 1 is
+    the run's SavedModel, linked (relative, inside the run directory) rather than written twice."""
+    version = paths.serving / "1"
+    version.parent.mkdir(parents=True, exist_ok=True)
+    if version.is_symlink() or version.exists():
+        version.unlink()
+    version.symlink_to(Path("..") / paths.saved_model.name, target_is_directory=True)
 
 
 @EXPORT_FORMATS.register("keras")

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.source import (DATA, Source, check_examples, check_finite, class_labels, image_size,
+from tfhydra.data.source import (DATA, Serving, Source, check_examples, check_finite, class_labels, image_size,
                                  source_from_arrays, stratified_split)
 from tfhydra.errors import ConfigError
 
@@ -20,17 +20,32 @@ def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, i
     uint16). A grayscale (N, H, W) array gets a channel axis. Scaling and resizing run in
     the pipeline's parallel map, so the arrays stay in their compact stored dtype.
     """
+    stored_val = x_val
     x_train, x_val = (x[..., np.newaxis] if x.ndim == 3 else x for x in (x_train, x_val))
     if x_train.dtype.kind in "iub":
         scale = 255.0 if x_train.size == 0 or int(x_train.max()) <= 255 else float(np.iinfo(x_train.dtype).max)
     else:
         scale = 1.0
 
-    def to_unit_range(image, label):
-        image = tf.cast(image, tf.float32) / scale
-        return (tf.image.resize(image, size) if size and image.shape.rank == 3 else image), label
+    def to_model_input(images):
+        """Images (one, or a batch) as stored -> float32 in [0, 1] at the model's size: the pipeline's map and
+        the served model's first step."""
+        images = tf.cast(images, tf.float32) / scale
+        return tf.image.resize(images, size) if size and images.shape.rank in (3, 4) else images
 
-    return source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=to_unit_range)
+    def to_unit_range(image, label):
+        return to_model_input(image), label
+
+    def prepare(raw):
+        return to_model_input(raw[..., tf.newaxis] if stored_val.ndim == 3 else raw)
+
+    source = source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=to_unit_range)
+    source.serving = Serving(tf.TensorSpec(stored_val.shape[1:], tf.as_dtype(stored_val.dtype)), prepare,
+                             (stored_val, np.asarray(y_val)), description=(
+                                 f"{stored_val.dtype.name} images of shape {stored_val.shape[1:]} as stored"
+                                 f"{f', scaled by 1/{scale:g}' if scale != 1 else ''}"
+                                 f"{f' and resized to {list(size)}' if size else ''} in the graph"))
+    return source
 
 
 @DATA.register("digits")

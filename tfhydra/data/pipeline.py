@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from tfhydra.rundir import check_creatable
 from tfhydra.data.augment import build_augmentation
-from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, stratified_subset, take_examples
+from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Serving, Source, stratified_subset, take_examples
 from tfhydra.errors import ConfigError
 
 # Pipeline keys that do not change which examples a source yields, so not part of a cache file's name.
@@ -35,6 +35,7 @@ class Datasets:
     batch_size: int
     drop_remainder: bool = False  # training batches only: validation always covers every example
     prefetch: int | None = None  # batches prepared ahead (tf.data.AUTOTUNE = -1); None = off
+    serving: Serving | None = None  # how the export takes the data as stored (tfhydra/data/source.py)
     steps_per_epoch: int = field(init=False)
     examples_per_epoch: int = field(init=False)  # training examples one epoch sees (throughput figures)
 
@@ -86,7 +87,7 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
         train = train.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=AUTOTUNE)
     validation = validation.batch(cfg_data.batch_size)
     buffer = None if cfg_data.prefetch == 0 else AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
-    return Datasets(train, validation, spec, cfg_data.batch_size, cfg_data.drop_remainder, buffer)
+    return Datasets(train, validation, spec, cfg_data.batch_size, cfg_data.drop_remainder, buffer, source.serving)
 
 
 def limit_steps(datasets: Datasets, steps_per_epoch: int | None, validation_steps: int | None) -> Datasets:

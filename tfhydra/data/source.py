@@ -17,6 +17,23 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 @dataclass
+class Serving:
+    """What a deployed model takes, and how it becomes what the trained model takes: the data as the source stores
+    them (uint8 images at their stored size, raw CSV feature columns, text), turned into model inputs by TensorFlow
+    ops and Keras preprocessing layers fitted on the training split, so the export can carry them (tfhydra/export.py).
+
+    `prepare(batch)` maps a batch of raw examples to the model's inputs exactly as the training pipeline does;
+    `layers` are the fitted layers it uses (their statistics and vocabularies are saved with the model);
+    `raw_validation` are the validation split's raw examples and labels, in the pipeline's order (checks, evaluate).
+    """
+    raw: tf.TensorSpec  # one raw example: shape and dtype as stored
+    prepare: Callable[[tf.Tensor], tf.Tensor]
+    raw_validation: tuple[np.ndarray, np.ndarray]
+    layers: tuple = ()
+    description: str = ""  # what the served signature takes, for the record and the docs
+
+
+@dataclass
 class Source:
     """Two unbatched datasets in a fixed order, and what the pipeline needs to subset them cheaply.
 
@@ -30,6 +47,7 @@ class Source:
     spec: DataSpec
     decode: Callable | None = None
     train_labels: np.ndarray | None = None  # the label of each `train` element, in order
+    serving: Serving | None = None  # None: the export takes the model's inputs (the pipeline's output)
 
 
 def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None) -> Source:

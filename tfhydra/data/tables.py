@@ -10,8 +10,9 @@ import csv
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
-from tfhydra.data.source import DATA, Source, class_labels, source_from_arrays, stratified_split
+from tfhydra.data.source import DATA, Serving, Source, class_labels, source_from_arrays, stratified_split
 from tfhydra.errors import ConfigError
 
 
@@ -59,10 +60,21 @@ def build_csv(cfg, seed: int) -> Source:
     features = list(cfg.features) if cfg.features is not None else [c for c in columns if c != cfg.label]
     if not features:
         raise ConfigError("data.features", features, "at least one feature column", f"{path} has no other column")
-    x = np.stack([numbers(column(columns, name, "data.features", path), name, path) for name in features], axis=1)
-    mean, std = x[train_idx].mean(axis=0), x[train_idx].std(axis=0)
-    x = ((x - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)  # a constant column becomes zeros
-    return source_from_arrays(x[train_idx], labels[train_idx], x[val_idx], labels[val_idx], names)
+    raw = np.stack([numbers(column(columns, name, "data.features", path), name, path) for name in features], axis=1)
+    mean, std = raw[train_idx].mean(axis=0), raw[train_idx].std(axis=0)
+    std = np.where(std > 0, std, 1.0)  # a constant column becomes zeros
+    x = ((raw - mean) / std).astype(np.float32)
+    source = source_from_arrays(x[train_idx], labels[train_idx], x[val_idx], labels[val_idx], names)
+    import tf_keras as keras
+
+    # The same statistics as a Keras layer, saved with the export: (x - mean) / sqrt(variance)
+    standardize = keras.layers.Normalization(mean=mean.astype(np.float32), variance=(std ** 2).astype(np.float32))
+    standardize.build((None, len(features)))
+    source.serving = Serving(tf.TensorSpec((len(features),), tf.float32), standardize,
+                             (raw[val_idx].astype(np.float32), labels[val_idx]), (standardize,),
+                             f"the {len(features)} raw feature columns {features} as float32, standardised with "
+                             "the training rows' mean and deviation in the graph")
+    return source
 
 
 def numbers(values: list[str], name: str, path: Path) -> np.ndarray:
@@ -95,5 +107,10 @@ def build_text_csv(cfg, seed: int) -> Source:
         raise ConfigError(f"{path} ({cfg.text} column)", None, "texts with words in the training rows",
                           "no word to learn a vocabulary from (the texts are empty or punctuation only)")
     ids = vectorize(texts).numpy()
-    return source_from_arrays(ids[train_idx], labels[train_idx], ids[val_idx], labels[val_idx], names,
-                              vocab_size=int(vectorize.vocabulary_size()))
+    source = source_from_arrays(ids[train_idx], labels[train_idx], ids[val_idx], labels[val_idx], names,
+                                vocab_size=int(vectorize.vocabulary_size()))
+    source.serving = Serving(tf.TensorSpec((), tf.string), vectorize,
+                             (texts[val_idx].astype(str), labels[val_idx]), (vectorize,),
+                             f"raw text (one string per example), split into the {vectorize.vocabulary_size()}-word "
+                             "vocabulary fitted on the training rows in the graph")
+    return source
