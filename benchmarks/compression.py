@@ -2,8 +2,9 @@
 
     python benchmarks/compression.py [--epochs 10] [overrides ...]     (e.g. model=mlp)
 
-Each row is one in-process run with `export.formats=[tflite]`; the figures are the ones the run
-measured on its written artefacts (docs/compression.md: the `compression` section).
+Each row is one in-process run with `export.formats=[tflite,onnx]`; the figures are the ones the run
+measured on its written artefacts (docs/compression.md: the `compression` section), TFLite files by
+LiteRT and the ONNX file by onnxruntime (the runtimes are printed above the table).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ ROWS = {  # row label: overrides
 
 def measure(overrides: list[str]) -> dict:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["logging.histogram_freq=0", "export.formats=[tflite]", *overrides])
+        cfg = compose("config", overrides=["logging.histogram_freq=0", "export.formats=[tflite,onnx]", *overrides])
     with tempfile.TemporaryDirectory() as run_dir:
         tfhydra.run(cfg, run_dir=run_dir)
         return json.loads((Path(run_dir) / "metrics.json").read_text())["compression"]
@@ -44,15 +45,19 @@ def main() -> None:
     args = parser.parse_args()
     print(f"\n{args.epochs} epochs, {' '.join(args.overrides) or 'defaults'}")
     print("| run | Keras val acc | TFLite val acc | TFLite bytes | gzipped | float32 / gzipped | sparsity "
-          "| max distinct |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| max distinct | ONNX val acc | ONNX bytes |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    runtimes = set()
     for label, overrides in ROWS.items():
         figures = measure([f"trainer.epochs={args.epochs}", *overrides, *args.overrides])
-        tflite = figures["artefacts"]["export/tflite/model.tflite"]
+        artefacts = figures["artefacts"]
+        tflite, onnx = artefacts["export/tflite/model.tflite"], artefacts["export/onnx/model.onnx"]
+        runtimes |= {tflite["runtime"], onnx["runtime"]}
         distinct = max(figures["distinct_values"].values()) if "distinct_values" in figures else "-"
         print(f"| {label} | {figures['keras_val_accuracy']:.3f} | {tflite['val_accuracy']:.3f} | {tflite['bytes']:,} "
               f"| {tflite['gzip_bytes']:,} | {tflite['gzip_ratio']:.1f}x | {figures['sparsity']['overall']:.2f} "
-              f"| {distinct} |", flush=True)
+              f"| {distinct} | {onnx['val_accuracy']:.3f} | {onnx['bytes']:,} |", flush=True)
+    print(f"runtimes: {', '.join(sorted(runtimes))}")
 
 
 if __name__ == "__main__":

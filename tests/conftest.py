@@ -18,16 +18,18 @@ TESTS = Path(__file__).resolve().parent
 FAST = ["trainer.epochs=1", "logging.histogram_freq=0"]
 
 
+def compose_config(overrides=()):
+    """The DictConfig `python train.py <overrides>` would run (also for module-scoped fixtures)."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
 @pytest.fixture
 def compose_cfg():
     """compose_cfg(overrides) -> the DictConfig `python train.py <overrides>` would run."""
-    from hydra import compose, initialize_config_dir
-
-    def _compose(overrides=()):
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=list(overrides))
-
-    return _compose
+    return compose_config
 
 
 def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -148,7 +148,7 @@ BAD_INPUTS = [
     bad("logical-cpus", ["strategy=mirrored", "strategy.logical_cpus=-1"], ["strategy.logical_cpus=-1", "out of range", "an integer >= 0"]),
     bad("update-freq", ["logging.update_freq=weekly"], ["logging.update_freq=weekly", "'epoch', 'batch' or an integer >= 1"]),
     bad("profile-range", ["logging.profile_batch=[5,2]"], ["logging.profile_batch=[5, 2]", "1 <= start <= stop"]),
-    bad("export-format", ["export.formats=[onnx]"], ["export.formats=['onnx']", "saved_model, keras, tflite"]),
+    bad("export-format", ["export.formats=[coreml]"], ["export.formats=['coreml']", "saved_model, keras, tflite, onnx"]),
     bad("tflite-quantization", ["export.tflite.quantization=int4"], ["export.tflite.quantization=int4", "none, dynamic, float16, int8"]),
     # empty lists
     bad("cnn-filters-empty", ["model.filters=[]"], ["model.filters=[]", "a list of at least 1 items"]),

@@ -136,3 +136,16 @@ class DiskFullAfterTraining(keras.callbacks.Callback):
 
         if os.path.exists(self.marker):
             resource.setrlimit(resource.RLIMIT_FSIZE, (self.limit_bytes, resource.RLIM_INFINITY))
+
+
+def build_model_tflite_refuses(spec, units: int = 8):
+    """A working Keras model whose Lambda uses `tf.math.lgamma`, an op TFLite's builtins do not have: the TFLite
+    converter refuses it after training (the SELECT_TF_OPS tfhydra does not enable would take it)."""
+    import tensorflow as tf
+
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Flatten()(inputs)
+    x = keras.layers.Lambda(lambda t: tf.math.lgamma(1.0 + tf.abs(t)))(x)
+    x = keras.layers.Dense(units, activation="relu")(x)
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax", dtype="float32")(x)
+    return keras.Model(inputs, outputs)

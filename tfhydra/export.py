@@ -3,12 +3,17 @@ and their measurements: metrics.json's `compression` section.
 
 Each writer builds into a temporary sibling and renames it into place, so an export
 directory that exists is complete. Every figure is read back from what was written: sizes
-from the files (raw, and gzip level 9, summed over a directory's files), accuracy of each
-TFLite file from the TFLite interpreter on the validation split.
+from the files (raw, and gzip level 9, summed over a directory's files), accuracy on the validation
+split of each TFLite file by LiteRT (`ai-edge-litert`; TensorFlow's deprecated `tf.lite.Interpreter`
+where LiteRT is missing) and of the ONNX file by onnxruntime, each entry naming its runtime.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import gzip
+import importlib.metadata
+import logging
 import re
 import shutil
 import warnings
@@ -152,7 +157,11 @@ def write_tflite(deployment: Deployment, path: Path) -> None:
 
 def convert(model: keras.Model, quantization: str, quantization_aware: bool = False,
             calibration: Callable | None = None, integer_io: bool = False) -> bytes:
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if quantization == "int8" and (recurrent := recurrent_layers(model)):
+        raise ConfigError("export.tflite.quantization", "int8", "none, dynamic or float16 for this model",
+                          f"TensorFlow's TFLite converter has no working int8 for recurrent layers "
+                          f"({type(recurrent[0]).__name__} layer {recurrent[0].name}; docs/compression.md)")
+    converter = tflite_converter(model)
     if quantization != "none" or quantization_aware:
         # A QAT model needs it too: it turns the learned ranges into int8 kernels (without: float fake-quant ops).
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -179,22 +188,50 @@ def calibration_examples(train: tf.data.Dataset, samples: int) -> Callable:
 
 def measure_artefacts(paths: RunPaths, written: dict[str, str], validation: tf.data.Dataset, cfg_tflite: DictConfig,
                       compression: Compression) -> dict:
-    """Size of every artefact; for TFLite files also interpreter accuracy and the ratios to the float32 reference."""
-    artefacts = {written[name]: file_sizes(paths.export_format(name)) for name in written if name != "tflite"}
+    """Size of every artefact; for TFLite and ONNX files also their runtime's accuracy, for TFLite files the ratios
+    to the float32 reference."""
+    artefacts = {written[name]: file_sizes(paths.export_format(name)) for name in written
+                 if name not in ("tflite", "onnx")}
+    if "onnx" in written:
+        file = paths.export_format("onnx") / ONNX_MODEL
+        with runtime_errors("onnx", written, paths.export_format("onnx")):
+            predict, runtime = onnx_predict(file)
+            measured = accuracy(predict, validation)
+        artefacts[paths.relative(file)] = {**file_sizes(file), "val_accuracy": measured, "runtime": runtime}
     if "tflite" not in written:
         return {"artefacts": artefacts}
     folder = paths.export_format("tflite")
     reference = folder / TFLITE_FLOAT32 if (folder / TFLITE_FLOAT32).is_file() else folder / TFLITE_MODEL
     reference_bytes = reference.stat().st_size
     for file in dict.fromkeys((folder / TFLITE_MODEL, reference)):
-        interpreter = tflite_interpreter(file)
+        with runtime_errors("tflite", written, folder):
+            interpreter = tflite_interpreter(file)
+            measured = accuracy(tflite_predict(interpreter), validation)
         entry = {**file_sizes(file), "input_type": np.dtype(interpreter.get_input_details()[0]["dtype"]).name,
-                 "val_accuracy": accuracy(tflite_predict(interpreter), validation)}
+                 "val_accuracy": measured, "runtime": tflite_runtime()[1]}
         entry.update(ratio=reference_bytes / entry["bytes"], gzip_ratio=reference_bytes / entry["gzip_bytes"])
         if file.name == TFLITE_MODEL:
             entry["quantization"] = "int8" if compression.quantization_aware else cfg_tflite.quantization
         artefacts[paths.relative(file)] = entry
     return {"artefacts": artefacts, "float32_tflite": paths.relative(reference)}
+
+
+@contextlib.contextmanager
+def runtime_errors(name: str, written: dict[str, str], folder: Path):
+    """A file the converter wrote that its runtime cannot run (TFLite's converter emits a broken graph for some
+    ops): removed, and one line naming the format, as a converter's refusal is (`write_format`); the trained
+    model is kept."""
+    try:
+        yield
+    except (OSError, ConfigError, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        shutil.rmtree(folder, ignore_errors=True)
+        others = [f for f in written if f != name]
+        raise ConfigError("export.formats", name, f"export.formats=[{','.join(others)}] (the trained model is kept: "
+                          "the same command with that override finishes the run)",
+                          f"the {name} file does not run in its runtime ({type(error).__name__}: "
+                          f"{first_line(error)[:200]})") from error
 
 
 def file_sizes(path: Path) -> dict:
@@ -203,18 +240,23 @@ def file_sizes(path: Path) -> dict:
             "gzip_bytes": sum(len(gzip.compress(f.read_bytes(), compresslevel=9, mtime=0)) for f in files)}
 
 
-def tflite_interpreter(path: Path) -> tf.lite.Interpreter:
-    with warnings.catch_warnings():  # "deprecated in favour of ai_edge_litert": still TensorFlow's own interpreter
+def tflite_interpreter(path: Path):
+    """The interpreter of `tflite_runtime()` (LiteRT's, or TensorFlow's where LiteRT is missing) on one file."""
+    interpreter_type, _ = tflite_runtime()
+    with warnings.catch_warnings():  # tf.lite.Interpreter: "deprecated in favour of ai_edge_litert", said once
         warnings.simplefilter("ignore")
-        return tf.lite.Interpreter(model_path=str(path))
+        return interpreter_type(model_path=str(path))
 
 
-def tflite_predict(interpreter: tf.lite.Interpreter) -> Callable[[np.ndarray], np.ndarray]:
-    """Batch predictions of a TFLite model; int8 inputs and outputs are (de)quantized with the file's own scales."""
+def tflite_predict(interpreter) -> Callable[[np.ndarray], np.ndarray]:
+    """Batch predictions of a TFLite model; int8 inputs and outputs are (de)quantized with the file's own scales.
+    A file with a static batch of one (a recurrent model's, see `tflite_converter`) is run one example at a time."""
     source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
     allocated = []  # the batch shape the interpreter is allocated for
 
     def predict(x: np.ndarray) -> np.ndarray:
+        if source["shape_signature"][0] == 1 and len(x) > 1:
+            return np.concatenate([predict(x[i:i + 1]) for i in range(len(x))])
         if allocated != list(x.shape):
             interpreter.resize_tensor_input(source["index"], list(x.shape))
             interpreter.allocate_tensors()
@@ -243,3 +285,79 @@ def accuracy(predict: Callable[[np.ndarray], np.ndarray], validation: tf.data.Da
         correct += int(np.sum(np.argmax(predict(np.asarray(x)), axis=-1) == labels))
         total += len(labels)
     return correct / total if total else float("nan")
+
+
+# --- the runtimes that run the artefacts (issue 18) -------------------------------------------------------------
+
+@functools.cache
+def tflite_runtime() -> tuple[type, str]:
+    """(interpreter type, its name for the record): LiteRT's interpreter, the runtime TFLite files are deployed
+    with since TensorFlow 2.20 deprecated `tf.lite.Interpreter`; TensorFlow's own where LiteRT is not installed."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        logging.getLogger("tfhydra").warning(
+            "ai-edge-litert is not installed: TFLite accuracy is measured with tf.lite.Interpreter, deprecated "
+            "since TensorFlow 2.20 (pip install ai-edge-litert)")
+        return tf.lite.Interpreter, f"tf.lite.Interpreter (TensorFlow {tf.__version__})"
+    return Interpreter, f"ai-edge-litert {importlib.metadata.version('ai-edge-litert')}"
+
+
+def recurrent_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """The RNN layers of `model` at any depth (inside Bidirectional wrappers and nested models too)."""
+    return [layer for layer in model.submodules if isinstance(layer, keras.layers.RNN)]
+
+
+def tflite_converter(model: keras.Model) -> tf.lite.TFLiteConverter:
+    """The TFLite converter of `model`. A recurrent layer's loop converts to TFLite builtins (a fused
+    UnidirectionalSequenceLSTM, or a While loop over a tensor list) only with a static batch size: from the Keras
+    model (batch None) the converter stops at `tf.TensorListReserve`. Such a model converts from a batch-of-one
+    function, so its file takes one example per call, as on a device. No TensorFlow (Flex) ops: LiteRT runs it
+    as it is. (An unmasked LSTM becomes the fused op, whose outputs differ from Keras': docs/compression.md.)"""
+    if not recurrent_layers(model):
+        return tf.lite.TFLiteConverter.from_keras_model(model)
+    signature = [tf.TensorSpec([1, *x.shape[1:]], x.dtype, name=name)
+                 for x, name in zip(model.inputs, model.input_names)]
+    function = tf.function(lambda *x: model(list(x) if len(x) > 1 else x[0], training=False))
+    return tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function(*signature)], model)
+
+
+ONNX_MODEL = "model.onnx"
+
+
+@EXPORT_FORMATS.register("onnx")
+def write_onnx(deployment: Deployment, path: Path) -> None:
+    """`model.onnx` by tf2onnx (the `onnx` extra; opset 15, its default), the batch dimension free; its input is
+    `inputs`, as in the SavedModel's `serve` signature (several inputs keep the model's input names). The float
+    weights as trained; a quantization-aware model's learned ranges become QuantizeLinear/DequantizeLinear pairs."""
+    import tf2onnx  # the onnx extra: the run plan refuses export.formats=[onnx] without it
+
+    logging.getLogger("tf2onnx").setLevel(logging.WARNING)  # its INFO lines (every folded constant) drown train.log
+    model = deployment.model
+    names = model.input_names if len(model.inputs) > 1 else ["inputs"]
+    signature = [tf.TensorSpec([None, *x.shape[1:]], x.dtype, name=name) for x, name in zip(model.inputs, names)]
+    path.mkdir(parents=True)
+    proto, _ = tf2onnx.convert.from_keras(model, input_signature=signature,
+                                          custom_op_handlers={"Erfc": (onnx_erfc, [])})
+    (path / ONNX_MODEL).write_bytes(proto.SerializeToString())
+
+
+def onnx_erfc(graph, node, name, args) -> None:
+    """tf2onnx 1.17 has no handler for TensorFlow's Erfc, which TF 2.21's exact GELU (0.5·x·erfc(-x/√2), the
+    Transformer's MLP) uses: rewrite it as 1 - Erf(x)."""
+    from tf2onnx import utils
+
+    dtype = utils.map_onnx_to_numpy_type(graph.get_dtype(node.input[0]))
+    erf = graph.make_node("Erf", [node.input[0]])
+    one = graph.make_const(utils.make_name(f"{name}_one"), np.array(1, dtype))
+    node.type, node.domain = "Sub", ""
+    graph.replace_inputs(node, [one.output[0], erf.output[0]])
+
+
+def onnx_predict(path: Path) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
+    """(batch predictions of an ONNX file by onnxruntime on the CPU, the runtime's name for the record)."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return (lambda x: session.run(None, {name: x})[0]), f"onnxruntime {onnxruntime.__version__}"

@@ -9,12 +9,14 @@
 An earlier phase is a run like any other (checkpoints, TensorBoard, metrics.json,
 `.hydra/config.yaml`; no export), so an interrupted run continues inside the phase it was in and
 skips the completed ones, and a phase directory can be a later run's `compression.from_run`. The
-scheme's own phase is the run itself. The run plan (tfhydra/plan.py) gathers `check_compression`
-and `plan_phases`; tfhydra/job.py runs the phases in order with `phase_config`.
+scheme's own phase is the run itself. The run plan (tfhydra/plan.py) gathers `check_compression`,
+`check_export` (the deployment artefacts this room measures: docs/compression.md) and `plan_phases`;
+tfhydra/job.py runs the phases in order with `phase_config`.
 """
 from __future__ import annotations
 
 import copy
+import importlib.util
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -33,6 +35,12 @@ SHARED_KEYS = ("start_epoch", "from_run")  # conf/tfhydra.yaml's compression sec
 FROM_RUN_SCHEMES = ("none", "prune", "cluster")  # built-in float schemes: what load_run_model may rebuild
 FROM_RUN_ACCEPTED = ("the directory of a completed run (metrics.json with status completed, .hydra/config.yaml, "
                      "checkpoints/last.weights.h5)")
+ONNX_PACKAGES = ("tf2onnx", "onnxruntime")  # the onnx extra: the writer, and the runtime that measures its file
+# TensorFlow 2.21's converter has no working int8 for recurrent layers (docs/compression.md, "Text models"):
+# calibrating GRU or masked LSTM layers kills the process (a segmentation fault, which no run can report), and an
+# unmasked LSTM's int8 file predicts the same output for every input. tfhydra/export.py refuses it for models
+# of your own too (when it converts).
+INT8_RECURRENT = "TensorFlow's TFLite converter has no working int8 for recurrent layers"
 
 
 def plan_phases(cfg: DictConfig) -> list[PhasePlan]:
@@ -126,4 +134,17 @@ def saved_run_config(run: Path) -> DictConfig:
     return saved
 
 
-CHECKS = (check_compression,)
+def check_export(cfg: DictConfig) -> None:
+    """Exports the config asks for that could not be written, refused before training rather than after it."""
+    formats = cfg.export.formats
+    missing = [name for name in ONNX_PACKAGES if "onnx" in formats and importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError("export.formats", "onnx", 'pip install "tfhydra[onnx]", or export.formats without onnx',
+                          f"the ONNX export needs {' and '.join(missing)}, which is not installed")
+    tflite = cfg.export.get("tflite") or {}
+    if "tflite" in formats and tflite.get("quantization") == "int8" and cfg.model.get("name") == "lstm":
+        raise ConfigError("export.tflite.quantization", "int8", "none, dynamic or float16 with model=lstm",
+                          f"{INT8_RECURRENT} (model.cell={cfg.model.get('cell')})")
+
+
+CHECKS = (check_compression, check_export)
