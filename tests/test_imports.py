@@ -15,9 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tfhydra"
 
-GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export"}
+GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
 ORCHESTRATION = {"__init__", "__main__", "cli", "job", "plan", "sweep", "evaluate"}
-NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "project", "report", "schema"}
+NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal"}
 
 
 def room_of(module: str) -> str:

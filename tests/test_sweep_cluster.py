@@ -74,7 +74,9 @@ def ray_cluster(tmp_path_factory):
     home = tmp_path_factory.mktemp("ray")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != SWEPT_KEYS_ENV}
-    env.update(PYTHONPATH=str(TESTS), RAY_USAGE_STATS_ENABLED="0")
+    # RAY_AUTH_MODE=disabled on both sides: a token file some other Ray command left in ~/.ray (`ray get-auth-token
+    # --generate`) makes the head demand it while the sweep's client does not send it (AuthenticationError)
+    env.update(PYTHONPATH=str(TESTS), RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
     log = (home / "head.log").open("w")
     head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
                              "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
@@ -101,7 +103,7 @@ def ray_cluster(tmp_path_factory):
 def test_a_ray_sweep_on_a_running_cluster_names_its_jobs_and_writes_the_summary(ray_cluster, tmp_path):
     """The default, relative hydra.sweep.dir: Ray's workers run in the cluster's directory, not this one."""
     result = run_cli("-m", "hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_cluster}",
-                     "optimizer.lr=1e-3,5e-4", *QUICK, cwd=tmp_path, timeout=400)
+                     "optimizer.lr=1e-3,5e-4", *QUICK, cwd=tmp_path, timeout=400, env={"RAY_AUTH_MODE": "disabled"})
     assert result.returncode == 0, result.stderr[-3000:]
     (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
     assert job_dirs(sweep) == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]

@@ -61,7 +61,14 @@ def run(cfg, run_dir=None):
 
             return run_trial(cfg, job)
         with one_line_errors():
-            return job(cfg, run_dir=run_dir)
+            if run_dir is not None:  # from Python: the caller knows where and what
+                return job(cfg, run_dir=run_dir)
+            from tfhydra.cli import end_summary, start_summary
+
+            start_summary()
+            returned = job(cfg)
+            end_summary()
+            return returned
     except KeyboardInterrupt as interrupt:  # tfhydra.trainer.state.Interrupted: SIGTERM or Ctrl-C
         if run_dir is not None or not hasattr(interrupt, "exit_code") or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise

@@ -11,6 +11,7 @@ import sys
 import tfhydra  # sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
 from tfhydra import cli
 from tfhydra.project import CONFIG_DIR, import_from_working_directory, project_config_dir
+from tfhydra.terminal import QUIET
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,12 +27,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Error: {error}", file=sys.stderr)
         sys.exit(1)
     import_from_working_directory()
-    tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)
+    if not {"-m", "--multirun"} & set(argv):  # a sweep's jobs may be other processes sharing descriptor 2
+        QUIET.start()  # TensorFlow's start-up lines held back until training starts (tfhydra/terminal.py)
+    try:
+        tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # starts loading TensorFlow once it passes
 
-    import hydra
+        import hydra
 
-    sys.argv = [sys.argv[0], *argv]  # Hydra reads the command line from sys.argv
-    hydra.main(config_path=str(project or CONFIG_DIR), config_name="config", version_base="1.3")(tfhydra.run)()
+        sys.argv = [sys.argv[0], *argv]  # Hydra reads the command line from sys.argv
+        hydra.main(config_path=str(project or CONFIG_DIR), config_name="config", version_base="1.3")(tfhydra.run)()
+    finally:
+        QUIET.release()  # also for a run that ends before training: what it said is passed on first
     tfhydra.end_process()
 
 

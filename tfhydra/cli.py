@@ -106,6 +106,37 @@ def one_line_errors() -> Iterator[None]:
         sys.exit(1)
 
 
+def start_summary() -> None:
+    """A single run's first line: where it writes, and what the command changed from the defaults."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra = HydraConfig.get()
+    overrides = " ".join(hydra.overrides.task) or "none (the defaults)"
+    logging.getLogger("tfhydra").info("run directory %s; overrides: %s", hydra.runtime.output_dir, overrides)
+
+
+def end_summary() -> None:
+    """After a single run: the result, the paths that matter and the commands that look further (from the
+    record, so it says what the run directory holds)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from tfhydra.record import read_record
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    record = read_record(run_dir)
+    if record is None:
+        return
+    log = logging.getLogger("tfhydra")
+    shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else str(run_dir)
+    if record.exports:
+        exported = ", ".join(record.exports.values())
+        log.info("exported (in the run directory): %s%s", exported,
+                 "; TF Serving: export/serving" if "saved_model" in record.exports else "")
+    evaluate = "tfhydra-evaluate" if COMMAND.startswith("tfhydra") else "python -m tfhydra.evaluate"
+    log.info("look further: tensorboard --logdir %s  |  %s %s  |  the record: %s", Path(shown) / "tensorboard",
+             evaluate, shown, Path(shown) / "metrics.json")
+
+
 def resume_command(run_dir: str | Path) -> str:
     """The command that continues the run in `run_dir`: its overrides, pinned to that directory
     (`python train.py` alone would start a new, time-stamped one; for a sweep's job, a new sweep)."""
@@ -288,7 +319,7 @@ def _composition_errors(overrides: list[str], groups: list[str]) -> Iterator[Non
         yield
     except MissingConfigException as error:
         group, _, option = (error.missing_cfg_file or "").rpartition("/")
-        options = error.options or []
+        options = error.options or _group_options(group)  # Hydra lists none for an option of a list (logger=[a,b])
         accepted = options or "an existing YAML file in conf/"
         extras = {name: extra for name, extra in _PLUGIN_OPTIONS.get(group, {}).items() if name not in options}
         if option in extras:  # launchers come from optional extras: name the one this option needs
@@ -307,6 +338,15 @@ def _composition_errors(overrides: list[str], groups: list[str]) -> Iterator[Non
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
     except HydraException as error:
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
+
+
+def _group_options(group: str) -> list[str]:
+    """The options of `group` in the config search path Hydra is composing with; [] outside one."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if not group or not GlobalHydra.instance().is_initialized():
+        return []
+    return list(GlobalHydra.instance().config_loader().get_group_options(group))
 
 
 # Options that Hydra plugins add, and tfhydra's extra that installs each (pyproject.toml).
@@ -349,7 +389,7 @@ def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
 
 
 # Keys that may change when an unfinished run is continued: they do not change what is trained.
-RESUMABLE_CHANGES = ("trainer.epochs", "trainer.verbose", "trainer.resume", "logging.", "export.")
+RESUMABLE_CHANGES = ("trainer.epochs", "trainer.verbose", "trainer.resume", "logging.", "logger.", "export.")
 
 
 def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:

@@ -28,6 +28,8 @@ from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
 from tfhydra.errors import ConfigError, first_line
 from tfhydra.export import export_model
+from tfhydra.logger.callback import epoch_loggers
+from tfhydra.logger.trackers import RunInfo, Trackers, start_trackers
 from tfhydra.model import build_model
 from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.plan import plan_run
@@ -38,7 +40,8 @@ from tfhydra.rundir import RunPaths
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.trainer import LoopContext, train
-from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound, read_history
+from tfhydra.terminal import QUIET
+from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progress, loss_bound, read_history
 from tfhydra.trainer.objectives import build_loss, build_metrics
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
 
@@ -82,20 +85,21 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
         final = plan.final_phase
         log.info("phase %d (%s): %d epoch(s) in %s", final.index, final.label, final.epochs, paths.root)
     return train_phase(phase_config(cfg, plan.final_phase, start), paths, threads, started,
-                       earlier=plan.earlier_phases, callbacks=callbacks)
+                       earlier=plan.earlier_phases, callbacks=callbacks, track=True)
 
 
 def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
-                earlier: tuple[PhasePlan, ...] = (), callbacks: Sequence = ()) -> float:
+                earlier: tuple[PhasePlan, ...] = (), callbacks: Sequence = (), track: bool = False) -> float:
     """One phase, trained in `paths`: the whole run when there are no earlier phases.
 
-    Every way it ends writes the record: completed, diverged, failed (export included), interrupted.
+    Every way it ends writes the record: completed, diverged, failed (export included), interrupted; then
+    the experiment trackers (`track`: the run's own phase; earlier phases are part of it) end with its status.
     """
     record = RunRecord(run_dir=str(paths.root), overrides=hydra_overrides(cfg), monitor=cfg.trainer.monitor,
                        monitor_mode=cfg.trainer.monitor_mode, **provenance())
     recorder = RunRecorder(paths.history, max_loss=loss_bound(cfg.trainer))
     examples_per_epoch = [0]  # known once the data are built; the record of a failure still reports throughput
-    chief = True
+    chief, trackers = True, Trackers()  # the chief starts the trackers once the strategy says who that is
     try:
         keras.backend.clear_session()  # jobs of one sweep may share this process
         record.threads = set_threads(cfg.trainer.threads or threads)
@@ -116,18 +120,38 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
                                      earlier, callbacks)
                 shutil.rmtree(worker.checkpoints, ignore_errors=True)  # the chief's record is final
                 return _returned(record)
-            train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier, callbacks)
+            if track:
+                trackers = start_trackers(cfg.get("logger"), paths, run_info(cfg, paths))
+            train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier, callbacks,
+                             trackers)
         record.update(wall_seconds=time.perf_counter() - started)
         record.write(paths.root)
     except BaseException as error:
         if chief:
             _record_ending(record, recorder, cfg, examples_per_epoch[0], error, started, paths)
+            trackers.end(record.status, record.history)
         if isinstance(error, Interrupted):
             error.hand_over()  # a scheduler's own handler (submitit: requeue), now that the record says interrupted
         raise
+    trackers.end(record.status, record.history)
     shutil.rmtree(paths.state, ignore_errors=True)  # recorded: nothing left to resume
     log.info("%s: %s; run directory %s", record.status, _monitored(record), paths.root)
     return _returned(record)
+
+
+def run_info(cfg: DictConfig, paths: RunPaths) -> RunInfo:
+    """What the experiment trackers are told about this run: its config, and tags for model, data and sweep."""
+    sweep = None
+    if under_hydra():
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            sweep = Path(HydraConfig.get().sweep.dir).name
+    tags = {"model": cfg.model.get("name") or cfg.model.get("_target_"),
+            "data": cfg.data.get("name") or cfg.data.get("_target_"), "sweep": sweep}
+    return RunInfo(name=paths.root.name, config=OmegaConf.to_container(without_hydra(cfg), resolve=True),
+                   tags=tags, resume=bool(cfg.trainer.resume), sweep=sweep)
 
 
 def _returned(record: RunRecord) -> float:
@@ -137,7 +161,7 @@ def _returned(record: RunRecord) -> float:
 
 def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPaths, record: RunRecord,
                      recorder: RunRecorder, examples_per_epoch: list[int], earlier: tuple[PhasePlan, ...],
-                     callbacks: Sequence = ()) -> None:
+                     callbacks: Sequence = (), trackers: Trackers | None = None) -> None:
     """The recipe: seeds, data, model, compression, optimizer, training, export; each room's section into `record`."""
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     prepare_resume(cfg.trainer, paths)
@@ -166,7 +190,11 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
                              cfg.trainer.monitor_mode) + compression.callbacks + list(callbacks)
     recorder.load()
-    callbacks = build_callbacks(cfg.trainer, cfg.logging, paths, recorder, extra)
+    QUIET.release()  # TensorFlow's start-up is over: descriptor 2 is the terminal's again (before asking if it is one)
+    # The bar first: it clears its line before the recorder logs the epoch's.
+    callbacks = [*epoch_progress(cfg.trainer.verbose, cfg.data.batch_size),
+                 *build_callbacks(cfg.trainer, cfg.logging, paths, recorder, extra,
+                                  writers=epoch_loggers(trackers or Trackers(), lambda: recorder.epochs))]
     if recorder.finished and paths.last_weights.is_file() and load_last_weights(model, paths, strategy):
         log.info("training ended in an earlier attempt (%d epochs): redoing what came after it", len(recorder.epochs))
     else:

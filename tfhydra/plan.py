@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from tfhydra.compression import plan as compression_plan
 from tfhydra.contracts import PhasePlan
 from tfhydra.data import checks as data_checks
+from tfhydra.logger import checks as logger_checks
 from tfhydra.optimizer import checks as optimizer_checks
 from tfhydra.schema import validate
 from tfhydra.strategy import checks as strategy_checks
@@ -26,7 +27,7 @@ from tfhydra.trainer import checks as trainer_checks
 
 # Each group's config-only checks, in the order a user reads the config.
 GROUP_CHECKS = (*data_checks.CHECKS, *optimizer_checks.CHECKS, *trainer_checks.CHECKS, *strategy_checks.CHECKS,
-                *compression_plan.CHECKS)
+                *compression_plan.CHECKS, *logger_checks.CHECKS)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ they ask `RunPaths(run_dir)` or `SweepPaths(sweep_dir)`. The layout (README, "Th
             checkpoints/state/  (resumable state, deleted once metrics.json is final)
             export/<format>     phases/<index>_<label>/  (earlier phases: each a run of its own)
             evaluations/<data>_<stamp>.json
-    <sweep>/ multirun.yaml  summary.{csv,md,png}  events.out.tfevents.* (HParams)  <n>_<overrides>/ (a run each)
+            trackers.json  metrics.csv  wandb/   (the experiment trackers of logger=[...]: docs/loggers.md)
+    <sweep>/ multirun.yaml  summary.{csv,md,png}  events.out.tfevents.* (HParams)  trackers.json  <n>_<overrides>/ (a run each)
 
 Nothing here imports TensorFlow or another tfhydra room.
 """
@@ -121,6 +122,21 @@ class RunPaths:
     def evaluations(self) -> Path:
         return self.root / "evaluations"
 
+    @property
+    def trackers(self) -> Path:
+        """The run's experiment-tracker runs (MLflow run id, W&B id ...): what a resumed run continues."""
+        return self.root / "trackers.json"
+
+    @property
+    def metrics_csv(self) -> Path:
+        """logger=csv: one row per epoch."""
+        return self.root / "metrics.csv"
+
+    @property
+    def wandb(self) -> Path:
+        """logger=wandb: W&B's own directory (wandb.init(dir=<run>) makes it; offline runs stay in it)."""
+        return self.root / "wandb"
+
     def relative(self, path: Path) -> str:
         return str(Path(path).relative_to(self.root))
 
@@ -158,6 +174,11 @@ class SweepPaths:
     def optuna_db(self) -> Path:
         """tfhydra's Optuna search keeps its study here (SQLite), so a re-run continues it."""
         return self.root / "optuna.db"
+
+    @property
+    def trackers(self) -> Path:
+        """The sweep's parent run in the experiment trackers (logger=mlflow): a resumed sweep continues it."""
+        return self.root / "trackers.json"
 
     @property
     def hparams(self) -> Path:

@@ -141,9 +141,11 @@ class LearningRateLogger(keras.callbacks.Callback):
 
 
 def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunRecorder,
-                    extra: list[keras.callbacks.Callback] = ()) -> list[keras.callbacks.Callback]:
-    """Order matters: callbacks that add to the epoch logs come before those that write them."""
-    callbacks: list[keras.callbacks.Callback] = [*extra, LearningRateLogger(), recorder]
+                    extra: list[keras.callbacks.Callback] = (),
+                    writers: list[keras.callbacks.Callback] = ()) -> list[keras.callbacks.Callback]:
+    """Order matters: callbacks that add to the epoch logs come before those that write them. `writers` (the
+    experiment trackers' callback) come right after the recorder, whose history they read."""
+    callbacks: list[keras.callbacks.Callback] = [*extra, LearningRateLogger(), recorder, *writers]
     stopping = cfg_trainer.early_stopping
     if stopping.patience > 0:
         callbacks.append(keras.callbacks.EarlyStopping(
@@ -231,3 +233,69 @@ def loss_bound(cfg_trainer) -> float | None:
     if bound == "auto":
         return 1e6 if isinstance(cfg_trainer.loss, str) and cfg_trainer.loss in CROSSENTROPY_LOSSES else None
     return None if bound is None else float(bound)
+
+
+def epoch_progress(verbose: int, batch_size: int) -> list[keras.callbacks.Callback]:
+    """A live bar per epoch on a terminal (unless Keras draws its own, trainer.verbose=1); nothing otherwise."""
+    from tfhydra.terminal import on_terminal
+
+    return [EpochProgress(batch_size)] if not verbose and on_terminal() else []
+
+
+class EpochProgress(keras.callbacks.Callback):
+    """One tqdm bar per epoch on stderr: steps of the epoch, examples/s, ETA, the running loss. A thread redraws it
+    in place five times a second from what the loops last reported (every compiled call), so a batch end costs
+    an assignment, not a terminal write (Keras would call the callback slow); it is removed at the epoch's end,
+    where the log's epoch line takes its place, and never reaches train.log (a log handler), only the terminal."""
+
+    REDRAW_SECONDS = 0.2
+
+    def __init__(self, batch_size: int) -> None:
+        super().__init__()
+        self.batch_size, self.bar, self._latest, self._stop, self._thread = batch_size, None, (0, None), None, None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        import shutil
+        import sys
+        import threading
+
+        from tqdm import tqdm
+
+        self._latest, self._stop = (0, None), threading.Event()
+        self.bar = tqdm(total=self.params.get("steps"), desc=f"epoch {epoch + 1}/{self.params.get('epochs')}",
+                        unit="step", leave=False, file=sys.stderr, mininterval=self.REDRAW_SECONDS,
+                        ncols=min(shutil.get_terminal_size().columns - 1, 140),  # a full-width line would wrap
+                        bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps "
+                                   "[{elapsed}<{remaining}{postfix}]")
+        self._thread = threading.Thread(target=self._redraw, args=(self.bar, self._stop, time.monotonic()),
+                                        name="tfhydra-progress", daemon=True)
+        self._thread.start()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._latest = (batch + 1, (logs or {}).get("loss"))
+
+    def _redraw(self, bar, stop, started: float) -> None:
+        while not stop.wait(self.REDRAW_SECONDS):
+            done, loss = self._latest
+            if done <= bar.n:
+                continue
+            postfix = {"examples/s": f"{done * self.batch_size / max(time.monotonic() - started, 1e-9):,.0f}"}
+            if loss is not None:
+                postfix = {"loss": f"{float(loss):.4f}", **postfix}
+            bar.set_postfix(postfix, refresh=False)
+            bar.update(done - bar.n)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.close()
+
+    def on_train_end(self, logs=None):
+        self.close()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -1,0 +1,201 @@
+"""The experiment trackers of one run: started once the run knows it is the chief, handed every epoch, ended
+after metrics.json is written (so its status and the artefacts are final).
+
+A tracker is a side channel, never a reason to stop training: every call into one is guarded, and the
+first exception is one warning in train.log ("logger.mlflow: ... failed ...") after which that tracker is
+left alone for the rest of the run. The others, and the run, go on.
+
+Epochs are logged once each, numbered from 1 (the step is the epoch). A resumed run continues the same
+tracker runs (their ids are kept in `<run>/trackers.json`) from the epoch after the last one the tracker
+has: MLflow's and CSV's own stores say which that is, W&B's offline files cannot be read back, so its count
+is kept in trackers.json. An epoch that a resumed run trains again keeps the figures first logged for it.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig
+
+from tfhydra.registry import Registry
+from tfhydra.report import write_json
+from tfhydra.rundir import RunPaths
+
+log = logging.getLogger("tfhydra")
+LOGGERS = Registry("logger")  # option name -> build(node, paths, info) -> Tracker
+# What tfhydra's record statuses are in a tracker's terms (MLflow's RunStatus names): a pruned trial did what
+# its search asked (FINISHED, tagged pruned); a diverged run has no model (FAILED); a signal is KILLED.
+TRACKER_STATUS = {"completed": "FINISHED", "pruned": "FINISHED", "diverged": "FAILED", "failed": "FAILED",
+                  "interrupted": "KILLED", "running": "KILLED"}
+
+
+@dataclass
+class RunInfo:
+    """What every tracker is told about the run (tfhydra/job.py fills it in from the config and Hydra)."""
+    name: str  # the run directory's name: the tracker run's name
+    config: dict  # the composed config, resolved, without `hydra`
+    tags: dict  # model, data, sweep (absent outside a sweep)
+    resume: bool = True  # trainer.resume: false starts new tracker runs
+    sweep: str | None = None  # the sweep directory's name, for a sweep's job
+
+
+class Tracker:
+    """One tracker's run. Subclasses implement the four calls; `Trackers` guards them."""
+    name = ""
+
+    def start(self, saved: dict) -> dict:
+        """Start or continue (`saved`: what the last start returned) the tracker run; returns what to keep in
+        trackers.json, with `logged`: the last epoch this run already has."""
+        raise NotImplementedError
+
+    def log_epoch(self, epoch: int, values: dict) -> None:
+        raise NotImplementedError
+
+    def end(self, status: str, paths: RunPaths) -> None:
+        """`status`: the record's (STATUSES); metrics.json is written."""
+        raise NotImplementedError
+
+
+@dataclass
+class Trackers:
+    """The run's trackers; an empty one (no logger but TensorBoard, a non-chief worker) does nothing."""
+    trackers: list[Tracker] = field(default_factory=list)
+    paths: RunPaths | None = None
+    saved: dict = field(default_factory=dict)  # tracker name -> what its start returned (trackers.json)
+    failed: set = field(default_factory=set)
+
+    @property
+    def active(self) -> bool:
+        return any(t.name not in self.failed for t in self.trackers)
+
+    def guarded(self, tracker: Tracker, action: str, call: Callable[[], Any]) -> Any:
+        if tracker.name in self.failed:
+            return None
+        try:
+            return call()
+        except Exception as error:  # noqa: BLE001  (whatever a tracker raises, training goes on)
+            self.failed.add(tracker.name)
+            log.warning("logger.%s: %s failed (%s: %s); the run goes on without %s", tracker.name, action,
+                        type(error).__name__, " ".join(str(error).split())[:300], tracker.name)
+            return None
+
+    def start(self, resume: bool) -> Trackers:
+        kept = read_json_map(self.paths.trackers) if resume and self.paths else {}
+        for tracker in self.trackers:
+            state = self.guarded(tracker, "starting its run", lambda t=tracker: t.start(kept.get(t.name) or {}))
+            if state is not None:
+                self.saved[tracker.name] = state
+        self.save()
+        return self
+
+    def log_history(self, epochs: list[dict]) -> None:
+        """Hand each tracker the epochs of `epochs` (the run's history, epoch 1 first) it does not have yet."""
+        changed = False
+        for tracker in self.trackers:
+            state = self.saved.get(tracker.name)
+            if state is None:
+                continue
+            for epoch, values in enumerate(epochs, 1):
+                if epoch <= state.get("logged", 0) or not values:  # {}: an epoch whose figures were lost
+                    continue
+                figures = {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
+                if self.guarded(tracker, f"logging epoch {epoch}", lambda t=tracker: t.log_epoch(epoch, figures)) \
+                        is None and tracker.name in self.failed:
+                    break
+                state["logged"], changed = epoch, True
+        if changed:
+            self.save()
+
+    def end(self, status: str, history: list[dict]) -> None:
+        """After metrics.json is written: the epochs not logged yet (a run whose training ended in an earlier
+        attempt trains none), then each tracker's end with the record's status."""
+        self.log_history(history)
+        for tracker in self.trackers:
+            if tracker.name in self.saved:
+                self.guarded(tracker, "ending its run", lambda t=tracker: t.end(status, self.paths))
+        self.trackers = []  # ended once
+
+    def save(self) -> None:
+        if self.paths is None or not self.saved:
+            return
+        try:
+            write_json(self.paths.trackers, self.saved)
+        except OSError as error:  # a full disk: the trackers still log; a resume would start new tracker runs
+            if "trackers.json" not in self.failed:
+                self.failed.add("trackers.json")
+                log.warning("%s cannot be written (%s): a resumed run will start new tracker runs",
+                            self.paths.trackers, error)
+
+
+def read_json_map(path: Path) -> dict:
+    """A trackers.json: {} when there is none or it cannot be read (new tracker runs are started then)."""
+    try:
+        saved = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def start_trackers(cfg_logger: DictConfig | None, paths: RunPaths, info: RunInfo) -> Trackers:
+    """The trackers `logger` selects (TensorBoard is the trainer's callback: not here), started."""
+    from tfhydra.logger import mlflow_run, wandb_run  # noqa: F401  (they register their builders)
+
+    nodes = cfg_logger if isinstance(cfg_logger, DictConfig) else {}
+    trackers = Trackers([LOGGERS.get(name)(node, paths, info) for name, node in nodes.items()
+                         if name in LOGGERS.names()], paths)
+    return trackers.start(info.resume) if trackers.trackers else trackers
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
+    """{"optimizer.lr": 0.001, ...}: the dotted keys a user overrides, as trackers show parameters."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+# ---- CSV: no dependency ----------------------------------------------------------------------------
+
+class CSVTracker(Tracker):
+    """`<run>/metrics.csv`: a row per epoch, `epoch` first, then the figures of the first epoch logged (a
+    figure that appears later is left out: the columns stay those of the header)."""
+    name = "csv"
+
+    def __init__(self, paths: RunPaths) -> None:
+        self.path = paths.metrics_csv
+        self.columns: list[str] | None = None
+
+    def start(self, saved: dict) -> dict:
+        logged = 0
+        if self.path.is_file():  # a resumed run: the file says how far it got
+            with self.path.open(newline="") as handle:
+                rows = list(csv.DictReader(handle))
+            self.columns = list(rows[0]) if rows else None
+            logged = max((int(r["epoch"]) for r in rows if str(r.get("epoch", "")).isdigit()), default=0)
+        return {"path": str(self.path), "logged": logged}
+
+    def log_epoch(self, epoch: int, values: dict) -> None:
+        new = self.columns is None
+        if new:
+            self.columns = ["epoch", *values]
+        with self.path.open("w" if new else "a", newline="") as handle:
+            writer = csv.DictWriter(handle, self.columns, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow({"epoch": epoch, **{k: ("" if math.isnan(v) else v) for k, v in values.items()}})
+
+    def end(self, status: str, paths: RunPaths) -> None:
+        pass  # every row is on disk as it is written
+
+
+@LOGGERS.register("csv")
+def build_csv(node: DictConfig, paths: RunPaths, info: RunInfo) -> Tracker:
+    return CSVTracker(paths)
