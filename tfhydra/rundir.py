@@ -98,7 +98,7 @@ class RunPaths:
         return self.root / "export"
 
     def export_format(self, name: str) -> Path:
-        """`export.formats` entry `name` (saved_model, keras, tflite): a file or directory under export/."""
+        """`export.formats` entry `name` (saved_model, keras, tflite, onnx): a directory under export/."""
         return self.export / name
 
     @property
