@@ -205,6 +205,12 @@ BAD_INPUTS = [
     bad("interpolation-unresolved", ["trainer.monitor=${nope}"], ["trainer.monitor", "cannot resolve it"]),
     bad("deleted-key", ["~trainer.loss"], ["~trainer.loss", "a key tfhydra needs was deleted"]),
     bad("deleted-group", ["~model"], ["model: missing", "a model option"]),
+    # issue 24: a deleted group whose shared keys stay (conf/tfhydra.yaml) is no option, not a builder's traceback
+    bad("deleted-data-group", ["~data"], ["data: no data option: deleted with ~data", "a data option (conf/data/)"]),
+    bad("deleted-optimizer-group", ["~optimizer"], ["optimizer: no optimizer option", "an optimizer option"]),
+    bad("deleted-compression-group", ["~compression"], ["compression: no compression option", "+compression._target_"]),
+    bad("glob-matches-nothing", ["-m", "model=glob(zz*)"], ["model=glob(zz*): it matches no option, so the sweep has "
+                                                           "no job", "cnn, keras_app, lstm, mlp"]),
     bad("schedule-floor-above-peak", ["optimizer.schedule.name=cosine", "optimizer.schedule.min_lr=0.1"], ["optimizer.schedule.min_lr=0.1", "the floor is above the peak rate"]),
     bad("piecewise-decreasing", ["optimizer.schedule.name=piecewise", "optimizer.schedule.boundaries_epochs=[15,10]"], ["optimizer.schedule.boundaries_epochs=[15, 10]", "decreasing"]),
     bad("integer-io-without-int8", ["export.formats=[tflite]", "export.tflite.integer_io=true"], ["export.tflite.integer_io=true", "int8 input and output need an int8 model"]),

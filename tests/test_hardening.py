@@ -85,20 +85,26 @@ def test_evaluate_refuses_a_target_named_by_the_run_unless_trusted(run_with_user
 
     assert main([str(run_with_user_loss)]) == 1
     message = last_line(capsys.readouterr().err)
-    assert message.startswith(f"Error: {run_with_user_loss}/.hydra/overrides.yaml: its config names "
-                              "trainer.loss._target_=tf_keras.losses.SparseCategoricalCrossentropy"), message
+    assert message.startswith(f"Error: {run_with_user_loss}/.hydra/overrides.yaml: it holds trainer.loss={{_target_:"
+                              "tf_keras.losses.SparseCategoricalCrossentropy}, which names code to import and call "
+                              "(the key _target_)"), message
     assert "--trust-run" in message
     assert main(["--trust-run", str(run_with_user_loss)]) == 0
-    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    captured = capsys.readouterr()
+    assert f"Warning: --trust-run: {run_with_user_loss} is trusted" in captured.err
+    figures = json.loads(captured.out.strip().splitlines()[-1])
+    assert figures["trusted"] is True
     assert figures["metrics"]["accuracy"] == pytest.approx(read_run_record(run_with_user_loss)["best"]["val_accuracy"],
                                                             abs=1e-6)
 
 
 @pytest.mark.parametrize("line,problem", [
-    ("hydra.searchpath=[pkg://evilpkg]", "it holds hydra.searchpath=[pkg://evilpkg], which would import code"),
-    ("hydra/launcher=basic", "it holds hydra/launcher=basic, which would import code"),
-    ("+trainer.callbacks=[{_target_:os.system}]", "its config names trainer.callbacks[0]._target_=os.system, which "
-                                                  "evaluate would import and call"),
+    ("hydra.searchpath=[pkg://evilpkg]", "it holds hydra.searchpath=[pkg://evilpkg], a hydra setting, which a run's "
+                                         "own overrides never hold"),
+    ("hydra/launcher=basic", "it holds hydra/launcher=basic, a hydra setting, which a run's own overrides never hold"),
+    ("+trainer.callbacks=[{_target_:os.system}]", "it holds +trainer.callbacks=[{_target_:os.system}], which names "
+                                                  "code to import and call (the key _target_)"),
+    ("data.name=${oc.env:HOME}", "it holds data.name=${oc.env:HOME}, whose interpolation would run"),
 ])
 def test_evaluate_refuses_overrides_that_would_import_code(run_with_user_loss, tmp_path, line, problem, capsys):
     import shutil

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "tfhydra"
 
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
 ORCHESTRATION = {"__init__", "__main__", "cli", "job", "plan", "sweep", "evaluate"}
-NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal"}
+NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal", "trust"}
 
 
 def room_of(module: str) -> str:

@@ -149,16 +149,26 @@ def test_a_project_option_replaces_tfhydras_option_of_that_name(tmp_path):
     assert cfg.optimizer.lr == 0.123
 
 
-def test_the_sweep_resume_command_names_the_projects_config_dir(tmp_path):
+def test_the_sweep_resume_command_takes_the_config_dir_from_the_command_not_the_file(tmp_path):
+    """A sweep's multirun.yaml names the config directory it was made with; resume uses this command's
+    (--config-dir, $TFHYDRA_CONFIG_DIR, ./conf), and the recorded one only with --trust-sweep."""
+    from tfhydra.errors import ConfigError
     from tfhydra.sweep.__main__ import resume_command
 
+    project = tmp_path / "conf"
+    (project / "model").mkdir(parents=True)
+    (project / "model" / "tiny.yaml").write_text("name: mlp\nunits: [8]\ndropout: 0.0\n")
+    elsewhere = tmp_path / "elsewhere"
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     sources = [{"path": "hydra.conf", "schema": "pkg", "provider": "hydra"},
-               {"path": str(tmp_path / "conf"), "schema": "file", "provider": "main"}]
+               {"path": str(elsewhere), "schema": "file", "provider": "main"}]
     (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
         "overrides": {"task": ["model=tiny", "optimizer.lr=1e-3,1e-4"], "hydra": ["hydra.mode=MULTIRUN"]},
         "runtime": {"config_sources": sources}}}))
-    command = resume_command(sweep)
-    assert command[1:6] == ["-m", "tfhydra", "--config-dir", str(tmp_path / "conf"), "-m"]
+    with pytest.raises(ConfigError, match="it holds model=tiny, which is not an option of model"):
+        resume_command(sweep)  # tfhydra's own configs have no model=tiny
+    command = resume_command(sweep, config_dir=str(project))
+    assert command[1:6] == ["-m", "tfhydra", "--config-dir", str(project), "-m"]
     assert command[6:] == ["model=tiny", "optimizer.lr=1e-3,1e-4", f"hydra.sweep.dir={sweep.resolve()}"]
+    assert resume_command(sweep, trusted=True)[3:5] == ["--config-dir", str(elsewhere)]

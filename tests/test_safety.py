@@ -123,24 +123,30 @@ def truncate(name, keep=40):
 
 
 MARKER = "code_from_the_run_ran"
-BROKEN = {  # name: (what is done to a copy of the finished run, the problem the message names)
-    "no saved config": (lambda run: (run / ".hydra" / "config.yaml").unlink(), "it has no .hydra/config.yaml"),
+# Problems with the run as a whole read "Error: <run>: ...; accepted: EVALUATE_ACCEPTED"; problems with one of its
+# files, found by the trust boundary (tfhydra/trust), read "Error: <run>/<file>: ...".
+BROKEN = {  # name: (what is done to a copy of the finished run, what follows the run's path in the message)
+    "no saved config": (lambda run: (run / ".hydra" / "config.yaml").unlink(), ": it has no .hydra/config.yaml"),
     "corrupt saved config": (lambda run: (run / ".hydra" / "config.yaml").write_text("model: {name: mlp\n  units: [\n"),
-                             "its .hydra/config.yaml is not readable YAML (line 2: "),
+                             "/.hydra/config.yaml: it is not readable YAML (line 2: "),
     "code in the saved config": (lambda run: (run / ".hydra" / "config.yaml").write_text(
-        f"!!python/object/apply:os.system ['touch {MARKER}']\n"), "its .hydra/config.yaml is not readable YAML ("),
+        f"!!python/object/apply:os.system ['touch {MARKER}']\n"), "/.hydra/config.yaml: it is not readable YAML ("),
     "saved config not a run's": (lambda run: (run / ".hydra" / "config.yaml").write_text("- a\n- b\n"),
-                                 "its .hydra/config.yaml is not a tfhydra run config"),
-    "failed run": (set_status("failed"), "not a completed run (status: failed)"),
-    "still running": (set_status("running"), "not a completed run (status: running)"),
-    "no metrics.json": (lambda run: (run / "metrics.json").unlink(), "not a completed run (status: None)"),
-    "corrupt metrics.json": (truncate("metrics.json"), "not a completed run (its metrics.json cannot be read)"),
-    "no export": (lambda run: shutil.rmtree(run / "export"), "it has no export/saved_model/saved_model.pb"),
+                                 "/.hydra/config.yaml: it is not a YAML mapping"),
+    "interpolation in the saved config": (
+        lambda run: (run / ".hydra" / "config.yaml").write_text(
+            (run / ".hydra" / "config.yaml").read_text().replace("name: mlp", "name: ${oc.env:HOME}", 1)),
+        "/.hydra/config.yaml: it holds model.name: ${oc.env:HOME}, which your own configs do not"),
+    "failed run": (set_status("failed"), ": not a completed run (status: failed)"),
+    "still running": (set_status("running"), ": not a completed run (status: running)"),
+    "no metrics.json": (lambda run: (run / "metrics.json").unlink(), ": not a completed run (status: None)"),
+    "corrupt metrics.json": (truncate("metrics.json"), ": not a completed run (its metrics.json cannot be read)"),
+    "no export": (lambda run: shutil.rmtree(run / "export"), ": it has no export/saved_model/saved_model.pb"),
     "corrupt overrides": (lambda run: (run / ".hydra" / "overrides.yaml").write_text("[model=mlp\n"),
-                          "its .hydra/overrides.yaml is not readable YAML ("),
+                          "/.hydra/overrides.yaml: it is not readable YAML ("),
     "overrides not a list": (lambda run: (run / ".hydra" / "overrides.yaml").write_text("model: mlp\n"),
-                             "its .hydra/overrides.yaml is not a list of overrides"),
-    "no hydra.yaml": (lambda run: (run / ".hydra" / "hydra.yaml").unlink(), "it has no .hydra/hydra.yaml"),
+                             "/.hydra/overrides.yaml: it is not a list of overrides"),
+    "no overrides": (lambda run: (run / ".hydra" / "overrides.yaml").unlink(), ": it has no .hydra/overrides.yaml"),
 }
 
 
@@ -152,8 +158,9 @@ def test_evaluate_refuses_a_broken_run_directory_in_one_line(finished_run, tmp_p
     assert result.returncode == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     message = last_line(result.stderr)
-    assert message.startswith(f"Error: {run}: {problem}"), message
-    assert message.endswith(EVALUATE_ACCEPTED), message
+    assert message.startswith(f"Error: {run}{problem}"), message
+    if problem.startswith(":"):
+        assert message.endswith(EVALUATE_ACCEPTED), message
     assert not (ROOT / MARKER).exists() and not list(run.glob("evaluations/*"))
 
 
@@ -178,8 +185,7 @@ def saved_config_with(compression):
 
 FROM_RUN = {
     "failed run": (set_status("failed"), f"not a completed run (status: failed); {FROM_RUN_ACCEPTED}"),
-    "corrupt saved config": (BROKEN["corrupt saved config"][0],
-                             "its .hydra/config.yaml is not readable YAML (line 2: "),
+    "corrupt saved config": (BROKEN["corrupt saved config"][0], "/.hydra/config.yaml: it is not readable YAML (line 2: "),
     "no weights": (lambda run: shutil.rmtree(run / "checkpoints"), "it has no checkpoints/last.weights.h5"),
     "code named by the saved config": (
         saved_config_with({"_target_": "os.system", "_args_": [f"touch {MARKER}"], "start_epoch": 0, "from_run": None}),
@@ -197,6 +203,7 @@ def test_compression_from_a_broken_run_is_refused_in_one_line(finished_run, tmp_
                      f"hydra.run.dir={tmp_path / 'new'}", cwd=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     message = last_line(result.stderr)
-    assert message.startswith(f"Error: compression.from_run={run}: {problem}"), message
+    expected = f"Error: {run}{problem}" if problem.startswith("/") else f"Error: compression.from_run={run}: {problem}"
+    assert message.startswith(expected), message
     assert not (tmp_path / MARKER).exists() and not (ROOT / MARKER).exists()
     assert not (tmp_path / "new" / "metrics.json").exists()

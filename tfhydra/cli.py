@@ -16,11 +16,13 @@ import threading
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError, suggestion
 from tfhydra.rundir import RunPaths, check_creatable
 from tfhydra.schema import config_differences
+from tfhydra.trust import run_config
 
 # Flags that print something and exit without running a job.
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
@@ -37,7 +39,11 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
     if any(a.split("=")[0] in _INFO_FLAGS for a in argv):
         return
     multirun = "-m" in argv or "--multirun" in argv
+    printing = next((a for a in argv if a.split("=")[0] in _NO_JOB_FLAGS), None)
     try:
+        if multirun and printing:
+            raise ConfigError(printing, None, f"-m to run a sweep, or {printing} without -m to print one job's config",
+                              "Hydra takes only one of them")
         check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
     except ConfigError as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
@@ -133,8 +139,10 @@ def end_summary() -> None:
         log.info("exported (in the run directory): %s%s", exported,
                  "; TF Serving: export/serving" if "saved_model" in record.exports else "")
     evaluate = "tfhydra-evaluate" if COMMAND.startswith("tfhydra") else "python -m tfhydra.evaluate"
-    log.info("look further: tensorboard --logdir %s  |  %s %s  |  the record: %s", Path(shown) / "tensorboard",
-             evaluate, shown, Path(shown) / "metrics.json")
+    looks = [f"tensorboard --logdir {Path(shown) / 'tensorboard'}"] if (run_dir / "tensorboard").is_dir() else []
+    if "saved_model" in (record.exports or {}):  # evaluate measures the SavedModel: no hint without one
+        looks.append(f"{evaluate} {shown}")
+    log.info("look further: %s", "  |  ".join([*looks, f"the record: {Path(shown) / 'metrics.json'}"]))
 
 
 def resume_command(run_dir: str | Path) -> str:
@@ -201,6 +209,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
 
     with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
         groups = sorted({p.name for d in {Path(config_dir), CONFIG_DIR} for p in d.iterdir() if p.is_dir()})
+        _check_globs(parsed)
         composed: dict[tuple[str, ...], DictConfig] = {}  # jobs of a sweep often share their group choices
         for number, job in enumerate(jobs):
             choices = tuple(o for o in job if _is_group_choice(o))
@@ -218,6 +227,20 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             if multirun and str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
                 _check_sweep_job_dir(cfg, job, number, {o.get_key_element() for o in parsed if o.is_sweep_override()})
     _warn_unread_additions(parsed)
+
+
+def _check_globs(parsed) -> None:
+    """`model=glob(zz*)` that matches no option would run a sweep of zero jobs and exit 0."""
+    from hydra.core.override_parser.types import Glob
+
+    for override in parsed:
+        value = override.value() if override.is_sweep_override() else None
+        if isinstance(value, Glob):
+            group = override.get_key_element().lstrip("+~")
+            options = _group_options(group)
+            if options and not value.filter(options):
+                raise ConfigError(group, override.input_line.split("=", 1)[1], f"a glob that matches an option of "
+                                  f"{group}: {', '.join(options)}", "it matches no option, so the sweep has no job")
 
 
 def _check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
@@ -338,6 +361,11 @@ def _composition_errors(overrides: list[str], groups: list[str]) -> Iterator[Non
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
     except HydraException as error:
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
+    except yaml.YAMLError as error:  # a config file of the project's (or tfhydra's) own conf/ that does not parse
+        mark = getattr(error, "problem_mark", None)
+        where = f"{mark.name}:{mark.line + 1}" if mark is not None else "a config file"
+        raise ConfigError(where, None, "a YAML file Hydra can compose (a mapping of keys to values)",
+                          f"not readable YAML ({getattr(error, 'problem', None) or type(error).__name__})") from None
 
 
 def _group_options(group: str) -> list[str]:
@@ -414,7 +442,7 @@ def _check_sweep_job_dir(cfg: DictConfig, job: list[str], number: int, swept: se
     if not saved.is_file():
         return
     new = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    differing = config_differences(OmegaConf.load(saved), new)
+    differing = config_differences(run_config(saved.parent.parent, new, flag="a new hydra.sweep.dir"), new)
     if run_status(saved.parent.parent) != "completed":
         differing = [k for k in differing if not k.startswith(RESUMABLE_CHANGES)]
     if differing:
@@ -434,7 +462,8 @@ def check_continuable(run_dir: Path, job: DictConfig, key: str = "hydra.run.dir"
                           "it holds a completed run, which is never overwritten")
     saved = RunPaths(run_dir).config
     if saved.is_file() and OmegaConf.select(job, "trainer.resume", default=True):
-        differing = [k for k in config_differences(OmegaConf.load(saved), job) if not k.startswith(RESUMABLE_CHANGES)]
+        differing = [k for k in config_differences(run_config(run_dir, job, flag=f"a new {key}"), job)
+                     if not k.startswith(RESUMABLE_CHANGES)]
         if differing:
             raise ConfigError(key, str(run_dir), "the config of the run being continued, a new directory, "
                               "or trainer.resume=false to start it over",

@@ -18,8 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-from omegaconf import ListConfig
-
 import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
 from tfhydra.rundir import RunPaths
@@ -53,93 +51,48 @@ def main(argv: list[str] | None = None) -> int:
 
 
 RUN_ACCEPTED = "the directory of a completed run with export/saved_model and .hydra/"
+# What an evaluation may change: the data it measures on and how it measures. The model is the run's export,
+# so `model=`, `optimizer.*`, `compression=` and the rest would be recorded and then ignored.
+EVALUATE_CHANGES = ("data", "trainer.loss", "trainer.metrics", "trainer.seed")
 
 
 def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None):
-    """The run's config with `overrides` applied, composed from tfhydra's own conf/ (after the `project`'s
-    conf/ for a run made in another project: tfhydra/project.py) and validated like a new command line.
+    """The run's config with `overrides` applied, composed from the command's configs (the `project`'s conf/,
+    then tfhydra's: tfhydra/project.py) and validated like a new command line.
 
-    A run directory may come from anyone, so nothing it names is imported or called: not the config
-    directory its hydra.yaml names (the configs are those of the command: tfhydra's own and the
-    project's the user runs it from), not a `hydra...` override (a search path
-    can import a package), and not a `_target_` its overrides add (refused in one line unless
-    `--trust-run` says the user trusts that run). The run directory is checked first
-    (tfhydra.record.completed_run_config: metrics.json status completed, .hydra/ files that parse, the
-    export), so a broken or foreign directory is a one-line error, not a traceback.
-    """
-    from hydra import compose, initialize_config_dir
+    A run directory may come from anyone, so what it says is read through the trust boundary
+    (tfhydra/trust): its overrides pass the allowlist and its saved config holds nothing that their
+    composition does not, before anything is composed or imported; `--trust-run` lifts that, and says so.
+    The run directory is checked first (a completed run, .hydra/ files that parse, the export), so a
+    broken or foreign directory is a one-line error, not a traceback."""
+    from hydra import compose
 
     from tfhydra import CONFIG_DIR
     from tfhydra.cli import check_overrides
-    from tfhydra.record import completed_run_config, run_yaml
+    from tfhydra.trust import completed_run, run_overrides, trusted_warning
+    from tfhydra.trust.allowlist import trusted_hydra
 
+    check_evaluate_overrides(overrides)
     paths = RunPaths(run_dir)
-    needs = [paths.relative(p) for p in (paths.hydra_config, paths.overrides, paths.saved_model / "saved_model.pb")]
-    completed_run_config(run_dir, str(run_dir), None, RUN_ACCEPTED, needs)
-    run_yaml(paths.hydra_config, str(run_dir), None, RUN_ACCEPTED)
-    saved_overrides = run_yaml(paths.overrides, str(run_dir), None, RUN_ACCEPTED)
-    if not isinstance(saved_overrides, ListConfig) or not all(isinstance(o, str) for o in saved_overrides):
-        raise ConfigError(str(run_dir), None, RUN_ACCEPTED, "its .hydra/overrides.yaml is not a list of overrides")
-    saved_overrides = list(saved_overrides)
+    if trust_run:
+        print(trusted_warning("--trust-run", run_dir), file=sys.stderr, flush=True)
+    needs = [paths.relative(paths.saved_model / "saved_model.pb")]
+    completed_run(run_dir, str(run_dir), None, RUN_ACCEPTED, needs, primary=project, trusted=trust_run)
+    every = run_overrides(run_dir, project, trusted=trust_run) + list(overrides)
     primary = project or CONFIG_DIR
-    if not trust_run:
-        refuse_untrusted(run_dir, saved_overrides, primary)
-    every = saved_overrides + list(overrides)
     check_overrides(primary, "config", every)
-    with initialize_config_dir(config_dir=str(primary), version_base="1.3"):
+    with trusted_hydra(primary):
         return compose(config_name="config", overrides=every)
 
 
-TRUST_HINT = "python -m tfhydra.evaluate --trust-run RUN_DIR ... if you trust whoever wrote that run directory"
-
-
-def refuse_untrusted(run_dir: Path, saved_overrides: list[str], config_dir: Path) -> None:
-    """A saved override that would make Hydra import something, or add a `_target_`, is refused before
-    anything is composed or imported."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from tfhydra.schema import nodes_with_target
-
-    overrides_file = RunPaths(run_dir).overrides
-    try:
-        parsed = OverridesParser.create().parse_overrides(saved_overrides)
-    except Exception:  # noqa: BLE001  (check_overrides reports it in one line)
-        return
-    for override in parsed:
-        if override.key_or_group.startswith("hydra") or "_target_" in override.key_or_group:
-            raise ConfigError(str(overrides_file), None, f"overrides of tfhydra's own config keys, or {TRUST_HINT}",
-                              f"it holds {override.input_line}, which would import code named by the run "
-                              "directory")
-    try:
-        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=saved_overrides)
-    except Exception:  # noqa: BLE001  (check_overrides reports it in one line)
-        return
-    from tfhydra.project import CONFIG_DIR
-
-    own = _targets_in(config_dir) | _targets_in(CONFIG_DIR)  # the project's own options are the user's
-    for path, node in nodes_with_target(cfg):
-        if node.get("_target_") not in own:
-            raise ConfigError(str(overrides_file), None, f"a run built from tfhydra's own options, or {TRUST_HINT}",
-                              f"its config names {path}._target_={node.get('_target_')}, which evaluate would "
-                              "import and call")
-
-
-def _targets_in(config_dir: Path) -> set[str]:
-    """Every `_target_` tfhydra's own config files name (its options may use one): not the run's doing."""
-    import yaml
-
-    def targets(node):
-        if isinstance(node, dict):
-            yield from ([node["_target_"]] if isinstance(node.get("_target_"), str) else [])
-            for value in node.values():
-                yield from targets(value)
-        elif isinstance(node, list):
-            for value in node:
-                yield from targets(value)
-
-    return {t for path in Path(config_dir).rglob("*.yaml") for t in targets(yaml.safe_load(path.read_text()))}
+def check_evaluate_overrides(overrides: list[str]) -> None:
+    """Overrides evaluate would record and then ignore are refused: it measures the run's exported model."""
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if not (key == "data" or key.startswith(tuple(f"{k}." for k in EVALUATE_CHANGES)) or key in EVALUATE_CHANGES):
+            raise ConfigError(key, override.partition("=")[2] or None, "data=<source>, data.<key>=..., trainer.loss=..., "
+                              "trainer.metrics=[...] or trainer.seed=... (the model is the run's export)",
+                              "evaluate does not use it")
 
 
 def load_served_model(run_dir: Path):
@@ -217,7 +170,7 @@ def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, p
     model.compile(loss=build_loss(cfg.trainer.loss), metrics=build_metrics(cfg.trainer.metrics))
     started = time.perf_counter()
     figures = model.evaluate(validation, verbose=0, return_dict=True)
-    result = {"run_dir": str(run_dir), "overrides": list(overrides), "data": cfg.data.get("name"),
+    result = {"run_dir": str(run_dir), "overrides": list(overrides), "trusted": trust_run, "data": cfg.data.get("name"),
               "input": "raw" if raw else "features", "examples": spec.val_size,
               "metrics": {k: float(v) for k, v in figures.items()},
               "seconds": time.perf_counter() - started}

@@ -3,7 +3,7 @@
 Rooms return their section (devices, data spec, training figures, exports); the orchestrator
 (tfhydra/job.py) puts it in with `RunRecord.update` and writes the record at every way a run ends:
 completed, diverged, failed (a failure during export included) and interrupted (a signal during
-export included). Readers (the sweep summary, evaluate, `compression.from_run`, the resume checks,
+export included). Readers (the sweep summary, tfhydra/trust for evaluate and `compression.from_run`, the resume checks,
 the tests) go through `read_record` / `run_status`. docs/record.md lists every field; a test
 checks that list against this type.
 
@@ -25,9 +25,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from tfhydra.errors import ConfigError
 from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths
 
@@ -68,7 +67,8 @@ class RunRecord:
     data: dict | None = None  # {name, **DataSpec}
     # training
     epochs_run: int = 0
-    best: dict | None = None  # {epoch, **logs} of the best epoch by `monitor` (the exported one)
+    best: dict | None = None  # {epoch, **logs} of the best epoch by `monitor` (exported, unless `exported` says otherwise)
+    exported: dict | None = None  # {epoch, weights, reason}: the epoch whose weights were exported, and from which file
     final: dict | None = None  # {epoch, **logs} of the last epoch
     history: list = field(default_factory=list)  # logs of every epoch
     diverged: dict | None = None  # {epoch, step, loss} where training stopped as diverged
@@ -175,58 +175,3 @@ def git_state(directory: Path) -> dict | None:
         return None
     status = git("status", "--porcelain")
     return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
-
-
-# ---- reading a finished run before anything uses it ----------------------------------------------
-
-def completed_run_config(run: Path, key: str, value: Any, accepted: str, needs: Iterable[str] = ()):
-    """The saved config (`.hydra/config.yaml`) of the completed run in `run`, checked before anything uses the run.
-
-    A run directory can come from anywhere (a colleague, an older tfhydra, a run killed half-way), so
-    it must be a finished run (`metrics.json` status completed) with the files `needs` names (paths
-    relative to it), and its config must parse. Any problem is one ConfigError naming `key`/`value`
-    and `accepted`. YAML is read with OmegaConf's safe loader: no Python objects are built from it.
-    """
-    run = Path(run)
-    if not run.is_dir():
-        raise ConfigError(key, value, accepted, "no such directory")
-    paths = RunPaths(run)
-    try:
-        status = load_record(run).status
-    except OSError:
-        status = None
-    except RecordError:
-        raise ConfigError(key, value, accepted, "not a completed run (its metrics.json cannot be read)") from None
-    if status != "completed":
-        raise ConfigError(key, value, accepted, f"not a completed run (status: {status})")
-    missing = [name for name in (paths.relative(paths.config), *needs) if not (run / name).exists()]
-    if missing:
-        raise ConfigError(key, value, accepted, f"it has no {', '.join(missing)}")
-    config = run_yaml(paths.config, key, value, accepted)
-    from omegaconf import DictConfig
-
-    sections = ("model", "data", "trainer", "compression")
-    if not isinstance(config, DictConfig) or not all(isinstance(config.get(s), DictConfig) for s in sections):
-        raise ConfigError(key, value, accepted, "its .hydra/config.yaml is not a tfhydra run config (no model, data, "
-                          "trainer and compression sections)")
-    return config
-
-
-def run_yaml(path: Path, key: str, value: Any, accepted: str):
-    """The YAML file `path` of a run, parsed (a mapping, or a list for overrides.yaml), or a one-line ConfigError."""
-    import yaml
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-
-    path = Path(path)
-    name = f"{path.parent.name}/{path.name}"
-    try:
-        loaded = OmegaConf.load(path)
-    except Exception as error:  # whatever is wrong with the file, the run cannot be used
-        if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
-            problem = f"line {error.problem_mark.line + 1}: {error.problem}"
-        else:
-            problem = f"{type(error).__name__}: {error}"
-        raise ConfigError(key, value, accepted, f"its {name} is not readable YAML ({problem})") from error
-    if not isinstance(loaded, (DictConfig, ListConfig)):
-        raise ConfigError(key, value, accepted, f"its {name} is not a YAML mapping")
-    return loaded

@@ -9,7 +9,7 @@ they ask `RunPaths(run_dir)` or `SweepPaths(sweep_dir)`. The layout (README, "Th
             export/<format>     phases/<index>_<label>/  (earlier phases: each a run of its own)
             evaluations/<data>_<stamp>.json
             trackers.json  metrics.csv  wandb/   (the experiment trackers of logger=[...]: docs/loggers.md)
-    <sweep>/ multirun.yaml  summary.{csv,md,png}  events.out.tfevents.* (HParams)  trackers.json  <n>_<overrides>/ (a run each)
+    <sweep>/ multirun.yaml  summary.{csv,md,png}  trusted.log  events.out.tfevents.* (HParams)  trackers.json  <n>_<overrides>/ (a run each)
 
 Nothing here imports TensorFlow or another tfhydra room.
 """
@@ -161,6 +161,11 @@ class SweepPaths:
     @property
     def summary_csv(self) -> Path:
         return self.root / "summary.csv"
+
+    @property
+    def trusted_log(self) -> Path:
+        """One line per `tfhydra-sweep resume --trust-sweep`: when the gate was lifted, and the command it ran."""
+        return self.root / "trusted.log"
 
     @property
     def summary_md(self) -> Path:

@@ -386,12 +386,20 @@ SECTIONS = ("model", "data", "optimizer", "precision", "strategy", "compression"
 
 
 def check_sections(cfg: DictConfig) -> None:
+    """Every section a run reads is there, and every group section names what builds it (`name` or `_target_`):
+    `~data` deletes the group's option but leaves the keys conf/tfhydra.yaml shares (data.batch_size, ...), a
+    mapping no builder can take."""
     for section in SECTIONS:
-        if not isinstance(cfg.get(section), DictConfig):
-            accepted = (f"a {section} option (conf/{section}/), or +{section}._target_=<your builder>"
-                        if section in SECTIONS[:6] else f"the {section} section of conf/tfhydra.yaml")
+        node, group = cfg.get(section), section in SECTIONS[:6]
+        article = "an" if section[0] in "aeiou" else "a"
+        accepted = (f"{article} {section} option (conf/{section}/), or +{section}._target_=<your builder>"
+                    if group else f"the {section} section of conf/tfhydra.yaml")
+        if not isinstance(node, DictConfig):
             raise ConfigError(section, None, accepted, "missing: deleted with ~, or set to a value that is not a "
                               "mapping")
+        if group and "name" not in node and "_target_" not in node:
+            raise ConfigError(section, None, accepted, f"no {section} option: deleted with ~{section} (only the keys "
+                              f"every {section} option shares are left)")
 
 
 def validate(cfg: DictConfig, defaults: DictConfig | None = None) -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from tfhydra.compression.checks_models import check_model_support
 from tfhydra.contracts import PhasePlan
 from tfhydra.errors import ConfigError
-from tfhydra.record import completed_run_config
 from tfhydra.rundir import RunPaths, phase_directory
 from tfhydra.schema import config_differences
 
@@ -118,11 +118,15 @@ def saved_run_config(run: Path) -> DictConfig:
     """The saved config of a completed run whose trained model `load_run_model` can rebuild.
 
     That config names the scheme to rebuild, so only built-in float schemes are taken: a `_target_`
-    there would import and call whatever the run directory names.
+    there would import and call whatever the run directory names. It is read through the trust boundary
+    (tfhydra/trust) and comes back inert: an interpolation in it is text, never resolved; and the scheme's
+    settings must be plain values.
     """
+    from tfhydra.trust import completed_run
+
     paths = RunPaths(run)
-    saved = completed_run_config(run, "compression.from_run", str(run), FROM_RUN_ACCEPTED,
-                                 needs=[paths.relative(paths.last_weights)])
+    saved = completed_run(run, "compression.from_run", str(run), FROM_RUN_ACCEPTED,
+                          needs=[paths.relative(paths.last_weights)], composed=False)
     scheme = saved.compression.get("name")
     if scheme in QUANTIZATION_AWARE:
         raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
@@ -131,6 +135,10 @@ def saved_run_config(run: Path) -> DictConfig:
         shown = scheme or saved.compression.get("_target_")
         raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
                           f"its compression is {shown}, which is not rebuilt from a run directory")
+    for key, value in OmegaConf.to_container(saved.compression, resolve=False).items():
+        if isinstance(value, dict) or "${" in str(value):
+            raise ConfigError("compression.from_run", str(run), "a run whose compression settings are plain values",
+                              f"its compression.{key} is {value}")
     return saved
 
 
@@ -147,4 +155,4 @@ def check_export(cfg: DictConfig) -> None:
                           f"{INT8_RECURRENT} (model.cell={cfg.model.get('cell')})")
 
 
-CHECKS = (check_compression, check_export)
+CHECKS = (check_compression, check_export, check_model_support)

@@ -2,8 +2,12 @@
 summary.csv/.md/.png of any sweep directory, including one that was interrupted or is
 still running, from what its jobs left on disk.
 
-`tfhydra-sweep resume <sweep dir>`: run the sweep's recorded command (multirun.yaml) again into its
-directory, which continues it: completed jobs are kept, interrupted ones resume, the others run.
+`tfhydra-sweep resume [--trust-sweep] [--config-dir DIR] <sweep dir>`: run the sweep's recorded command
+(multirun.yaml) again into its directory, which continues it: completed jobs are kept, interrupted ones
+resume, the others run. What multirun.yaml says passes the trust boundary first (tfhydra/trust): only
+plain values of config keys, options of the user's own config directories, and the few hydra settings a
+sweep records; the config directory is this command's (`--config-dir`, `$TFHYDRA_CONFIG_DIR` or `./conf`),
+never the one the file names, unless `--trust-sweep`.
 """
 from __future__ import annotations
 
@@ -21,10 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     summary.add_argument("sweep_dir", type=Path, help="the sweep's directory (outputs/multirun/<date>/<time>)")
     resume = commands.add_parser("resume", help="run a sweep's recorded command again into its directory")
     resume.add_argument("sweep_dir", type=Path, help="the sweep's directory (outputs/multirun/<date>/<time>)")
+    resume.add_argument("--trust-sweep", action="store_true", help="take multirun.yaml as it is (its hydra settings, "
+                        "interpolations, _target_ nodes and config directory): only for a sweep you trust")
+    resume.add_argument("--config-dir", "-cd", default=None, help="your project's config directory (default: "
+                        "$TFHYDRA_CONFIG_DIR, else ./conf)")
     args = parser.parse_args(argv)
     try:
         if args.command == "resume":
-            return _resume(args.sweep_dir)
+            return _resume(args.sweep_dir, args.trust_sweep, args.config_dir)
         return _summary(args.sweep_dir)
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
@@ -48,40 +56,52 @@ def _summary(sweep_dir: Path) -> int:
     return 0
 
 
-def resume_command(sweep_dir: Path) -> list[str]:
-    """`python -m tfhydra --config-dir <its primary config dir> -m <the recorded overrides> hydra.sweep.dir=<sweep
-    dir>` from the sweep's multirun.yaml: the same configs, its own project's included, from any directory."""
-    import yaml
+def resume_command(sweep_dir: Path, trusted: bool = False, config_dir: str | None = None) -> list[str]:
+    """`python -m tfhydra [--config-dir <dir>] -m <the recorded overrides> hydra.sweep.dir=<sweep dir>`: the
+    sweep's command from its multirun.yaml, read through the trust boundary (tfhydra/trust). The config
+    directory is this command's (tfhydra/project.py), or with `trusted` the one the sweep recorded."""
+    from tfhydra.project import project_config_dir
+    from tfhydra.trust import sweep_command
 
-    from tfhydra.project import CONFIG_DIR, primary_config_dir
-    from tfhydra.rundir import SweepPaths
-    from tfhydra.sweep import SWEPT_KEYS_ENV
-
-    accepted = "a sweep directory with the multirun.yaml its command wrote"
     if not sweep_dir.is_dir():
-        raise ConfigError("sweep_dir", str(sweep_dir), accepted, "no such directory")
-    try:
-        recorded = yaml.safe_load(SweepPaths(sweep_dir).multirun.read_text())
-        overrides = recorded["hydra"]["overrides"]
-        task, hydra = list(overrides.get("task") or []), list(overrides.get("hydra") or [])
-        if not all(isinstance(o, str) for o in task + hydra):
-            raise TypeError("overrides that are not strings")
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
-        raise ConfigError("sweep_dir", str(sweep_dir), accepted, f"cannot read its multirun.yaml ({error})") from None
-    handed_over = f"++hydra.job.env_set.{SWEPT_KEYS_ENV}="  # written by the sweep callback, which writes it again
-    hydra = [o for o in hydra if not o.startswith(("hydra.sweep.dir=", "hydra.mode=", handed_over))]
-    primary = primary_config_dir(recorded["hydra"]) or str(CONFIG_DIR)  # the project's conf/, or tfhydra's
-    return [sys.executable, "-m", "tfhydra", "--config-dir", primary, "-m", *hydra, *task,
+        raise ConfigError("sweep_dir", str(sweep_dir), "a sweep directory with the multirun.yaml its command wrote",
+                          "no such directory")
+    project = project_config_dir(["--config-dir", config_dir] if config_dir else [])
+    recorded = sweep_command(sweep_dir, project, trusted)
+    primary = recorded.recorded_config_dir if trusted and recorded.recorded_config_dir else project
+    flags = ["--config-dir", str(primary)] if primary else []
+    return [sys.executable, "-m", "tfhydra", *flags, "-m", *recorded.hydra, *recorded.task,
             f"hydra.sweep.dir={sweep_dir.resolve()}"]
 
 
-def _resume(sweep_dir: Path) -> int:
+def _resume(sweep_dir: Path, trusted: bool = False, config_dir: str | None = None) -> int:
     import os
     import shlex
 
-    command = resume_command(sweep_dir)
+    from tfhydra.trust import trusted_warning
+
+    command = resume_command(sweep_dir, trusted, config_dir)
+    if trusted:
+        warning = trusted_warning("--trust-sweep", sweep_dir)
+        print(warning, file=sys.stderr, flush=True)
+        _log_trusted(sweep_dir, warning, command)
     print(" ".join(shlex.quote(c) for c in command[1:]), flush=True)
     os.execv(command[0], command)  # the sweep's own command, in this process: its exit code is the sweep's
+
+
+def _log_trusted(sweep_dir: Path, warning: str, command: list[str]) -> None:
+    """A lifted gate is written where the sweep keeps its record: `<sweep>/trusted.log`, one line per resume."""
+    import shlex
+    import time
+
+    from tfhydra.rundir import SweepPaths
+
+    try:
+        with open(SweepPaths(sweep_dir).trusted_log, "a", encoding="utf-8") as log:
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {warning}: {' '.join(map(shlex.quote, command[1:]))}\n")
+    except OSError as error:
+        raise ConfigError(str(sweep_dir), None, "a sweep directory you can write to", f"cannot record the trust "
+                          f"({error.strerror})") from None
 
 
 if __name__ == "__main__":

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tfhydra.record import RunRecord, read_record
 from tfhydra.report import atomic_path, write_atomically
 from tfhydra.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
+from tfhydra.trust import plain_file
 
 STATUSES = ("completed", "pruned", "diverged", "failed", "interrupted", "not started")
 
@@ -155,7 +154,7 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     """Read every job of the sweep in `sweep_dir`, rank them, and (by default) write the summary files."""
     sweep_dir = Path(sweep_dir)
     paths = SweepPaths(sweep_dir)
-    sweep = _read_yaml(paths.multirun)
+    sweep = plain_file(paths.multirun, paths.root)
     found = [_read_job(d) for d in paths.jobs()]
     monitor, mode = _monitor(sweep, found)
     expected = {j.num: j for j in _expected_jobs(sweep)}
@@ -295,7 +294,7 @@ def write_plot(summary: Summary, path: Path) -> str | None:
 def _read_job(job_dir: Path) -> Job:
     paths = RunPaths(job_dir)
     record = read_record(job_dir) or RunRecord(status="interrupted")
-    overrides = _read_yaml(paths.overrides)
+    overrides = plain_file(paths.overrides, job_dir)
     if not isinstance(overrides, list):
         overrides = record.overrides or []
     status = record.status
@@ -321,7 +320,7 @@ def _job(job_dir: Path, overrides: list, status: str, record: RunRecord, error: 
 
 
 def _job_number(job_dir: Path) -> int | None:
-    num = (((_read_yaml(RunPaths(job_dir).hydra_config) or {}).get("hydra") or {}).get("job") or {}).get("num")
+    num = (((plain_file(RunPaths(job_dir).hydra_config, job_dir) or {}).get("hydra") or {}).get("job") or {}).get("num")
     if isinstance(num, int):
         return num
     match = re.match(r"(\d+)_", job_dir.name)
@@ -406,13 +405,6 @@ def _read_json(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return None
 
 
 def _blank(value: Any) -> Any:
