@@ -62,16 +62,6 @@ def test_cache_in_memory_in_files_or_off(tmp_path, compose_cfg):
         assert images_of(build_datasets(compose_cfg([*base, f"data.cache={cache}"]).data, seed=0).train).max() == 0
 
 
-def test_cache_file_left_locked_by_a_killed_run_is_reported_before_training(tmp_path, compose_cfg):
-    cfg = compose_cfg(["data=synthetic", "data.train_size=8", "data.val_size=8", f"data.cache={tmp_path}/c"])
-    images_of(build_datasets(cfg.data, seed=0).train)
-    (written,) = tmp_path.glob("c.train-*.index")
-    written.with_name(written.name.replace(".index", "_0.lockfile")).write_text("Created at: 0")
-    with pytest.raises(ConfigError, match=r"c.train-\w+_0.lockfile exists: another run is writing this cache, or one "
-                                          r"was killed while writing it \(then delete the lockfile\)"):
-        build_datasets(cfg.data, seed=0)
-
-
 def test_drop_remainder_and_prefetch(compose_cfg):
     base = ["data=synthetic", "data.train_size=50", "data.val_size=10", "data.batch_size=16"]
     kept = build_datasets(compose_cfg(base).data, seed=0)

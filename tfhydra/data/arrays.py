@@ -89,6 +89,9 @@ def build_npz(cfg, seed: int) -> Source:
     wanted = {key: cfg[key] for key in ("x_train", "y_train", "x_val", "y_val") if cfg[key] is not None}
     arrays = read_npz(path, wanted)
     x_train, y_train = arrays["x_train"], arrays["y_train"]
+    for key in ("x_train", "x_val"):
+        if key in arrays:
+            check_real_numbers(arrays[key], f"{path}[{cfg[key]}]")
     check_examples(x_train, arrays.get("x_val"), str(path), (cfg.x_train, cfg.x_val))
     for key in ("x_train", "x_val"):
         if key in arrays:
@@ -104,6 +107,23 @@ def build_npz(cfg, seed: int) -> Source:
         train_idx, val_idx = stratified_split(y_train, cfg.val_fraction, seed)
         x_train, y_train, x_val, y_val = x_train[train_idx], y_train[train_idx], x_train[val_idx], y_train[val_idx]
     return image_source(x_train, y_train, x_val, y_val, names)
+
+
+# NumPy dtype kinds the pipeline turns into float32 pixels: booleans, signed and unsigned integers, and floats
+# of at most 64 bits (TensorFlow has no dtype for NumPy's longdouble).
+REAL_KINDS = "biuf"
+
+
+def check_real_numbers(array: np.ndarray, where: str) -> None:
+    """Examples must be real numbers: the pipeline's cast to float32 silently drops a complex array's imaginary
+    part, and fails mid-graph on strings, dates or records (numpy.savez stores them all without complaint)."""
+    if array.dtype.kind in REAL_KINDS and not (array.dtype.kind == "f" and array.dtype.itemsize > 8):
+        return
+    kinds = {"c": "complex numbers, whose imaginary part the cast to float32 would drop (save np.abs(x) or x.real "
+                  "as float32)", "f": "floats wider than TensorFlow's float64", "U": "strings", "S": "byte strings",
+             "M": "dates", "m": "time spans", "V": "records (a structured dtype)"}
+    raise ConfigError(where, None, "an array of integers (e.g. uint8 images) or real floats (float16, float32, "
+                      "float64)", f"its dtype is {array.dtype}: {kinds.get(array.dtype.kind, 'not numbers')}")
 
 
 def read_npz(path: Path, wanted: dict[str, str]) -> dict[str, np.ndarray]:

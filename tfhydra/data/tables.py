@@ -27,11 +27,25 @@ def read_table(path_text: str, delimiter: str) -> tuple[Path, dict[str, list[str
     if len(rows) < 2:
         raise ConfigError(str(path), None, "a header row and at least one data row", f"it has {len(rows)} row(s)")
     header = rows[0]
+    check_header(header, path)
     for number, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
             raise ConfigError(f"{path}:{number}", None, f"{len(header)} fields per row (data.delimiter="
                               f"{delimiter!r})", f"the row has {len(row)} fields")
     return path, {name: [row[i] for row in rows[1:]] for i, name in enumerate(header)}
+
+
+def check_header(header: list[str], path: Path) -> None:
+    """Column names must be distinct: columns are looked up by name, so a second `a` would silently replace
+    the first (as a feature, the label or the text). Names are compared without surrounding spaces, since
+    `a, a` is as ambiguous to the reader as `a,a`."""
+    first: dict[str, int] = {}
+    for number, name in enumerate(header, start=1):
+        seen = first.setdefault(name.strip(), number)
+        if seen != number:
+            shown = repr(name) if name == header[seen - 1] else f"{header[seen - 1]!r} and {name!r}"
+            raise ConfigError(f"{path}:1", None, "a header row of distinct column names (rename one of them)",
+                              f"column {shown} appears twice in the header (columns {seen} and {number})")
 
 
 def column(columns: dict[str, list[str]], name: str, key: str, path: Path) -> list[str]:

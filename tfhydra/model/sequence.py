@@ -74,6 +74,40 @@ class PositionEncoding(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "kind": self.kind}
 
+    def get_prunable_weights(self):
+        """Nothing to prune, said so because the Model Optimization Toolkit wraps every layer of a pruned model
+        and refuses a custom one that does not say which weights it may prune; the position table (fixed, or
+        one vector per position) stays dense."""
+        return []
+
+
+@keras.saving.register_keras_serializable("tfhydra")
+class MaskedMeanPooling(keras.layers.Layer):
+    """The mean of (batch, length, width) over the positions the mask keeps; zeros where it keeps none.
+
+    Keras' GlobalAveragePooling1D divides the masked sum by the count of kept positions, so an input of
+    padding only (an empty text, or one of punctuation only) is 0 / 0 = NaN, and the model's probabilities
+    with it. Dividing by max(count, 1) pools such a sequence to zeros, and the head then answers its
+    prior (softmax of its bias): finite probabilities that sum to 1. Without a mask, the plain mean.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return tf.reduce_mean(inputs, axis=1)
+        kept = tf.cast(mask, inputs.dtype)[..., tf.newaxis]
+        count = tf.reduce_sum(kept, axis=1)
+        return tf.reduce_sum(inputs * kept, axis=1) / tf.maximum(count, tf.ones_like(count))
+
+    def compute_mask(self, inputs, mask=None):
+        return None  # one vector per sequence: nothing left to mask
+
+    def get_prunable_weights(self):
+        return []  # no weights; said so for the Model Optimization Toolkit (see PositionEncoding)
+
 
 @MODELS.register("transformer")
 def build_transformer(cfg, spec: DataSpec) -> keras.Model:
@@ -87,7 +121,7 @@ def build_transformer(cfg, spec: DataSpec) -> keras.Model:
     for block in range(1, cfg.blocks + 1):
         x = encoder_block(x, cfg.width, cfg.heads, cfg.mlp_dim, cfg.dropout, f"block{block}")
     x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
-    x = keras.layers.GlobalAveragePooling1D(name="mean_pool")(x)  # averages unmasked positions only
+    x = MaskedMeanPooling(name="mean_pool")(x)  # averages unmasked positions only; zeros for padding only
     return classify(inputs, x, spec, "transformer")
 
 

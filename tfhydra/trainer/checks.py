@@ -35,6 +35,20 @@ KERAS_METRICS = frozenset({
 })
 
 
+# The seeds every seeded library of a run takes: NumPy's legacy seeding (np.random.seed, which Keras'
+# set_random_seed calls, and scikit-learn's random_state in the stratified splits) takes [0, 2**32 - 1];
+# Python's random.seed takes any integer, and tf.random.set_seed any int64, so NumPy's range is the one.
+SEED_RANGE = (0, 2**32 - 1)
+
+
+def check_seed(cfg: DictConfig) -> None:
+    """`trainer.seed` must be one NumPy accepts, or the run stops in a traceback once TensorFlow is loaded."""
+    seed, (low, high) = cfg.trainer.seed, SEED_RANGE
+    if isinstance(seed, bool) or not isinstance(seed, int) or not low <= seed <= high:
+        raise ConfigError("trainer.seed", seed, f"an integer in [{low}, {high}] (2**32 - 1: the seeds NumPy, "
+                          "and so Keras' set_random_seed, accept)", "out of range")
+
+
 def metric_names(metrics) -> list[str]:
     """The names Keras logs `trainer.metrics` under: the name given, else a `_target_`'s class name."""
     return [m if isinstance(m, str) else m.get("name", str(m.get("_target_", "")).rsplit(".", 1)[-1]) for m in metrics]
@@ -71,4 +85,4 @@ def check_objectives(cfg: DictConfig) -> None:
                               f"{suggestion(metric, KERAS_METRICS)}, or a node with _target_", "unknown metric")
 
 
-CHECKS = (check_objectives, check_monitor)
+CHECKS = (check_seed, check_objectives, check_monitor)
