@@ -137,11 +137,9 @@ def saved_step(directory, loop):
                            else f"at epoch {epoch + 1}, step {step}")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("loop", ["fit", "custom"])
-def test_a_signal_to_one_worker_stops_the_cluster_at_one_step_and_both_resume_there(tmp_path, loop):
-    """SIGTERM to the non-chief only: TensorFlow's PreemptionCheckpointHandler passes it on, both workers save after
-    the same step and stop; started again, both continue from that step and the run completes."""
+def stop_a_cluster_after_one_epoch(tmp_path, loop: str):
+    """Two loopback workers training 3 epochs; once the chief recorded an epoch, SIGTERM to the non-chief only.
+    Returns the workers' exit codes, (args, environments) to start them again, and their run directories."""
     from test_faults import epochs_recorded, kill, wait_for
 
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
@@ -149,15 +147,35 @@ def test_a_signal_to_one_worker_stops_the_cluster_at_one_step_and_both_resume_th
                     for i in range(2)]
     args = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0", "trainer.epochs=3", "strategy=multi_worker",
             f"trainer.loop={loop}"]
-    chief_dir, worker_dir = tmp_path / "worker0", tmp_path / "worker1"
     processes = start_workers(tmp_path, args, environments, attempt=1)
     try:
-        assert wait_for(processes[0], lambda: epochs_recorded(chief_dir) >= 1), "the cluster ended before the signal"
+        assert wait_for(processes[0], lambda: epochs_recorded(tmp_path / "worker0") >= 1), "the cluster ended early"
         processes[1].send_signal(signal.SIGTERM)
         codes = [p.wait(timeout=180) for p in processes]
     finally:
         for p in processes:
             kill(p)
+    return codes, (args, environments), (tmp_path / "worker0", tmp_path / "worker1")
+
+
+def start_the_cluster_again(tmp_path, args, environments) -> list[int]:
+    """The same two workers started again (attempt 2); their exit codes."""
+    from test_faults import kill
+
+    processes = start_workers(tmp_path, args, environments, attempt=2)
+    try:
+        return [p.wait(timeout=300) for p in processes]
+    finally:
+        for p in processes:
+            kill(p)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_a_signal_to_one_worker_stops_the_cluster_at_one_step_and_both_resume_there(tmp_path, loop):
+    """SIGTERM to the non-chief only: TensorFlow's PreemptionCheckpointHandler passes it on, both workers save after
+    the same step and stop; started again, both continue from that step and the run completes."""
+    codes, (args, environments), (chief_dir, worker_dir) = stop_a_cluster_after_one_epoch(tmp_path, loop)
     stderr = [(tmp_path / f"worker{i}.1.stderr").read_text() for i in range(2)]
     assert codes == [143, 143], [e[-1500:] for e in stderr]
     assert "with every worker of the cluster" in last_line(stderr[0]) and "Traceback" not in stderr[0] + stderr[1]
@@ -167,12 +185,7 @@ def test_a_signal_to_one_worker_stops_the_cluster_at_one_step_and_both_resume_th
     chief_step, resumed = saved_step(chief_state, loop)
     assert (chief_step, resumed) == saved_step(worker_dir / "checkpoints" / "state" / "worker_1", loop)  # one step
 
-    processes = start_workers(tmp_path, args, environments, attempt=2)
-    try:
-        codes = [p.wait(timeout=300) for p in processes]
-    finally:
-        for p in processes:
-            kill(p)
+    codes = start_the_cluster_again(tmp_path, args, environments)
     assert codes == [0, 0], [(tmp_path / f"worker{i}.2.stderr").read_text()[-1500:] for i in range(2)]
     assert resumed in (chief_dir / "train.log").read_text() and resumed in (worker_dir / "train.log").read_text()
     record = read_run_record(chief_dir)

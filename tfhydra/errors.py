@@ -6,6 +6,9 @@ Hydra prints `str(error)` as a single line and exits 1 instead of a traceback
 """
 from __future__ import annotations
 
+import errno
+import os
+import re
 from typing import Any, Iterable
 
 from hydra.errors import CompactHydraException
@@ -52,10 +55,80 @@ def short_list(name: Any, options: Iterable[Any], where: str, limit: int = 10) -
 
 def first_line(error: BaseException) -> str:
     """The first non-empty line of an exception's message (TensorFlow's `message` when it has one), on one
-    line; its type's name when it says nothing. For a one-line error that quotes a library's reason."""
-    text = getattr(error, "message", None) or str(error)
-    line = next((line for line in str(text).splitlines() if line.strip()), "")
+    line, without TensorFlow's `{{function_node ...}}` prefix (where the op ran, not why it failed); its type's
+    name when it says nothing. For a one-line error that quotes a library's reason."""
+    text = _TF_FUNCTION_NODE.sub("", str(getattr(error, "message", None) or error))
+    line = next((line for line in text.splitlines() if line.strip()), "")
     return " ".join(line.split()) or type(error).__name__
+
+
+_TF_FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+
+
+def clip(text: str, limit: int = 300) -> str:
+    """`text` on one line, at most about `limit` characters: a long one keeps its start and its end (where a
+    library puts the reason: TensorFlow's `<file>; No space left on device`), never cut mid-reason."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    keep = (limit - 5) // 2
+    return f"{text[:keep]} ... {text[-keep:]}"
+
+
+# Why the OS refuses a write, as strerror() spells it (TensorFlow and h5py quote it in their messages).
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                errno.EISDIR)
+_TF_WRITE = re.compile(r"(?:^|\s)(/[^;'\"]*?); (" + "|".join(re.escape(os.strerror(e)) for e in WRITE_ERRNOS) + ")")
+
+
+def write_failure(error: BaseException, default: str | os.PathLike) -> tuple[str, str] | None:
+    """(path, reason) when `error` is the OS refusing to write a file (a full disk, a read-only, immutable or
+    unwritable directory, a file where a directory goes); None when it is not a write failure.
+
+    Read from an OSError (h5py gives errno and file name only inside its message) or from TensorFlow's
+    `<path>; <strerror>`. `default` is named when the error names no file. A full disk's reason says how much
+    space is left where the file was going."""
+    if isinstance(error, OSError):
+        text = str(error)
+        number = error.errno or int((re.search(r"errno = (\d+)", text) or [0, 0])[1])
+        named = re.search(r"name = '([^']+)'", text)
+        path = str(error.filename or (named and named[1]) or default)
+        reason = os.strerror(number) if number else clip(text, 160)
+    else:
+        found = _TF_WRITE.search(_TF_FUNCTION_NODE.sub("", str(getattr(error, "message", None) or error)))
+        if found is None:
+            return None
+        path, reason = found[1].strip(), found[2]
+        number = next(e for e in WRITE_ERRNOS if os.strerror(e) == reason)
+    if number in (errno.ENOSPC, errno.EDQUOT):
+        reason += free_space(path)
+    return path, reason
+
+
+def free_space(path: str | os.PathLike) -> str:
+    """`; 12.0 KiB free on <dir>` for the nearest existing directory of `path`; empty when that cannot be known."""
+    import shutil
+    from pathlib import Path
+
+    directory = Path(path)
+    while not directory.is_dir() and directory != directory.parent:
+        directory = directory.parent
+    try:
+        free = float(shutil.disk_usage(directory).free)
+    except OSError:
+        return ""
+    return f"; {size(free)} free on {directory}"
+
+
+def size(count: float) -> str:
+    """A byte count as people read it: `512 bytes`, `12.0 KiB`, `3.4 GiB`."""
+    if count < 1024:
+        return f"{int(count)} bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        count /= 1024
+        if count < 1024 or unit == "TiB":
+            return f"{count:.1f} {unit}"
+    raise AssertionError("unreachable")
 
 
 class ConfigError(CompactHydraException):

@@ -27,7 +27,7 @@ import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.contracts import Compression
-from tfhydra.errors import ConfigError, first_line
+from tfhydra.errors import ConfigError, clip, first_line
 from tfhydra.registry import Registry
 from tfhydra.rundir import RunPaths
 
@@ -85,7 +85,7 @@ def write_format(name: str, deployment: Deployment, path: Path, formats: list[st
         others = [f for f in formats if f != name]
         raise ConfigError("export.formats", name, f"export.formats=[{','.join(others)}] (the trained model is kept: "
                           "the same command with that override finishes the run)",
-                          f"the {name} export failed ({type(error).__name__}: {reason[:200]})") from error
+                          f"the {name} export failed ({type(error).__name__}: {clip(reason, 200)})") from error
 
 
 @EXPORT_FORMATS.register("saved_model")
@@ -231,7 +231,7 @@ def runtime_errors(name: str, written: dict[str, str], folder: Path):
         raise ConfigError("export.formats", name, f"export.formats=[{','.join(others)}] (the trained model is kept: "
                           "the same command with that override finishes the run)",
                           f"the {name} file does not run in its runtime ({type(error).__name__}: "
-                          f"{first_line(error)[:200]})") from error
+                          f"{clip(first_line(error), 200)})") from error
 
 
 def file_sizes(path: Path) -> dict:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import re
 import shutil
 import tempfile
 import time
@@ -26,7 +24,7 @@ from tfhydra.compression.plan import phase_config
 from tfhydra.compression.schemes import compress_model
 from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
-from tfhydra.errors import ConfigError, first_line
+from tfhydra.errors import ConfigError, clip, first_line, write_failure
 from tfhydra.export import export_model
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.trackers import RunInfo, Trackers, start_trackers
@@ -116,14 +114,16 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
                     # every worker from the same step, with no shared file system
                     worker = RunPaths(scratch, checkpoints_root=paths.root)
                     recorder = RunRecorder(worker.history, max_loss=loss_bound(cfg.trainer))
-                    train_and_export(cfg, strategy, stop, worker, record, recorder, examples_per_epoch,
-                                     earlier, callbacks)
+                    with run_directory_writes(worker, "the state saved last"):
+                        train_and_export(cfg, strategy, stop, worker, record, recorder, examples_per_epoch,
+                                         earlier, callbacks)
                 shutil.rmtree(worker.checkpoints, ignore_errors=True)  # the chief's record is final
                 return _returned(record)
             if track:
                 trackers = start_trackers(cfg.get("logger"), paths, run_info(cfg, paths))
-            train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier, callbacks,
-                             trackers)
+            with run_directory_writes(paths, "the state saved last"):  # resuming, training, exporting
+                train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier,
+                                 callbacks, trackers)
         record.update(wall_seconds=time.perf_counter() - started)
         record.write(paths.root)
     except BaseException as error:
@@ -200,12 +200,12 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     else:
         stop.training = True
         try:
-            with one_line_tensorflow_errors(cfg):
+            with one_line_tensorflow_errors(cfg), run_directory_writes(paths, "the state saved last"):
                 train(cfg.trainer, model, datasets, callbacks,
                       LoopContext(strategy, paths, cfg.logging.histogram_freq, stop))
         finally:
             stop.training = False
-        with after_training(paths):
+        with run_directory_writes(paths, "the trained state"):
             save_weights_atomically(model, paths.last_weights)
             recorder.mark_finished()
 
@@ -216,12 +216,12 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     elif pruned:  # an Optuna pruner stopped it: a search's answer, not a model to deploy
         record.update(status="pruned")
     else:
-        with after_training(paths):
-            restore_best(model, paths, strategy)
+        with run_directory_writes(paths, "the trained state"):
+            exported = restore_best(model, paths, strategy, record)
             exports, figures = export_model(cfg.export, compression, model, datasets, paths.root)
             if earlier:
                 figures["phases"] = phase_summaries(paths, earlier)
-            record.update(exports=exports, compression=figures, status="completed")
+            record.update(exports=exports, exported=exported, compression=figures, status="completed")
     record.update(loss_scale=loss_scale(model.optimizer))
 
 
@@ -251,9 +251,10 @@ def one_line_tensorflow_errors(cfg: DictConfig):
         if "IteratorGetNext" in text or "iterator" in text.lower():
             raise ConfigError("data", cfg.data.get("name"), "examples the source decodes into one shape and dtype "
                               "(docs/data.md)", f"the input pipeline failed while training ({type(error).__name__}: "
-                              f"{reason[:240]})") from error
+                              f"{clip(reason, 240)})") from error
         raise ConfigError("model", cfg.model.get("name") or cfg.model.get("_target_"), "a model that runs on these "
-                          "examples", f"training failed in TensorFlow ({type(error).__name__}: {reason[:240]})") from error
+                          "examples", f"training failed in TensorFlow ({type(error).__name__}: {clip(reason, 240)})"
+                          ) from error
 
 
 def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dict]:
@@ -266,25 +267,22 @@ def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dic
 
 
 @contextlib.contextmanager
-def after_training(paths: RunPaths):
-    """A full disk or an unwritable directory after training is one line, and costs no training:
-    the trained state stays in checkpoints/, and the same command finishes the run."""
+def run_directory_writes(paths: RunPaths, kept: str):
+    """A full disk or an unwritable directory is one line naming the file and the OS's reason, never the model's
+    fault nor a traceback: while training (a checkpoint, history.json, best.weights.h5, TensorBoard's events) it
+    costs the steps since the last save (`kept`: the state saved last), after it no training (the trained state);
+    the same command finishes the run. The record says failed, with that line. Only files in the run directory
+    (and a worker's checkpoints/) count: a data file or a user's own file elsewhere is not the run's to explain."""
     try:
         yield
-    except OSError as error:
-        where, reason = write_failure(error, paths.root)
-        raise ConfigError(where, None, "a writable run directory with free space (the trained state is kept in "
+    except (OSError, tf.errors.OpError) as error:
+        where, reason = write_failure(error, paths.root) or (None, None)
+        if where is None or not any(Path(where).absolute().is_relative_to(d.absolute())
+                                    for d in (paths.root, paths.checkpoints)):
+            raise  # TensorFlow failing for another reason (one_line_tensorflow_errors says which), or not our file
+        raise ConfigError(where, None, f"a writable run directory with free space ({kept} is kept in "
                           f"{paths.checkpoints}; finish the run with: {resume_command(paths.root)})",
                           f"cannot write it ({reason})") from error
-
-
-def write_failure(error: OSError, run_dir: Path) -> tuple[str, str]:
-    """(file, reason) of a failed write; h5py reports errno and file name only inside its message."""
-    text = str(error)
-    errno = error.errno or int((re.search(r"errno = (\d+)", text) or [0, 0])[1])
-    named = re.search(r"filename = '([^']+)'", text)
-    where = error.filename or (named and named[1]) or run_dir
-    return str(where), os.strerror(errno) if errno else " ".join(text.split())[:160]
 
 
 def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch: int) -> dict:
@@ -337,16 +335,26 @@ def prepare_resume(cfg_trainer, paths: RunPaths) -> None:
         history.unlink()
 
 
-def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy) -> None:
-    """Export the best epoch's weights, not the last one's (the last ones if the best file is damaged)."""
-    best = paths.best_weights
-    if not best.exists():
-        return
-    try:
-        load_weights(model, best, strategy)
-    except (OSError, ValueError) as error:
-        log.warning("%s cannot be read (%s): exporting the last epoch's weights instead", best, error)
-        load_weights(model, paths.last_weights, strategy)
+def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy, record: RunRecord) -> dict:
+    """Export the best epoch's weights, not the last one's; the last ones when the best file is missing or damaged.
+    Returns the record's `exported` {epoch, weights, reason}: which epoch the export is, and why not the best."""
+    best, best_epoch, last_epoch = paths.best_weights, (record.best or {}).get("epoch"), \
+        (record.final or {}).get("epoch")
+    name = best.name if paths.checkpoints_root else paths.relative(best)  # a non-chief worker's: outside its root
+    if best.exists():
+        try:
+            load_weights(model, best, strategy)
+            return {"epoch": best_epoch, "weights": name, "reason": None}
+        except (OSError, ValueError, KeyError) as error:
+            reason = f"{name} cannot be read ({clip(first_line(error), 200)})"
+            load_weights(model, paths.last_weights, strategy)  # the best file may have been read in part
+    else:
+        reason = f"{name} was never written (no epoch was saved as the best by {record.monitor})"
+    if best_epoch != last_epoch or best.exists():
+        log.warning("%s: exporting the last epoch's weights (epoch %s) instead of the best epoch's (epoch %s)",
+                    reason, last_epoch, best_epoch)
+    last = paths.last_weights.name if paths.checkpoints_root else paths.relative(paths.last_weights)
+    return {"epoch": last_epoch, "weights": last, "reason": reason}
 
 
 def load_last_weights(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy) -> bool:
@@ -357,7 +365,7 @@ def load_last_weights(model: keras.Model, paths: RunPaths, strategy: tf.distribu
         return True
     except (OSError, ValueError, KeyError) as error:
         log.warning("%s cannot be read (%s): restoring the trained model from %s", paths.last_weights,
-                    " ".join(str(error).split())[:160], paths.state)
+                    clip(str(error), 160), paths.state)
         return False
 
 

@@ -12,8 +12,10 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
+from tfhydra.errors import clip
 from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
+from tfhydra.trainer.state import discard
 
 log = logging.getLogger("tfhydra")
 
@@ -185,7 +187,8 @@ def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
 class BestCheckpoint(keras.callbacks.ModelCheckpoint):
     """ModelCheckpoint that considers only the epochs from `from_epoch` (0-based) on (RunRecorder.best_from),
     and writes each new best to a temporary file renamed over the old one: a kill mid-write keeps
-    the previous best intact."""
+    the previous best intact, and a write that fails (a full disk) leaves no partial file taking the space
+    the run's record still needs."""
 
     def __init__(self, filepath: str, *args, from_epoch: int = 0, **kwargs):
         self.final_path = Path(filepath)
@@ -195,7 +198,11 @@ class BestCheckpoint(keras.callbacks.ModelCheckpoint):
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch >= self.from_epoch:
-            super().on_epoch_end(epoch, logs)
+            try:
+                super().on_epoch_end(epoch, logs)
+            except BaseException:
+                discard(self.partial_path)
+                raise
             if self.partial_path.exists():  # this epoch was a new best
                 os.replace(self.partial_path, self.final_path)
 
@@ -213,7 +220,7 @@ def read_history(path: Path | None) -> dict | None:
         return saved
     except (OSError, ValueError) as error:
         log.warning("%s cannot be read (%s): the figures of earlier epochs are lost; training continues from the "
-                    "saved state", path, " ".join(str(error).split())[:160])
+                    "saved state", path, clip(str(error), 160))
         return None
 
 

@@ -90,7 +90,7 @@ def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, cont
     if not strategy.extended.should_checkpoint:
         directory = directory / f"worker_{strategy.cluster_resolver.task_id}"
     manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=KEEP)
-    restored = restore_newest_readable(checkpoint, directory)
+    restored = restore_newest_readable(checkpoint, directory, strategy)
     if restored:
         log.info("resumed from %s at epoch %d, step %d", restored, int(epoch) + 1, int(step))
 

@@ -27,6 +27,8 @@ import tensorflow as tf
 import tf_keras as keras
 from tf_keras.src.distribute import worker_training_state
 
+from tfhydra.errors import ConfigError, clip
+
 log = logging.getLogger("tfhydra")
 KEEP = 2  # checkpoints kept: the newest, and one to fall back on if the newest is damaged
 
@@ -148,10 +150,16 @@ class StopWithCluster:
 
 def stop_for(stop: StopOnSignal, strategy: tf.distribute.Strategy, checkpoint: tf.train.Checkpoint, directory: Path):
     """What a loop checks at each step boundary: `stop` itself, or under a multi-worker cluster `StopWithCluster`."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.cluster_spec().as_dict():
+    if not cluster_workers(strategy):
         return stop
-    return StopWithCluster(stop, resolver, checkpoint, directory)
+    return StopWithCluster(stop, strategy.cluster_resolver, checkpoint, directory)
+
+
+def cluster_workers(strategy: tf.distribute.Strategy | None) -> int:
+    """How many workers (the chief included) train together; 0 outside a multi-worker cluster."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    return sum(len(spec.get(task, ())) for task in ("chief", "worker"))
 
 
 def checkpoint_candidates(directory: Path) -> list[str]:
@@ -173,12 +181,16 @@ def unreadable(prefix: str) -> str | None:
             if dtype != tf.variant:  # a data iterator's state: not readable as an array, checked by the restore
                 reader.get_tensor(name)
     except Exception as error:  # noqa: BLE001 (a damaged file shows as OpError, IndexError, ValueError ...)
-        return " ".join(str(error).split())[:200]
+        return clip(str(error), 200)
     return None
 
 
-def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path) -> str | None:
-    """Restore the newest checkpoint that reads back whole, saying so when a newer one was damaged."""
+def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path,
+                            strategy: tf.distribute.Strategy | None = None) -> str | None:
+    """Restore the newest checkpoint that reads back whole, saying so when a newer one was damaged; under a
+    multi-worker cluster, the newest one that every worker can read (`restore_agreed`)."""
+    if cluster_workers(strategy) > 1:
+        return restore_agreed(checkpoint, directory, strategy)
     candidates = checkpoint_candidates(directory)
     for prefix in candidates:
         problem = unreadable(prefix)
@@ -186,27 +198,96 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path) ->
             try:
                 checkpoint.restore(prefix).expect_partial()
             except Exception as error:  # noqa: BLE001 (the next, older checkpoint overwrites what this one restored)
-                problem = " ".join(str(error).split())[:200]
+                problem = clip(str(error), 200)
         if problem is None:
             if prefix != candidates[0]:
                 log.warning("resuming from the previous checkpoint %s instead", prefix)
             return prefix
         log.warning("checkpoint %s is damaged (%s): falling back to the previous one", prefix, problem)
     if candidates:
-        from tfhydra.errors import ConfigError
-
         raise ConfigError(str(directory), None, "trainer.resume=false to start the run over",
                           f"none of its {len(candidates)} checkpoints can be read back")
     return None
 
 
+def restore_agreed(checkpoint: tf.train.Checkpoint, directory: Path, strategy: tf.distribute.Strategy) -> str | None:
+    """Under multi_worker, restore the newest checkpoint number that every worker can read back, so that all resume
+    from one step. Each worker keeps its own directory: one whose newest checkpoint is damaged would otherwise resume
+    a save earlier than the others, and the cluster's all-reduces would pair different steps. The workers save
+    together, so one number is one step on all of them. They agree through all-reduces (the same calls, in the same
+    order, on every worker): each offers its newest readable number not above the bound, all take the smallest
+    offer, and keep it if every worker can read it (else the bound goes below it and they offer again)."""
+    readable = {}
+    candidates = checkpoint_candidates(directory)
+    for prefix in candidates:
+        problem = unreadable(prefix)
+        if problem is None:
+            readable[int(prefix.rsplit("-", 1)[1])] = prefix
+        else:
+            log.warning("checkpoint %s is damaged (%s)", prefix, problem)
+    newest = [n - 1 for n in per_worker(strategy, max(readable, default=-1) + 1)]  # -1: none readable
+    bound = max(newest)
+    while min(newest) >= 0:
+        agreed = min(n - 1 for n in per_worker(strategy, max((n for n in readable if n <= bound), default=-1) + 1))
+        if agreed < 0:
+            break
+        if min(per_worker(strategy, int(agreed in readable))):
+            if readable[agreed] != candidates[0]:
+                log.warning("resuming from checkpoint %s, the newest that every worker can read back (newest "
+                            "readable: %s)", readable[agreed], said(newest))
+            try:
+                checkpoint.restore(readable[agreed]).expect_partial()
+            except Exception as error:  # noqa: BLE001 (read back whole, yet does not fit this model)
+                raise ConfigError(readable[agreed], None, "trainer.resume=false on every worker to start the run "
+                                  "over", f"it cannot be restored ({clip(str(error), 200)})") from error
+            return readable[agreed]
+        bound = agreed - 1
+    if not max(per_worker(strategy, len(candidates))):
+        return None  # a new run on every worker
+    raise ConfigError(str(directory), None, "trainer.resume=false on every worker to start the run over",
+                      f"the workers have no checkpoint in common that each can read back (newest readable: "
+                      f"{said(newest)}): they cannot resume from one step")
+
+
+def said(newest: list[int]) -> str:
+    return ", ".join(f"worker {i} step {n}" if n >= 0 else f"worker {i} none" for i, n in enumerate(newest))
+
+
+def per_worker(strategy: tf.distribute.Strategy, value: int) -> list[int]:
+    """`value` (an int) of every worker, in task order (the chief, if the cluster has one, first): an all-reduce
+    (SUM) of a vector in which each replica fills its own place; every worker gets the same list."""
+    replicas = strategy.num_replicas_in_sync
+
+    def own_place():
+        place = tf.distribute.get_replica_context().replica_id_in_sync_group
+        return tf.one_hot(place, replicas, on_value=tf.constant(value, tf.int64), off_value=tf.constant(0, tf.int64))
+
+    total = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(own_place), axis=None).numpy()
+    return [int(v) for v in total[::replicas // cluster_workers(strategy)]]  # a worker's replicas are consecutive
+
+
 def save_weights_atomically(model: keras.Model, path: Path) -> None:
     """`model.save_weights` to a temporary `.h5` beside `path`, then rename: a kill mid-write leaves
-    the previous file, never a truncated one under the real name."""
+    the previous file, never a truncated one under the real name; a failed write (a full disk) leaves no
+    partial file taking the space the run's record still needs."""
     partial = path.with_name(f".{path.name.removesuffix('.weights.h5')}.partial.weights.h5")
     path.parent.mkdir(parents=True, exist_ok=True)
-    model.save_weights(str(partial))
+    try:
+        model.save_weights(str(partial))
+    except BaseException:
+        discard(partial)
+        raise
     os.replace(partial, path)
+
+
+def discard(path: Path) -> None:
+    """Remove a partly written file, truncating it first: h5py may still hold it open after a failed write, and
+    an open file's blocks are freed only once it is closed (on a full disk, the record needs them now)."""
+    try:
+        os.truncate(path, 0)
+    except OSError:
+        pass
+    path.unlink(missing_ok=True)
 
 
 class ResumableBackup(keras.callbacks.BackupAndRestore):
@@ -241,7 +322,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         manager = tf.train.CheckpointManager(state.read_checkpoint_manager.checkpoint, directory, max_to_keep=KEEP)
         state.read_checkpoint_manager = state.write_checkpoint_manager = manager
         model._training_state = self._training_state = state
-        restored = restore_newest_readable(manager.checkpoint, Path(directory))
+        restored = restore_newest_readable(manager.checkpoint, Path(directory), model.distribute_strategy)
         if restored:
             saved_epoch, saved_batch = (int(keras.backend.get_value(v)) for v in (state._ckpt_saved_epoch,
                                                                                    state._ckpt_saved_batch))
