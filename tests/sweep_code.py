@@ -14,7 +14,21 @@ class FailAtLearningRate(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         rate = float(keras.backend.get_value(self.model.optimizer.learning_rate))
         if math.isclose(rate, self.lr, rel_tol=1e-6):
-            raise RuntimeError(f"injected failure at lr={rate:g}")
+            self.act(rate)
+
+    def act(self, rate: float) -> None:
+        raise RuntimeError(f"injected failure at lr={rate:g}")
+
+
+class KillAtLearningRate(FailAtLearningRate):
+    """SIGKILLs its own process instead: a job lost as a job killed on a cluster is (the kernel's OOM killer, a
+    lost node), leaving no word in its record."""
+
+    def act(self, rate: float) -> None:
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class StepCounter(keras.callbacks.Callback):

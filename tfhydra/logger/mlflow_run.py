@@ -15,6 +15,7 @@ id and the tracking URI), which Hydra sets in the job's environment under every 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.logger.trackers import LOGGERS, TRACKER_STATUS, RunInfo, Tracker, flatten, read_json_map
+from tfhydra.logger.trackers import LOGGERS, TRACKER_STATUS, RunInfo, Tracker, flatten, quiet_loggers, read_json_map
 from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths, SweepPaths
 
@@ -47,20 +48,52 @@ def artifact_root(node: DictConfig | dict, uri: str) -> str | None:
     """A new experiment's artefact root: the configured one; beside a SQLite database; else the server's."""
     if node.get("artifact_location"):
         return str(node.get("artifact_location"))
-    if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").absolute().as_uri()
-    return None
+    path = sqlite_path(uri)
+    return (path.parent / "mlartifacts").absolute().as_uri() if path else None
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a `sqlite:///` store, also in SQLite's URI form (`sqlite:///file:<path>?mode=ro&uri=true`)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///"):]
+    if path.startswith("file:"):
+        path = path[len("file:"):].split("?", 1)[0]
+    return Path(path)
+
+
+# MLflow's own loggers: a failing store is a traceback (`_logger.exception`), SQLAlchemy's retry lines, Alembic's
+# migrations, urllib3's retries of a server; tfhydra's one warning says what failed instead (docs/loggers.md).
+MLFLOW_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "huey", "urllib3.connectionpool")
+
+
+@contextlib.contextmanager
+def quiet_mlflow():
+    """MLflow's loggers silenced around a call tfhydra makes. mlflow is imported first: its import sets its
+    loggers' levels, which would undo the silence if it happened inside."""
+    import mlflow  # noqa: F401
+
+    with quiet_loggers(MLFLOW_LOGGERS):
+        yield
 
 
 def client(uri: str):
-    """An MlflowClient on `uri`; a SQLite store's directory is made first (SQLite makes the file, not its folder)."""
-    for name in ("mlflow", "alembic"):  # their INFO lines (creating tables, migrations) would crowd the console
-        logging.getLogger(name).setLevel(logging.WARNING)
+    """An MlflowClient on `uri`; a SQLite store's directory is made first (SQLite makes the file, not its folder)
+    and checked: one MLflow cannot open is retried by MLflow for about 100 s before it gives up."""
     from mlflow.tracking import MlflowClient
 
-    if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    if sqlite_path(uri) is not None:
+        check_sqlite_store(sqlite_path(uri))
     return MlflowClient(tracking_uri=uri)
+
+
+def check_sqlite_store(path: Path) -> None:
+    """PermissionError when the database (or the directory its journal goes in) cannot be written: a read-only
+    mount, an immutable file, another user's directory. Raised here it is the guard's one warning."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for target in ((path, path.parent) if path.exists() else (path.parent,)):
+        if not os.access(target, os.W_OK):
+            raise PermissionError(f"the MLflow store {path} cannot be written ({target} is read-only)")
 
 
 def experiment_id(mlflow_client, name: str, location: str | None) -> str:
@@ -92,6 +125,9 @@ class MLflowTracker(Tracker):
     def __init__(self, node: DictConfig, paths: RunPaths, info: RunInfo) -> None:
         self.node, self.paths, self.info = node, paths, info
         self.client = self.run_id = None
+
+    def quiet(self):
+        return quiet_mlflow()
 
     def start(self, saved: dict) -> dict:
         from mlflow.entities import Param
@@ -170,26 +206,28 @@ def start_sweep_run(node: DictConfig, sweep_dir: Path, overrides: list[str]) -> 
     be made, said once: the jobs are then runs of their own."""
     paths = SweepPaths(sweep_dir)
     try:
-        uri = tracking_uri(node, paths.root / "job")  # where its jobs' runs would go: the same store
-        mlflow_client = client(uri)
-        saved = read_json_map(paths.trackers).get("mlflow") or {}
-        run = None
-        if saved.get("run_id") and saved.get("tracking_uri") == uri:
-            try:
-                run = mlflow_client.get_run(saved["run_id"])
-                mlflow_client.update_run(run.info.run_id, status="RUNNING")
-            except Exception:
-                run = None
-        if run is None:
-            experiment = experiment_id(mlflow_client, node.get("experiment_name") or "tfhydra", artifact_root(node, uri))
-            tags = {"mlflow.runName": paths.root.name, "sweep": paths.root.name, "status": "running",
-                    "sweep_dir": str(paths.root.absolute()), "overrides": " ".join(overrides)[:5000],
-                    **{str(k): str(v) for k, v in (node.get("tags") or {}).items()}}
-            run = mlflow_client.create_run(experiment, tags=tags, run_name=paths.root.name)
-        parent = {"run_id": run.info.run_id, "tracking_uri": uri, "experiment_id": run.info.experiment_id}
-        paths.root.mkdir(parents=True, exist_ok=True)
-        write_json(paths.trackers, {"mlflow": parent})
-        return parent
+        with quiet_mlflow():  # MLflow's own tracebacks: the warning below says it
+            uri = tracking_uri(node, paths.root / "job")  # where its jobs' runs would go: the same store
+            mlflow_client = client(uri)
+            saved = read_json_map(paths.trackers).get("mlflow") or {}
+            run = None
+            if saved.get("run_id") and saved.get("tracking_uri") == uri:
+                try:
+                    run = mlflow_client.get_run(saved["run_id"])
+                    mlflow_client.update_run(run.info.run_id, status="RUNNING")
+                except Exception:
+                    run = None
+            if run is None:
+                experiment = experiment_id(mlflow_client, node.get("experiment_name") or "tfhydra",
+                                           artifact_root(node, uri))
+                tags = {"mlflow.runName": paths.root.name, "sweep": paths.root.name, "status": "running",
+                        "sweep_dir": str(paths.root.absolute()), "overrides": " ".join(overrides)[:5000],
+                        **{str(k): str(v) for k, v in (node.get("tags") or {}).items()}}
+                run = mlflow_client.create_run(experiment, tags=tags, run_name=paths.root.name)
+            parent = {"run_id": run.info.run_id, "tracking_uri": uri, "experiment_id": run.info.experiment_id}
+            paths.root.mkdir(parents=True, exist_ok=True)
+            write_json(paths.trackers, {"mlflow": parent})
+            return parent
     except Exception as error:  # noqa: BLE001  (the sweep runs without a parent run)
         log.warning("logger.mlflow: starting the sweep's parent run failed (%s: %s); its jobs are runs of their own",
                     type(error).__name__, " ".join(str(error).split())[:300])
@@ -203,12 +241,13 @@ def end_sweep_run(sweep_dir: Path, succeeded: bool) -> None:
     if not parent:
         return
     try:
-        mlflow_client = client(parent["tracking_uri"])
-        for path in (paths.summary_csv, paths.summary_md, paths.summary_png, paths.multirun):
-            if path.is_file():
-                mlflow_client.log_artifact(parent["run_id"], str(path))
-        mlflow_client.set_tag(parent["run_id"], "status", "completed" if succeeded else "failed")
-        mlflow_client.set_terminated(parent["run_id"], "FINISHED" if succeeded else "FAILED")
+        with quiet_mlflow():  # MLflow's own tracebacks: the warning below says it
+            mlflow_client = client(parent["tracking_uri"])
+            for path in (paths.summary_csv, paths.summary_md, paths.summary_png, paths.multirun):
+                if path.is_file():
+                    mlflow_client.log_artifact(parent["run_id"], str(path))
+            mlflow_client.set_tag(parent["run_id"], "status", "completed" if succeeded else "failed")
+            mlflow_client.set_terminated(parent["run_id"], "FINISHED" if succeeded else "FAILED")
     except Exception as error:  # noqa: BLE001
         log.warning("logger.mlflow: ending the sweep's parent run failed (%s: %s)", type(error).__name__,
                     " ".join(str(error).split())[:300])

@@ -12,6 +12,7 @@ is kept in trackers.json. An epoch that a resumed run trains again keeps the fig
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
@@ -60,6 +61,26 @@ class Tracker:
         """`status`: the record's (STATUSES); metrics.json is written."""
         raise NotImplementedError
 
+    def quiet(self) -> contextlib.AbstractContextManager:
+        """What every call into the tracker runs inside: a tracker whose library logs on its own (MLflow's
+        tracebacks, SQLAlchemy's retries) silences it here, so a failure is the guard's one warning only."""
+        return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def quiet_loggers(names: tuple[str, ...]):
+    """The Python loggers `names` (and their children) say nothing while the block runs; their levels are
+    put back after, so a user's own MLflow or W&B logging outside tfhydra's calls is untouched."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
 
 @dataclass
 class Trackers:
@@ -77,7 +98,8 @@ class Trackers:
         if tracker.name in self.failed:
             return None
         try:
-            return call()
+            with getattr(tracker, "quiet", contextlib.nullcontext)():  # a duck-typed tracker may have none
+                return call()
         except Exception as error:  # noqa: BLE001  (whatever a tracker raises, training goes on)
             self.failed.add(tracker.name)
             log.warning("logger.%s: %s failed (%s: %s); the run goes on without %s", tracker.name, action,

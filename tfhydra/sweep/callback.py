@@ -56,24 +56,32 @@ class SweepCallback(Callback):
                              metric_names(config.trainer.metrics))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from tfhydra.sweep.summary import summarize
+        finish_sweep(config)
 
-        sweep_dir = Path(config.hydra.sweep.dir)
-        try:
-            summary = summarize(sweep_dir)
-        except Exception as error:  # the jobs ran, but the sweep's record is missing: say so, and fail
-            end_tracker_runs(config, succeeded=False)
-            log.exception("could not write the sweep summary")
-            print(f"Error: {sweep_dir}: could not write the sweep summary ({type(error).__name__}: {error}); "
-                  "rebuild it with python -m tfhydra.sweep summary <sweep dir>", file=sys.stderr, flush=True)
-            sys.exit(1)
-        print(summary.report(), flush=True)
-        end_tracker_runs(config, succeeded=not summary.unsuccessful)
-        if summary.unsuccessful:
-            names = ", ".join(f"{j.name or j.num} ({j.status})" for j in summary.unsuccessful)
-            print(f"Error: {len(summary.unsuccessful)} of {len(summary.jobs)} jobs did not complete: {names}",
-                  file=sys.stderr, flush=True)
-            sys.exit(1)
+
+def finish_sweep(config: DictConfig, lost_line: str | None = None) -> None:
+    """The sweep's end: summary files, the best job, its trackers ended, and exit 1 with one `Error:` line when
+    any job did not complete. `lost_line`: what a launcher lost (tfhydra/sweep/launch_errors.py), said instead."""
+    from tfhydra.sweep.summary import summarize
+
+    sweep_dir = Path(config.hydra.sweep.dir)
+    try:
+        summary = summarize(sweep_dir)
+    except Exception as error:  # the jobs ran, but the sweep's record is missing: say so, and fail
+        end_tracker_runs(config, succeeded=False)
+        log.exception("could not write the sweep summary")
+        print(f"Error: {sweep_dir}: could not write the sweep summary ({type(error).__name__}: {error}); "
+              "rebuild it with python -m tfhydra.sweep summary <sweep dir>", file=sys.stderr, flush=True)
+        sys.exit(1)
+    print(summary.report(), flush=True)
+    end_tracker_runs(config, succeeded=not summary.unsuccessful and lost_line is None)
+    if summary.unsuccessful or lost_line is not None:
+        others = [f"{j.name or j.num} ({j.status})" for j in summary.unsuccessful
+                  if not (lost_line and j.name and j.name in lost_line)]
+        said = "; ".join([lost_line] * bool(lost_line) + [", ".join(others)] * bool(others))
+        print(f"Error: {len(summary.unsuccessful)} of {len(summary.jobs)} jobs did not complete: {said}",
+              file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 class SweepProgress:

@@ -14,6 +14,7 @@ still missing up to `n_trials`, so trial numbers go on and earlier trials are ke
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
+from tfhydra.errors import ConfigError, clip
 from tfhydra.record import read_record
 from tfhydra.report import write_atomically
 from tfhydra.rundir import SweepPaths
@@ -98,6 +99,47 @@ def storage_url(sweep_dir: Path, storage: str | None) -> str:
     return storage or f"sqlite:///{SweepPaths(sweep_dir).optuna_db.resolve()}"
 
 
+STORAGE_ACCEPTED = ("sqlite:///<file> of an Optuna study (or a file not there yet), a database URL Optuna opens "
+                    "(postgresql://..., mysql://...), or null for <sweep dir>/optuna.db")
+OPTUNA_TABLES = {"studies", "version_info"}  # in every database Optuna (any version) has set up
+
+
+def open_study(url: str, storage: str | None, **study):
+    """optuna.create_study(load_if_exists=True) on `url`, before any job runs. A store it cannot open (garbage
+    bytes, a truncated or unreadable file, an unknown dialect, a schema from another Optuna) is one
+    ConfigError naming the storage: Optuna would raise SQLAlchemy's traceback, mid-sweep on a resume."""
+    import optuna
+    import sqlalchemy.exc
+
+    key, value = ("hydra.sweeper.storage", url) if storage else (f"hydra.sweeper.storage (null: {url})", None)
+    if url.startswith("sqlite:///"):
+        check_sqlite_study(Path(url[len("sqlite:///"):].split("?", 1)[0]), key, value)
+    try:
+        return optuna.create_study(storage=url, load_if_exists=True, **study)
+    except (sqlalchemy.exc.SQLAlchemyError, RuntimeError, OSError, ValueError) as error:
+        reason = " ".join(str(getattr(error, "orig", None) or error).split("[SQL:")[0].split())
+        raise ConfigError(key, value, STORAGE_ACCEPTED, f"Optuna cannot open the study there ({clip(reason, 200)})") \
+            from error
+
+
+def check_sqlite_study(path: Path, key: str, value: str | None) -> None:
+    """An existing SQLite file must be a database, and Optuna's or empty: Optuna would add its tables to a
+    database of another program (and write trials into it)."""
+    import sqlite3
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error as error:  # garbage bytes: "file is not a database"; cut short: "malformed"
+        raise ConfigError(key, value, STORAGE_ACCEPTED, f"{path} is not a readable SQLite database ({error})") \
+            from None
+    if tables and not OPTUNA_TABLES <= tables:
+        raise ConfigError(key, value, STORAGE_ACCEPTED, f"{path} is an SQLite database of another program "
+                          f"(tables {', '.join(sorted(tables)[:5])}), not an Optuna study")
+
+
 def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable[[list[list[str]], int], list],
                direction: str, n_trials: int, n_jobs: int, study_name: str, storage: str | None, sampler: str,
                seed: int | None, pruner: str, params: dict | None) -> None:
@@ -108,11 +150,12 @@ def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sweep_dir = Path(config.hydra.sweep.dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(SweepPaths(sweep_dir).multirun, OmegaConf.to_yaml(config))  # what resume and summary read
     space, fixed = search_space(arguments, params)
-    study = optuna.create_study(study_name=study_name, storage=storage_url(sweep_dir, storage), load_if_exists=True,
-                                direction=direction, sampler=make_sampler(sampler, seed),
-                                pruner=make_pruner(pruner, int(OmegaConf.select(config, "trainer.epochs") or 1)))
+    study = open_study(storage_url(sweep_dir, storage), storage, study_name=study_name, direction=direction,
+                       sampler=make_sampler(sampler, seed),
+                       pruner=make_pruner(pruner, int(OmegaConf.select(config, "trainer.epochs") or 1)))
+    write_atomically(SweepPaths(sweep_dir).multirun, OmegaConf.to_yaml(config))  # what resume and summary read
+
     def launch_and_tell(batch: list[tuple[int, dict]]) -> None:
         overrides = [[*fixed, *(s.override(params[s.key]) for s in space), f"+{TRIAL_KEY}={number}"]
                      for number, params in batch]

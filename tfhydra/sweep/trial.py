@@ -102,3 +102,15 @@ def record_failure(run_dir: Path, cfg: DictConfig, overrides: list[str], error: 
     record = record or RunRecord(run_dir=str(run_dir), overrides=overrides, monitor=cfg.trainer.monitor,
                                  monitor_mode=cfg.trainer.monitor_mode, **provenance())
     record.update(status="failed", error=" ".join(message.split()), wall_seconds=seconds).write(run_dir)
+
+
+def record_lost(run_dir: Path, overrides: list[str], reason: str) -> bool:
+    """A job its launcher lost (killed by SIGKILL on a cluster: tfhydra/sweep/launch_errors.py) recorded as failed
+    with the launcher's reason; False when its record says it ended on its own (completed, failed ...)."""
+    record = read_record(run_dir)
+    if record is not None and record.status != "running":
+        return False
+    record = record or RunRecord(run_dir=str(run_dir), overrides=overrides, **provenance())
+    record.update(status="failed", error="lost by the launcher (killed on the cluster? out of memory, a lost node, "
+                  f"SIGKILL): {reason}").write(run_dir)
+    return True
