@@ -1,0 +1,233 @@
+"""`python -m tfhydra.predict RUN INPUT...` (issue 29): a finished run answers on new data as stored.
+
+Acceptance: for npz, image-folder, CSV and text-CSV runs, predict on the validation inputs as stored (the
+.npz's array, the val/ folder of PNGs, a CSV of the held-out rows, a text file of their texts) gives, for every
+example, the class the served model gives on the validation split exactly as tfhydra-evaluate builds it
+(`load_run_config` + `build_datasets`, its raw `serve_raw` path where the model takes the raw data, else `serve`
+on the pipeline's inputs). Bad input is one `Error:` line naming the file.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import data_files
+import tfhydra
+from conftest import FAST, ROOT, TESTS, last_line
+
+RUNS = {
+    "npz": lambda tmp: ["data=npz", f"data.path={data_files.write_npz(tmp / 'images.npz', 96, 40, (28, 28))}"],
+    "image_folder": lambda tmp: ["data=image_folder", "data.image_size=[16,16]", f"data.path="
+                                 f"{data_files.write_image_folder(tmp / 'pets', per_class=12, val_per_class=5)}"],
+    "csv": lambda tmp: ["data=csv", f"data.path={data_files.write_csv(tmp / 'iris.csv', n=90)}"],
+    "text_csv": lambda tmp: ["data=text_csv", f"data.path={data_files.write_text_csv(tmp / 'reviews.csv', n=90)}",
+                             "data.sequence_length=16", "data.vocab_size=200", "model=lstm", "model.units=[8]",
+                             "model.embedding_dim=8"],
+}
+
+
+def predict(*args, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tfhydra.predict", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"})
+
+
+def rows(result: subprocess.CompletedProcess) -> list[dict]:
+    assert result.returncode == 0, result.stderr[-2000:]
+    return list(csv.DictReader(io.StringIO(result.stdout)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One short run of each source, trained on first use: {name: run directory}."""
+    made = {}
+
+    def run(name):
+        if name not in made:
+            tmp = tmp_path_factory.mktemp(name)
+            cfg = tfhydra.compose(["model=mlp", "data.batch_size=16", *FAST, *RUNS[name](tmp)])
+            tfhydra.run(cfg, run_dir=tmp / "run")
+            made[name] = tmp / "run"
+        return made[name]
+
+    return run
+
+
+def evaluate_classes(run_dir) -> tuple[list[str], object]:
+    """(the class names the served model gives on the run's validation split, as tfhydra-evaluate feeds it, the
+    composed config). Evaluate prints metrics, not classes: this is its input path with argmax for the metrics."""
+    from tfhydra.data import build_datasets
+    from tfhydra.evaluate import _takes, load_run_config, load_served_model
+    from tfhydra.record import load_record
+
+    cfg = load_run_config(run_dir, [])
+    datasets = build_datasets(cfg.data, cfg.trainer.seed)
+    served, _ = load_served_model(run_dir)
+    serving = datasets.serving
+    if serving is not None and _takes(served.signatures["serve_raw"], tuple(serving.raw.shape), serving.raw.dtype.name):
+        raw, _ = serving.raw_validation
+        batches = [served.serve_raw(tf.constant(raw[i:i + 16])) for i in range(0, len(raw), 16)]
+    else:
+        batches = [served.serve(x) for x, _ in datasets.validation]
+    names = load_record(run_dir).data["class_names"]
+    classes = [names[i] for i in np.concatenate([b.numpy().argmax(-1) for b in batches])]
+    assert len(classes) == datasets.spec.val_size
+    return classes, cfg
+
+
+def held_out_rows(cfg, tmp_path, extra_id: bool = True):
+    """The run's validation rows of its CSV, as stored (a new file with an `id` column in front)."""
+    from tfhydra.data.tables import read_table, split_rows
+
+    path, columns = read_table(cfg.data.path, ",")
+    _, _, _, val_idx = split_rows(cfg.data, path, columns, cfg.trainer.seed)
+    out = tmp_path / "held_out.csv"
+    with open(out, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["id", *columns])
+        for i in val_idx:
+            writer.writerow([f"row{i}", *(columns[c][i] for c in columns)])
+    return out, [columns[cfg.data.text][i] for i in val_idx] if "text" in cfg.data else None
+
+
+@pytest.mark.slow
+def test_npz_arrays_and_their_pngs_predict_the_evaluated_classes(runs, tmp_path):
+    run_dir = runs("npz")
+    expected, cfg = evaluate_classes(run_dir)
+    found = rows(predict(run_dir, f"{cfg.data.path}:x_test", "--top-k", "2"))
+    assert [r["input"] for r in found] == [f"{cfg.data.path}:x_test[{i}]" for i in range(len(expected))]
+    assert [r["class_1"] for r in found] == expected
+    assert all(float(r["probability_1"]) >= float(r["probability_2"]) for r in found)
+    images = np.load(cfg.data.path)["x_test"]
+    np.save(tmp_path / "x.npy", images)  # the same (N, 28, 28) uint8 layout, on its own
+    folder = tmp_path / "pngs"
+    folder.mkdir()
+    for i, image in enumerate(images):
+        (folder / f"{i:03d}.png").write_bytes(tf.io.encode_png(image[..., None]).numpy())
+    big = tmp_path / "big"  # each pixel 2x2: resized back to 28x28 (bilinear, as training resizes), the same pixels
+    big.mkdir()
+    for i, image in enumerate(images):
+        (big / f"{i:03d}.png").write_bytes(tf.io.encode_png(image.repeat(2, 0).repeat(2, 1)[..., None]).numpy())
+    every = rows(predict(run_dir, tmp_path / "x.npy", folder, big))
+    assert [r["class_1"] for r in every] == expected * 3  # lossless PNGs: the same pixels, the same classes
+    assert every[-1]["input"] == str(big / f"{len(images) - 1:03d}.png")
+
+
+@pytest.mark.slow
+def test_an_image_folder_predicts_the_evaluated_classes(runs, tmp_path):
+    from tfhydra.data.files import list_images
+
+    run_dir = runs("image_folder")
+    expected, cfg = evaluate_classes(run_dir)
+    val = f"{cfg.data.path}/val"
+    paths, _ = list_images(Path(val), ("cat", "dog", "owl"))
+    result = predict(run_dir, val, "--output", tmp_path / "out.jsonl")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert {line["input"]: line["classes"][0] for line in lines} == dict(zip(paths, expected))
+    assert last_line(result.stderr).startswith(f"predicted {len(paths)} input(s) in ")
+    assert not list(tmp_path.glob(".*.partial"))
+
+
+@pytest.mark.slow
+def test_held_out_csv_rows_predict_the_evaluated_classes_and_carry_their_columns(runs, tmp_path):
+    run_dir = runs("csv")
+    expected, cfg = evaluate_classes(run_dir)
+    held_out, _ = held_out_rows(cfg, tmp_path)
+    result = predict(run_dir, held_out, "--top-k", "3", "--output", tmp_path / "out.csv")
+    found = list(csv.DictReader(open(tmp_path / "out.csv")))
+    assert list(found[0]) == ["input", "id", "label", "class_1", "probability_1", "class_2", "probability_2",
+                              "class_3", "probability_3"]
+    assert [r["class_1"] for r in found] == expected
+    assert [r["input"] for r in found] == [f"{held_out}:{line}" for line in range(2, len(expected) + 2)]
+    original = list(csv.DictReader(open(held_out)))
+    assert [(r["id"], r["label"]) for r in found] == [(r["id"], r["label"]) for r in original]
+    accuracy = np.mean([r["class_1"] == r["label"] for r in found])
+    assert f"accuracy {accuracy:.4f} on the {len(found)} row(s) with a label (column label)" in last_line(result.stderr)
+    assert all(abs(sum(float(r[f"probability_{k}"]) for k in (1, 2, 3)) - 1) < 1e-5 for r in found)
+
+
+@pytest.mark.slow
+def test_held_out_texts_predict_the_evaluated_classes_from_a_csv_and_a_text_file(runs, tmp_path):
+    run_dir = runs("text_csv")
+    expected, cfg = evaluate_classes(run_dir)
+    held_out, texts = held_out_rows(cfg, tmp_path)
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    found = rows(predict(run_dir, held_out, tmp_path / "texts.txt"))
+    assert [r["class_1"] for r in found] == expected * 2
+    assert [r["id"] for r in found[len(expected):]] == [""] * len(expected)  # the text file has no other columns
+    assert found[-1]["input"] == f"{tmp_path / 'texts.txt'}:{len(expected)}"
+
+
+# --- bad input: one line ------------------------------------------------------------------------------------
+
+def assert_one_line(result, message):
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert last_line(result.stderr) == f"Error: {message}"
+
+
+@pytest.mark.slow
+def test_an_image_with_other_channels_or_unreadable_is_named(runs, tmp_path):
+    run_dir = runs("npz")
+    rgb = tmp_path / "rgb" / "b.png"
+    rgb.parent.mkdir()
+    (tmp_path / "rgb" / "a.png").write_bytes(tf.io.encode_png(np.zeros((28, 28, 1), np.uint8)).numpy())
+    rgb.write_bytes(tf.io.encode_png(np.zeros((30, 30, 3), np.uint8)).numpy())
+    takes = ("image files (PNG, JPEG, GIF, BMP), folders of them, or an .npy/.npz of uint8 examples of shape "
+             "(28, 28)")
+    assert_one_line(predict(run_dir, rgb.parent), f"{rgb}: it has 3 channel(s); the run's model takes 1; "
+                                                  f"accepted: {takes}")
+    rgb.write_bytes(b"not a png at all")
+    assert_one_line(predict(run_dir, rgb.parent), f"{rgb}: cannot decode it as an image (1 of 2 files are "
+                                                  "unreadable); accepted: image files TensorFlow can decode (PNG, "
+                                                  "JPEG, GIF, BMP)")
+    (tmp_path / "empty").mkdir()
+    assert_one_line(predict(run_dir, tmp_path / "empty"), f"{tmp_path / 'empty'}: no image file in it (searched "
+                    f"recursively for .png, .jpg, .jpeg, .gif, .bmp); accepted: {takes}")
+
+
+@pytest.mark.slow
+def test_a_csv_without_a_feature_column_is_named(runs, tmp_path):
+    run_dir = runs("csv")
+    (tmp_path / "new.csv").write_text("x1,x3,label\n1.0,7,setosa\n")
+    assert_one_line(predict(run_dir, tmp_path / "new.csv"),
+                    f"{tmp_path / 'new.csv'}: it has no column 'x2' (its columns: x1, x3, label); accepted: a CSV "
+                    "with the run's feature columns ['x1', 'x2', 'x3']; other columns are carried through to the "
+                    "output")
+
+
+@pytest.mark.slow
+def test_a_run_without_a_saved_model_or_with_an_untrusted_config_is_refused(runs, tmp_path):
+    run_dir = tmp_path / "copy"
+    shutil.copytree(runs("csv"), run_dir, symlinks=True)
+    shutil.rmtree(run_dir / "export" / "saved_model")
+    assert_one_line(predict(run_dir, "x.csv"), f"{run_dir}: it has no export/saved_model/saved_model.pb; accepted: "
+                    "the directory of a completed run with export/saved_model and .hydra/")
+    run_dir = tmp_path / "edited"
+    shutil.copytree(runs("csv"), run_dir, symlinks=True)
+    config = run_dir / ".hydra" / "config.yaml"
+    config.write_text(config.read_text() + "extra:\n  _target_: os.system\n  _args_: ['touch pwned']\n")
+    result = predict(run_dir, "x.csv")
+    assert result.returncode == 1 and last_line(result.stderr).startswith(
+        f"Error: {config}: it holds extra._target_: os.system, which your own configs do not name")
+    trusted = predict("--trust-run", run_dir, tmp_path / "missing.csv")
+    assert "Warning: --trust-run:" in trusted.stderr
+    assert last_line(trusted.stderr).startswith(f"Error: {tmp_path / 'missing.csv'}: no such file or directory")
+
+
+def test_the_command_line_is_checked_in_one_line(tmp_path):
+    assert_one_line(predict(tmp_path, "x.png", "--top-k", "0"), "--top-k=0: no class to print; accepted: an integer "
+                    ">= 1 (at most the run's number of classes)")
+    assert_one_line(predict(tmp_path, "x.png", "--output", "p.xlsx"), "--output=p.xlsx: tfhydra-predict writes CSV or "
+                    "JSON Lines, not .xlsx; accepted: a file ending in .csv or .jsonl (or --format csv|jsonl)")
+    assert_one_line(predict(tmp_path, "x.png"), f"{tmp_path}: not a completed run (status: None); accepted: the "
+                    "directory of a completed run with export/saved_model and .hydra/")

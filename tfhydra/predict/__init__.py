@@ -1,0 +1,117 @@
+"""Answer on new, unlabelled data with a finished run's exported model.
+
+    tfhydra-predict [--trust-run] RUN INPUT... [--output FILE] [--batch-size N] [--top-k K] [--format csv|jsonl]
+    (also python -m tfhydra.predict)
+
+INPUT is what the run's data are stored as: image files or folders of them (recursively), a CSV of the training
+feature columns, a text file (one text per line) or a CSV of texts for a text run, an `.npy` or `.npz` array in
+the stored layout. Everything goes through one tf.data pipeline (decoded in a parallel map, batched, prefetched)
+into the SavedModel's `serving_default` signature, which holds the run's own preprocessing (tfhydra/export.py);
+an image file of another size is resized as training resized it. Each input becomes one row (CSV) or one line
+(JSON Lines), by the output's extension, on stdout without `--output`: the input's name, the columns a CSV
+carried besides the features, and the top-k class names with their probabilities.
+
+Trust, as in tfhydra-evaluate: the run directory is read through tfhydra/trust only (`completed_run`, the
+same check of a completed run with `export/saved_model` that evaluate makes), its config comes back inert (plain
+values, nothing composed, resolved or imported) and `--trust-run` lifts the allowlist, loudly. The one thing
+executed is the SavedModel's graph (`load_served_model`): a SavedModel is a program, so predict only on runs you
+trust as you would trust code. Class names come from the run record (`metrics.json` `data.class_names`). Nothing
+needs the training data, except a CSV run trained with `data.features: null`, whose feature columns are the
+training CSV's header (read, not the rows).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+from tfhydra.errors import ConfigError
+
+USAGE = ("usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] [--batch-size N] "
+         "[--top-k K] [--format csv|jsonl] (also python -m tfhydra.predict)")
+FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose mistakes are one `Error:` line like every other tfhydra command's."""
+
+    def error(self, message: str):
+        raise ConfigError("command line", None, USAGE.removeprefix("usage: "), message)
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog="tfhydra-predict", add_help=False)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("inputs", nargs="+")
+    parser.add_argument("--output", "-o", default=None)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--top-k", type=int, default=1)
+    parser.add_argument("--format", choices=("csv", "jsonl"), default=None)
+    parser.add_argument("--trust-run", action="store_true")
+    args = parser.parse_intermixed_args(argv)
+    if args.batch_size is not None and args.batch_size < 1:
+        raise ConfigError("--batch-size", args.batch_size, "an integer >= 1", "no batch")
+    if args.top_k < 1:
+        raise ConfigError("--top-k", args.top_k, "an integer >= 1 (at most the run's number of classes)",
+                          "no class to print")
+    if args.format is None:
+        suffix = Path(args.output).suffix.lower() if args.output else ".csv"
+        if suffix not in FORMATS:
+            raise ConfigError("--output", args.output, "a file ending in .csv or .jsonl (or --format csv|jsonl)",
+                              f"tfhydra-predict writes CSV or JSON Lines, not {suffix or 'a file without extension'}")
+        args.format = FORMATS[suffix]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    try:
+        from tfhydra.project import import_from_working_directory
+
+        from tfhydra.project import project_config_dir, without_config_dir_flags
+
+        import_from_working_directory()  # a run's own `_target_` source resolves as under tfhydra-train
+        project = project_config_dir(argv)  # the project's own conf/, as tfhydra-train finds it
+        args = parse_arguments(without_config_dir_flags(argv))
+        args.project = project
+        summary = predict(args)
+    except ConfigError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
+    print(summary, file=sys.stderr)
+    return 0
+
+
+def predict(args: argparse.Namespace) -> str:
+    """Predict every input of `args`; the one-line summary for stderr (the predictions go to the output)."""
+    from tfhydra.predict.layout import read_run
+
+    run = read_run(args.run_dir, args.trust_run, getattr(args, "project", None))  # before TensorFlow: a wrong directory is a quick error
+    if args.top_k > len(run.class_names):
+        raise ConfigError("--top-k", args.top_k, f"an integer from 1 to {len(run.class_names)} (the run's classes)",
+                          "more classes than the model predicts")
+    if args.output:
+        from tfhydra.rundir import check_creatable
+
+        check_creatable("--output", args.output, Path(args.output).expanduser().absolute().parent)
+    from tfhydra.predict.inputs import read_inputs
+    from tfhydra.predict.output import PredictionWriter, run_batches
+
+    layout = run.layout()
+    found = read_inputs(args.inputs, layout)
+    batch_size = args.batch_size or run.batch_size
+    started = time.perf_counter()
+    with PredictionWriter(args.output, args.format, found.extra_columns, args.top_k, run.class_names) as writer:
+        counted = run_batches(layout, found, batch_size, writer)
+    seconds = time.perf_counter() - started
+    line = (f"predicted {counted.examples} input(s) in {seconds:.2f} s ({counted.examples / max(seconds, 1e-9):.0f}/s, "
+            f"batches of {batch_size})")
+    if counted.labelled:
+        line += (f"; accuracy {counted.correct / counted.labelled:.4f} on the {counted.labelled} row(s) with a "
+                 f"label (column {found.label_column})")
+    return line + (f"; written to {args.output}" if args.output else "")

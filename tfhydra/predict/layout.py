@@ -1,0 +1,144 @@
+"""What a finished run's served model takes, read from the run without running anything but the SavedModel.
+
+`read_run` checks the directory through the trust boundary (tfhydra/trust `completed_run`, with evaluate's
+description of a usable run) and takes the class names from the run record. `Run.layout` loads the SavedModel
+(evaluate's `load_served_model`) and reads its `serving_default` input: that, with a few plain values of the
+run's `data` section (the CSV's columns, the text column, how training decoded image files), says which inputs
+the run can answer on and how each becomes what the signature takes.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfhydra.errors import ConfigError
+from tfhydra.rundir import RunPaths
+
+IMAGE_SOURCES_CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}  # image_folder's data.color_mode (tfhydra/data/files.py)
+
+
+@dataclass
+class Layout:
+    """One example as `serving_default` takes it, and how the run's data name their parts."""
+    signature: Any  # the ConcreteFunction
+    input_key: str
+    output_key: str
+    shape: tuple[int, ...]  # one example, no batch axis
+    dtype: Any  # tf.DType
+    kind: str  # text | features | images | arrays (anything else: only arrays in the stored layout)
+    channels: int = 0  # image files: decode to this many channels as training did (0: the file's must fit)
+    features: list[str] = field(default_factory=list)  # CSV runs: the feature columns, in the model's order
+    text_column: str = "text"
+    label_column: str | None = None  # a CSV column holding the label: carried through and scored
+    delimiter: str = ","
+    npz_array: str | None = None  # the array of an .npz the run's own data name for validation (data.x_val)
+    served: Any = None  # the loaded SavedModel: its variables live as long as the signature is used
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(height, width, channels) of an image example (a grayscale (H, W) layout has one channel)."""
+        return (*self.shape[:2], self.shape[2] if len(self.shape) == 3 else 1)
+
+    def takes(self) -> str:
+        """What the model takes, in the words of an error's `accepted`."""
+        example = f"{self.dtype.name} examples of shape {self.shape}"
+        return {"text": "a text file (one text per line), a CSV with a "
+                        f"{self.text_column!r} column, or an .npy/.npz of strings",
+                "features": f"a CSV with the feature columns {self.features}, or an .npy/.npz of {example}",
+                "images": "image files (PNG, JPEG, GIF, BMP), folders of them, or an .npy/.npz of "
+                          f"{example}"}.get(self.kind, f"an .npy/.npz of {example}")
+
+
+@dataclass
+class Run:
+    run_dir: Path
+    data: dict  # the run's `data` section as plain, inert values
+    class_names: tuple[str, ...]
+    batch_size: int
+
+    def layout(self) -> Layout:
+        """Load the SavedModel and read what its `serving_default` takes."""
+        from tfhydra.evaluate import RUN_ACCEPTED, load_served_model
+
+        served, _ = load_served_model(self.run_dir)
+        if "serving_default" not in served.signatures:
+            raise ConfigError(str(self.run_dir), None, RUN_ACCEPTED, "its SavedModel has no serving_default signature")
+        signature = served.signatures["serving_default"]
+        (input_key, spec), = signature.structured_input_signature[1].items()
+        output_key, out = next(iter(signature.structured_outputs.items()))
+        if out.shape[-1] != len(self.class_names):
+            raise ConfigError(str(self.run_dir), None, RUN_ACCEPTED, f"its model predicts {out.shape[-1]} classes but "
+                              f"its metrics.json names {len(self.class_names)}")
+        shape, dtype, data = tuple(int(d) for d in spec.shape[1:]), spec.dtype, self.data
+        layout = Layout(signature, input_key, output_key, shape, dtype, kind_of(shape, dtype, data),
+                        delimiter=str(data.get("delimiter") or ","), served=served)
+        if data.get("name") in ("csv", "text_csv"):
+            layout.label_column = str(data.get("label") or "label")
+            layout.text_column = str(data.get("text") or "text")
+        if layout.kind == "features":
+            layout.features = feature_columns(data, shape[0])
+        if data.get("name") == "image_folder":
+            layout.channels = IMAGE_SOURCES_CHANNELS.get(str(data.get("color_mode")), 0)
+        elif data.get("name") == "tfrecord" and data.get("encoding") in ("png", "jpeg"):
+            layout.channels = int(data.get("channels") or 0)
+        if data.get("name") == "npz" and data.get("x_val"):
+            layout.npz_array = str(data.get("x_val"))
+        return layout
+
+
+def kind_of(shape: tuple[int, ...], dtype, data: dict) -> str:
+    if dtype.name == "string" and shape == ():
+        return "text"
+    if len(shape) == 1 and data.get("name") == "csv":
+        return "features"
+    if len(shape) in (2, 3) and (dtype.is_floating or dtype.name in ("uint8", "uint16")):
+        return "images"
+    return "arrays"
+
+
+def feature_columns(data: dict, count: int) -> list[str]:
+    """The CSV run's feature columns: `data.features`, else every column of the training CSV's header but the
+    label (what training took; only the header is read)."""
+    if data.get("features"):
+        features = [str(f) for f in data["features"]]
+    else:
+        path, label = Path(str(data.get("path"))).expanduser(), str(data.get("label") or "label")
+        try:
+            with open(path, newline="", encoding="utf-8") as file:
+                header = next(csv.reader(file, delimiter=str(data.get("delimiter") or ",")), [])
+        except (OSError, UnicodeDecodeError, csv.Error) as error:
+            raise ConfigError(str(path), None, "the run's training CSV, whose header names the feature columns "
+                              "(the run was trained with data.features: null)", f"cannot read it ({error})") from None
+        features = [name for name in header if name != label]
+    if len(features) != count:
+        raise ConfigError("data.features", features, f"{count} columns (what the run's model takes)",
+                          f"the run's config names {len(features)} feature columns")
+    return features
+
+
+def read_run(run_dir: Path, trusted: bool = False, project: Path | None = None) -> Run:
+    """The run in `run_dir`, checked through the trust boundary as tfhydra-evaluate checks it. The config is taken
+    inert (`composed=False`): predict reads plain values of `data` and composes nothing, so neither the run's
+    configs nor its training data need to exist where it predicts."""
+    import sys
+
+    from omegaconf import OmegaConf
+
+    from tfhydra.evaluate import RUN_ACCEPTED
+    from tfhydra.record import load_record
+    from tfhydra.trust import completed_run, trusted_warning
+
+    if trusted:
+        print(trusted_warning("--trust-run", run_dir), file=sys.stderr, flush=True)
+    paths = RunPaths(run_dir)
+    config = completed_run(run_dir, str(run_dir), None, RUN_ACCEPTED, [paths.relative(paths.saved_model /
+                           "saved_model.pb")], primary=project, trusted=trusted, composed=False)
+    data = OmegaConf.to_container(config.data, resolve=False)
+    spec = load_record(run_dir).data or {}
+    names = spec.get("class_names")
+    if not isinstance(names, list) or not names:
+        raise ConfigError(str(run_dir), None, RUN_ACCEPTED, "its metrics.json names no class (data.class_names)")
+    batch = data.get("batch_size")
+    return Run(Path(run_dir), data, tuple(str(n) for n in names), batch if isinstance(batch, int) and batch > 0 else 32)

@@ -1,0 +1,139 @@
+"""Batches through the served model, and the predictions written as CSV or JSON Lines.
+
+The examples are batched and prefetched by tf.data, so the next batch is decoded while the model runs this one.
+A file output is written beside its target and renamed into place at the end: a file that exists is complete,
+and a failure halfway leaves none. Standard output gets each batch's rows as they come.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from tfhydra.errors import ConfigError, first_line, write_failure
+
+
+@dataclass
+class Counted:
+    examples: int = 0
+    labelled: int = 0  # rows whose label column names one of the run's classes
+    correct: int = 0
+
+
+def run_batches(layout, found, batch_size: int, writer) -> Counted:
+    """Every example of `found` through `serving_default`, `batch_size` at a time; the rows go to `writer`."""
+    counted = Counted()
+    label = found.extra_columns.index(found.label_column) if found.label_column else None
+    classes = {name: i for i, name in enumerate(writer.class_names)}
+    batches = iter(found.dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE))
+    while (batch := next_batch(batches, found, layout)) is not None:
+        names = [n.decode() for n in batch["name"].numpy()]
+        probabilities = layout.signature(**{layout.input_key: batch["inputs"]})[layout.output_key].numpy()
+        ids, values = top_k(probabilities, writer.top_k)
+        extra = [[c.decode() for c in row] for row in batch["extra"].numpy()] if found.extra_columns else \
+            [[]] * len(names)
+        writer.write(names, extra, ids, values)
+        counted.examples += len(names)
+        if label is not None:
+            truth = [class_index(row[label], classes) for row in extra]
+            counted.labelled += sum(t is not None for t in truth)
+            counted.correct += sum(t == int(i[0]) for t, i in zip(truth, ids) if t is not None)
+    if not counted.examples:
+        raise ConfigError("INPUT", None, found.accepted, "no example to predict")
+    return counted
+
+
+def next_batch(batches, found, layout):
+    """The next batch; an image file the model cannot take is named (`bad_images`: a second pass, made only then,
+    so nothing is spent on checks while every file is fine)."""
+    try:
+        return next(batches)
+    except StopIteration:
+        return None
+    except tf.errors.OpError as error:
+        from tfhydra.predict.inputs import bad_images
+
+        named = bad_images(found.image_files, layout) if found.image_files else None
+        if named is not None:
+            raise named from None
+        raise ConfigError("INPUT", None, found.accepted, f"TensorFlow cannot read it ({first_line(error)})") from None
+
+
+def top_k(probabilities: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(class ids, probabilities) of the k most probable classes per row, most probable first; of equal ones the
+    lower class id first, as argmax (and so evaluate's accuracy) takes it."""
+    ids = probabilities.argmax(-1)[:, None] if k == 1 else np.argsort(-probabilities, axis=-1, kind="stable")[:, :k]
+    return ids, np.take_along_axis(probabilities, ids, axis=-1)
+
+
+def class_index(label: str, classes: dict[str, int]) -> int | None:
+    """A label cell as a class index: a class name, or an integer index (integer-labelled runs name classes 0..n-1)."""
+    label = label.strip()
+    if label in classes:
+        return classes[label]
+    if label.lstrip("-").isdigit() and 0 <= int(label) < len(classes):
+        return int(label)
+    return None
+
+
+def shortest(value: np.float32) -> str:
+    """The shortest text that reads back as the same float32 probability."""
+    return np.format_float_positional(np.float32(value), unique=True, trim="-")
+
+
+class PredictionWriter:
+    """Rows `input, <carried columns>, class_1, probability_1, ..., class_k, probability_k` (CSV) or objects
+    `{"input", "columns", "classes", "probabilities"}` (JSON Lines), to `output` or stdout."""
+
+    def __init__(self, output: str | None, fmt: str, extra_columns: list[str], top_k: int, class_names=()):
+        self.output, self.format, self.extra_columns, self.top_k = output, fmt, list(extra_columns), top_k
+        self.class_names = tuple(class_names)
+        self.partial = None if output is None else Path(output).expanduser().with_name(
+            f".{Path(output).name}.partial")
+        self.file = self.table = None
+
+    def __enter__(self) -> PredictionWriter:
+        try:
+            self.file = sys.stdout if self.partial is None else open(self.partial, "w", newline="", encoding="utf-8")
+        except OSError as error:
+            raise self._failure(error) from None
+        if self.format == "csv":
+            self.table = csv.writer(self.file)
+            ranks = [[f"class_{i}", f"probability_{i}"] for i in range(1, self.top_k + 1)]
+            self.table.writerow(["input", *self.extra_columns, *[c for pair in ranks for c in pair]])
+        return self
+
+    def write(self, names: list[str], extra: list[list[str]], ids: np.ndarray, values: np.ndarray) -> None:
+        try:
+            for name, cells, row_ids, row_values in zip(names, extra, ids, values):
+                classes = [self.class_names[int(i)] for i in row_ids]
+                if self.table is not None:
+                    pairs = [x for c, p in zip(classes, row_values) for x in (c, shortest(p))]
+                    self.table.writerow([name, *cells, *pairs])
+                else:
+                    line = {"input": name, **({"columns": dict(zip(self.extra_columns, cells))} if cells else {}),
+                            "classes": classes, "probabilities": [float(shortest(p)) for p in row_values]}
+                    self.file.write(json.dumps(line) + "\n")
+            self.file.flush()
+        except OSError as error:
+            raise self._failure(error) from None
+
+    def __exit__(self, kind, error, trace) -> None:
+        if self.partial is None:
+            return
+        self.file.close()
+        if kind is None:
+            os.replace(self.partial, Path(self.output).expanduser())
+        else:
+            self.partial.unlink(missing_ok=True)
+
+    def _failure(self, error: OSError) -> ConfigError:
+        path, reason = write_failure(error, self.partial or "stdout") or (str(self.output), str(error))
+        return ConfigError("--output", self.output, "a file in a directory you can write to", f"cannot write "
+                           f"{path} ({reason})")
