@@ -7,7 +7,7 @@ import pytest
 import data_files
 from tfhydra.data import build_datasets
 from tfhydra.errors import ConfigError
-from tfhydra.schema import validate
+from tfhydra.plan import check_config as validate
 
 
 def error_of(compose_cfg, overrides, checked=False) -> str:

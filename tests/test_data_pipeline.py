@@ -5,7 +5,7 @@ import pytest
 import data_files
 from tfhydra.data import build_datasets
 from tfhydra.errors import ConfigError
-from tfhydra.schema import validate
+from tfhydra.plan import check_config as validate
 
 
 def labels_of(dataset):
@@ -119,7 +119,7 @@ def test_augment_needs_images(tmp_path, compose_cfg):
 
 
 @pytest.mark.parametrize("override,accepted", [
-    ("data.cache=true", "memory, false, or a path prefix for cache files"),
+    ("data.cache=true", "auto, memory, false, or a path prefix for cache files"),
     ("data.prefetch=-1", "auto or an integer >= 0"),
     ("data.prefetch=lots", "auto or an integer >= 0"),
     ("data.augment=[{mode: horizontal}]", "a list of layer names or {name: <layer>"),

@@ -131,7 +131,7 @@ SOURCES = {"npz": npz_case, "csv": csv_case, "text_csv": text_csv_case, "tfrecor
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_any_damaged_file_works_or_is_one_line(source, tmp_path_factory, compose_cfg):
     from tfhydra.data import build_datasets
-    from tfhydra.job import one_line_tensorflow_errors
+    from tfhydra.job_errors import one_line_tensorflow_errors
     from tfhydra.plan import plan_run
 
     @seed(HYPOTHESIS_SEED)

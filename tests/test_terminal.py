@@ -85,7 +85,8 @@ def test_without_a_terminal_the_output_is_the_logs_lines(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     messages = [line.split("] - ", 1)[1] for line in result.stdout.splitlines()]
     assert [m.split(" ", 2)[:2] for m in messages] == [
-        ["run", "directory"], ["devices:", "['/device:CPU:0']"], ["model", "mlp:"], ["epoch", "1/2"], ["epoch", "2/2"],
+        ["run", "directory"], ["devices:", "['/device:CPU:0']"], ["data.cache=auto:", "train"], ["model", "mlp:"],
+        ["epoch", "1/2"], ["epoch", "2/2"],
         ["completed:", "best"], ["exported", "(in"], ["look", "further:"]]
     assert messages[0] == f"run directory {tmp_path / 'run'}; overrides: model=mlp trainer.epochs=2 " \
                           "logging.histogram_freq=0"

@@ -6,8 +6,9 @@ class count). `build_datasets` applies the shared pipeline options of the `data:
 
 Rooms: source.py (the types builders share), pipeline.py (build_datasets), augment.py,
 and one module per family of sources: arrays.py (digits, synthetic, npz),
-keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py (tfrecord,
-image_folder), tables.py (csv, text_csv); checks.py holds what the run plan checks (no TensorFlow).
+keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py (image_folder),
+tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv); caching.py, budget.py, index.py, service.py
+(what the pipeline decides and reads); checks.py holds what the run plan checks (no TensorFlow).
 
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562), which also registers every source.
@@ -23,7 +24,7 @@ _LAZY = {"DATA": "source", "DataSpec": "source", "Source": "source", "source_fro
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    for family in ("arrays", "files", "keras_datasets", "tables"):  # register the builders
+    for family in ("arrays", "files", "keras_datasets", "tables", "tfrecord", "tfds_source"):  # register the builders
         importlib.import_module(f"tfhydra.data.{family}")
     return getattr(importlib.import_module(f"tfhydra.data.{_LAZY[name]}"), name)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
+from tfhydra.schema import Rule, choice, exists, integer, is_augment_list, is_globs, is_image_size, is_int, list_of, number, optional
 
 # `data.augment` item names -> the tf_keras preprocessing layer each builds (tfhydra/data/augment.py).
 AUGMENTATION_NAMES = ("random_flip", "random_rotation", "random_zoom", "random_translation", "random_contrast")
@@ -39,4 +40,66 @@ def check_features(cfg: DictConfig) -> None:
                               "the label column is also a feature")
 
 
-CHECKS = (check_augment, check_features)
+def check_streaming(cfg: DictConfig) -> None:
+    """The keys of the streaming pipeline (docs/data.md): a budget that is a size, a service address and mode
+    TensorFlow takes, what to do with a bad file, a TFDS dataset named."""
+    from tfhydra.data.budget import parse_size
+
+    data = cfg.data
+    budget = data.cache_budget
+    if budget != "auto" and (isinstance(budget, bool) or parse_size(budget) is None):
+        raise ConfigError("data.cache_budget", budget, "auto, or a size such as 2GB, 500MB, 1.5GiB", "not a size")
+    service = data.service
+    mode = service.processing_mode
+    if mode not in ("distributed_epoch", "parallel_epochs"):
+        raise ConfigError("data.service.processing_mode", mode, ["distributed_epoch", "parallel_epochs"],
+                          "unknown processing mode")
+    address = service.address
+    if address is not None:
+        from tfhydra.data.service import dispatcher_host_port
+
+        dispatcher_host_port(str(address))
+    if data.get("on_bad_file") not in (None, "fail", "skip"):  # image_folder's key (conf/data/image_folder.yaml)
+        raise ConfigError("data.on_bad_file", data.get("on_bad_file"), ["fail", "skip"], "unknown choice")
+    snapshot = data.snapshot
+    if snapshot is not None and (not isinstance(snapshot, str) or not snapshot.strip()):
+        raise ConfigError("data.snapshot", snapshot, "null, or a directory for the tf.data snapshot", "not a path")
+    if data.get("name") == "tfds" and not data.get("dataset"):
+        raise ConfigError("data.dataset", data.get("dataset"), "the name of a TFDS dataset, e.g. data.dataset=mnist",
+                          "data=tfds needs the dataset to read")
+
+
+CHECKS = (check_augment, check_features, check_streaming)
+
+
+# The data section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+RULES: dict[str, Rule] = {
+    "data.batch_size": integer(1),
+    "data.val_fraction": number(0, 1),
+    "data.fraction": number(0, 1, high_open=False),
+    "data.shuffle_buffer": integer(0),
+    "data.cache": Rule("auto, memory, false, or a path prefix for cache files",
+                       lambda v: v is False or (isinstance(v, str) and v != "")),
+    "data.prefetch": Rule("auto or an integer >= 0 (batches; 0 = off)", lambda v: v == "auto" or (is_int(v) and v >= 0)),
+    "data.augment": Rule("a list of layer names or {name: <layer>, <argument>: <value>} mappings", is_augment_list),
+    "data.image_size": optional(Rule("an integer >= 1 or [height, width]", is_image_size)),
+    "data.num_classes": optional(integer(2)),
+    "data.class_names": optional(list_of(Rule("a name", lambda v: isinstance(v, str) or is_int(v)), min_len=2)),
+    "data.train_size": integer(1),
+    "data.val_size": integer(1),
+    "data.shape": list_of(integer(1)),
+    "data.path": Rule("the path of an existing file or directory (relative to the working directory)", exists,
+                      refusal="no such file or directory"),
+    "data.train": Rule("a glob pattern of TFRecord files, or a list of them", is_globs),
+    "data.validation": optional(Rule("a glob pattern of TFRecord files, or a list of them", is_globs)),
+    "data.encoding": choice("png", "jpeg", "raw"),
+    "data.channels": choice(0, 1, 3, 4),
+    "data.raw_shape": optional(list_of(integer(1))),
+    "data.raw_dtype": choice("uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32", "float64"),
+    "data.color_mode": choice("grayscale", "rgb", "rgba"),
+    "data.features": optional(list_of(Rule("a column name", lambda v: isinstance(v, str)))),
+    "data.delimiter": Rule("a single character", lambda v: isinstance(v, str) and len(v) == 1),
+    "data.sequence_length": integer(1),
+    "data.vocab_size": integer(3),
+    "data.label_mode": choice("fine", "coarse"),
+}

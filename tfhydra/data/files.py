@@ -1,23 +1,18 @@
-"""Sources streamed from image files and decoded in the pipeline: `tfrecord` and `image_folder`.
+"""`image_folder` (class sub-folders of image files, decoded in the pipeline) and what image sources share.
 
-Both check their inputs when the source is built, before any model exists, so a bad file
-is reported by name in one line instead of as a TensorFlow error mid-epoch:
-- tfrecord reads every record once (CRC-checked by the reader) and parses only the label
-  feature: this finds corrupt or truncated shards and labels outside the classes, and gives
-  the labels that `data.fraction` and the validation split need. Cost: one sequential read
-  of the files (see docs/data.md for figures). Only the first record's image is decoded.
-- image_folder decodes every image once in a parallel map when `data.verify` is true
-  (the default), to name unreadable files; the cost is one extra decode per image.
+Checked up front, cheaply: every file's size and first bytes (the PNG, JPEG, GIF or BMP signature), no
+decoding; one image is decoded for the size when `data.image_size` is null. A file that passes that check
+but still cannot be decoded is found when it is first read: `data.on_bad_file=fail` stops the run with one
+line naming it, `skip` leaves it out (one stderr line naming it) and tops the epoch up with the next example,
+so epochs keep their length. The TFRecord source lives in tfrecord.py.
 """
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from google.protobuf.message import DecodeError
 
 from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Source, class_labels, image_size, stratified_split,
                                  take_examples)
@@ -45,137 +40,6 @@ def split_or_validation(train, labels: np.ndarray, validation, val_labels, cfg, 
             labels[train_idx], len(val_idx))
 
 
-# --- tfrecord ---------------------------------------------------------------------------------------------
-
-
-@DATA.register("tfrecord")
-def build_tfrecord(cfg, seed: int) -> Source:
-    """tf.train.Example records: an encoded image (or raw bytes) and an int64 class index per record."""
-    if cfg.encoding == "raw" and cfg.raw_shape is None:
-        raise ConfigError("data.raw_shape", None, "[height, width, channels] of the stored images",
-                          "data.encoding=raw needs the image shape")
-    train_files = matching_files(cfg.train, "data.train")
-    first_file, first = first_record(train_files, cfg)
-    labels, names = class_labels(scan_labels(train_files, cfg.label_key), f"{cfg.train} ({cfg.label_key} feature)",
-                                 cfg.class_names, cfg.num_classes)
-    validation = val_labels = None
-    if cfg.validation is not None:
-        val_files = matching_files(cfg.validation, "data.validation")
-        first_record(val_files, cfg)
-        val_labels, _ = class_labels(scan_labels(val_files, cfg.label_key),
-                                     f"{cfg.validation} ({cfg.label_key} feature)", names)
-        validation = read_records(val_files)
-    train, validation, train_labels, val_size = split_or_validation(read_records(train_files), labels, validation,
-                                                                    val_labels, cfg, seed)
-    size = image_size(cfg.image_size)
-    try:
-        image, _ = example_decoder(cfg, size, None)(first)
-    except (tf.errors.InvalidArgumentError, ValueError) as error:
-        raise ConfigError("data.encoding", cfg.encoding, "the encoding of the stored images: png, jpeg, or raw with "
-                          "data.raw_shape and data.raw_dtype", f"cannot decode the first image of {first_file} "
-                          f"({first_line(error)})") from None
-    shape = tuple(int(d) for d in image.shape)
-    spec = DataSpec(shape, len(names), names, len(train_labels), val_size)
-    return Source(train, validation, spec, decode=example_decoder(cfg, size, shape), train_labels=train_labels)
-
-
-def matching_files(patterns, key: str) -> list[str]:
-    """Sorted files matching every glob pattern (a string or a list); each pattern must match."""
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-    files = set()
-    for pattern in patterns:
-        try:
-            matched = tf.io.gfile.glob(os.path.expanduser(pattern))
-        except tf.errors.OpError as error:
-            matched, reason = [], f" ({first_line(error)})"
-        else:
-            reason = ""
-        if not matched:
-            raise ConfigError(key, pattern, "a glob pattern (or a list of them) matching TFRecord files, e.g. "
-                              "/data/train-*.tfrecord", f"no file matches it{reason}")
-        files.update(matched)
-    return sorted(files)
-
-
-def read_records(files: list[str]) -> tf.data.Dataset:
-    """Serialized records, shards read in parallel but interleaved in a fixed order, so a record's
-    position (which `data.fraction` and the validation split select by) is the same in every pass."""
-    return tf.data.Dataset.from_tensor_slices(files).interleave(
-        tf.data.TFRecordDataset, cycle_length=min(len(files), 16), num_parallel_calls=AUTOTUNE, deterministic=True)
-
-
-def first_record(files: list[str], cfg) -> tuple[str, tf.Tensor]:
-    """The first record (of the first non-empty file), after checking it has the configured features."""
-    for file in files:
-        try:
-            records = list(tf.data.TFRecordDataset(file).take(1))
-        except tf.errors.DataLossError as error:
-            raise _corrupt(file, error) from None
-        if not records:
-            continue
-        try:
-            features = tf.train.Example.FromString(records[0].numpy()).features.feature
-        except DecodeError:
-            raise ConfigError(file, None, "TFRecord files of tf.train.Example protos",
-                              "its first record is not a tf.train.Example") from None
-        kinds = {key: features[key].WhichOneof("kind") for key in features}
-        for key, name, kind in [("data.image_key", cfg.image_key, "bytes_list"),
-                                ("data.label_key", cfg.label_key, "int64_list")]:
-            if name not in kinds:
-                raise ConfigError(key, name, sorted(kinds), f"no such feature in the first record of {file}")
-            if kinds[name] != kind:
-                raise ConfigError(key, name, f"a feature holding a {kind}",
-                                  f"it holds a {kinds[name]} in the first record of {file}")
-        return file, records[0]
-    raise ConfigError(", ".join(files), None, "TFRecord files holding at least one record", "they are all empty")
-
-
-def scan_labels(files: list[str], label_key: str) -> np.ndarray:
-    """Every record's label, in `read_records` order: one pass that also finds corrupt or truncated shards."""
-    feature = {label_key: tf.io.FixedLenFeature([], tf.int64)}
-    batches = read_records(files).batch(4096).map(lambda b: tf.io.parse_example(b, feature)[label_key],
-                                                  num_parallel_calls=AUTOTUNE)
-    try:
-        return np.concatenate([batch.numpy() for batch in batches] or [np.zeros(0, np.int64)])
-    except tf.errors.DataLossError as error:
-        for file in files:  # which shard? (read alone, the damaged one fails again)
-            try:
-                for _ in tf.data.TFRecordDataset(file):
-                    pass
-            except tf.errors.DataLossError as file_error:
-                raise _corrupt(file, file_error) from None
-        raise _corrupt(", ".join(files), error) from None
-    except tf.errors.InvalidArgumentError as error:
-        raise ConfigError("data.label_key", label_key, "a feature that every record has, holding one int64 class "
-                          "index", f"some records lack it or hold something else ({first_line(error)})") from None
-
-
-def example_decoder(cfg, size, shape):
-    """serialized tf.train.Example -> (float32 image in [0, 1], int64 label)."""
-    features = {cfg.image_key: tf.io.FixedLenFeature([], tf.string), cfg.label_key: tf.io.FixedLenFeature([], tf.int64)}
-    image_key, label_key, encoding, channels = cfg.image_key, cfg.label_key, cfg.encoding, cfg.channels
-    raw_shape, raw_dtype = cfg.raw_shape and tuple(cfg.raw_shape), cfg.raw_dtype
-
-    def decode(serialized):
-        example = tf.io.parse_single_example(serialized, features)
-        data = example[image_key]
-        if encoding == "png":
-            image = tf.io.decode_png(data, channels=channels)
-        elif encoding == "jpeg":
-            image = tf.io.decode_jpeg(data, channels=channels)
-        else:
-            image = tf.reshape(tf.io.decode_raw(data, raw_dtype), raw_shape)
-        return float_image(image, size, shape), example[label_key]
-
-    return decode
-
-
-def _corrupt(file: str, error: Exception) -> ConfigError:
-    found = re.search(r"(corrupted|truncated) record at \d+", str(error))
-    return ConfigError(file, None, "complete TFRecord files (rewrite the shard, or leave it out of the pattern)",
-                       f"corrupt or truncated TFRecord ({found.group(0) if found else first_line(error)})")
-
-
 # --- image_folder -----------------------------------------------------------------------------------------
 
 
@@ -201,19 +65,26 @@ def build_image_folder(cfg, seed: int) -> Source:
         val_paths, val_labels = list_images(root / "val", names, required=False)
         validation = tf.data.Dataset.from_tensor_slices((val_paths, val_labels))
     channels, size = CHANNELS[cfg.color_mode], image_size(cfg.image_size)
-    every = paths + (val_paths or [])
-    sizes = readable_sizes(every, channels) if cfg.verify else None
+    if cfg.verify:
+        paths, labels = readable_files(paths, labels, cfg.on_bad_file)
+        if val_paths:
+            val_paths, val_labels = readable_files(val_paths, val_labels, cfg.on_bad_file)
+            validation = tf.data.Dataset.from_tensor_slices((val_paths, val_labels))
     if size is None:
-        size = one_size(sizes or readable_sizes(every[:1], channels))
+        size = first_size(paths[0], channels)
     train, validation, train_labels, val_size = split_or_validation(
         tf.data.Dataset.from_tensor_slices((paths, labels)), labels, validation, val_labels, cfg, seed)
 
     def decode(path, label):
         image = tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
+        return image, label
+
+    def prepare(image, label):
         return float_image(image, size, (*size, channels)), label
 
     spec = DataSpec((*size, channels), len(names), names, len(train_labels), val_size)
-    return Source(train, validation, spec, decode=decode, train_labels=train_labels)
+    return Source(train, validation, spec, decode=decode, train_labels=train_labels, prepare=prepare,
+                  decode_all=lambda dataset, count: guarded_decode(dataset, decode, count, cfg.on_bad_file, channels))
 
 
 def class_folders(folder: Path) -> list[str]:
@@ -241,30 +112,86 @@ def list_images(folder: Path, names: tuple[str, ...], required: bool = True) -> 
     return paths, np.array(labels, dtype=np.int64)
 
 
-def readable_sizes(paths: list[str], channels: int) -> dict[str, tuple[int, int]]:
-    """(height, width) of every image, decoding them all in a parallel map; an unreadable one is a ConfigError."""
-    def size_of(path):
+# The first bytes of each format tf.io.decode_image reads, and how a complete file of it ends.
+SIGNATURES = {b"\x89PNG\r\n\x1a\n": b"IEND\xaeB`\x82", b"\xff\xd8\xff": b"\xff\xd9", b"GIF87a": b";", b"GIF89a": b";",
+              b"BM": None}
+
+
+def looks_complete(path: str) -> str | None:
+    """None when the file starts with an image signature and ends as that format ends (two small reads, no
+    decoding: catches empty, foreign and truncated files), else why not."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(8)
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(0, size - 64))
+            tail = file.read()
+    except OSError as error:
+        return f"cannot read it ({error.strerror})"
+    ending = next((end for start, end in SIGNATURES.items() if head.startswith(start)), False)
+    if ending is False:
+        return "an empty file" if not head else "not a PNG, JPEG, GIF or BMP file (its first bytes)"
+    if ending is None:  # BMP: the header gives the file's size
+        with open(path, "rb") as file:
+            header = file.read(6)
+        stated = int.from_bytes(header[2:6], "little") if len(header) == 6 else size + 1
+        return None if stated <= size else f"truncated ({size} of {stated} bytes)"
+    return None if ending in tail else "truncated (it does not end as the format does)"
+
+
+def readable_files(paths: list[str], labels: np.ndarray, on_bad_file: str) -> tuple[list[str], np.ndarray]:
+    """The files that `looks_complete`; others are a ConfigError naming the first (`fail`), or left out with a
+    log line naming them (`skip`)."""
+    bad = [(path, why) for path in paths for why in [looks_complete(path)] if why is not None]
+    if not bad:
+        return paths, labels
+    if on_bad_file == "fail":
+        raise ConfigError(bad[0][0], None, "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
+                          f"cannot decode it as an image ({len(bad)} of {len(paths)} files are unreadable)")
+    import logging
+
+    logging.getLogger("tfhydra").warning("data.on_bad_file=skip: left out %d unreadable file(s): %s", len(bad),
+                                         "; ".join(f"{p} ({why})" for p, why in bad[:5]) + (" ..." if len(bad) > 5
+                                                                                              else ""))
+    dropped = {p for p, _ in bad}
+    keep = [i for i, p in enumerate(paths) if p not in dropped]
+    return [paths[i] for i in keep], labels[keep]
+
+
+def guarded_decode(dataset: tf.data.Dataset, decode, count: int, on_bad_file: str, channels: int):
+    """`decode` on (path, label) pairs, where a file that cannot be decoded names itself instead of failing as
+    an anonymous TensorFlow error: each element is decoded in a dataset of its own whose errors are dropped,
+    and an empty result stands for the file. `skip` leaves it out and repeats the split as needed, so the
+    split keeps `count` elements (tfhydra and Keras both rely on the count)."""
+    def one(path, label):
+        good = tf.data.Dataset.from_tensors((path, label)).map(decode).ignore_errors()
+        good = good.map(lambda image, y: (image, y, path, True))
+        bad = tf.data.Dataset.from_tensors((tf.zeros([0, 0, channels], tf.uint8), label, path, False))
+        return good.concatenate(bad).take(1)
+
+    checked = dataset.interleave(one, cycle_length=AUTOTUNE, num_parallel_calls=AUTOTUNE, deterministic=True)
+    if on_bad_file == "fail":
+        def assert_good(image, label, path, ok):
+            check = tf.debugging.Assert(ok, ["data.on_bad_file=fail: cannot decode", path, "as an image"])
+            with tf.control_dependencies([check]):
+                return tf.identity(image), label
+        return checked.map(assert_good, num_parallel_calls=AUTOTUNE)
+
+    def report(image, label, path, ok):
+        if not ok:
+            tf.print("data.on_bad_file=skip: left out", path, "(cannot decode it as an image)",
+                     output_stream="file:///dev/stderr")
+        return ok
+
+    kept = checked.filter(report).map(lambda image, label, path, ok: (image, label))
+    return kept.repeat().take(count)
+
+
+def first_size(path: str, channels: int) -> tuple[int, int]:
+    """(height, width) of one image, for `data.image_size: null` (every image must then have it)."""
+    try:
         image = tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
-        return path, tf.shape(image)[:2]
-
-    decoded = tf.data.Dataset.from_tensor_slices(paths).map(size_of, num_parallel_calls=AUTOTUNE).ignore_errors()
-    sizes = {}
-    for batch_paths, batch_sizes in decoded.batch(1024).as_numpy_iterator():
-        sizes.update((p.decode(), (int(h), int(w))) for p, (h, w) in zip(batch_paths, batch_sizes))
-    unreadable = [p for p in paths if p not in sizes]
-    if unreadable:
-        raise ConfigError(unreadable[0], None, "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
-                          f"cannot decode it as an image ({len(unreadable)} of {len(paths)} files are unreadable)")
-    return sizes
-
-
-def one_size(sizes: dict[str, tuple[int, int]]) -> tuple[int, int]:
-    """The images' common size, for `data.image_size: null` (keep the stored size)."""
-    distinct = {}
-    for path, size in sizes.items():
-        distinct.setdefault(size, path)
-    if len(distinct) > 1:
-        examples = "; ".join(f"{p} is {h}x{w}" for (h, w), p in list(distinct.items())[:2])
-        raise ConfigError("data.image_size", None, "[height, width] to resize every image to",
-                          f"the images differ in size ({examples})")
-    return next(iter(distinct))
+    except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError) as error:
+        raise ConfigError(path, None, "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
+                          f"cannot decode it as an image ({first_line(error)})") from None
+    return int(image.shape[0]), int(image.shape[1])

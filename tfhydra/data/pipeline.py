@@ -1,12 +1,15 @@
 """The one tf.data pipeline every source goes through, configured by the `data:` section
 of conf/tfhydra.yaml (shared by every data option):
 
-    source -> fraction (stratified, seeded; before decoding) -> decode (parallel map)
-           -> cache (memory | file | off) -> shuffle (train) -> batch (GLOBAL batch size,
-           summed over replicas) -> augment (train batches) -> prefetch
+    source -> fraction (stratified, seeded; before decoding) -> decode (parallel map, to the stored dtype)
+           -> [snapshot] -> cache (auto | memory | file | off) -> shuffle (train) -> prepare (float scaling,
+           resizing) -> [tf.data service] -> batch (GLOBAL batch size, summed over replicas)
+           -> augment (train batches) -> prefetch
 
-Everything a source decodes is cached; augmentation comes after the cache so every
-epoch sees new random transforms.
+The cache holds what the source stores (uint8 images stay uint8), so a memory cache costs the stored
+size; `auto` keeps a split in memory only when that fits the budget (tfhydra/data/caching.py). The
+decision, the sharding and the read order are logged and recorded under the record's `data.pipeline`.
+Augmentation comes after the cache so every epoch sees new random transforms.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import gc
 import hashlib
 import logging
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +27,17 @@ from omegaconf import OmegaConf
 
 from tfhydra.rundir import check_creatable
 from tfhydra.data.augment import build_augmentation
-from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Serving, Source, stratified_subset, take_examples
+from tfhydra.data.caching import CacheBudget
+from tfhydra.data.service import distribute
+from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Serving, Source, deterministic_reads, stratified_subset,
+                                 take_examples)
+from tfhydra.runtime import available_cores
 from tfhydra.errors import ConfigError
 
+log = logging.getLogger("tfhydra")
 # Pipeline keys that do not change which examples a source yields, so not part of a cache file's name.
-_NOT_CACHED_KEYS = ("batch_size", "shuffle_buffer", "cache", "prefetch", "drop_remainder", "augment")
+_NOT_CACHED_KEYS = ("batch_size", "shuffle_buffer", "cache", "prefetch", "drop_remainder", "augment", "cache_budget",
+                    "snapshot", "service", "on_bad_file")
 
 
 @dataclass
@@ -73,25 +82,123 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
     if cfg_data.fraction < 1:
         labels = training_labels(source)
         keep = stratified_subset(labels, cfg_data.fraction, seed)
-        train, spec = take_examples(train, keep, len(labels)), replace(spec, train_size=len(keep))
+        train = source.subset(keep) if source.subset else take_examples(train, keep, len(labels))
+        spec = replace(spec, train_size=len(keep))
     if cfg_data.drop_remainder and spec.train_size < cfg_data.batch_size:
         raise ConfigError("data.batch_size", cfg_data.batch_size, f"at most {spec.train_size} (the training "
                           "examples) with data.drop_remainder=true", "no complete training batch")
     augment = build_augmentation(cfg_data.augment, spec, seed)
-
-    train, validation = (decoded(d, source.decode) for d in (train, source.validation))
-    train, validation = sized(train, spec.train_size), sized(validation, spec.val_size)
-    if cfg_data.cache is not False:
-        train = cached(train, cfg_data, seed, "train")
-        validation = cached(validation, cfg_data, seed, "validation")
+    budget, service = CacheBudget(cfg_data.cache_budget), cfg_data.service
+    train, train_plan, train_done = stored_split(train, source, cfg_data, seed, "train", spec.train_size, budget,
+                                                 remote=bool(service.address))
+    validation, val_plan, val_done = stored_split(source.validation, source, cfg_data, seed, "validation",
+                                                  spec.val_size, budget)
+    log.info("data.cache=%s: %s", cfg_data.cache, "; ".join(f"{split} {CACHED[plan.kind]} ({plan.reason})" for split, plan
+                                                            in (("train", train_plan), ("validation", val_plan))))
     if cfg_data.shuffle_buffer > 0:
         train = train.shuffle(cfg_data.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    train, validation = prepared(train, source, train_done), prepared(validation, source, val_done)
+    if service.address:
+        train = distribute(train, service, cfg_data.batch_size, spec.train_size)
     train = train.batch(cfg_data.batch_size, drop_remainder=cfg_data.drop_remainder)
     if augment is not None:
         train = train.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=AUTOTUNE)
     validation = validation.batch(cfg_data.batch_size)
+    sharding = shard_policy(source)
+    train = with_pipeline_options(train, sharding[0], deterministic_reads())
+    validation = with_pipeline_options(validation, sharding[0], True)  # in the order Serving.raw_validation has
+    recorded = {"train": train_plan.as_dict(), "validation": val_plan.as_dict(), "sharding": sharding[1],
+                "service": service.address, "deterministic_reads": deterministic_reads()}
+    spec = RecordedSpec(**{f.name: getattr(spec, f.name) for f in fields(DataSpec)}, pipeline=recorded)
     buffer = None if cfg_data.prefetch == 0 else AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
     return Datasets(train, validation, spec, cfg_data.batch_size, cfg_data.drop_remainder, buffer, source.serving)
+
+
+CACHED = {"off": "not cached", "memory": "cached in memory", "file": "cached in files"}  # a CachePlan's kind, said
+
+
+@dataclass(frozen=True)
+class RecordedSpec(DataSpec):
+    """The data spec plus what the pipeline decided (cache per split and why, sharding): the record's `data`."""
+    pipeline: dict = field(default_factory=dict, compare=False)
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "pipeline": self.pipeline}
+
+
+def stored_split(dataset, source: Source, cfg_data, seed: int, split: str, size: int, budget: CacheBudget,
+                 remote: bool = False):
+    """A split decoded to its stored dtype, snapshotted and cached as configured: (dataset, its CachePlan, whether
+    `prepare` is applied already: a split that is neither cached nor snapshotted is decoded and prepared in one
+    parallel map, one pass over each example less). `remote`: it runs on tf.data service workers, each with a
+    share of the examples, so the count is asserted on the trainer (service.py), not here."""
+    counted = (lambda d, n: d) if remote else sized
+    stored = counted(decoded(dataset, source, size), size)
+    decodes = source.decode is not None or source.decode_all is not None
+    plan = budget.plan(cfg_data.cache, stored, split, size, decodes)
+    snapshot = cfg_data.snapshot
+    if plan.kind == "off" and not snapshot and source.decode and source.prepare and source.decode_all is None:
+        decode, prepare = source.decode, source.prepare
+        return counted(dataset.map(lambda *e: prepare(*decode(*e)), num_parallel_calls=AUTOTUNE), size), plan, True
+    if snapshot:
+        stored = stored.snapshot(f"{snapshot_dir(cfg_data, seed)}/{split}")
+    if plan.kind == "memory":
+        stored = stored.cache()
+    elif plan.kind == "file":
+        stored = cached(stored, cfg_data, seed, split)
+    return stored, plan, False
+
+
+def prepared(dataset, source: Source, done: bool) -> tf.data.Dataset:
+    """`Source.prepare` after the cache and the shuffle (whose buffer then holds the stored dtype too)."""
+    return dataset.map(source.prepare, num_parallel_calls=AUTOTUNE) if source.prepare and not done else dataset
+
+
+def shard_policy(source: Source) -> tuple[tf.data.experimental.AutoShardPolicy, str]:
+    """Under multi-worker (`TF_CONFIG` with several tasks): by file when every worker gets a shard, else by
+    example; logged. (`strategy.auto_shard` other than auto overrides it.)"""
+    workers = cluster_size()
+    if workers < 2:
+        return tf.data.experimental.AutoShardPolicy.AUTO, "single worker"
+    files = len(source.files or ())
+    if files >= workers:
+        reason = f"by file: {files} training shards for {workers} workers"
+        policy = tf.data.experimental.AutoShardPolicy.FILE
+    else:
+        reason = (f"by example: {files} training shard(s) for {workers} workers" if files else
+                  f"by example: the source reads no files ({workers} workers)")
+        policy = tf.data.experimental.AutoShardPolicy.DATA
+    log.info("data: sharding between workers %s", reason)
+    return policy, reason
+
+
+def cluster_size() -> int:
+    import json
+
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+        return sum(len(cluster.get(role) or []) for role in ("chief", "worker"))
+    except (ValueError, AttributeError, TypeError):
+        return 1
+
+
+def with_pipeline_options(dataset: tf.data.Dataset, shard, deterministic: bool) -> tf.data.Dataset:
+    """tf.data's options, set once on each split: autotuned buffers and parallelism, a private thread pool
+    (input work does not queue behind the model's ops), parallel maps delivering in the order they finish
+unless `deterministic` (trainer.deterministic for training; validation keeps its order)."""
+    options = tf.data.Options()
+    options.autotune.enabled = True
+    options.threading.private_threadpool_size = available_cores()
+    options.threading.max_intra_op_parallelism = 1
+    options.deterministic = deterministic
+    options.experimental_distribute.auto_shard_policy = shard
+    return dataset.with_options(options)
+
+
+def snapshot_dir(cfg_data, seed: int) -> str:
+    """`data.snapshot`/<digest>: the digest of the data config (as for cache files) keeps other data apart."""
+    check_creatable("data.snapshot", cfg_data.snapshot, Path(cfg_data.snapshot).expanduser())
+    return f"{Path(cfg_data.snapshot).expanduser()}/{config_digest(cfg_data, seed)}"
 
 
 def limit_steps(datasets: Datasets, steps_per_epoch: int | None, validation_steps: int | None) -> Datasets:
@@ -115,7 +222,7 @@ def training_labels(source: Source) -> np.ndarray:
     """The label of each training element, in order; read from the data when the source does not know them."""
     if source.train_labels is not None:
         return np.asarray(source.train_labels)
-    labels = decoded(source.train, source.decode).map(lambda x, y: y, num_parallel_calls=AUTOTUNE)
+    labels = decoded(source.train, source, source.spec.train_size).map(lambda x, y: y, num_parallel_calls=AUTOTUNE)
     return np.concatenate([batch.numpy().reshape(-1) for batch in labels.batch(4096)])
 
 
@@ -127,8 +234,10 @@ def sized(dataset: tf.data.Dataset, size: int) -> tf.data.Dataset:
     return dataset.apply(tf.data.experimental.assert_cardinality(size))
 
 
-def decoded(dataset: tf.data.Dataset, decode) -> tf.data.Dataset:
-    return dataset.map(decode, num_parallel_calls=AUTOTUNE) if decode else dataset
+def decoded(dataset: tf.data.Dataset, source: Source, size: int) -> tf.data.Dataset:
+    if source.decode_all is not None:
+        return source.decode_all(dataset, size)
+    return dataset.map(source.decode, num_parallel_calls=AUTOTUNE) if source.decode else dataset
 
 
 def cached(dataset: tf.data.Dataset, cfg_data, seed: int, split: str) -> tf.data.Dataset:
@@ -137,16 +246,17 @@ def cached(dataset: tf.data.Dataset, cfg_data, seed: int, split: str) -> tf.data
     The digest keeps a run with another source, fraction or split from reading a cache
     written for different examples; it cannot see the input files change on disk.
     """
-    if cfg_data.cache == "memory":
-        return dataset.cache()
     prefix = Path(cfg_data.cache).expanduser()
     check_creatable("data.cache", cfg_data.cache, prefix.parent)  # as the pre-flight does, for Python callers
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    keys = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items() if k not in _NOT_CACHED_KEYS}
-    digest = hashlib.sha256(repr(sorted(keys.items())).encode() + str(seed).encode()).hexdigest()[:12]
-    filename = f"{prefix}.{split}-{digest}"
+    filename = f"{prefix}.{split}-{config_digest(cfg_data, seed)}"
     claim_cache(filename, cfg_data.cache)
     return dataset.cache(filename)
+
+
+def config_digest(cfg_data, seed: int) -> str:
+    keys = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items() if k not in _NOT_CACHED_KEYS}
+    return hashlib.sha256(repr(sorted(keys.items())).encode() + str(seed).encode()).hexdigest()[:12]
 
 
 # --- who is writing a file cache ---------------------------------------------------------------------------
@@ -158,7 +268,6 @@ def cached(dataset: tf.data.Dataset, cfg_data, seed: int, split: str) -> tf.data
 # on `<file>.tfhydra-lock` (taken below, for the process's life; the kernel drops it when a process dies, so a
 # reused pid cannot fool it) and no process has any `<file>_*` file open (/proc/*/fd: writers of any program).
 _HELD_LOCKS: dict[str, int] = {}  # real path of the cache file -> the open descriptor whose flock this process holds
-log = logging.getLogger("tfhydra")
 
 
 def claim_cache(filename: str, value: str) -> None:

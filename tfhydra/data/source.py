@@ -40,7 +40,8 @@ class Source:
     With `decode`, the datasets hold raw elements (file paths, serialized records, uint8
     arrays) and `build_datasets` maps `decode(element) -> (x, y)` only after it has taken
     `data.fraction` of them, so left-out examples are never decoded. `train_labels` lets it
-    take that stratified fraction without reading the examples at all.
+    take that stratified fraction without reading the examples at all. `decode` yields the
+    examples in their stored dtype (what a cache holds); `prepare` makes them model inputs.
     """
     train: tf.data.Dataset  # (x, y) pairs, or raw elements when `decode` is set
     validation: tf.data.Dataset
@@ -48,10 +49,19 @@ class Source:
     decode: Callable | None = None
     train_labels: np.ndarray | None = None  # the label of each `train` element, in order
     serving: Serving | None = None  # None: the export takes the model's inputs (the pipeline's output)
+    # `prepare(x, y)` runs after the cache: the float scaling and resizing, so a cache holds the stored dtype.
+    prepare: Callable | None = None
+    # `subset(indices)`: the training elements at those indices (into `train_labels`), for sources whose read
+    # order is not fixed (parallel shard reads); None: `take_examples` by position.
+    subset: Callable | None = None
+    files: Sequence[str] | None = None  # the training shards, when the source reads files (sharding by file)
+    # `decode_all(dataset, count)` instead of a map of `decode` (a source that must name a file it cannot decode)
+    decode_all: Callable | None = None
 
 
 def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None) -> Source:
-    """Wrap in-memory arrays; `preprocess(x, y)` runs in a parallel map after the fraction, before the cache."""
+    """Wrap in-memory arrays; `preprocess(x, y)` runs in a parallel map after the fraction and the cache (a
+    cache holds the arrays' stored dtype)."""
     def to_dataset(x, y):
         return tf.data.Dataset.from_tensor_slices((x, np.asarray(y).astype(np.int64)))
 
@@ -59,7 +69,15 @@ def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=N
     example = (train.map(preprocess) if preprocess else train).element_spec[0]
     spec = DataSpec(tuple(int(d) for d in example.shape), len(class_names), tuple(class_names), len(x_train),
                     len(x_val), dtype=example.dtype.name, vocab_size=vocab_size)
-    return Source(train, to_dataset(x_val, y_val), spec, decode=preprocess, train_labels=np.asarray(y_train))
+    return Source(train, to_dataset(x_val, y_val), spec, train_labels=np.asarray(y_train), prepare=preprocess)
+
+
+def deterministic_reads() -> bool:
+    """Op determinism (`trainer.deterministic`, turned on before the data are built) asks for a fixed read
+    order too; otherwise parallel reads deliver in the faster order they finish."""
+    from tensorflow.python.framework import config as tf_config  # is_op_determinism_enabled is not public API
+
+    return bool(tf_config.is_op_determinism_enabled())
 
 
 def image_size(value) -> tuple[int, int] | None:

@@ -1,0 +1,97 @@
+"""`data=tfds`: a real TFDS dataset built offline in tmp_path (a GeneratorBasedBuilder defined here), read
+through its supervised keys with the shared pipeline; a dataset that is not prepared is one line."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import data_files
+from conftest import FAST, last_line, read_run_record, run_cli
+from tfhydra.errors import ConfigError
+
+tfds = pytest.importorskip("tensorflow_datasets")
+
+
+class TfhydraToyImages(tfds.core.GeneratorBasedBuilder):
+    """12x10x3 uint8 images of 3 classes (each class lights its own rows), train 36 / test 12."""
+    VERSION = tfds.core.Version("1.0.0")
+    pkg_dir_path = tfds.core.Path(__file__).parent  # a test module, not a package: where TFDS looks for metadata
+
+    def _info(self):
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict({"image": tfds.features.Image(shape=(12, 10, 3)),
+                                                 "label": tfds.features.ClassLabel(names=["a", "b", "c"])}),
+            supervised_keys=("image", "label"))
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples(36, 1), "test": self._generate_examples(12, 2)}
+
+    def _generate_examples(self, n, seed):
+        images, labels = data_files.class_images(n, (12, 10, 3), 3, seed=seed)
+        for i, (image, label) in enumerate(zip(images, labels)):
+            yield i, {"image": image, "label": int(label)}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tfds")
+    TfhydraToyImages(data_dir=str(folder)).download_and_prepare()
+    return folder
+
+
+def test_a_prepared_tfds_dataset_goes_through_the_shared_pipeline(data_dir, compose_cfg, tmp_path, monkeypatch):
+    from tfhydra.data import build_datasets
+
+    monkeypatch.setenv("TFHYDRA_CACHE_DIR", str(tmp_path))
+    cfg = compose_cfg(["data=tfds", "data.dataset=tfhydra_toy_images", f"data.data_dir={data_dir}",
+                       "data.batch_size=12", "data.shuffle_buffer=0"])
+    datasets = build_datasets(cfg.data, 0)
+    spec = datasets.spec
+    assert (spec.input_shape, spec.class_names, spec.train_size, spec.val_size) == ((12, 10, 3), ("a", "b", "c"),
+                                                                                    36, 12)
+    assert spec.pipeline["train"]["cache"] == "memory"  # decoded from files: auto keeps what fits (uint8)
+    assert spec.pipeline["train"]["estimated_bytes"] == 36 * (12 * 10 * 3 + 8 + 2 * 96)
+    x = np.concatenate([b.numpy() for b, _ in datasets.validation])
+    images, labels = data_files.class_images(12, (12, 10, 3), 3, seed=2)
+    assert x.dtype == np.float32 and sorted(np.round(x * 255).astype(np.uint8).sum(axis=(1, 2, 3))) == \
+        sorted(images.astype(np.int64).sum(axis=(1, 2, 3)))
+    assert datasets.serving.raw.dtype.name == "uint8" and tuple(datasets.serving.raw.shape) == (12, 10, 3)
+    raw, raw_labels = datasets.serving.raw_validation  # read on first use only
+    assert raw.shape == (12, 12, 10, 3) and sorted(raw_labels) == sorted(labels)
+
+    tenth = build_datasets(compose_cfg(["data=tfds", "data.dataset=tfhydra_toy_images", f"data.data_dir={data_dir}",
+                                        "data.validation_split=null", "data.val_fraction=0.25"]).data, 0)
+    assert (tenth.spec.train_size, tenth.spec.val_size) == (27, 9)
+
+
+def test_a_tfds_dataset_that_is_not_prepared_names_the_data_dir_and_the_command(compose_cfg, tmp_path):
+    from tfhydra.data import build_datasets
+
+    cfg = compose_cfg(["data=tfds", "data.dataset=tfhydra_toy_images", f"data.data_dir={tmp_path}"])
+    with pytest.raises(ConfigError) as error:
+        build_datasets(cfg.data, 0)
+    assert str(error.value) == (f"data.data_dir={tmp_path}: tfhydra_toy_images is not prepared in {tmp_path}; "
+                                f"accepted: a data directory where tfhydra_toy_images is prepared; prepare it with: "
+                                f"tfds build tfhydra_toy_images --data_dir {tmp_path}, or run once with "
+                                "data.download=true")
+
+
+def test_tfds_without_a_dataset_is_refused_by_the_plan(compose_cfg):
+    from tfhydra.data.checks import check_streaming
+
+    with pytest.raises(ConfigError) as error:
+        check_streaming(compose_cfg(["data=tfds"]))
+    assert str(error.value) == ("data.dataset: data=tfds needs the dataset to read; accepted: the name of a "
+                                "TFDS dataset, e.g. data.dataset=mnist")
+
+
+@pytest.mark.slow
+def test_cli_a_tfds_run_completes_from_the_prepared_files(data_dir, tmp_path):
+    """The CLI process has no code for the dataset: TFDS reads it from its prepared files."""
+    run_dir = tmp_path / "run"
+    result = run_cli("model=mlp", "data=tfds", "data.dataset=tfhydra_toy_images", f"data.data_dir={data_dir}",
+                     *FAST, f"hydra.run.dir={run_dir}", env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")})
+    assert result.returncode == 0, last_line(result.stderr)
+    record = read_run_record(run_dir)
+    assert record["status"] == "completed" and record["data"]["train_size"] == 36
+    assert record["data"]["class_names"] == ["a", "b", "c"]

@@ -1,0 +1,191 @@
+"""`tfrecord`: sharded files of tf.train.Example, streamed and decoded in the pipeline.
+
+Checked when the source is built, before any model exists, so a bad file is named in one line instead of
+failing as a TensorFlow error mid-epoch: the first record of each split (its features and the image's
+encoding); each shard's record count and labels (counts set the steps per epoch, labels the classes, the
+stratified split and `data.fraction`). A shard does not say how many records it holds, so the counts and
+labels cost one read of every shard (CRC-checked by the reader: it also finds corrupt or truncated ones);
+they are kept in the label index (tfhydra/data/index.py), so that read happens once per dataset, not once
+per run. A record whose image bytes are damaged but whose CRC is intact still fails mid-epoch, in one line.
+
+Reading: shards interleaved with parallel reads (`cycle_length` up to 16 files); `deterministic=False`, the
+faster order, unless `trainer.deterministic` turned op determinism on. Records are selected (the split,
+the fraction) by (shard, position in the shard), never by position in the interleaved stream, so any
+interleave order selects the same records, and multi-worker file sharding keeps them.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf.message import DecodeError
+
+from tfhydra.data.files import float_image
+from tfhydra.data.index import indexed_labels
+from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Source, class_labels, deterministic_reads, image_size,
+                                 stratified_split)
+from tfhydra.errors import ConfigError, first_line
+
+CYCLE_LENGTH = 16  # shards read at once: enough to hide one file's latency, few enough to bound open files
+
+
+@DATA.register("tfrecord")
+def build_tfrecord(cfg, seed: int) -> Source:
+    """tf.train.Example records: an encoded image (or raw bytes) and an int64 class index per record."""
+    if cfg.encoding == "raw" and cfg.raw_shape is None:
+        raise ConfigError("data.raw_shape", None, "[height, width, channels] of the stored images",
+                          "data.encoding=raw needs the image shape")
+    train_files = matching_files(cfg.train, "data.train")
+    first_file, first = first_record(train_files, cfg)
+    per_file = indexed_labels(train_files, cfg.label_key, lambda f: scan_file(f, cfg.label_key))
+    labels, names = class_labels(np.concatenate(per_file), f"{cfg.train} ({cfg.label_key} feature)",
+                                 cfg.class_names, cfg.num_classes)
+    counts = [len(p) for p in per_file]
+    if cfg.validation is not None:
+        val_files = matching_files(cfg.validation, "data.validation")
+        first_record(val_files, cfg)
+        val_per_file = indexed_labels(val_files, cfg.label_key, lambda f: scan_file(f, cfg.label_key))
+        class_labels(np.concatenate(val_per_file), f"{cfg.validation} ({cfg.label_key} feature)", names)
+        validation = read_records(val_files, [len(p) for p in val_per_file], deterministic=True)
+        train_idx, val_size = np.arange(len(labels)), sum(len(p) for p in val_per_file)
+        subset = ShardSubset(train_files, counts, None)
+    else:
+        train_idx, val_idx = (np.sort(i) for i in stratified_split(labels, cfg.val_fraction, seed))
+        validation, val_size = read_records(train_files, counts, val_idx, deterministic=True), len(val_idx)
+        subset = ShardSubset(train_files, counts, train_idx)
+    size = image_size(cfg.image_size)
+    decode = example_decoder(cfg)
+    try:
+        image = float_image(decode(first)[0], size, None)
+    except (tf.errors.InvalidArgumentError, ValueError) as error:
+        raise ConfigError("data.encoding", cfg.encoding, "the encoding of the stored images: png, jpeg, or raw with "
+                          "data.raw_shape and data.raw_dtype", f"cannot decode the first image of {first_file} "
+                          f"({first_line(error)})") from None
+    shape = tuple(int(d) for d in image.shape)
+    spec = DataSpec(shape, len(names), names, len(train_idx), val_size)
+    return Source(subset(None), validation, spec, decode=decode, train_labels=labels[train_idx],
+                  prepare=lambda x, y: (float_image(x, size, shape), y), subset=subset, files=train_files)
+
+
+class ShardSubset:
+    """The training records at given indices (into the training labels), read by shard and position."""
+
+    def __init__(self, files: list[str], counts: list[int], base: np.ndarray | None):
+        self.files, self.counts, self.base = files, counts, base
+
+    def __call__(self, indices: np.ndarray | None) -> tf.data.Dataset:
+        chosen = self.base if indices is None else (indices if self.base is None else self.base[indices])
+        return read_records(self.files, self.counts, chosen)
+
+
+def matching_files(patterns, key: str) -> list[str]:
+    """Sorted files matching every glob pattern (a string or a list); each pattern must match."""
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    files = set()
+    for pattern in patterns:
+        try:
+            matched = tf.io.gfile.glob(os.path.expanduser(pattern))
+        except tf.errors.OpError as error:
+            matched, reason = [], f" ({first_line(error)})"
+        else:
+            reason = ""
+        if not matched:
+            raise ConfigError(key, pattern, "a glob pattern (or a list of them) matching TFRecord files, e.g. "
+                              "/data/train-*.tfrecord", f"no file matches it{reason}")
+        files.update(matched)
+    return sorted(files)
+
+
+def read_records(files: list[str], counts: list[int], indices: np.ndarray | None = None,
+                 deterministic: bool | None = None) -> tf.data.Dataset:
+    """Serialized records of the shards, interleaved; with `indices` (into the records in file order) only those.
+
+    The (file, first index) pairs travel together, so sharding by file under multi-worker keeps the selection.
+    """
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    shards = tf.data.Dataset.from_tensor_slices((files, offsets))
+    if indices is None:
+        def read(file, offset):
+            return tf.data.TFRecordDataset(file)
+    else:
+        keep = np.zeros(int(sum(counts)), dtype=bool)
+        keep[indices] = True
+        keep = tf.constant(keep)
+
+        def read(file, offset):
+            records = tf.data.TFRecordDataset(file).enumerate()
+            return records.filter(lambda i, _: keep[offset + i]).map(lambda _, record: record)
+    return shards.interleave(read, cycle_length=min(len(files), CYCLE_LENGTH), num_parallel_calls=AUTOTUNE,
+                             deterministic=deterministic_reads() if deterministic is None else deterministic)
+
+
+def first_record(files: list[str], cfg) -> tuple[str, tf.Tensor]:
+    """The first record (of the first non-empty file), after checking it has the configured features."""
+    for file in files:
+        try:
+            records = list(tf.data.TFRecordDataset(file).take(1))
+        except tf.errors.DataLossError as error:
+            raise _corrupt(file, error) from None
+        if not records:
+            continue
+        try:
+            features = tf.train.Example.FromString(records[0].numpy()).features.feature
+        except DecodeError:
+            raise ConfigError(file, None, "TFRecord files of tf.train.Example protos",
+                              "its first record is not a tf.train.Example") from None
+        kinds = {key: features[key].WhichOneof("kind") for key in features}
+        for key, name, kind in [("data.image_key", cfg.image_key, "bytes_list"),
+                                ("data.label_key", cfg.label_key, "int64_list")]:
+            if name not in kinds:
+                raise ConfigError(key, name, sorted(kinds), f"no such feature in the first record of {file}")
+            if kinds[name] != kind:
+                raise ConfigError(key, name, f"a feature holding a {kind}",
+                                  f"it holds a {kinds[name]} in the first record of {file}")
+        return file, records[0]
+    raise ConfigError(", ".join(files), None, "TFRecord files holding at least one record", "they are all empty")
+
+
+def scan_file(file: str, label_key: str) -> np.ndarray:
+    """Every record's label in one shard: one sequential read that also finds a corrupt or truncated shard."""
+    feature = {label_key: tf.io.FixedLenFeature([], tf.int64)}
+    batches = tf.data.TFRecordDataset(file, buffer_size=4 << 20).batch(4096).map(
+        lambda b: tf.io.parse_example(b, feature)[label_key], num_parallel_calls=AUTOTUNE)
+    try:
+        return np.concatenate([batch.numpy() for batch in batches] or [np.zeros(0, np.int64)])
+    except tf.errors.DataLossError as error:
+        raise _corrupt(file, error) from None
+    except tf.errors.InvalidArgumentError as error:
+        raise ConfigError("data.label_key", label_key, "a feature that every record has, holding one int64 class "
+                          f"index", f"some records of {file} lack it or hold something else "
+                          f"({first_line(error)})") from None
+
+
+def example_decoder(cfg):
+    """serialized tf.train.Example -> (image in its stored dtype, int64 label): what a cache holds.
+
+    The float scaling and resizing (`Source.prepare`) come after the cache, so a cache costs the stored size.
+    """
+    features = {cfg.image_key: tf.io.FixedLenFeature([], tf.string), cfg.label_key: tf.io.FixedLenFeature([], tf.int64)}
+    image_key, label_key, encoding, channels = cfg.image_key, cfg.label_key, cfg.encoding, cfg.channels
+    raw_shape, raw_dtype = cfg.raw_shape and tuple(cfg.raw_shape), cfg.raw_dtype
+
+    def decode(serialized):
+        example = tf.io.parse_single_example(serialized, features)
+        data = example[image_key]
+        if encoding == "png":
+            image = tf.io.decode_png(data, channels=channels)
+        elif encoding == "jpeg":
+            image = tf.io.decode_jpeg(data, channels=channels)
+        else:
+            image = tf.reshape(tf.io.decode_raw(data, raw_dtype), raw_shape)
+        return image, example[label_key]
+
+    return decode
+
+
+def _corrupt(file: str, error: Exception) -> ConfigError:
+    found = re.search(r"(corrupted|truncated) record at \d+", str(error))
+    return ConfigError(file, None, "complete TFRecord files (rewrite the shard, or leave it out of the pattern)",
+                       f"corrupt or truncated TFRecord ({found.group(0) if found else first_line(error)})")
