@@ -2,7 +2,7 @@
 
 Every row must end with a non-zero exit code, one `Error: ...` line last on stderr naming the key or
 file and what is accepted, no traceback (HYDRA_FULL_ERROR unset), and no run presented as complete.
-Rows the TF-free pre-flight (tfhydra/cli.py) catches must not even create the run directory; rows
+Rows the TF-free pre-flight (tfhydra/preflight.py) catches must not even create the run directory; rows
 marked slow need TensorFlow (files, shapes, devices) and are caught inside the job, before training.
 
 A new row is one line: `bad(id, argv, fragments, setup=..., env=..., slow=...)`. `{tmp}` in argv and
@@ -127,7 +127,7 @@ BAD_INPUTS = [
     bad("lr-not-number", ["optimizer.lr=abc"], ["optimizer.lr=abc", "not a number", "a number > 0"]),
     bad("activation-type", ["model.activation=3"], ["model.activation=3", "not an accepted value", "relu"]),
     bad("activation-name", ["model.activation=rellu"], ["model.activation=rellu", "not an accepted value (did you mean relu", "and 9 more"]),
-    bad("arch-name", ["model=keras_app", "model.arch=MobileNetV5"], ["model.arch=MobileNetV5", "did you mean MobileNetV2", "more (all of them: model.arch in tfhydra/schema.py)"]),
+    bad("arch-name", ["model=keras_app", "model.arch=MobileNetV5"], ["model.arch=MobileNetV5", "did you mean MobileNetV2", "more (all of them: model.arch in tfhydra/model/checks.py)"]),
     bad("seed-not-integer", ["trainer.seed=1.5"], ["trainer.seed=1.5", "not an integer", "an integer >= 0"]),
     bad("tensorboard-type", ["logging.tensorboard=maybe"], ["logging.tensorboard=maybe", "wrong type", "true or false"]),
     bad("formats-not-list", ["export.formats=saved_model"], ["export.formats=saved_model", "a list", "saved_model, keras, tflite"]),

@@ -54,7 +54,7 @@ def test_help_and_cfg_do_not_import_tensorflow(flag):
 def test_check_overrides_in_process_lists_models():
     """The same checks without a subprocess, as a sweeper or notebook would call them."""
     from conftest import CONFIG_DIR
-    from tfhydra.cli import check_overrides
+    from tfhydra.preflight import check_overrides
     from tfhydra.errors import ConfigError
 
     check_overrides(CONFIG_DIR, "config", ["model=mlp", "optimizer=sgd", "optimizer.lr=0.05"])

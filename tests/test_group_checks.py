@@ -38,7 +38,7 @@ def test_metric_names_are_the_installed_tf_keras_metrics():
 
 
 def test_activation_names_are_the_installed_tf_keras_activations():
-    from tfhydra.schema import KERAS_ACTIVATIONS
+    from tfhydra.model.checks import KERAS_ACTIVATIONS
 
     assert set(KERAS_ACTIVATIONS) == _buildable_names(keras.activations, {"get", "serialize", "deserialize"})
 
@@ -88,7 +88,17 @@ def test_a_user_metric_or_a_mirrored_strategy_without_fixed_devices_passes(compo
     (["optimizer.schedule.name=reduce_on_plateau", "optimizer.schedule.min_lr=1"],
      "optimizer.schedule.min_lr=1: the floor is above the peak rate"),
     (["optimizer.schedule.name=cosine", "trainer.epochs=3", "optimizer.schedule.warmup_epochs=3"],
-     "optimizer.schedule.warmup_epochs=3: the warm-up would take the whole run"),
+     "optimizer.schedule.warmup_epochs=3: the warm-up would take the whole schedule; accepted: fewer than "
+     "trainer.epochs (3)"),
+    # issue 25: the schedule is built per phase, so the warm-up must fit each phase, not the whole run
+    (["optimizer.schedule.name=cosine", "trainer.epochs=10", "compression=prune", "compression.start_epoch=5",
+      "optimizer.schedule.warmup_epochs=6"],
+     "optimizer.schedule.warmup_epochs=6: the warm-up would take the whole schedule; accepted: fewer than the 5 "
+     "epochs of the pretrain phase"),
+    (["optimizer.schedule.name=cosine", "trainer.epochs=10", "compression=prune_quantize", "compression.quantize_epochs=2",
+      "optimizer.schedule.warmup_epochs=3"],
+     "optimizer.schedule.warmup_epochs=3: the warm-up would take the whole schedule; accepted: fewer than the 2 "
+     "epochs of the prune_quantize phase"),
     (["optimizer.schedule.name=piecewise", "optimizer.schedule.boundaries_epochs=[15,10]"],
      "optimizer.schedule.boundaries_epochs=[15, 10]: decreasing"),
     (["optimizer.schedule.name=piecewise", "optimizer.schedule.multipliers=[1,0.1]"],
@@ -101,7 +111,7 @@ def test_schedules_that_cannot_mean_what_they_say_are_refused(compose_cfg, overr
 
 
 def test_architecture_names_are_the_installed_tf_keras_applications():
-    from tfhydra.schema import KERAS_APPLICATIONS
+    from tfhydra.model.checks import KERAS_APPLICATIONS
 
     assert list(KERAS_APPLICATIONS) == sorted(n for n in dir(keras.applications) if n[:1].isupper())
 
@@ -110,14 +120,14 @@ def test_architecture_names_are_the_installed_tf_keras_applications():
     (["model=cnnn"], ["model=cnnn: no such model option (did you mean cnn?)"]),
     (["trainer.epoch=3"], ["trainer.epoch=3: unknown key (did you mean epochs?)"]),
     (["model=keras_app", "model.arch=ResNet5O"], ["model.arch=ResNet5O: not an accepted value (did you mean ResNet50",
-                                                  "and 6", "more (all of them: model.arch in tfhydra/schema.py)"]),
+                                                  "and 6", "more (all of them: model.arch in tfhydra/model/checks.py)"]),
     (["trainer.loss=categorical_crossentopy"], ["unknown loss", "(did you mean categorical_crossentropy"]),
     (["trainer.metrics=[acuracy]"], ["unknown metric", "(did you mean accuracy"]),
 ])
 def test_a_misspelt_name_gets_the_nearest_ones(overrides, fragments):
     """One line, the nearest valid names first; a list of more than ten is shortened."""
     from conftest import CONFIG_DIR
-    from tfhydra.cli import check_overrides
+    from tfhydra.preflight import check_overrides
 
     with pytest.raises(ConfigError) as raised:
         check_overrides(CONFIG_DIR, "config", overrides)

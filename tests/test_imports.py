@@ -16,8 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tfhydra"
 
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
-ORCHESTRATION = {"__init__", "__main__", "cli", "job", "plan", "sweep", "evaluate"}
-NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal", "trust"}
+ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "job_errors",
+                 "hydra_files", "plan", "sweep",
+                 "evaluate", "predict"}
+NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal", "trust",
+           "lifecycle", "command", "hydra_api", "runtime"}
 
 
 def room_of(module: str) -> str:
@@ -92,7 +95,7 @@ def test_imports_point_one_way():
 
 
 @pytest.mark.parametrize("module,target,rule", [
-    ("tfhydra.data.pipeline", "tfhydra.cli", "a group room imports orchestration"),
+    ("tfhydra.data.pipeline", "tfhydra.preflight", "a group room imports orchestration"),
     ("tfhydra.model.seed", "tfhydra.data", "group rooms never import each other"),
     ("tfhydra.compression.plan", "tfhydra.job", "a group room imports orchestration"),
     ("tfhydra.contracts", "tfhydra.model", "a neutral module imports a room"),
@@ -111,3 +114,101 @@ def test_the_run_plan_imports_no_tensorflow():
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# ---- no circles, small rooms (issue 25) -------------------------------------------------------------------------
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 350, 60
+# Modules and functions allowed past the limits, each with its reason (keep this short).
+LONG_MODULES: dict[str, str] = {}
+LONG_FUNCTIONS: dict[str, str] = {}
+
+
+def module_graph() -> dict[str, set[str]]:
+    """module -> the tfhydra modules it imports, at any depth (lazy imports inside functions count), with
+    `from package import name` read as the submodule `package.name` where there is one."""
+    modules = set(tfhydra_files())
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                         for alias in node.names]
+            for name in names:
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    edges.add(name)
+        graph[module] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_module_imports_itself_through_others():
+    assert circles(module_graph()) == []
+
+
+def test_the_circle_rule_sees_a_circle():
+    graph = module_graph()
+    graph["tfhydra.rundir"] = graph["tfhydra.rundir"] | {"tfhydra.record"}  # record imports rundir
+    assert ["tfhydra.record", "tfhydra.rundir"] in circles(graph)
+
+
+def sizes() -> tuple[list[str], list[str]]:
+    """Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES, less the allowlists."""
+    modules, functions = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        source = path.read_text()
+        if len(source.splitlines()) > MAX_MODULE_LINES and name not in LONG_MODULES:
+            modules.append(f"{name}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES and f"{name}:{node.name}" not in LONG_FUNCTIONS:
+                    functions.append(f"{name}:{node.name}: {length} lines")
+    return modules, functions
+
+
+def test_modules_and_functions_stay_small():
+    assert sizes() == ([], [])
+
+
+def test_hydras_private_api_is_used_in_one_module():
+    users = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if "hydra._internal" in p.read_text())
+    assert users == ["tfhydra/hydra_api.py"]

@@ -90,7 +90,7 @@ def test_a_full_disk_under_tensorboard_is_one_line(small_disk):
 
     from fault_code import fill_disk
     from tfhydra.errors import ConfigError
-    from tfhydra.job import run_directory_writes
+    from tfhydra.job_errors import run_directory_writes
     from tfhydra.rundir import RunPaths
 
     paths = RunPaths(small_disk / "run")
@@ -158,7 +158,7 @@ def test_restore_best_says_which_epoch_it_exports(tmp_path):
     import tensorflow as tf
     import tf_keras as keras
 
-    from tfhydra.job import restore_best
+    from tfhydra.trainer.weights import restore_best
     from tfhydra.record import RunRecord
     from tfhydra.rundir import RunPaths
 

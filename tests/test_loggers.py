@@ -217,7 +217,7 @@ def test_every_record_status_has_a_tracker_status(status, expected):
     from tfhydra.logger.trackers import TRACKER_STATUS
     from tfhydra.record import STATUSES
 
-    assert set(TRACKER_STATUS) == set(STATUSES) and TRACKER_STATUS[status] == expected
+    assert set(TRACKER_STATUS) == set(STATUSES) - {"not started"} and TRACKER_STATUS[status] == expected
 
 
 # ---- real processes: killed and resumed, a sweep ------------------------------------------------------------

@@ -7,7 +7,7 @@ import tf_keras as keras
 
 import tfhydra
 from conftest import CONFIG_DIR, FAST, read_run_record
-from tfhydra.cli import check_overrides
+from tfhydra.preflight import check_overrides
 from tfhydra.errors import ConfigError
 
 TINY = ["model=mlp", "model.units=[16]", "data=synthetic", "data.shape=[8,8,1]", "data.num_classes=4",

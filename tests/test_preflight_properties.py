@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from omegaconf import DictConfig
 
 from conftest import CONFIG_DIR, HYPOTHESIS_SEED
-from tfhydra.cli import check_overrides
+from tfhydra.preflight import check_overrides
 from tfhydra.errors import ConfigError
 
 GROUPS = ("model", "data", "optimizer", "precision", "strategy", "compression")

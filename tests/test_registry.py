@@ -72,3 +72,38 @@ def test_sweep_job_dirname_keeps_only_swept_overrides_and_is_one_folder():
     assert job_dirname(["optimizer.lr=1e-3", "trainer.epochs=1", "data.path=/a/b"], argv) == \
         "optimizer.lr=1e-3,data.path=_a_b"
     assert job_dirname(["trainer.epochs=1"], ["-m", "trainer.epochs=1"]) == "trainer.epochs=1"
+
+
+def test_every_registry_has_the_names_its_room_declares():
+    """Option names are declared once, in each room's TensorFlow-free checks module (the schema's rules read them);
+    the builders register under the same names. A registered builder without a declared name (or a declared name
+    nothing builds) fails here, for every registry."""
+    from conftest import CONFIG_DIR
+    from tfhydra.data import augment
+    from tfhydra.data.checks import AUGMENTATION_NAMES
+    from tfhydra.export.base import EXPORT_FORMATS
+    from tfhydra.export.checks import FORMATS
+    from tfhydra.export.write import export_model  # noqa: F401  (imports every writer)
+    from tfhydra.logger.start import start_trackers  # noqa: F401  (imports every tracker)
+    from tfhydra.logger.trackers import LOGGERS
+    from tfhydra.optimizer.build import SCHEDULES
+    from tfhydra.optimizer.checks import SCHEDULE_NAMES
+    from tfhydra.plan import RULES
+    from tfhydra.trainer.checks import LOOP_NAMES
+    from tfhydra.trainer.loops import LOOPS
+
+    pairs = {"trainer.loop": (LOOPS.names(), LOOP_NAMES), "optimizer.schedule.name": (SCHEDULES.names(), SCHEDULE_NAMES),
+             "export.formats": (EXPORT_FORMATS.names(), FORMATS),
+             "data.augment": (sorted(augment.AUGMENTATION_LAYERS), AUGMENTATION_NAMES)}
+    for key, (registered, declared) in pairs.items():
+        assert registered == sorted(declared), key
+    assert RULES["trainer.loop"].options == LOOP_NAMES
+    assert RULES["optimizer.schedule.name"].options == SCHEDULE_NAMES
+    assert RULES["export.formats"].ok(list(FORMATS)) and not RULES["export.formats"].ok(["coreml"])
+    from tfhydra.strategy import build as strategy_build
+    from tfhydra.strategy.checks import CLUSTER_RESOLVERS
+
+    assert sorted(strategy_build.CLUSTER_RESOLVERS) == sorted(CLUSTER_RESOLVERS)
+    # the logger group: every option but tensorboard (the trainer's own callback) is a registered tracker
+    options = sorted(p.stem for p in (CONFIG_DIR / "logger").glob("*.yaml"))
+    assert LOGGERS.names() == [o for o in options if o != "tensorboard"]

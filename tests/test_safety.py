@@ -189,8 +189,7 @@ FROM_RUN = {
     "no weights": (lambda run: shutil.rmtree(run / "checkpoints"), "it has no checkpoints/last.weights.h5"),
     "code named by the saved config": (
         saved_config_with({"_target_": "os.system", "_args_": [f"touch {MARKER}"], "start_epoch": 0, "from_run": None}),
-        "its compression is os.system, which is not rebuilt from a run directory; accepted: a run whose compression "
-        "is none, prune or cluster"),
+        "/.hydra/config.yaml: it holds compression._target_: os.system, which your own configs do not name"),
 }
 
 

@@ -215,14 +215,14 @@ def test_a_missing_launcher_plugin_or_optuna_names_the_extra_to_install(monkeypa
 
     from hydra.errors import MissingConfigException
 
-    from tfhydra import cli
+    from tfhydra import composition, preflight
     from tfhydra.errors import ConfigError
 
     def compose(**kwargs):  # what Hydra raises for hydra/launcher=joblib without the plugin
         raise MissingConfigException("missing", missing_cfg_file="hydra/launcher/joblib", options=["basic"])
 
     with pytest.raises(ConfigError) as error:
-        cli._compose(compose, "config", ["hydra/launcher=joblib"], [])
+        composition.compose_choices(compose, "config", ["hydra/launcher=joblib"], [])
     assert str(error.value) == ("hydra/launcher=joblib: no such hydra/launcher option; accepted: one of basic, "
                                 "or joblib after pip install -e '.[sweeps]'")
 
@@ -230,13 +230,13 @@ def test_a_missing_launcher_plugin_or_optuna_names_the_extra_to_install(monkeypa
         raise MissingConfigException("missing", missing_cfg_file="hydra/launcher/submitit_slurm", options=["basic"])
 
     with pytest.raises(ConfigError) as error:
-        cli._compose(compose, "config", ["hydra/launcher=submitit_slurm"], [])
+        composition.compose_choices(compose, "config", ["hydra/launcher=submitit_slurm"], [])
     assert str(error.value) == ("hydra/launcher=submitit_slurm: no such hydra/launcher option; accepted: one of basic, "
                                 "or submitit_slurm after pip install -e '.[slurm]'")
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else find_spec(name, *a))
     with pytest.raises(ConfigError, match=r"hydra/sweeper=tfhydra_optuna: Optuna is not installed; accepted: pip "):
-        cli.check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna"], multirun=True)
+        preflight.check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna"], multirun=True)
 
 
 def test_jobs_killed_at_any_point_are_listed_as_interrupted_with_their_grid_overrides(hand_made_sweep):

@@ -183,13 +183,29 @@ def test_compression_from_run_reads_no_code_from_a_run(attack):
 @settings(**SETTINGS)
 @given(hostile_run())
 def test_continuing_a_run_reads_no_code_from_it(attack):
-    from tfhydra.cli import check_continuable
+    from tfhydra.lifecycle import check_continuable
 
     def read(run):
         check_continuable(run, _job_config(__import__("tfhydra")))
         return None
 
     check_reader(read, attack, status="interrupted")
+
+
+@seed(HYPOTHESIS_SEED)
+@settings(**SETTINGS)
+@given(hostile_run())
+def test_predict_reads_no_code_from_a_run(attack):
+    from tfhydra.predict.layout import read_run
+
+    def read(run):
+        from tfhydra.record import RunRecord, load_record
+
+        record = load_record(run)  # predict names the classes from the record's data spec
+        RunRecord(**{**record.as_dict(), "data": {"class_names": ["a", "b"]}}).write(run)
+        return OmegaConf.create(read_run(run).data)  # what predict then reads: the run's data section
+
+    check_reader(read, attack)
 
 
 @st.composite
@@ -231,7 +247,7 @@ def build_sweep(root: Path, attack: dict) -> Path:
 @settings(**SETTINGS)
 @given(hostile_sweep())
 def test_sweep_resume_summary_and_preflight_read_no_code_from_a_sweep(attack):
-    from tfhydra.cli import check_overrides
+    from tfhydra.preflight import check_overrides
     from tfhydra.sweep.__main__ import resume_command
     from tfhydra.sweep.summary import summarize
 

@@ -10,7 +10,8 @@ import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep C++ info logs out of train.log
 
-from tfhydra.cli import check_command_line, end_process  # noqa: E402  (light: Hydra and OmegaConf only)
+from tfhydra.preflight import check_command_line  # noqa: E402  (light: Hydra and OmegaConf only)
+from tfhydra.startup import end_process  # noqa: E402
 from tfhydra.errors import ConfigError  # noqa: E402
 from tfhydra.project import CONFIG_DIR, find_own_plugins  # noqa: E402  (tfhydra's conf/: the checkout's, or the wheel's)
 from tfhydra.sweep import register_resolvers  # noqa: E402
@@ -31,7 +32,7 @@ def compose(overrides=(), config_dir=None):
     `$TFHYDRA_CONFIG_DIR` is used as the command does, and tfhydra's own configs otherwise."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from tfhydra.cli import check_overrides
+    from tfhydra.preflight import check_overrides
     from tfhydra.project import project_config_dir
 
     primary = project_config_dir(["--config-dir", str(config_dir)] if config_dir is not None else ()) or CONFIG_DIR
@@ -48,8 +49,8 @@ def run(cfg, run_dir=None):
     failure and returns NaN instead of raising, so the rest of the sweep still runs
     (tfhydra/sweep/trial.py); the sweep's exit code reports it at the end.
     """
-    from tfhydra.cli import one_line_errors
-    from tfhydra.sweep import auto_threads, in_sweep
+    from tfhydra.console import one_line_errors
+    from tfhydra.runtime import auto_threads, in_sweep
 
     def job(cfg, run_dir=None, callbacks=()):
         from tfhydra.job import run_job  # imports TensorFlow: inside, so a sweep records even that failing
@@ -64,7 +65,7 @@ def run(cfg, run_dir=None):
         with one_line_errors():
             if run_dir is not None:  # from Python: the caller knows where and what
                 return job(cfg, run_dir=run_dir)
-            from tfhydra.cli import end_summary, start_summary
+            from tfhydra.console import end_summary, start_summary
 
             start_summary()
             returned = job(cfg)
@@ -84,7 +85,7 @@ def resume_hint() -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from tfhydra.cli import resume_command
+    from tfhydra.lifecycle import resume_command
 
     hydra = HydraConfig.get()
     hint = f"resume with: {resume_command(hydra.runtime.output_dir)}"

@@ -9,7 +9,7 @@ import os
 import sys
 
 import tfhydra  # sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
-from tfhydra import cli
+from tfhydra.command import set_command
 from tfhydra.project import CONFIG_DIR, import_from_working_directory, project_config_dir
 from tfhydra.terminal import QUIET
 
@@ -19,8 +19,7 @@ def main(argv: list[str] | None = None) -> None:
     if "--version" in argv:
         print(version_line())
         return
-    cli.COMMAND = {"__main__.py": "python -m tfhydra", "train.py": "python train.py"}.get(
-        os.path.basename(sys.argv[0]), "tfhydra-train")
+    set_command(os.path.basename(sys.argv[0]))
     try:
         project = project_config_dir(argv)
     except tfhydra.ConfigError as error:

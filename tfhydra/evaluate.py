@@ -68,7 +68,7 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     from hydra import compose
 
     from tfhydra import CONFIG_DIR
-    from tfhydra.cli import check_overrides
+    from tfhydra.preflight import check_overrides
     from tfhydra.trust import completed_run, run_overrides, trusted_warning
     from tfhydra.trust.allowlist import trusted_hydra
 

@@ -7,7 +7,6 @@ Every other module builds one thing from one config node; this one reads as the 
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import tempfile
@@ -15,31 +14,34 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.cli import check_continuable, resume_command
+from tfhydra.runtime import seed_everything, set_threads
+from tfhydra.lifecycle import check_continuable, is_complete, record_stopped
 from tfhydra.compression.plan import phase_config
-from tfhydra.compression.schemes import compress_model
+from tfhydra.compression.phases import compress_model
 from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
-from tfhydra.errors import ConfigError, clip, first_line, write_failure
+from tfhydra.hydra_files import hydra_overrides, hydra_run_dir, under_hydra, without_hydra, write_hydra_files
+from tfhydra.job_errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.export import export_model
 from tfhydra.logger.callback import epoch_loggers
-from tfhydra.logger.trackers import RunInfo, Trackers, start_trackers
+from tfhydra.logger.start import start_trackers
+from tfhydra.logger.trackers import RunInfo, Trackers
 from tfhydra.model import build_model
 from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.plan import plan_run
 from tfhydra.precision import float32_output, loss_scale, policy_scope
-from tfhydra.record import RunRecord, provenance, read_record, run_status
+from tfhydra.record import RunRecord, Status, provenance, read_record, run_status
 from tfhydra.report import epoch_summary
 from tfhydra.rundir import RunPaths
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.trainer import LoopContext, train
 from tfhydra.terminal import QUIET
-from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progress, loss_bound, read_history
+from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progress, loss_bound
+from tfhydra.trainer.weights import load_last_weights, prepare_resume, restore_best
 from tfhydra.trainer.objectives import build_loss, build_metrics
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
 
@@ -69,13 +71,13 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
         shutil.rmtree(paths.phases, ignore_errors=True)
     for phase in plan.earlier_phases:  # each a complete run in <run>/phases/<i>_<label>; completed ones are kept
         phase_paths = paths.phase(phase.directory)
-        if run_status(phase_paths.root) != "completed":
+        if not is_complete(phase_paths.root):
             log.info("phase %d (%s): %d epoch(s) in %s", phase.index, phase.label, phase.epochs, phase_paths.root)
             phase_cfg = phase_config(cfg, phase, start, formats=[])
             phase_paths.hydra.mkdir(parents=True, exist_ok=True)  # what compression.from_run reads back
             OmegaConf.save(phase_cfg, phase_paths.config)
             train_phase(phase_cfg, phase_paths, threads, time.perf_counter())
-            if run_status(phase_paths.root) != "completed":
+            if not is_complete(phase_paths.root):
                 raise RuntimeError(f"phase {phase_paths.root} ended {run_status(phase_paths.root)}: "
                                    "nothing to continue from")
         start = str(phase_paths.root)
@@ -156,7 +158,7 @@ def run_info(cfg: DictConfig, paths: RunPaths) -> RunInfo:
 
 def _returned(record: RunRecord) -> float:
     best = record.best_monitored
-    return float("nan") if best is None or record.status != "completed" else float(best)
+    return float("nan") if best is None or record.status != Status.COMPLETED else float(best)
 
 
 def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPaths, record: RunRecord,
@@ -170,24 +172,14 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     examples_per_epoch[0] = datasets.examples_per_epoch
     check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
     datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
-    with strategy.scope():
-        model = float32_output(build_model(cfg.model, datasets.spec))
-        phase = Phase(datasets.steps_per_epoch, cfg.trainer.epochs,
-                      paths.tensorboard_compression if cfg.logging.tensorboard else None)
-        compression = compress_model(cfg.compression, model, datasets.spec, phase)
-        model = compression.model
-        clipping = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
-                    "global_clipnorm": cfg.trainer.clip_global_norm}
-        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, clipping)
-        model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss), metrics=build_metrics(cfg.trainer.metrics),
-                      steps_per_execution=cfg.trainer.steps_per_execution, jit_compile=cfg.trainer.jit_compile is True)
+    model, compression = build_model_and_optimizer(cfg, strategy, datasets, paths)
     record.update(model=model.name, params=int(model.count_params()),
                   data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
     log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
              record.params, cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
 
     recorder.best_from = compression.settled_epoch  # e.g. pruning: the export is an epoch at the target sparsity
-    extra = plateau_callback(cfg.optimizer.get("schedule", {"name": "constant"}), cfg.trainer.monitor,
+    extra = plateau_callback(cfg.optimizer.get("schedule"), cfg.trainer.monitor,
                              cfg.trainer.monitor_mode) + compression.callbacks + list(callbacks)
     recorder.load()
     QUIET.release()  # TensorFlow's start-up is over: descriptor 2 is the terminal's again (before asking if it is one)
@@ -212,49 +204,41 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     record.update(**_training_figures(recorder, cfg, datasets.examples_per_epoch))
     pruned = next((c.pruned_at for c in callbacks if getattr(c, "pruned_at", None)), None)
     if recorder.diverged:
-        record.update(status="diverged", diverged=recorder.diverged)
+        record.update(status=Status.DIVERGED, diverged=recorder.diverged)
     elif pruned:  # an Optuna pruner stopped it: a search's answer, not a model to deploy
-        record.update(status="pruned")
+        record.update(status=Status.PRUNED)
     else:
         with run_directory_writes(paths, "the trained state"):
             exported = restore_best(model, paths, strategy, record)
             exports, figures = export_model(cfg.export, compression, model, datasets, paths.root)
             if earlier:
                 figures["phases"] = phase_summaries(paths, earlier)
-            record.update(exports=exports, exported=exported, compression=figures, status="completed")
+            record.update(exports=exports, exported=exported, compression=figures, status=Status.COMPLETED)
     record.update(loss_scale=loss_scale(model.optimizer))
+
+
+def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPaths):
+    """Inside the strategy's scope: the model from the data's spec, its compression, the optimizer, compiled.
+    Returns (the model to train, its Compression)."""
+    with strategy.scope():
+        model = float32_output(build_model(cfg.model, datasets.spec))
+        phase = Phase(datasets.steps_per_epoch, cfg.trainer.epochs,
+                      paths.tensorboard_compression if cfg.logging.tensorboard else None)
+        compression = compress_model(cfg.compression, model, datasets.spec, phase)
+        model = compression.model
+        clipping = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
+                    "global_clipnorm": cfg.trainer.clip_global_norm}
+        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, clipping)
+        model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss), metrics=build_metrics(cfg.trainer.metrics),
+                      steps_per_execution=cfg.trainer.steps_per_execution, jit_compile=cfg.trainer.jit_compile is True)
+    return model, compression
 
 
 def _record_ending(record: RunRecord, recorder: RunRecorder, cfg: DictConfig, examples_per_epoch: int,
                    error: BaseException, started: float, paths: RunPaths) -> None:
-    """A run that stops early still says how far it got and why: interrupted (a signal, Ctrl-C) or failed."""
-    status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
-    reason = getattr(error, "reason", None) if status == "interrupted" else None
-    message = str(error) if isinstance(error, ConfigError) else f"{type(error).__name__}: {reason or error}"
-    record.update(**_training_figures(recorder, cfg, examples_per_epoch), status=status,
-                  error=" ".join(message.split()), wall_seconds=time.perf_counter() - started)
-    try:  # the disk may be full: the error itself is what the user must see
-        record.write(paths.root)
-    except OSError:
-        pass
-
-
-@contextlib.contextmanager
-def one_line_tensorflow_errors(cfg: DictConfig):
-    """A TensorFlow runtime error while training (an example of another shape deep in a file, a record that
-    does not decode) is one line: the first line of TensorFlow's message, and whether the input pipeline
-    (IteratorGetNext) or the model raised it. The record says failed; HYDRA_FULL_ERROR=1 keeps the traceback."""
-    try:
-        yield
-    except tf.errors.OpError as error:
-        text, reason = str(getattr(error, "message", None) or error), first_line(error)
-        if "IteratorGetNext" in text or "iterator" in text.lower():
-            raise ConfigError("data", cfg.data.get("name"), "examples the source decodes into one shape and dtype "
-                              "(docs/data.md)", f"the input pipeline failed while training ({type(error).__name__}: "
-                              f"{clip(reason, 240)})") from error
-        raise ConfigError("model", cfg.model.get("name") or cfg.model.get("_target_"), "a model that runs on these "
-                          "examples", f"training failed in TensorFlow ({type(error).__name__}: {clip(reason, 240)})"
-                          ) from error
+    """A run that stops early still says how far it got and why (tfhydra/lifecycle.py writes it)."""
+    record_stopped(paths.root, error, record, **_training_figures(recorder, cfg, examples_per_epoch),
+                   wall_seconds=time.perf_counter() - started)
 
 
 def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dict]:
@@ -264,25 +248,6 @@ def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dic
         phase_record = read_record(paths.phase(phase.directory).root) or RunRecord()
         summaries.append({"run_dir": phase.directory, "epochs": phase_record.epochs_run, "best": phase_record.best})
     return summaries
-
-
-@contextlib.contextmanager
-def run_directory_writes(paths: RunPaths, kept: str):
-    """A full disk or an unwritable directory is one line naming the file and the OS's reason, never the model's
-    fault nor a traceback: while training (a checkpoint, history.json, best.weights.h5, TensorBoard's events) it
-    costs the steps since the last save (`kept`: the state saved last), after it no training (the trained state);
-    the same command finishes the run. The record says failed, with that line. Only files in the run directory
-    (and a worker's checkpoints/) count: a data file or a user's own file elsewhere is not the run's to explain."""
-    try:
-        yield
-    except (OSError, tf.errors.OpError) as error:
-        where, reason = write_failure(error, paths.root) or (None, None)
-        if where is None or not any(Path(where).absolute().is_relative_to(d.absolute())
-                                    for d in (paths.root, paths.checkpoints)):
-            raise  # TensorFlow failing for another reason (one_line_tensorflow_errors says which), or not our file
-        raise ConfigError(where, None, f"a writable run directory with free space ({kept} is kept in "
-                          f"{paths.checkpoints}; finish the run with: {resume_command(paths.root)})",
-                          f"cannot write it ({reason})") from error
 
 
 def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch: int) -> dict:
@@ -302,138 +267,3 @@ def _monitored(record: RunRecord) -> str:
     return f"best {record.monitor}={record.best_monitored} at epoch {(record.best or {}).get('epoch')}"
 
 
-def seed_everything(seed: int, deterministic: bool) -> None:
-    keras.utils.set_random_seed(seed)
-    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))  # checkpointed by the custom loop
-    if deterministic:
-        tf.config.experimental.enable_op_determinism()
-        # Dropout & co. then draw from tf.random.Generator variables, which checkpoints track.
-        keras.backend.experimental.enable_tf_random_generator()
-    else:  # both are process-wide: an earlier job of an in-process sweep must not leave them on
-        from tensorflow.python.framework import config as tf_config  # disable_op_determinism is not public API
-
-        if tf_config.is_op_determinism_enabled():
-            tf_config.disable_op_determinism()
-        keras.backend.experimental.disable_tf_random_generator()
-
-
-def prepare_resume(cfg_trainer, paths: RunPaths) -> None:
-    """Resume what an earlier, unfinished run in this directory saved; or start it over if asked.
-
-    The state is deleted only once metrics.json is written, so a record without state means the
-    earlier attempt was killed before its first save (within its first epoch or save interval):
-    that attempt is started over.
-    """
-    state, history = paths.state, paths.history
-    if not cfg_trainer.resume:
-        shutil.rmtree(state, ignore_errors=True)
-        history.unlink(missing_ok=True)
-    elif state.exists():
-        log.info("resuming from the saved state in %s", state)
-    elif history.exists() and not (read_history(history) or {}).get("finished"):
-        log.warning("%s records epochs but no state was saved before the earlier attempt ended: starting over", history)
-        history.unlink()
-
-
-def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy, record: RunRecord) -> dict:
-    """Export the best epoch's weights, not the last one's; the last ones when the best file is missing or damaged.
-    Returns the record's `exported` {epoch, weights, reason}: which epoch the export is, and why not the best."""
-    best, best_epoch, last_epoch = paths.best_weights, (record.best or {}).get("epoch"), \
-        (record.final or {}).get("epoch")
-    name = best.name if paths.checkpoints_root else paths.relative(best)  # a non-chief worker's: outside its root
-    if best.exists():
-        try:
-            load_weights(model, best, strategy)
-            return {"epoch": best_epoch, "weights": name, "reason": None}
-        except (OSError, ValueError, KeyError) as error:
-            reason = f"{name} cannot be read ({clip(first_line(error), 200)})"
-            load_weights(model, paths.last_weights, strategy)  # the best file may have been read in part
-    else:
-        reason = f"{name} was never written (no epoch was saved as the best by {record.monitor})"
-    if best_epoch != last_epoch or best.exists():
-        log.warning("%s: exporting the last epoch's weights (epoch %s) instead of the best epoch's (epoch %s)",
-                    reason, last_epoch, best_epoch)
-    last = paths.last_weights.name if paths.checkpoints_root else paths.relative(paths.last_weights)
-    return {"epoch": last_epoch, "weights": last, "reason": reason}
-
-
-def load_last_weights(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy) -> bool:
-    """The trained model of an attempt killed after training; False when last.weights.h5 is damaged, so the
-    loop restores the same weights from the resumable state (kept until the record is final) instead."""
-    try:
-        load_weights(model, paths.last_weights, strategy)
-        return True
-    except (OSError, ValueError, KeyError) as error:
-        log.warning("%s cannot be read (%s): restoring the trained model from %s", paths.last_weights,
-                    clip(str(error), 160), paths.state)
-        return False
-
-
-def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strategy) -> None:
-    if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
-        model.load_weights(str(path))
-        return
-    # Mirrored variables cannot be assigned from the .h5 file directly: read it into a plain copy.
-    copy = keras.models.clone_model(model)
-    copy.load_weights(str(path))
-    model.set_weights(copy.get_weights())
-
-
-def set_threads(threads: int) -> int:
-    """Returns the intra-op threads in effect (0: TensorFlow decides)."""
-    if threads > 0:
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(threads)
-            tf.config.threading.set_inter_op_parallelism_threads(threads)
-        except RuntimeError:  # the runtime is already up in this process (e.g. an earlier sweep job)
-            if tf.config.threading.get_intra_op_parallelism_threads() != threads:
-                log.warning("trainer.threads=%d ignored: TensorFlow was already initialised in this process", threads)
-    return tf.config.threading.get_intra_op_parallelism_threads()
-
-
-def under_hydra() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-
-    return HydraConfig.initialized()
-
-
-def hydra_run_dir() -> Path:
-    if not under_hydra():
-        raise ConfigError("run_dir", None, "a run directory (pass run_dir= when calling tfhydra.run outside Hydra)",
-                          "no Hydra run directory")
-    from hydra.core.hydra_config import HydraConfig
-
-    return Path(HydraConfig.get().runtime.output_dir)
-
-
-def hydra_overrides(cfg: DictConfig) -> list[str]:
-    """The command line's overrides: Hydra's, or those a config composed with its hydra node carries."""
-    if under_hydra():
-        from hydra.core.hydra_config import HydraConfig
-
-        return list(HydraConfig.get().overrides.task)
-    return list(OmegaConf.select(cfg, "hydra.overrides.task", default=None) or [])
-
-
-def without_hydra(cfg: DictConfig) -> DictConfig:
-    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
-
-
-def write_hydra_files(paths: RunPaths, job_cfg: DictConfig, cfg: DictConfig) -> None:
-    """`.hydra/` for a run started from Python, as Hydra writes it: config.yaml (the job's config),
-    overrides.yaml and hydra.yaml. A config composed with its hydra node (`tfhydra.compose`) carries the
-    overrides and the config directory; without one they are [] and tfhydra's own conf/."""
-    from tfhydra.report import write_atomically
-
-    paths.hydra.mkdir(parents=True, exist_ok=True)
-    hydra_node = OmegaConf.select(cfg, "hydra", default=None)
-    if hydra_node is None:
-        from tfhydra import CONFIG_DIR
-
-        hydra_node = OmegaConf.create({
-            "runtime": {"output_dir": str(paths.root.resolve()),
-                        "config_sources": [{"path": str(CONFIG_DIR), "schema": "file", "provider": "main"}]},
-            "job": {"name": "train", "config_name": "config"}, "overrides": {"task": []}})
-    write_atomically(paths.config, OmegaConf.to_yaml(job_cfg))
-    write_atomically(paths.overrides, OmegaConf.to_yaml(OmegaConf.create(hydra_overrides(cfg))))
-    write_atomically(paths.hydra_config, OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra_node})))

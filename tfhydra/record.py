@@ -16,6 +16,7 @@ Where a result came from (`versions`, `git`, `host`, `command`) is filled in whe
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import platform
@@ -31,7 +32,47 @@ from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths
 
 SCHEMA_VERSION = 1
-STATUSES = ("running", "completed", "diverged", "failed", "interrupted", "pruned")
+
+
+class Status(str, enum.Enum):
+    """How a run, a phase or a sweep job stands: the one word its record (and the sweep summary) says.
+
+    A `str`, so records keep plain JSON and `record.status == Status.COMPLETED` reads either. What each
+    means elsewhere is said here once: `succeeded` (a sweep's ranking and exit code, trackers), `finished`
+    (the run ended by itself: not running, not lost), `tracker` (MLflow's run status; W&B's exit code
+    follows `succeeded`), `hparams` (TensorBoard HParams' session status)."""
+
+    RUNNING = "running"  # being trained, or killed without a word (SIGKILL): the summary says interrupted
+    COMPLETED = "completed"  # trained and exported: never overwritten
+    PRUNED = "pruned"  # stopped early by a search's pruner: an answer, not a failure
+    DIVERGED = "diverged"  # the loss (or the weights) became NaN/inf or passed trainer.max_loss
+    FAILED = "failed"  # a mistake (ConfigError) or an error; `error` says which
+    INTERRUPTED = "interrupted"  # a signal (SIGTERM, SIGINT, SIGUSR2) saved and stopped it: the same command resumes
+    NOT_STARTED = "not started"  # a sweep job without a directory yet (the summary only; no record says it)
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+    @property
+    def succeeded(self) -> bool:
+        return self in (Status.COMPLETED, Status.PRUNED)
+
+    @property
+    def finished(self) -> bool:
+        return self not in (Status.RUNNING, Status.NOT_STARTED)
+
+    @property
+    def tracker(self) -> str:
+        return "FINISHED" if self.succeeded else "KILLED" if self in (Status.INTERRUPTED, Status.RUNNING) else "FAILED"
+
+    @property
+    def hparams(self) -> str:
+        return "success" if self is Status.COMPLETED else "unknown" if self is Status.PRUNED else "failure"
+
+
+STATUSES = tuple(s.value for s in Status)
 # The packages whose versions decide a result; looked up from their metadata (nothing is imported).
 PACKAGES = ("tfhydra", "tensorflow", "tf-keras", "tensorflow-model-optimization", "hydra-core", "omegaconf", "numpy")
 
@@ -43,7 +84,7 @@ class RecordError(ValueError):
 @dataclass
 class RunRecord:
     schema_version: int = SCHEMA_VERSION
-    status: str = "running"  # one of STATUSES
+    status: str = Status.RUNNING  # a Status (read back as one)
     error: str | None = None  # the one-line reason of a failed or interrupted run
     run_dir: str = ""
     overrides: list = field(default_factory=list)  # the command line's overrides (Hydra's task overrides)
@@ -129,12 +170,13 @@ def load_record(run_dir: str | Path) -> RunRecord:
         raise RecordError(f"{path}: schema_version {version!r} (this tfhydra reads up to {SCHEMA_VERSION})")
     known = {k: v for k, v in payload.items() if k in FIELDS}
     record = RunRecord(**{**known, "schema_version": version})
-    if not isinstance(record.status, str):
-        raise RecordError(f"{path}: status {record.status!r} is not a string")
+    if record.status not in STATUSES or record.status == Status.NOT_STARTED:
+        raise RecordError(f"{path}: status {record.status!r} is not one of {', '.join(STATUSES[:-1])}")
+    record.status = Status(record.status)
     return record
 
 
-def run_status(run_dir: str | Path) -> str | None:
+def run_status(run_dir: str | Path) -> Status | None:
     """The `status` of a run's record; None when it has none or it cannot be read."""
     record = read_record(run_dir)
     return record.status if record is not None else None

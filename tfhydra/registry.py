@@ -84,10 +84,10 @@ def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:
 
 
 def check_target_imports(node: DictConfig, key: str) -> None:
-    from hydra._internal.utils import _locate
+    from tfhydra.hydra_api import locate
 
     try:
-        _locate(node._target_)
+        locate(node._target_)
     except Exception as error:  # ImportError, AttributeError, ValueError from _locate
         reason = str(error.__cause__ or error).splitlines()[0]
         raise ConfigError(f"{key}._target_", node._target_, "an importable dotted path such as mypkg.models.build_net",

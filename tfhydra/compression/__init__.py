@@ -3,8 +3,8 @@
 A scheme wraps the run's model with the TensorFlow Model Optimization Toolkit (tfmot) for
 training, may need callbacks in both loops, and turns the trained model into the deployable
 one (`strip`) before export. Rooms: plan.py (checks and phases, decided from the config alone,
-no TensorFlow), schemes.py (the registry and the registered builders), phases.py (starting from
-an earlier run's model), measure.py (figures read from the stripped weights).
+no TensorFlow), schemes.py (the registry and the registered builders), phases.py (applying the
+scheme, from an earlier run's model when there is one), measure.py (figures read from the stripped weights).
 
 This package's import stays TensorFlow-free so the run plan can read plan.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {"Compression": "tfhydra.contracts", "Phase": "tfhydra.contracts", "COMPRESSIONS": "tfhydra.compression.schemes",
-         "compress_model": "tfhydra.compression.schemes", "build_scheme": "tfhydra.compression.schemes"}
+         "compress_model": "tfhydra.compression.phases", "build_scheme": "tfhydra.compression.schemes"}
 
 
 def __getattr__(name: str):

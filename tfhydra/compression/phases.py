@@ -1,4 +1,5 @@
-"""Starting a scheme from an earlier run's trained model (`compression.from_run`, and each phase after the first).
+"""Applying the run's scheme, starting from an earlier run's trained model (`compression.from_run`, and each
+phase after the first) when there is one.
 
 The phases themselves are planned in tfhydra/compression/plan.py and run in order by tfhydra/job.py.
 """
@@ -8,10 +9,11 @@ import logging
 from pathlib import Path
 
 import tf_keras as keras
+from omegaconf import DictConfig
 
 from tfhydra.compression.plan import saved_run_config
 from tfhydra.compression.schemes import build_scheme
-from tfhydra.contracts import Phase
+from tfhydra.contracts import Compression, Phase
 from tfhydra.errors import ConfigError
 from tfhydra.rundir import RunPaths
 
@@ -26,7 +28,7 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) ->
     to continue from.
     """
     saved = saved_run_config(run)
-    phase = Phase(steps_per_epoch, saved.trainer.epochs - saved.compression.get("start_epoch", 0))
+    phase = Phase(steps_per_epoch, saved.trainer.epochs - saved.compression.start_epoch)
     earlier = build_scheme(saved.compression, model, spec, phase)
     paths = RunPaths(run)
     weights = paths.best_weights if paths.best_weights.is_file() else paths.last_weights
@@ -37,3 +39,10 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) ->
                           f"its weights do not fit this model ({str(error).splitlines()[0]})") from error
     log.info("starting from %s (%s)", weights, saved.compression.get("name"))
     return earlier.strip(earlier.model)
+
+
+def compress_model(cfg_compression: DictConfig, model: keras.Model, spec, phase: Phase) -> Compression:
+    """Start from `compression.from_run`'s trained model when given, then apply the scheme."""
+    if cfg_compression.get("from_run"):
+        model = load_run_model(Path(cfg_compression.from_run), model, spec, phase.steps_per_epoch)
+    return build_scheme(cfg_compression, model, spec, phase)

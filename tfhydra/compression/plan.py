@@ -10,13 +10,12 @@ An earlier phase is a run like any other (checkpoints, TensorBoard, metrics.json
 `.hydra/config.yaml`; no export), so an interrupted run continues inside the phase it was in and
 skips the completed ones, and a phase directory can be a later run's `compression.from_run`. The
 scheme's own phase is the run itself. The run plan (tfhydra/plan.py) gathers `check_compression`,
-`check_export` (the deployment artefacts this room measures: docs/compression.md) and `plan_phases`;
+and `plan_phases`;
 tfhydra/job.py runs the phases in order with `phase_config`.
 """
 from __future__ import annotations
 
 import copy
-import importlib.util
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -24,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from tfhydra.compression.checks_models import check_model_support
 from tfhydra.contracts import PhasePlan
 from tfhydra.errors import ConfigError
+from tfhydra.schema import Rule, choice, integer, is_block, is_run_dir, number, optional
 from tfhydra.rundir import RunPaths, phase_directory
 from tfhydra.schema import config_differences
 
@@ -35,12 +35,6 @@ SHARED_KEYS = ("start_epoch", "from_run")  # conf/tfhydra.yaml's compression sec
 FROM_RUN_SCHEMES = ("none", "prune", "cluster")  # built-in float schemes: what load_run_model may rebuild
 FROM_RUN_ACCEPTED = ("the directory of a completed run (metrics.json with status completed, .hydra/config.yaml, "
                      "checkpoints/last.weights.h5)")
-ONNX_PACKAGES = ("tf2onnx", "onnxruntime")  # the onnx extra: the writer, and the runtime that measures its file
-# TensorFlow 2.21's converter has no working int8 for recurrent layers (docs/compression.md, "Text models"):
-# calibrating GRU or masked LSTM layers kills the process (a segmentation fault, which no run can report), and an
-# unmasked LSTM's int8 file predicts the same output for every input. tfhydra/export.py refuses it for models
-# of your own too (when it converts).
-INT8_RECURRENT = "TensorFlow's TFLite converter has no working int8 for recurrent layers"
 
 
 def plan_phases(cfg: DictConfig) -> list[PhasePlan]:
@@ -126,7 +120,8 @@ def saved_run_config(run: Path) -> DictConfig:
 
     paths = RunPaths(run)
     saved = completed_run(run, "compression.from_run", str(run), FROM_RUN_ACCEPTED,
-                          needs=[paths.relative(paths.last_weights)], composed=False)
+                          needs=[paths.relative(paths.last_weights)], composed=False,
+                          flag="a compression.from_run of your own (there is no flag to trust another's)")
     scheme = saved.compression.get("name")
     if scheme in QUANTIZATION_AWARE:
         raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
@@ -142,17 +137,23 @@ def saved_run_config(run: Path) -> DictConfig:
     return saved
 
 
-def check_export(cfg: DictConfig) -> None:
-    """Exports the config asks for that could not be written, refused before training rather than after it."""
-    formats = cfg.export.formats
-    missing = [name for name in ONNX_PACKAGES if "onnx" in formats and importlib.util.find_spec(name) is None]
-    if missing:
-        raise ConfigError("export.formats", "onnx", 'pip install "tfhydra[onnx]", or export.formats without onnx',
-                          f"the ONNX export needs {' and '.join(missing)}, which is not installed")
-    tflite = cfg.export.get("tflite") or {}
-    if "tflite" in formats and tflite.get("quantization") == "int8" and cfg.model.get("name") == "lstm":
-        raise ConfigError("export.tflite.quantization", "int8", "none, dynamic or float16 with model=lstm",
-                          f"{INT8_RECURRENT} (model.cell={cfg.model.get('cell')})")
+CHECKS = (check_compression, check_model_support)
 
 
-CHECKS = (check_compression, check_export, check_model_support)
+# The compression section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+RULES: dict[str, Rule] = {
+    "compression.start_epoch": integer(0),
+    "compression.from_run": Rule("null or the directory of a completed run", is_run_dir, refusal="no such directory"),
+    "compression.schedule": choice("polynomial", "constant"),
+    "compression.target_sparsity": number(0, 1, low_open=False),
+    "compression.initial_sparsity": number(0, 1, low_open=False),
+    "compression.begin_step": optional(integer(0)),
+    "compression.end_step": optional(integer(1)),
+    "compression.begin_epoch": optional(number(0, low_open=False)),
+    "compression.end_epoch": optional(number(0)),
+    "compression.frequency": integer(1),
+    "compression.block_size": optional(Rule("[rows, cols], integers >= 1", is_block)),
+    "compression.number_of_clusters": integer(2),
+    "compression.centroids_init": choice("kmeans_plus_plus", "linear", "density_based", "random"),
+    "compression.quantize_epochs": integer(1),
+}

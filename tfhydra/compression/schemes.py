@@ -11,7 +11,6 @@ import contextlib
 import logging
 import math
 import re
-from pathlib import Path
 from typing import Iterator
 
 import importlib
@@ -25,15 +24,6 @@ from tfhydra.registry import Registry
 
 COMPRESSIONS = Registry("compression")
 log = logging.getLogger("tfhydra")
-
-
-def compress_model(cfg_compression: DictConfig, model: keras.Model, spec, phase: Phase) -> Compression:
-    """Start from `compression.from_run`'s trained model when given, then apply the scheme."""
-    if cfg_compression.get("from_run"):
-        from tfhydra.compression.phases import load_run_model
-
-        model = load_run_model(Path(cfg_compression.from_run), model, spec, phase.steps_per_epoch)
-    return build_scheme(cfg_compression, model, spec, phase)
 
 
 def build_scheme(cfg_compression: DictConfig, model: keras.Model, spec, phase: Phase) -> Compression:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
+from tfhydra.schema import Rule, integer, is_int
 
 # logger option -> (modules it imports, the extra that installs them). MLflow's SQLite store (the default)
 # needs SQLAlchemy and Alembic, which mlflow-skinny does not bring.
@@ -25,3 +26,17 @@ def check_installed(cfg: DictConfig) -> None:
 
 
 CHECKS = (check_installed,)
+
+
+# The logging and logger sections' ranges and choices, read by the schema's checks (tfhydra/schema.py).
+RULES: dict[str, Rule] = {
+    "logging.histogram_freq": integer(0),
+    "logging.profile_batch": Rule("0 (off), a batch number >= 1, or [start, stop] with 1 <= start <= stop",
+                                  lambda v: (is_int(v) and v >= 0) or (isinstance(v, (list, ListConfig)) and len(v) == 2
+                                            and all(is_int(b) and b >= 1 for b in v) and v[0] <= v[1])),
+    "logging.update_freq": Rule("'epoch', 'batch' or an integer >= 1",
+                                lambda v: v in ("epoch", "batch") or (is_int(v) and v >= 1)),
+    "logger.mlflow.experiment_name": Rule("a non-empty name", lambda v: isinstance(v, str) and v.strip() != ""),
+    "logger.wandb.mode": Rule("null ($WANDB_MODE, else offline), offline, online or disabled",
+                              lambda v: v in (None, "offline", "online", "disabled")),
+}

@@ -25,6 +25,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.logger.trackers import LOGGERS, TRACKER_STATUS, RunInfo, Tracker, flatten, quiet_loggers, read_json_map
+from tfhydra.record import Status
 from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths, SweepPaths
 
@@ -142,7 +143,7 @@ class MLflowTracker(Tracker):
             self.client.update_run(self.run_id, status="RUNNING")
             logged = self.last_epoch(run)
         else:
-            tags = {"mlflow.runName": self.info.name, "status": "running", "run_dir": str(self.paths.root.absolute()),
+            tags = {"mlflow.runName": self.info.name, "status": Status.RUNNING.value, "run_dir": str(self.paths.root.absolute()),
                     **{k: str(v) for k, v in self.info.tags.items() if v is not None},
                     **{str(k): str(v) for k, v in (self.node.get("tags") or {}).items()}}
             if parent:
@@ -185,7 +186,7 @@ class MLflowTracker(Tracker):
         self.client.set_tag(self.run_id, "status", status)
         for path, where in ((paths.metrics, None), (paths.train_log, None), (paths.hydra, ".hydra"),
                             (paths.export, "export")):
-            if where == "export" and not (self.node.get("log_export", True) and status == "completed"):
+            if where == "export" and not (self.node.log_export and status == Status.COMPLETED):
                 continue
             if path.is_file():
                 self.client.log_artifact(self.run_id, str(path), where)
@@ -220,7 +221,7 @@ def start_sweep_run(node: DictConfig, sweep_dir: Path, overrides: list[str]) -> 
             if run is None:
                 experiment = experiment_id(mlflow_client, node.get("experiment_name") or "tfhydra",
                                            artifact_root(node, uri))
-                tags = {"mlflow.runName": paths.root.name, "sweep": paths.root.name, "status": "running",
+                tags = {"mlflow.runName": paths.root.name, "sweep": paths.root.name, "status": Status.RUNNING.value,
                         "sweep_dir": str(paths.root.absolute()), "overrides": " ".join(overrides)[:5000],
                         **{str(k): str(v) for k, v in (node.get("tags") or {}).items()}}
                 run = mlflow_client.create_run(experiment, tags=tags, run_name=paths.root.name)
@@ -246,7 +247,7 @@ def end_sweep_run(sweep_dir: Path, succeeded: bool) -> None:
             for path in (paths.summary_csv, paths.summary_md, paths.summary_png, paths.multirun):
                 if path.is_file():
                     mlflow_client.log_artifact(parent["run_id"], str(path))
-            mlflow_client.set_tag(parent["run_id"], "status", "completed" if succeeded else "failed")
+            mlflow_client.set_tag(parent["run_id"], "status", (Status.COMPLETED if succeeded else Status.FAILED).value)
             mlflow_client.set_terminated(parent["run_id"], "FINISHED" if succeeded else "FAILED")
     except Exception as error:  # noqa: BLE001
         log.warning("logger.mlflow: ending the sweep's parent run failed (%s: %s)", type(error).__name__,

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from tfhydra.record import Status
 from tfhydra.registry import Registry
 from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths
@@ -31,8 +32,7 @@ log = logging.getLogger("tfhydra")
 LOGGERS = Registry("logger")  # option name -> build(node, paths, info) -> Tracker
 # What tfhydra's record statuses are in a tracker's terms (MLflow's RunStatus names): a pruned trial did what
 # its search asked (FINISHED, tagged pruned); a diverged run has no model (FAILED); a signal is KILLED.
-TRACKER_STATUS = {"completed": "FINISHED", "pruned": "FINISHED", "diverged": "FAILED", "failed": "FAILED",
-                  "interrupted": "KILLED", "running": "KILLED"}
+TRACKER_STATUS = {s.value: s.tracker for s in Status if s is not Status.NOT_STARTED}  # tfhydra.record.Status
 
 
 @dataclass
@@ -163,14 +163,6 @@ def read_json_map(path: Path) -> dict:
     return saved if isinstance(saved, dict) else {}
 
 
-def start_trackers(cfg_logger: DictConfig | None, paths: RunPaths, info: RunInfo) -> Trackers:
-    """The trackers `logger` selects (TensorBoard is the trainer's callback: not here), started."""
-    from tfhydra.logger import mlflow_run, wandb_run  # noqa: F401  (they register their builders)
-
-    nodes = cfg_logger if isinstance(cfg_logger, DictConfig) else {}
-    trackers = Trackers([LOGGERS.get(name)(node, paths, info) for name, node in nodes.items()
-                         if name in LOGGERS.names()], paths)
-    return trackers.start(info.resume) if trackers.trackers else trackers
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, Any]:

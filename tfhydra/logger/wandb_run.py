@@ -23,6 +23,7 @@ import string
 from omegaconf import DictConfig
 
 from tfhydra.logger.trackers import LOGGERS, RunInfo, Tracker, quiet_loggers
+from tfhydra.record import Status
 from tfhydra.rundir import RunPaths
 
 # W&B's variables for where it writes -> the folder of <run>/wandb/ they point at, when the user set none.
@@ -74,7 +75,7 @@ class WandbTracker(Tracker):
         if paths.metrics.is_file():  # files in the run's own directory are W&B's files of the run (synced with it)
             shutil.copy(paths.metrics, self.run.dir)
         try:
-            self.run.finish(exit_code=0 if status in ("completed", "pruned") else 1)
+            self.run.finish(exit_code=0 if Status(status).succeeded else 1)
             import wandb
 
             wandb.teardown()  # its core process read this run's directories: the next run starts its own

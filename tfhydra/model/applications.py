@@ -16,7 +16,7 @@ import tf_keras as keras
 
 from tfhydra.contracts import DataSpec
 from tfhydra.errors import ConfigError
-from tfhydra.model import MODELS, classifier_head, require_images
+from tfhydra.model.base import MODELS, classifier_head, require_images
 
 # Arguments the builder sets itself; everything else in an application's signature may go in `arch_args`.
 SET_BY_BUILDER = {"include_top", "weights", "input_tensor", "input_shape", "pooling", "classes", "classifier_activation"}

@@ -10,7 +10,7 @@ import tf_keras as keras
 
 from tfhydra.contracts import DataSpec
 from tfhydra.errors import ConfigError
-from tfhydra.model import MODELS, classifier_head, require_images
+from tfhydra.model.base import MODELS, classifier_head, require_images
 
 
 def stage_blocks(depth: int | None, blocks_per_stage) -> list[int]:

@@ -5,7 +5,7 @@ import tf_keras as keras
 
 from tfhydra.contracts import DataSpec
 from tfhydra.errors import ConfigError
-from tfhydra.model import MODELS, classifier_head, require_features, require_images
+from tfhydra.model.base import MODELS, classifier_head, require_features, require_images
 
 
 @MODELS.register("cnn")

@@ -12,7 +12,7 @@ import tf_keras as keras
 
 from tfhydra.contracts import DataSpec
 from tfhydra.errors import ConfigError
-from tfhydra.model import MODELS, classifier_head, require_tokens
+from tfhydra.model.base import MODELS, classifier_head, require_tokens
 
 RECURRENT_CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 

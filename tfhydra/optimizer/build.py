@@ -78,8 +78,9 @@ def build_piecewise(cfg, lr: float, steps_per_epoch: int, epochs: int):
         [int(b * steps_per_epoch) for b in boundaries], [lr * m for m in multipliers])
 
 
-def plateau_callback(cfg_schedule: DictConfig, monitor: str, mode: str) -> list[keras.callbacks.Callback]:
-    if cfg_schedule.name != "reduce_on_plateau":
+def plateau_callback(cfg_schedule: DictConfig | None, monitor: str, mode: str) -> list[keras.callbacks.Callback]:
+    """`optimizer.schedule.name=reduce_on_plateau` is a callback; None: a user's optimizer without a schedule."""
+    if cfg_schedule is None or cfg_schedule.name != "reduce_on_plateau":
         return []
     return [keras.callbacks.ReduceLROnPlateau(monitor=monitor, mode=mode, factor=cfg_schedule.factor,
                                               patience=cfg_schedule.patience, min_lr=cfg_schedule.min_lr)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from tfhydra.errors import ConfigError
+from tfhydra.schema import Rule, choice, integer, list_of, number
 
 
 def check_schedule(cfg: DictConfig) -> None:
@@ -19,9 +20,7 @@ def check_schedule(cfg: DictConfig) -> None:
     if name in ("cosine", "reduce_on_plateau") and schedule.min_lr > lr:
         raise ConfigError("optimizer.schedule.min_lr", schedule.min_lr, f"a rate <= optimizer.lr ({lr}), the peak",
                           "the floor is above the peak rate")
-    if name == "cosine" and schedule.warmup_epochs >= epochs:
-        raise ConfigError("optimizer.schedule.warmup_epochs", schedule.warmup_epochs,
-                          f"fewer than trainer.epochs ({epochs})", "the warm-up would take the whole run")
+    check_warmup(optimizer, epochs, f"trainer.epochs ({epochs})")
     if name == "piecewise":
         boundaries, multipliers = list(schedule.boundaries_epochs), list(schedule.multipliers)
         if any(later < earlier for earlier, later in zip(boundaries, boundaries[1:])):
@@ -33,4 +32,37 @@ def check_schedule(cfg: DictConfig) -> None:
                               "does not match boundaries_epochs")
 
 
+def check_warmup(cfg_optimizer: DictConfig, epochs: int, what: str) -> None:
+    """A cosine warm-up shorter than the epochs its schedule runs over (`what` names them): the schedule is built
+    per phase (tfhydra/plan.py checks each phase), so a warm-up longer than a phase would decay below zero."""
+    if "_target_" in cfg_optimizer or "schedule" not in cfg_optimizer:
+        return
+    schedule = cfg_optimizer.schedule
+    if schedule.get("name") == "cosine" and schedule.warmup_epochs >= epochs:
+        raise ConfigError("optimizer.schedule.warmup_epochs", schedule.warmup_epochs, f"fewer than {what}",
+                          "the warm-up would take the whole schedule")
+
+
 CHECKS = (check_schedule,)
+
+
+# optimizer.schedule.name: the schedules tfhydra/optimizer/build.py registers (a test holds them equal)
+SCHEDULE_NAMES = ("constant", "cosine", "exponential", "piecewise", "reduce_on_plateau")
+
+# The optimizer section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+RULES: dict[str, Rule] = {
+    "optimizer.schedule.name": choice(*SCHEDULE_NAMES),
+    "optimizer.schedule.warmup_epochs": number(0, low_open=False),
+    "optimizer.schedule.min_lr": number(0, low_open=False),
+    "optimizer.schedule.decay_rate": number(0, 1, high_open=False),
+    "optimizer.schedule.decay_epochs": number(0),
+    "optimizer.schedule.boundaries_epochs": list_of(number(0), min_len=0),
+    "optimizer.schedule.multipliers": list_of(number(0)),
+    "optimizer.schedule.factor": number(0, 1),
+    "optimizer.schedule.patience": integer(0),
+    "optimizer.lr": number(0),
+    "optimizer.momentum": number(0, 1, low_open=False),
+    "optimizer.beta_1": number(0, 1, low_open=False),
+    "optimizer.beta_2": number(0, 1, low_open=False),
+    "optimizer.epsilon": number(0),
+}

@@ -26,7 +26,7 @@ SHARD_POLICIES = {"auto": tf.data.experimental.AutoShardPolicy.AUTO, "data": tf.
 
 
 def build_strategy(cfg_strategy) -> tf.distribute.Strategy:
-    split_cpu(cfg_strategy.get("logical_cpus", 0))
+    split_cpu(cfg_strategy.get("logical_cpus") or 0)  # only mirrored has the key (conf/strategy/)
     return STRATEGIES.build(cfg_strategy)
 
 
@@ -48,7 +48,7 @@ def build_one_device(cfg) -> tf.distribute.Strategy:
 def build_mirrored(cfg) -> tf.distribute.Strategy:
     """All GPUs by default (the CPU if there are none), or `devices`; one replica per device."""
     devices = list(cfg.devices) if cfg.devices else None
-    if devices is None and cfg.get("logical_cpus", 0) > 1:
+    if devices is None and (cfg.get("logical_cpus") or 0) > 1:
         devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     ops = {"auto": None, "nccl": tf.distribute.NcclAllReduce, "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,
            "reduce_to_one": tf.distribute.ReductionToOneDevice}[cfg.cross_device_ops]
@@ -67,7 +67,7 @@ def build_auto(cfg) -> tf.distribute.Strategy:
 def build_multi_worker(cfg) -> tf.distribute.Strategy:
     """MultiWorkerMirroredStrategy over the cluster its `cluster_resolver` finds (one process per host, or per
     task): TF_CONFIG, SLURM's `srun` environment or the Kubernetes pods with a label."""
-    resolver = CLUSTER_RESOLVERS[cfg.get("cluster_resolver", "tf_config")](cfg)
+    resolver = CLUSTER_RESOLVERS[cfg.cluster_resolver](cfg)
     implementation = {"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
                       "ring": tf.distribute.experimental.CommunicationImplementation.RING,
                       "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL}[cfg.communication]
@@ -182,9 +182,10 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 
 
 def shard(dataset: tf.data.Dataset, cfg_strategy) -> tf.data.Dataset:
-    """Auto-shard policy across workers (multi_worker only; `auto` lets tf.data choose FILE or DATA)."""
-    policy = cfg_strategy.get("auto_shard")
-    if policy is None:
+    """Auto-shard policy across workers (multi_worker only). `auto` keeps the data room's choice (by file with
+    enough shards, else by example: tfhydra/data/, recorded in the data spec), so it sets nothing."""
+    policy = cfg_strategy.get("auto_shard")  # only multi_worker has the key (conf/strategy/)
+    if policy is None or policy == "auto":
         return dataset
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = SHARD_POLICIES[policy]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from tfhydra.errors import ConfigError
+from tfhydra.schema import Rule, choice, integer, list_of, optional
 
 
 def planned_replicas(cfg_strategy: DictConfig) -> int | None:
@@ -38,3 +39,21 @@ def check_strategy(cfg: DictConfig) -> None:
 
 
 CHECKS = (check_strategy,)
+
+
+CLUSTER_RESOLVERS = ("tf_config", "slurm", "kubernetes")  # strategy.cluster_resolver (tfhydra/strategy/build.py)
+
+# The strategy section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+RULES: dict[str, Rule] = {
+    "strategy.cross_device_ops": choice("auto", "nccl", "hierarchical_copy", "reduce_to_one"),
+    "strategy.communication": choice("auto", "ring", "nccl"),
+    "strategy.auto_shard": choice("auto", "data", "file", "off"),
+    "strategy.cluster_resolver": choice(*CLUSTER_RESOLVERS),
+    "strategy.port": integer(1, 65535),
+    "strategy.gpus_per_task": optional(integer(1)),
+    "strategy.worker_label": Rule("a Kubernetes label selector such as job-name=tfhydra-worker",
+                                  lambda v: isinstance(v, str) and "=" in v),
+    "strategy.logical_cpus": integer(0),
+    "strategy.devices": optional(list_of(Rule("a device name such as /gpu:0", lambda v: isinstance(v, str)))),
+    "strategy.device": optional(Rule("a device name such as /gpu:0", lambda v: isinstance(v, str))),
+}

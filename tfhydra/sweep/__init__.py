@@ -27,6 +27,8 @@ import re
 import sys
 from typing import Iterable, Sequence
 
+from tfhydra.runtime import auto_threads, available_cores, in_sweep, launcher_cpus, parallel_jobs  # noqa: F401
+
 _UNSAFE = re.compile(r"[/\\:*?\"<>|\s]")
 MAX_NAME = 180  # leaves room under the usual 255-byte limit for the job number
 SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"  # JSON list of swept keys: a job's hydra.job.env_set, written by the sweep callback
@@ -34,9 +36,9 @@ SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"  # JSON list of swept keys: a job's hydra.
 
 def swept_keys(argv: Sequence[str]) -> set[str]:
     """Keys whose value on the command line is a sweep (`a=1,2`, `range(...)`, `glob(...)`)."""
-    from hydra._internal.utils import get_args_parser
+    from tfhydra.hydra_api import parse_command_line
 
-    args, _ = get_args_parser().parse_known_args(list(argv))
+    args, _ = parse_command_line(argv)
     return sweep_override_keys(args.overrides)
 
 
@@ -113,63 +115,3 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("tfhydra.job_dirname"):  # resolved in the job's process: its own config names it
         OmegaConf.register_new_resolver("tfhydra.job_dirname", lambda overrides, _root_: job_dirname(
             list(overrides), hydra_node=_root_.get("hydra")))
-
-
-def in_sweep() -> bool:
-    """True inside a job of `python train.py -m ...` (any launcher, any sweeper)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def parallel_jobs() -> int:
-    """How many jobs of this sweep run at once on this machine: hydra.launcher.n_jobs under the
-    joblib launcher (joblib's convention: -1 = one per core, -2 = all cores but one), else 1."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not in_sweep():
-        return 1
-    launcher = HydraConfig.get().launcher
-    if "joblib" not in str(launcher.get("_target_", "")):
-        return 1
-    n_jobs = int(launcher.get("n_jobs") or 1)
-    return n_jobs if n_jobs > 0 else max(1, available_cores() + 1 + n_jobs)
-
-
-def auto_threads() -> int:
-    """`trainer.threads=0`: TensorFlow decides alone, or, when N jobs share the machine, cores // N each
-    (TensorFlow would otherwise give every job a thread pool as large as the machine). Under a cluster
-    launcher each job gets the CPUs the launcher reserved for it (`launcher_cpus`): that many threads."""
-    cpus = launcher_cpus()
-    if cpus:
-        return cpus
-    jobs = parallel_jobs()
-    return 0 if jobs <= 1 else max(1, available_cores() // jobs)
-
-
-def launcher_cpus() -> int | None:
-    """The CPUs this sweep's launcher reserves for each job: `hydra.launcher.cpus_per_task` under submitit's
-    launchers (None when unset: SLURM's default), `hydra.launcher.ray.remote.num_cpus` under Ray's (1 when
-    unset: what Ray reserves for a task, and the OMP_NUM_THREADS it sets), else None."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    if not in_sweep():
-        return None
-    launcher = HydraConfig.get().launcher
-    target = str(launcher.get("_target_", ""))
-    if "submitit" in target:
-        cpus = launcher.get("cpus_per_task")
-    elif "hydra_ray_launcher" in target:
-        cpus = OmegaConf.select(launcher, "ray.remote.num_cpus", default=None) or 1
-    else:
-        return None
-    return max(1, int(cpus)) if isinstance(cpus, (int, float)) and cpus > 0 else None

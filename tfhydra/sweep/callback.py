@@ -122,11 +122,11 @@ def planned_jobs(config: DictConfig) -> int | None:
     if OmegaConf.select(sweeper, "n_trials", default=None):
         return int(sweeper.n_trials)
     try:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from tfhydra.hydra_api import split_sweep
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-        return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+        return sum(len(batch) for batch in split_sweep(parsed))
     except Exception:  # noqa: BLE001  (glob() and friends: no count, no ETA)
         return None
 

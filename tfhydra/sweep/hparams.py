@@ -29,6 +29,8 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.plugins.hparams import summary_v2 as hp
 from tensorboard.summary.writer.record_writer import RecordWriter
 
+from tfhydra.record import Status
+
 Value = Any  # bool | int | float | str
 
 
@@ -99,9 +101,8 @@ def write_experiment(sweep_dir: Path, swept: dict[str, list[Value]], monitor: st
 class Trial:
     """One job's HParams session: opened when the job starts, closed with its status."""
 
-    # HParams has no "pruned": a pruned trial ended early by choice, neither a success nor a failure.
-    STATUS = {"completed": api_pb2.STATUS_SUCCESS, "diverged": api_pb2.STATUS_FAILURE,
-              "failed": api_pb2.STATUS_FAILURE, "pruned": api_pb2.STATUS_UNKNOWN}
+    # tfhydra.record.Status.hparams in HParams' terms (a pruned trial ended early by choice: unknown).
+    STATUS = {"success": api_pb2.STATUS_SUCCESS, "failure": api_pb2.STATUS_FAILURE, "unknown": api_pb2.STATUS_UNKNOWN}
 
     def __init__(self, log_dir: Path, trial_id: str, values: dict[str, Value]) -> None:
         self.events = EventFile(log_dir)
@@ -111,7 +112,7 @@ class Trial:
         if best is not None and math.isfinite(best):
             value = summary_pb2.Summary.Value(tag=f"best_{monitor}", simple_value=best)
             self.events.write(summary_pb2.Summary(value=[value]), step=max(0, (best_epoch or 1) - 1))
-        end = plugin_data_pb2.SessionEndInfo(status=self.STATUS.get(status, api_pb2.STATUS_UNKNOWN),
+        end = plugin_data_pb2.SessionEndInfo(status=self.STATUS[Status(status).hparams],
                                              end_time_secs=time.time())
         data = plugin_data_pb2.HParamsPluginData(session_end_info=end)
         self.events.write(_summary(metadata.SESSION_END_INFO_TAG, data))

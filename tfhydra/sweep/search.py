@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError, clip
-from tfhydra.record import read_record
+from tfhydra.record import Status, read_record
 from tfhydra.report import write_atomically
 from tfhydra.rundir import SweepPaths
 
@@ -195,9 +195,9 @@ def outcome(returned) -> tuple[Any, float | None]:
         if getattr(returned, "hydra_cfg", None) is not None else None
     record = read_record(Path(output_dir)) if output_dir else None
     value = getattr(returned, "_return_value", None)
-    if record is not None and record.status == "pruned":
+    if record is not None and record.status == Status.PRUNED:
         return TrialState.PRUNED, None
-    if record is not None and record.status == "completed" and isinstance(value, (int, float)) \
+    if record is not None and record.status == Status.COMPLETED and isinstance(value, (int, float)) \
             and math.isfinite(value):
         return TrialState.COMPLETE, float(value)
     return TrialState.FAIL, None

@@ -19,7 +19,8 @@ from typing import Callable
 from omegaconf import DictConfig
 
 from tfhydra.errors import ConfigError
-from tfhydra.record import RunRecord, provenance, read_record
+from tfhydra.lifecycle import kept_record, record_stopped
+from tfhydra.record import RunRecord, Status, provenance, read_record
 from tfhydra.rundir import RunPaths
 from tfhydra.sweep import current_swept_keys
 from tfhydra.sweep.hparams import Trial, plain
@@ -36,8 +37,8 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
-    kept = read_record(run_dir)
-    if kept is not None and kept.status == "completed":  # a sweep run again: the pre-flight checked its config
+    kept = kept_record(run_dir)
+    if kept is not None:  # a sweep run again: the pre-flight checked its config
         log.info("job %s completed in an earlier run of this sweep: kept as it is", run_dir.name)
         print(f"kept: {run_dir.name} (completed in an earlier run of this sweep)", flush=True)
         best = kept.best_monitored
@@ -62,7 +63,7 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
         record_failure(run_dir, cfg, overrides, error, time.perf_counter() - started)
         result = math.nan
     if trial is not None:
-        record = read_record(run_dir) or RunRecord(status="failed")
+        record = read_record(run_dir) or RunRecord(status=Status.FAILED)
         trial.end(record.status, cfg.trainer.monitor, (record.best or {}).get(cfg.trainer.monitor),
                   (record.best or {}).get("epoch"))
     return result
@@ -77,7 +78,7 @@ def search_callbacks(cfg: DictConfig, hydra_cfg, run_dir: Path) -> list:
 
     sweeper = hydra_cfg.sweeper
     return [ReportToTrial(storage_url(Path(hydra_cfg.sweep.dir), sweeper.get("storage")), sweeper.get("study_name"),
-                          number, cfg.trainer.monitor, make_pruner(sweeper.get("pruner", "median"), cfg.trainer.epochs))]
+                          number, cfg.trainer.monitor, make_pruner(sweeper.pruner, cfg.trainer.epochs))]
 
 
 def swept_values(overrides: list[str], swept: set[str]) -> dict:
@@ -95,22 +96,20 @@ def record_failure(run_dir: Path, cfg: DictConfig, overrides: list[str], error: 
     """Keep the record the job wrote when it failed itself; otherwise (it failed before it could write one,
     e.g. importing TensorFlow) write a minimal one."""
     record = read_record(run_dir)
-    if record is not None and record.status == "failed":
+    if record is not None and record.status == Status.FAILED:
         return
-    message = str(error) if isinstance(error, ConfigError) else f"{type(error).__name__}: {error}"
-    run_dir.mkdir(parents=True, exist_ok=True)
     record = record or RunRecord(run_dir=str(run_dir), overrides=overrides, monitor=cfg.trainer.monitor,
                                  monitor_mode=cfg.trainer.monitor_mode, **provenance())
-    record.update(status="failed", error=" ".join(message.split()), wall_seconds=seconds).write(run_dir)
+    record_stopped(run_dir, error, record, status=Status.FAILED, wall_seconds=seconds)
 
 
 def record_lost(run_dir: Path, overrides: list[str], reason: str) -> bool:
     """A job its launcher lost (killed by SIGKILL on a cluster: tfhydra/sweep/launch_errors.py) recorded as failed
     with the launcher's reason; False when its record says it ended on its own (completed, failed ...)."""
     record = read_record(run_dir)
-    if record is not None and record.status != "running":
+    if record is not None and record.status.finished:
         return False
     record = record or RunRecord(run_dir=str(run_dir), overrides=overrides, **provenance())
-    record.update(status="failed", error="lost by the launcher (killed on the cluster? out of memory, a lost node, "
-                  f"SIGKILL): {reason}").write(run_dir)
+    record_stopped(run_dir, "lost by the launcher (killed on the cluster? out of memory, a lost node, SIGKILL): "
+                   f"{reason}", record, status=Status.FAILED)
     return True

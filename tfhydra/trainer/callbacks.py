@@ -157,7 +157,7 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
         callbacks.append(keras.callbacks.TensorBoard(
             log_dir=str(paths.tensorboard), histogram_freq=cfg_logging.histogram_freq,
             write_graph=cfg_logging.write_graph, update_freq=cfg_logging.update_freq,
-            profile_batch=profile_range(cfg_logging.get("profile_batch", 0))))
+            profile_batch=profile_range(cfg_logging.profile_batch)))
     callbacks.append(BestCheckpoint(
         str(paths.best_weights), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
         save_best_only=True, save_weights_only=True, verbose=0, from_epoch=recorder.best_from,
@@ -236,7 +236,7 @@ CROSSENTROPY_LOSSES = {"sparse_categorical_crossentropy", "categorical_crossentr
 def loss_bound(cfg_trainer) -> float | None:
     """`trainer.max_loss`: `auto` bounds the crossentropy losses only (their sane values stay near
     ln(classes); 1e6 means exploding logits, e.g. Adam at lr 1e4, which never reaches inf in float32)."""
-    bound = cfg_trainer.get("max_loss", "auto")
+    bound = cfg_trainer.max_loss
     if bound == "auto":
         return 1e6 if isinstance(cfg_trainer.loss, str) and cfg_trainer.loss in CROSSENTROPY_LOSSES else None
     return None if bound is None else float(bound)

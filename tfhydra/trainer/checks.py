@@ -1,9 +1,10 @@
 """What the run plan checks in the `trainer:` section: mistakes the config alone decides. No TensorFlow."""
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from tfhydra.errors import ConfigError, suggestion
+from tfhydra.schema import Rule, choice, integer, is_int, is_target, number, optional
 
 # The names tf_keras resolves to a loss or a metric it can build with no arguments, so a misspelling is
 # refused before TensorFlow is imported (Keras' own `metrics.get` accepts any string and fails at the first
@@ -68,7 +69,7 @@ def check_monitor(cfg: DictConfig) -> None:
     if trainer.monitor not in accepted:
         raise ConfigError("trainer.monitor", trainer.monitor, accepted, "not a metric this run logs")
     stopping = trainer.get("early_stopping") or {}
-    if stopping.get("patience", 0) and stopping.get("monitor") not in accepted:
+    if stopping.patience and stopping.monitor not in accepted:
         raise ConfigError("trainer.early_stopping.monitor", stopping.get("monitor"), accepted,
                           "not a metric this run logs")
 
@@ -86,3 +87,33 @@ def check_objectives(cfg: DictConfig) -> None:
 
 
 CHECKS = (check_seed, check_objectives, check_monitor)
+
+
+LOOP_NAMES = ("fit", "custom")  # trainer.loop: the loops tfhydra/trainer/ registers (a test holds them equal)
+
+# The trainer section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+RULES: dict[str, Rule] = {
+    "trainer.epochs": integer(1),
+    "trainer.seed": integer(0),
+    "trainer.steps_per_execution": integer(1),
+    "trainer.verbose": integer(0, 2),
+    "trainer.loop": choice(*LOOP_NAMES),
+    "trainer.jit_compile": choice("auto", True, False),
+    "trainer.clip_norm": optional(number(0)),
+    "trainer.clip_value": optional(number(0)),
+    "trainer.clip_global_norm": optional(number(0)),
+    "trainer.save_every": Rule("'epoch' or an integer >= 1 (steps)", lambda v: v == "epoch" or (is_int(v) and v >= 1)),
+    "trainer.resume": choice(True, False),
+    "trainer.deterministic": choice(True, False),
+    "trainer.early_stopping.patience": integer(0),
+    "trainer.early_stopping.mode": choice("min", "max"),
+    "trainer.early_stopping.min_delta": number(0, low_open=False),
+    "trainer.monitor_mode": choice("min", "max"),
+    "trainer.threads": integer(0),
+    "trainer.max_loss": Rule("auto, null or a number > 0", lambda v: v in ("auto", None) or number(0).ok(v)),
+    "trainer.steps_per_epoch": optional(integer(1)),
+    "trainer.validation_steps": optional(integer(1)),
+    "trainer.loss": Rule("a Keras loss name, or a node with _target_", lambda v: isinstance(v, str) or is_target(v)),
+    "trainer.metrics": Rule("a list of Keras metric names or nodes with _target_", lambda v: isinstance(
+        v, (list, ListConfig)) and all(isinstance(m, str) or is_target(m) for m in v)),
+}

@@ -13,142 +13,179 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.trainer.loops import LOOPS, LoopContext
-from tfhydra.trainer.state import KEEP, restore_newest_readable, stop_for
+from tfhydra.trainer.base import LOOPS, LoopContext
+from tfhydra.trainer.restore import restore_newest_readable
+from tfhydra.trainer.state import KEEP, stop_for
 
 log = logging.getLogger("tfhydra")
 
 
 @LOOPS.register("custom")
 def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
-    strategy, steps_per_epoch = context.strategy, datasets.steps_per_epoch
-    jit = jit_setting(cfg_trainer.jit_compile)
-    # One iterator over all epochs (repeat after batch keeps epoch boundaries), so its
-    # shuffle state is part of the checkpoint and a resumed run sees the same batches.
-    train_iterator = iter(strategy.experimental_distribute_dataset(datasets.prefetched(datasets.train.repeat())))
-    epoch, step = tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(0, dtype=tf.int64, trainable=False)
+    CustomLoop(cfg_trainer, model, datasets, context).run(callbacks)
 
-    objective = per_example_objective(model.loss)
-    loss_tracker = keras.metrics.Mean(name="loss")  # mean per-example loss, synced over replicas
-    scaling = isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # compile wraps it under mixed
 
-    def average_loss(y, y_pred):
+class CustomLoop:
+    """One run of the custom loop: its compiled steps, its checkpointed state, and the epochs around them.
+
+    `epoch` and `step` are variables in the checkpoint, so a resumed run continues where the last save left
+    it: mid-epoch (every `trainer.save_every` steps) or at an epoch's end."""
+
+    def __init__(self, cfg_trainer, model: keras.Model, datasets, context: LoopContext) -> None:
+        self.cfg, self.model, self.datasets, self.context = cfg_trainer, model, datasets, context
+        self.strategy, self.steps_per_epoch = context.strategy, datasets.steps_per_epoch
+        # One iterator over all epochs (repeat after batch keeps epoch boundaries), so its
+        # shuffle state is part of the checkpoint and a resumed run sees the same batches.
+        self.iterator = iter(self.strategy.experimental_distribute_dataset(datasets.prefetched(datasets.train.repeat())))
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.objective = per_example_objective(model.loss)
+        self.loss_tracker = keras.metrics.Mean(name="loss")  # mean per-example loss, synced over replicas
+        self.scaling = isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # compile wraps it
+        jit = jit_setting(cfg_trainer.jit_compile)
+        self.train_steps = tf.function(self._train_steps, jit_compile=jit)
+        self.eval_step = tf.function(self._eval_step, jit_compile=jit)
+        self.metrics = self._build_accumulators()
+        self.manager, self.directory, checkpoint = self._checkpoint()
+        stop = context.stop
+        # under multi_worker, one signal stops every worker after the same step
+        self.stop = stop_for(stop, self.strategy, checkpoint, self.directory).check if stop is not None \
+            else (lambda save: None)
+        self.save_every = None if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
+
+    # ---- the compiled steps (traced once) ----------------------------------------------------------------------
+    def _average_loss(self, y, y_pred):
         """The replica's share of the global-batch mean, as tf.distribute expects its gradients."""
-        per_example = objective(y, y_pred)
-        loss_tracker.update_state(per_example)
+        per_example = self.objective(y, y_pred)
+        self.loss_tracker.update_state(per_example)
         loss = tf.nn.compute_average_loss(per_example)
-        if model.losses:
-            loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        if self.model.losses:
+            loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
         return loss
 
-    def replica_step(data):
+    def _replica_step(self, data):
         x, y = data
+        model = self.model
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
-            loss = average_loss(y, y_pred)
-            if scaling:
+            loss = self._average_loss(y, y_pred)
+            if self.scaling:
                 loss = model.optimizer.get_scaled_loss(loss)
         gradients = tape.gradient(loss, model.trainable_variables)
-        if scaling:
+        if self.scaling:
             gradients = model.optimizer.get_unscaled_gradients(gradients)
         # Clips per trainer.clip_*; the LossScaleOptimizer skips steps whose gradients are not finite.
         model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         model.compiled_metrics.update_state(y, y_pred)
 
-    @tf.function(jit_compile=jit)
-    def train_steps(iterator, count):
+    def _train_steps(self, iterator, count):
         for _ in tf.range(count):
-            strategy.run(replica_step, args=(next(iterator),))
+            self.strategy.run(self._replica_step, args=(next(iterator),))
 
-    @tf.function(jit_compile=jit)
-    def eval_step(data):
-        def replica_eval(batch):
-            x, y = batch
-            y_pred = model(x, training=False)
-            average_loss(y, y_pred)
-            model.compiled_metrics.update_state(y, y_pred)
-        strategy.run(replica_eval, args=(data,))
+    def _replica_eval(self, batch):
+        x, y = batch
+        y_pred = self.model(x, training=False)
+        self._average_loss(y, y_pred)
+        self.model.compiled_metrics.update_state(y, y_pred)
 
-    # Optimizer slots and metric accumulators exist only after their first use; create them
-    # now (one evaluation batch, then reset) so the checkpoint tracks and a restore fills them.
-    with strategy.scope():  # slots must be mirrored like the variables they belong to
-        model.optimizer.build(model.trainable_variables)
-    layer_generators = random_layer_generators(model, strategy)
-    for batch in strategy.experimental_distribute_dataset(datasets.validation.take(1)):
-        eval_step(batch)
-    metrics = [loss_tracker, *model.compiled_metrics.metrics]
-    reset(metrics)
-    state = dict(model=model, optimizer=model.optimizer, epoch=epoch, step=step, metrics=metrics,
-                 rng=tf.random.get_global_generator(), layer_rngs=layer_generators)
-    if isinstance(train_iterator, tf.__internal__.tracking.Trackable):
-        state["iterator"] = train_iterator
-    else:  # a multi-replica strategy's iterator cannot be checkpointed: a resumed run restarts the data order
-        log.warning("%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
-                    type(strategy).__name__)
-    checkpoint = tf.train.Checkpoint(**state)
-    directory = context.paths.state  # a non-chief worker's own (one run directory may serve the whole cluster)
-    if not strategy.extended.should_checkpoint:
-        directory = directory / f"worker_{strategy.cluster_resolver.task_id}"
-    manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=KEEP)
-    restored = restore_newest_readable(checkpoint, directory, strategy)
-    if restored:
-        log.info("resumed from %s at epoch %d, step %d", restored, int(epoch) + 1, int(step))
+    def _eval_step(self, data):
+        self.strategy.run(self._replica_eval, args=(data,))
 
-    def save() -> str:
-        manager.save()
-        return f"epoch {int(epoch) + 1}, step {int(step)} ({manager.directory})"
+    # ---- the state a resumed run continues from ------------------------------------------------------------------
+    def _build_accumulators(self) -> list:
+        """Optimizer slots and metric accumulators exist only after their first use; create them now (one
+        evaluation batch, then reset) so the checkpoint tracks them and a restore fills them."""
+        with self.strategy.scope():  # slots must be mirrored like the variables they belong to
+            self.model.optimizer.build(self.model.trainable_variables)
+        self.layer_generators = random_layer_generators(self.model, self.strategy)
+        for batch in self.strategy.experimental_distribute_dataset(self.datasets.validation.take(1)):
+            self.eval_step(batch)
+        metrics = [self.loss_tracker, *self.model.compiled_metrics.metrics]
+        reset(metrics)
+        return metrics
 
-    stop = stop_for(context.stop, strategy, checkpoint, directory).check if context.stop is not None \
-        else lambda save: None  # under multi_worker, one signal stops every worker after the same step
-    save_every_steps = None if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
+    def _checkpoint(self):
+        state = dict(model=self.model, optimizer=self.model.optimizer, epoch=self.epoch, step=self.step,
+                     metrics=self.metrics, rng=tf.random.get_global_generator(), layer_rngs=self.layer_generators)
+        if isinstance(self.iterator, tf.__internal__.tracking.Trackable):
+            state["iterator"] = self.iterator
+        else:  # a multi-replica strategy's iterator cannot be checkpointed: a resumed run restarts the data order
+            log.warning("%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
+                        type(self.strategy).__name__)
+        checkpoint = tf.train.Checkpoint(**state)
+        directory = self.context.paths.state  # a non-chief worker's own (one run directory may serve the cluster)
+        if not self.strategy.extended.should_checkpoint:
+            directory = directory / f"worker_{self.strategy.cluster_resolver.task_id}"
+        manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=KEEP)
+        restored = restore_newest_readable(checkpoint, directory, self.strategy)
+        if restored:
+            log.info("resumed from %s at epoch %d, step %d", restored, int(self.epoch) + 1, int(self.step))
+        return manager, directory, checkpoint
 
-    callback_list = keras.callbacks.CallbackList(callbacks, model=model, epochs=cfg_trainer.epochs,
-                                                 steps=steps_per_epoch, verbose=0)
-    gradient_writer = tf.summary.create_file_writer(str(context.paths.tensorboard_train)) \
-        if context.histogram_freq else None
-    model.stop_training = False
-    callback_list.on_train_begin()
-    while int(epoch) < cfg_trainer.epochs and not model.stop_training:
-        current = int(epoch)
-        if int(step) == 0:
-            reset(metrics)
-        callback_list.on_epoch_begin(current)
-        progress = keras.utils.Progbar(steps_per_epoch, verbose=cfg_trainer.verbose) if cfg_trainer.verbose else None
-        while int(step) < steps_per_epoch:
-            count = min(cfg_trainer.steps_per_execution, steps_per_epoch - int(step))
-            if save_every_steps:  # end an execution on each save point, so saves happen where asked
-                count = min(count, save_every_steps - int(step) % save_every_steps)
+    def _save(self) -> str:
+        self.manager.save()
+        return f"epoch {int(self.epoch) + 1}, step {int(self.step)} ({self.manager.directory})"
+
+    # ---- the epochs ------------------------------------------------------------------------------------------------
+    def run(self, callbacks: list) -> None:
+        cfg, model = self.cfg, self.model
+        callback_list = keras.callbacks.CallbackList(callbacks, model=model, epochs=cfg.epochs,
+                                                     steps=self.steps_per_epoch, verbose=0)
+        gradients = tf.summary.create_file_writer(str(self.context.paths.tensorboard_train)) \
+            if self.context.histogram_freq else None
+        model.stop_training = False
+        callback_list.on_train_begin()
+        while int(self.epoch) < cfg.epochs and not model.stop_training:
+            current = int(self.epoch)
+            if int(self.step) == 0:
+                reset(self.metrics)
+            callback_list.on_epoch_begin(current)
+            self._train_epoch(callback_list)
+            if model.stop_training:
+                break
+            train_logs = metric_values(self.metrics)
+            if gradients and (current + 1) % self.context.histogram_freq == 0:
+                write_gradient_summaries(model, self.datasets.train, gradients, current)
+            val_logs = self._validate(callback_list)
+            self.epoch.assign_add(1)
+            self.step.assign(0)
+            # The record may run ahead of the state, never behind: a run killed before the save
+            # redoes this epoch, and RunRecorder drops the record it is ahead by.
+            callback_list.on_epoch_end(current, {**train_logs, **val_logs})
+            self.manager.save()
+            self.stop(lambda: f"the end of epoch {current + 1} ({self.manager.directory})")
+        callback_list.on_train_end()
+
+    def _train_epoch(self, callback_list) -> None:
+        """The rest of the epoch from `step`, `trainer.steps_per_execution` steps per compiled call; an execution
+        ends on each save point, so saves happen where asked."""
+        cfg, step, steps = self.cfg, self.step, self.steps_per_epoch
+        progress = keras.utils.Progbar(steps, verbose=cfg.verbose) if cfg.verbose else None
+        while int(step) < steps:
+            count = min(cfg.steps_per_execution, steps - int(step))
+            if self.save_every:
+                count = min(count, self.save_every - int(step) % self.save_every)
             callback_list.on_train_batch_begin(int(step))
-            train_steps(train_iterator, tf.constant(count))
+            self.train_steps(self.iterator, tf.constant(count))
             step.assign_add(count)
-            logs = metric_values(metrics)
+            logs = metric_values(self.metrics)
             if progress:
                 progress.update(int(step), list(logs.items()))
             callback_list.on_train_batch_end(int(step) - 1, logs)
-            if model.stop_training:
-                break
-            if save_every_steps and int(step) % save_every_steps == 0 and int(step) < steps_per_epoch:
-                manager.save()
-            stop(save)
-        if model.stop_training:
-            break
-        train_logs = metric_values(metrics)
-        if gradient_writer and (current + 1) % context.histogram_freq == 0:
-            write_gradient_summaries(model, datasets.train, gradient_writer, current)
+            if self.model.stop_training:
+                return
+            if self.save_every and int(step) % self.save_every == 0 and int(step) < steps:
+                self.manager.save()
+            self.stop(self._save)
+
+    def _validate(self, callback_list) -> dict:
         callback_list.on_test_begin()
-        reset(metrics)
-        for batch in strategy.experimental_distribute_dataset(datasets.prefetched(datasets.validation)):
-            eval_step(batch)
-        val_logs = {f"val_{name}": value for name, value in metric_values(metrics).items()}
+        reset(self.metrics)
+        for batch in self.strategy.experimental_distribute_dataset(self.datasets.prefetched(self.datasets.validation)):
+            self.eval_step(batch)
+        val_logs = {f"val_{name}": value for name, value in metric_values(self.metrics).items()}
         callback_list.on_test_end(val_logs)
-        epoch.assign_add(1)
-        step.assign(0)
-        # The record may run ahead of the state, never behind: a run killed before the save
-        # redoes this epoch, and RunRecorder drops the record it is ahead by.
-        callback_list.on_epoch_end(current, {**train_logs, **val_logs})
-        manager.save()
-        stop(lambda: f"the end of epoch {current + 1} ({manager.directory})")
-    callback_list.on_train_end()
+        return val_logs
 
 
 def random_layer_generators(model: keras.Model, strategy) -> list:

@@ -6,25 +6,17 @@ TensorBoard, checkpoints and the run record are the same whichever loop ran.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.registry import Registry
-from tfhydra.rundir import RunPaths
-from tfhydra.trainer.state import ResumableBackup, StopOnSignal
+from tfhydra.trainer import custom  # noqa: F401  (registers "custom")
+from tfhydra.trainer.base import LOOPS, LoopContext
+from tfhydra.trainer.state import ResumableBackup
 
-LOOPS = Registry("trainer.loop")
+__all__ = ["LOOPS", "LoopContext", "train"]
+
 log = logging.getLogger("tfhydra")
-
-
-@dataclass
-class LoopContext:
-    strategy: tf.distribute.Strategy
-    paths: RunPaths
-    histogram_freq: int  # custom loop: gradient-norm summaries every N epochs (0: off)
-    stop: StopOnSignal | None = None  # SIGTERM/SIGUSR2/SIGINT: save the state at the next step boundary and stop
 
 
 def train(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
@@ -47,6 +39,3 @@ def backup_callback(cfg_trainer, context: LoopContext) -> list:
                     "support OneDeviceStrategy); use trainer.loop=custom to be able to resume")
         return []
     return [ResumableBackup(str(context.paths.state), cfg_trainer.save_every, context.stop)]
-
-
-from tfhydra.trainer import custom  # noqa: E402,F401  (registers "custom")

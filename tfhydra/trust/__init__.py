@@ -39,7 +39,8 @@ def run_overrides(run_dir: Path, primary: Path | None, flag: str = RUN_FLAG, tru
     return saved
 
 
-def run_config(run_dir: Path, reference: DictConfig | None, flag: str = NEW_RUN, trusted: bool = False) -> DictConfig:
+def run_config(run_dir: Path, reference: DictConfig | None, flag: str = NEW_RUN, trusted: bool = False,
+               primary: Path | None = None) -> DictConfig:
     """A run's `.hydra/config.yaml` as plain data.
 
     With a `reference` (the config the user's own configs compose for that run), an interpolation or an
@@ -54,7 +55,7 @@ def run_config(run_dir: Path, reference: DictConfig | None, flag: str = NEW_RUN,
     if trusted:
         return OmegaConf.create(saved)
     if reference is None:
-        found = _untrusted_target(saved, own_targets())
+        found = _untrusted_target(saved, own_targets(primary))
         if found is not None:
             raise Untrusted(path, flag, f"it holds {found[0]}: {found[1]}, which your own configs do not name")
         return OmegaConf.create(_inert(saved))
@@ -148,7 +149,7 @@ def completed_run(run: Path, key: str, value: Any, accepted: str, needs: Iterabl
     composition from the user's configs does not (evaluate, which composes the run again); else the config
     comes back inert (`compression.from_run`, which compares it and rebuilds built-in schemes only). Any
     problem is one ConfigError naming `key`/`value` and `accepted` (or the file, for what the allowlist refuses)."""
-    from tfhydra.record import RecordError, load_record
+    from tfhydra.record import RecordError, Status, load_record
 
     run = Path(run)
     if not run.is_dir():
@@ -160,7 +161,7 @@ def completed_run(run: Path, key: str, value: Any, accepted: str, needs: Iterabl
         status = None
     except RecordError:
         raise ConfigError(key, value, accepted, "not a completed run (its metrics.json cannot be read)") from None
-    if status != "completed":
+    if status != Status.COMPLETED:
         raise ConfigError(key, value, accepted, f"not a completed run (status: {status})")
     wanted = (paths.config, paths.overrides) if composed else (paths.config,)
     missing = [name for name in (*map(paths.relative, wanted), *needs) if not (run / name).exists()]
@@ -169,7 +170,7 @@ def completed_run(run: Path, key: str, value: Any, accepted: str, needs: Iterabl
     reference = None
     if composed and not trusted:
         reference = _compose_or_refuse(primary, run_overrides(run, primary, flag), paths.overrides, flag)
-    config = run_config(run, reference, flag, trusted)
+    config = run_config(run, reference, flag, trusted, primary)
     if not all(isinstance(config.get(s), DictConfig) for s in SECTIONS):
         raise ConfigError(key, value, accepted, "its .hydra/config.yaml is not a tfhydra run config (no model, data, "
                           "trainer and compression sections)")

@@ -39,7 +39,7 @@ from tfhydra.errors import ConfigError
 INSTANTIATE_KEYS = ("_target_", "_args_", "_partial_", "_recursive_", "_convert_")
 # Keys whose value says where to write (or what to download into): a directory's file may leave them unset only.
 WRITE_KEYS = {"data.cache": ("memory", "auto", False, None), "data.cache_dir": (None,),
-              "data.index_dir": (None,), "data.snapshot": (None, False),
+              "data.snapshot": (None, False), "data.download": (False,),
               "logger.mlflow.tracking_uri": (None,), "logger.mlflow.artifact_location": (None,),
               "logger.wandb.dir": (None,), "hydra.sweeper.storage": (None,)}
 # `hydra.*` overrides a tfhydra sweep records and its resume needs; all else under hydra is refused.
@@ -56,8 +56,9 @@ class Untrusted(ConfigError):
     """A file in a run or sweep directory says something the allowlist does not accept."""
 
     def __init__(self, path: Path | str, flag: str, problem: str, accepted: str | None = None):
+        lift = f"{flag} if you trust whoever wrote that directory" if flag.startswith("--") else flag
         accepted = accepted or ("plain values of tfhydra's (or your project's) config keys and options from your own "
-                                f"config directories; or {flag} if you trust whoever wrote that directory")
+                                f"config directories; or {lift}")
         super().__init__(str(path), None, accepted, problem)
 
 

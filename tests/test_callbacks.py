@@ -1,0 +1,198 @@
+"""The trainer's callbacks and recorders tested directly, with fake logs, in the style of Keras' own callback tests
+(`callbacks/*_test.py`): milliseconds each, no training run. What they promise a full run is tested elsewhere
+(tests/test_faults.py, tests/test_resume.py); here each piece alone, so a failure names the piece.
+"""
+from __future__ import annotations
+
+import math
+import os
+import signal
+
+import numpy as np
+import pytest
+import tf_keras as keras
+
+from tfhydra.trainer.callbacks import BestCheckpoint, EpochProgress, RunRecorder, best_so_far, read_history
+from tfhydra.trainer.state import Interrupted, ResumableBackup, StopOnSignal
+
+
+def tiny_model() -> keras.Model:
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    return model
+
+
+def attached(callback, model=None, epochs=3, steps=4):
+    callback.set_model(model or tiny_model())
+    callback.set_params({"epochs": epochs, "steps": steps, "verbose": 0})
+    return callback
+
+
+# ---- the divergence check (RunRecorder) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("loss,max_loss,diverged", [
+    (0.7, None, False), (float("nan"), None, True), (float("inf"), None, True), (2e6, 1e6, True), (2e6, None, False),
+    (5e5, 1e6, False)])
+def test_the_recorder_stops_a_run_whose_loss_is_not_finite_or_above_the_bound(loss, max_loss, diverged):
+    recorder = attached(RunRecorder(max_loss=max_loss))
+    recorder.on_train_begin()
+    recorder.on_epoch_begin(0)
+    recorder.on_train_batch_end(3, {"loss": loss})
+    assert recorder.model.stop_training is diverged
+    assert (recorder.diverged is not None) is diverged
+    if diverged:
+        assert recorder.diverged["epoch"] == 1 and recorder.diverged["step"] == 4
+        assert math.isnan(recorder.diverged["loss"]) if math.isnan(loss) else recorder.diverged["loss"] == loss
+
+
+def test_the_recorder_reads_the_loss_only_every_check_every_steps():
+    recorder = attached(RunRecorder(), steps=100)
+    recorder.on_train_begin()
+    recorder.on_epoch_begin(0)
+    recorder.on_train_batch_end(0, {"loss": 0.5})  # step 1: checked (the first)
+    recorder.on_train_batch_end(5, {"loss": float("nan")})  # step 6: before the next check at step 17
+    assert recorder.diverged is None
+    recorder.on_train_batch_end(RunRecorder.CHECK_EVERY, {"loss": float("nan")})
+    assert recorder.diverged["step"] == RunRecorder.CHECK_EVERY + 1
+
+
+def test_the_recorder_calls_nan_weights_diverged_at_the_epochs_end(tmp_path):
+    recorder = attached(RunRecorder(tmp_path / "history.json"))
+    recorder.on_train_begin()
+    recorder.on_epoch_begin(0)
+    kernel = recorder.model.trainable_variables[0]
+    kernel.assign(np.full(kernel.shape, np.nan, np.float32))
+    recorder.on_epoch_end(0, {"loss": 0.4, "val_loss": 0.5})
+    assert recorder.diverged["weights"] == kernel.name and recorder.model.stop_training
+    assert read_history(tmp_path / "history.json")["diverged"]["weights"] == kernel.name
+
+
+def test_a_resumed_recorder_forgets_the_epochs_after_the_state_it_resumed_from(tmp_path):
+    first = attached(RunRecorder(tmp_path / "history.json"))
+    first.on_train_begin()
+    for epoch in range(3):
+        first.on_epoch_begin(epoch)
+        first.on_epoch_end(epoch, {"loss": 1.0 / (epoch + 1)})
+    again = attached(RunRecorder(tmp_path / "history.json"))
+    again.on_train_begin()
+    assert [e["loss"] for e in again.epochs] == [1.0, 0.5, pytest.approx(1 / 3)]
+    again.on_epoch_begin(1)  # the saved state was at epoch 1: the record runs ahead of it by two epochs
+    assert [e["loss"] for e in again.epochs] == [1.0] and len(again.train_seconds) == 1
+
+
+def test_a_damaged_history_is_read_as_none(tmp_path):
+    (tmp_path / "history.json").write_text("{\"epochs\": 3")
+    assert read_history(tmp_path / "history.json") is None
+    assert best_so_far([{"val_loss": 0.3}, {"val_loss": 0.2}, {}], "val_loss", "min") == 0.2
+    assert best_so_far([{"acc": 0.3}, {"acc": 0.9}], "acc", "max", from_epoch=1) == 0.9
+
+
+# ---- BestCheckpoint --------------------------------------------------------------------------------------------
+
+def test_best_checkpoint_keeps_only_new_bests_from_its_first_epoch_and_leaves_no_partial_file(tmp_path):
+    best = tmp_path / "best.weights.h5"
+    callback = attached(BestCheckpoint(str(best), monitor="val_loss", mode="min", save_best_only=True,
+                                       save_weights_only=True, from_epoch=1))
+    kernel = callback.model.trainable_variables[0]
+    for epoch, (val_loss, value) in enumerate([(0.1, 1.0), (0.5, 2.0), (0.3, 3.0), (0.4, 4.0)]):
+        kernel.assign(np.full(kernel.shape, value, np.float32))
+        callback.on_epoch_end(epoch, {"val_loss": val_loss})
+    assert best.is_file() and not list(tmp_path.glob(".best.partial*"))
+    restored = tiny_model()
+    restored.load_weights(str(best))
+    assert float(restored.trainable_variables[0][0, 0]) == 3.0  # epoch 2: the best from epoch 1 on (0.1 came before)
+
+
+def test_best_checkpoint_discards_a_partial_file_when_the_write_fails(tmp_path, monkeypatch):
+    best = tmp_path / "best.weights.h5"
+    callback = attached(BestCheckpoint(str(best), monitor="loss", save_best_only=True, save_weights_only=True))
+    callback.on_epoch_end(0, {"loss": 0.5})
+    before = best.read_bytes()
+
+    def full_disk(path, *args, **kwargs):
+        open(path, "wb").write(b"half a file")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(callback.model, "save_weights", full_disk)
+    with pytest.raises(OSError):
+        callback.on_epoch_end(1, {"loss": 0.1})
+    assert best.read_bytes() == before and not list(tmp_path.glob(".best.partial*"))
+
+
+# ---- StopOnSignal ----------------------------------------------------------------------------------------------
+
+def test_a_signal_during_training_saves_at_the_next_step_boundary_then_stops():
+    with StopOnSignal() as stop:
+        stop.training = True
+        os.kill(os.getpid(), signal.SIGUSR2)
+        assert stop.signum == signal.SIGUSR2
+        saved = []
+        with pytest.raises(Interrupted) as raised:
+            stop.check(lambda: saved.append("state") or "epoch 1, step 3")
+        assert saved == ["state"] and raised.value.exit_code == 128 + signal.SIGUSR2
+        assert "epoch 1, step 3" in raised.value.reason
+        stop.check(lambda: pytest.fail("no signal: nothing to save"))  # the signal was used up
+
+
+def test_a_signal_outside_training_stops_at_once_and_the_old_handlers_come_back():
+    previous = signal.getsignal(signal.SIGTERM)
+    with StopOnSignal():
+        with pytest.raises(Interrupted) as raised:
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert raised.value.exit_code == 143
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+# ---- ResumableBackup -------------------------------------------------------------------------------------------
+
+def test_resumable_backup_saves_at_step_boundaries_and_a_new_one_resumes_there(tmp_path):
+    model = tiny_model()
+    backup = attached(ResumableBackup(str(tmp_path / "state"), save_every=3), model, epochs=2, steps=8)
+    backup.on_train_begin()
+    backup.on_epoch_begin(0)
+    backup.on_train_batch_end(1)  # steps 1-2: no save point crossed
+    assert not list((tmp_path / "state").rglob("*.index"))
+    backup.on_train_batch_end(4)  # a call ending at step 5 crossed step 3
+    assert len(list((tmp_path / "state").rglob("ckpt-*.index"))) == 1
+    kernel = model.trainable_variables[0]
+    kernel.assign(np.full(kernel.shape, 7.0, np.float32))
+    backup.on_epoch_end(0)
+    backup.on_train_end()
+
+    fresh = tiny_model()
+    again = attached(ResumableBackup(str(tmp_path / "state"), save_every=3), fresh, epochs=2, steps=8)
+    again.on_train_begin()
+    assert float(fresh.trainable_variables[0][0, 0]) == 7.0
+    state = fresh._training_state
+    assert (int(state._ckpt_saved_epoch.numpy()), int(state._ckpt_saved_batch.numpy())) == (0, 7)
+
+
+def test_resumable_backup_saves_on_a_signal_and_says_where(tmp_path):
+    with StopOnSignal() as stop:
+        backup = attached(ResumableBackup(str(tmp_path / "state"), save_every="epoch", stop=stop), epochs=2, steps=8)
+        backup.on_train_begin()
+        backup.on_epoch_begin(0)
+        stop.training = True
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(Interrupted) as raised:
+            backup.on_train_batch_end(2)
+    assert "epoch 1, step 3" in raised.value.reason and list((tmp_path / "state").rglob("ckpt-*.index"))
+
+
+# ---- EpochProgress ---------------------------------------------------------------------------------------------
+
+def test_the_progress_bar_counts_the_steps_reported_and_closes_its_thread(capsys):
+    import time
+
+    progress = attached(EpochProgress(batch_size=32), epochs=1, steps=10)
+    progress.REDRAW_SECONDS = 0.01
+    progress.on_epoch_begin(0)
+    progress.on_train_batch_end(5, {"loss": 0.25})
+    time.sleep(0.2)
+    assert progress.bar.n == 6 and progress.bar.postfix.startswith("loss=0.2500")
+    thread = progress._thread
+    progress.on_epoch_end(0)
+    assert progress._thread is None and not thread.is_alive()
+    progress.on_train_end()  # twice is harmless
+    assert "epoch 1/1" in capsys.readouterr().err

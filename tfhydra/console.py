@@ -1,0 +1,76 @@
+"""What a single run says on the console: its first and last lines, and a mistake as one line.
+
+Not for sweeps: a sweep's jobs record their errors (tfhydra/sweep/trial.py) and the sweep callback prints the
+sweep's summary (tfhydra/sweep/callback.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from tfhydra.errors import ConfigError
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Inside a single run, a ConfigError ends the process with its one line as the last line of stderr.
+
+    Hydra would print it followed by a hint about HYDRA_FULL_ERROR. A sweep's jobs do not get
+    here: tfhydra/sweep/trial.py records their errors and the sweep goes on; called from
+    Python (tests, notebooks) the caller gets the ConfigError.
+    """
+    try:
+        yield
+    except ConfigError as error:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or not _in_single_run():
+            raise
+        logging.getLogger("tfhydra").error("%s", error)
+        print(f"Error: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def start_summary() -> None:
+    """A single run's first line: where it writes, and what the command changed from the defaults."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra = HydraConfig.get()
+    overrides = " ".join(hydra.overrides.task) or "none (the defaults)"
+    logging.getLogger("tfhydra").info("run directory %s; overrides: %s", hydra.runtime.output_dir, overrides)
+
+
+def end_summary() -> None:
+    """After a single run: the result, the paths that matter and the commands that look further (from the
+    record, so it says what the run directory holds)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from tfhydra.record import read_record
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    record = read_record(run_dir)
+    if record is None:
+        return
+    log = logging.getLogger("tfhydra")
+    shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else str(run_dir)
+    if record.exports:
+        exported = ", ".join(record.exports.values())
+        log.info("exported (in the run directory): %s%s", exported,
+                 "; TF Serving: export/serving" if "saved_model" in record.exports else "")
+    from tfhydra.command import evaluate_command
+
+    evaluate = evaluate_command()
+    looks = [f"tensorboard --logdir {Path(shown) / 'tensorboard'}"] if (run_dir / "tensorboard").is_dir() else []
+    if "saved_model" in (record.exports or {}):  # evaluate measures the SavedModel: no hint without one
+        looks.append(f"{evaluate} {shown}")
+    log.info("look further: %s", "  |  ".join([*looks, f"the record: {Path(shown) / 'metrics.json'}"]))
+
+
+def _in_single_run() -> bool:
+    """True inside `python train.py` without -m (not in a sweep, not when called from Python)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN

@@ -1,0 +1,31 @@
+"""The export room's base: the registry of `export.formats` writers and what they work from.
+
+The writers (savedmodel.py: saved_model and keras; tflite.py; onnx.py) import this module and register
+themselves; write.py imports them, so registration runs one way. Format names are declared once, in
+checks.py (`FORMATS`): the schema reads them, and a test checks them against this registry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import tensorflow as tf
+import tf_keras as keras
+from omegaconf import DictConfig
+
+from tfhydra.registry import Registry
+
+EXPORT_FORMATS = Registry("export.formats")
+TFLITE_MODEL, TFLITE_FLOAT32 = "model.tflite", "float32.tflite"
+ONNX_MODEL = "model.onnx"
+
+
+@dataclass
+class Deployment:
+    """What the writers work from."""
+    model: keras.Model  # stripped, with the best epoch's weights
+    float_twin: Callable[[], keras.Model]  # the same weights in float32 layers (the TFLite float32 reference)
+    quantization_aware: bool  # the model holds learned int8 ranges: its TFLite file is int8 whatever export asks
+    cfg_tflite: DictConfig  # export.tflite
+    train: tf.data.Dataset  # the training pipeline, batched: int8 calibration examples come from it
+    serving: object = None  # tfhydra.data.source.Serving: the data as stored -> model inputs, in the export

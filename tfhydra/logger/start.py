@@ -1,0 +1,19 @@
+"""Starting the experiment trackers a run's `logger` list selects (conf/logger/, docs/loggers.md).
+
+The trackers (mlflow_run.py, wandb_run.py, trackers.py's csv) register themselves in `LOGGERS` on import;
+this module imports them, so registration runs one way (trackers.py is their base)."""
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from tfhydra.logger import mlflow_run, wandb_run  # noqa: F401  (they register their builders)
+from tfhydra.logger.trackers import LOGGERS, RunInfo, Trackers
+from tfhydra.rundir import RunPaths
+
+
+def start_trackers(cfg_logger: DictConfig | None, paths: RunPaths, info: RunInfo) -> Trackers:
+    """The trackers `logger` selects (TensorBoard is the trainer's callback: not here), started."""
+    nodes = cfg_logger if isinstance(cfg_logger, DictConfig) else {}
+    trackers = Trackers([LOGGERS.get(name)(node, paths, info) for name, node in nodes.items()
+                         if name in LOGGERS.names()], paths)
+    return trackers.start(info.resume) if trackers.trackers else trackers

@@ -1,0 +1,52 @@
+"""The model room's base: its registry, the classifier head every builder ends with, and the checks that the
+data suits a builder. Builders (seed.py, resnet.py, sequence.py, applications.py) import this module;
+tfhydra/model/__init__.py imports them, so registration runs one way."""
+from __future__ import annotations
+
+import tf_keras as keras
+
+from tfhydra.contracts import DataSpec
+from tfhydra.errors import ConfigError
+from tfhydra.registry import Registry
+
+MODELS = Registry("model")
+
+IMAGES = "image data: float examples of shape (height, width, channels)"
+TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_size (e.g. data=text_csv)"
+
+
+def classifier_head(num_classes: int) -> list[keras.layers.Layer]:
+    return [keras.layers.Dense(num_classes, name="logits"),
+            keras.layers.Activation("softmax", dtype="float32", name="probabilities")]
+
+
+def is_token_data(spec: DataSpec) -> bool:
+    return spec.vocab_size is not None or not spec.dtype.startswith("float")
+
+
+def describe_data(spec: DataSpec) -> str:
+    shape = tuple(spec.input_shape)
+    if spec.vocab_size is not None:
+        return f"the data are {spec.dtype} token ids of shape {shape} (vocab_size {spec.vocab_size})"
+    return f"the data's examples are {spec.dtype} of shape {shape}"
+
+
+def require_images(spec: DataSpec, model: str) -> tuple[int, int, int]:
+    """(height, width, channels) of the data, or a ConfigError naming the model."""
+    if len(spec.input_shape) != 3 or is_token_data(spec):
+        raise ConfigError("model", model, IMAGES, f"needs images; {describe_data(spec)}")
+    return tuple(spec.input_shape)
+
+
+def require_features(spec: DataSpec, model: str) -> None:
+    """Float examples of any shape (images or feature vectors); token ids are not numbers to a Dense layer."""
+    if is_token_data(spec):
+        raise ConfigError("model", model, "float features or images",
+                          f"needs float inputs; {describe_data(spec)} (token models: lstm, transformer)")
+
+
+def require_tokens(spec: DataSpec, model: str) -> int:
+    """The sequence length of token data, or a ConfigError naming the model."""
+    if len(spec.input_shape) != 1 or not spec.dtype.startswith("int") or not spec.vocab_size:
+        raise ConfigError("model", model, TOKENS, f"needs token ids; {describe_data(spec)}")
+    return spec.input_shape[0]

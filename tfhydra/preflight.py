@@ -1,0 +1,244 @@
+"""Command-line pre-flight: compose every job of the command and validate it before
+Hydra creates a run directory or anything imports TensorFlow.
+
+Hydra reports composition errors over several lines with its search path; users get
+one line naming the key, the bad value and what is accepted instead. A sweep is
+checked job by job, so a bad value in a sweep stops it before the first job starts.
+How a composition error reads is tfhydra/composition.py's; whether an existing run or
+sweep directory may be written into is tfhydra/lifecycle.py's.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfhydra.composition import compose_choices, group_options, is_group_choice, with_values
+from tfhydra.errors import ConfigError, suggestion
+from tfhydra.rundir import check_creatable
+
+# Flags that print something and exit without running a job.
+_INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
+_NO_JOB_FLAGS = {"--cfg", "-c", "--resolve", "--package", "-p"}  # print the config; no job runs
+MAX_CHECKED_JOBS = 256  # beyond this a sweep's values are checked one override at a time
+
+
+def check_command_line(config_dir: str | Path, config_name: str = "config", argv: Sequence[str] | None = None) -> None:
+    """Exit 1 with a one-line message if any job of this command line is misconfigured."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a.split("=")[0] in _INFO_FLAGS for a in argv):
+        return
+    multirun = "-m" in argv or "--multirun" in argv
+    printing = next((a for a in argv if a.split("=")[0] in _NO_JOB_FLAGS), None)
+    try:
+        if multirun and printing:
+            raise ConfigError(printing, None, f"-m to run a sweep, or {printing} without -m to print one job's config",
+                              "Hydra takes only one of them")
+        check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
+    except ConfigError as error:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"Error: {error}", file=sys.stderr)
+        sys.exit(1)
+    if not multirun and not any(a.split("=")[0] in _NO_JOB_FLAGS for a in argv):
+        from tfhydra.startup import preload_job
+
+        preload_job()  # after the pre-flight: a mistake is answered without TensorFlow's start-up lines
+
+
+def _overrides_of(argv: list[str]) -> list[str]:
+    from tfhydra.hydra_api import parse_command_line
+
+    args, unknown = parse_command_line(argv)
+    if unknown:  # argparse would print its usage and `unrecognized arguments` over several lines
+        raise ConfigError(unknown[0], None, "flags such as -m before the key=value overrides, e.g. python train.py -m "
+                          "optimizer.lr=1e-3,1e-4", "not understood: an override after a flag, or an unknown flag")
+    return list(args.overrides)
+
+
+def check_overrides(config_dir: str | Path, config_name: str, overrides: list[str], multirun: bool = False) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as error:
+        override = getattr(error, "override", "an override")
+        raise ConfigError(override, None, "key=value in Hydra's override syntax",
+                          f"cannot parse it ({str(error).splitlines()[0]})") from None
+    several = next((o for o in parsed if o.is_sweep_override()), None)
+    if several is not None and not multirun:
+        raise ConfigError(several.get_key_element(), several.input_line.split("=", 1)[1], "one value, or -m before "
+                          f"the overrides to run one job per value (python train.py -m {several.input_line})",
+                          "several values without -m")
+    jobs = _expand_jobs(parsed) if multirun else [overrides]
+    if not jobs:
+        swept = " ".join(o.input_line for o in parsed if o.is_sweep_override())
+        raise ConfigError(swept, None, "sweeps with at least one value each, e.g. optimizer.lr=1e-3,1e-4 or "
+                          "range(1,4)", "the sweep expands to no job")
+
+    if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
+        return
+    from tfhydra.plan import plan_run
+
+    from tfhydra.project import CONFIG_DIR
+
+    with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
+        groups = sorted({p.name for d in {Path(config_dir), CONFIG_DIR} for p in d.iterdir() if p.is_dir()})
+        _check_globs(parsed)
+        composed: dict[tuple[str, ...], DictConfig] = {}  # jobs of a sweep often share their group choices
+        for number, job in enumerate(jobs):
+            choices = tuple(o for o in job if is_group_choice(o))
+            if choices not in composed:
+                composed[choices] = compose_choices(compose, config_name, list(choices), groups)
+            defaults = composed[choices]
+            _check_keys_exist(defaults, job)
+            cfg = with_values(defaults, [o for o in job if not is_group_choice(o)], groups)
+            if number == 0 and multirun:
+                _check_sweeper_can_expand(cfg, parsed)
+                _check_launcher_can_submit(cfg)
+            plan_run(cfg, defaults)
+            _check_output_dirs(cfg, multirun)
+            _check_run_dir(cfg, multirun)
+            if multirun and str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
+                _check_sweep_job_dir(cfg, job, number, {o.get_key_element() for o in parsed if o.is_sweep_override()})
+    _warn_unread_additions(parsed)
+
+
+def _check_globs(parsed) -> None:
+    """`model=glob(zz*)` that matches no option would run a sweep of zero jobs and exit 0."""
+    from hydra.core.override_parser.types import Glob
+
+    for override in parsed:
+        value = override.value() if override.is_sweep_override() else None
+        if isinstance(value, Glob):
+            group = override.get_key_element().lstrip("+~")
+            options = group_options(group)
+            if options and not value.filter(options):
+                raise ConfigError(group, override.input_line.split("=", 1)[1], f"a glob that matches an option of "
+                                  f"{group}: {', '.join(options)}", "it matches no option, so the sweep has no job")
+
+
+def _check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
+    """interval() is for search sweepers (Optuna): Hydra's basic sweeper fails on it with a traceback. tfhydra's
+    Optuna search needs the optional extra."""
+    import importlib.util
+
+    sweeper = str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "")
+    if "tfhydra_optuna" in sweeper and importlib.util.find_spec("optuna") is None:
+        raise ConfigError("hydra/sweeper", "tfhydra_optuna", "pip install -e '.[optuna]' (Optuna 4 or later), then the same "
+                          "command", "Optuna is not installed")
+    if not sweeper.endswith("BasicSweeper"):
+        return
+    for override in parsed:
+        if override.is_sweep_override() and not override.is_discrete_sweep():
+            raise ConfigError(override.get_key_element(), override.input_line.split("=", 1)[1],
+                              "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
+                              "with a search sweeper (hparams_search=optuna, or hydra/sweeper=tfhydra_optuna)",
+                              "the basic sweeper cannot expand it")
+
+
+def _check_launcher_can_submit(cfg: DictConfig) -> None:
+    """submitit's SLURM launcher needs SLURM's commands (submitit looks for srun): elsewhere it fails with a
+    traceback once the sweep has started."""
+    import shutil
+
+    launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_", default="") or "")
+    if launcher.endswith("submitit_launcher.SlurmLauncher") and shutil.which("srun") is None:
+        raise ConfigError("hydra/launcher", "submitit_slurm", "a machine of a SLURM cluster (its login node), or "
+                          "hydra/launcher=submitit_local to run the same jobs here", "SLURM's srun is not on PATH")
+
+
+def _warn_unread_additions(parsed) -> None:
+    """`+trainer.foo=1` composes fine but nothing reads it: most often a misspelt key. Said, not refused: a
+    user's `_target_` callable or callback may read keys tfhydra does not know."""
+    unread = [o.input_line for o in parsed if o.is_add() and "_target_" not in o.key_or_group
+              and not o.key_or_group.startswith("hydra") and "." in o.key_or_group
+              and o.key_or_group.split(".")[0] in _SECTIONS_WITHOUT_TARGET]
+    if unread:
+        print(f"Warning: {', '.join(unread)}: added keys that tfhydra does not read (a misspelt key? `python "
+              "train.py --cfg job` shows the keys there are)", file=sys.stderr, flush=True)
+
+
+# Sections whose keys only tfhydra reads: an added key there is read by nobody (group options may be
+# replaced by a user's _target_, whose callable takes its own keys, so they are left out).
+_SECTIONS_WITHOUT_TARGET = ("trainer", "logging", "export")
+
+
+def _expand_jobs(parsed) -> list[list[str]]:
+    """The override lists of each job a basic sweep would launch (or one value at a time if huge)."""
+    from tfhydra.hydra_api import split_sweep
+
+    sweeps = [o for o in parsed if o.is_sweep_override()]
+    if any(not o.is_discrete_sweep() for o in sweeps):  # ranges/intervals belong to a search plugin
+        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
+    try:
+        batches = split_sweep(parsed)
+    except Exception:  # glob() and friends need the config loader: check the fixed overrides only
+        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
+    jobs = [list(job) for batch in batches for job in batch]
+    if len(jobs) <= MAX_CHECKED_JOBS:
+        return jobs
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    return [fixed + [f"{o.get_key_element()}={v}"] for o in sweeps for v in o.sweep_string_iterator()]
+
+
+def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
+    """`optimizer.lrr=0.1` names the keys the node does have (Hydra only says 'not in struct')."""
+    for override in overrides:
+        if is_group_choice(override) or override.startswith(("+", "~")):
+            continue
+        key, _, value = override.partition("=")
+        if OmegaConf.select(defaults, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT:
+            continue
+        parent_key, _, leaf = key.rpartition(".")
+        parent = OmegaConf.select(defaults, parent_key, default=None) if parent_key else defaults
+        while parent is None and parent_key:
+            parent_key, _, _ = parent_key.rpartition(".")
+            parent = OmegaConf.select(defaults, parent_key, default=None) if parent_key else defaults
+        names = [k for k in parent if k != "hydra"] if isinstance(parent, DictConfig) else []
+        where = parent_key or "the config"
+        raise ConfigError(key, value, f"a key of {where}: {', '.join(map(str, names))} (add a new key with +{key}=...)",
+                          f"unknown key{suggestion(leaf, names)}")
+
+
+def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
+    """Directories tfhydra will create must be creatable: Hydra would fail with a traceback on the run
+    directory, and TensorFlow on a cache file only once the data are built."""
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is not None and (str(value).strip() == "" or Path(value).expanduser().resolve() == Path.cwd().resolve()):
+        raise ConfigError(key, str(value), "a directory of its own, e.g. outputs/my-run (Hydra writes .hydra/ and "
+                          "the run's files there)", "it is the directory the command runs in")
+    if value:
+        check_creatable(key, value, Path(value).expanduser())
+    cache = OmegaConf.select(cfg, "data.cache", default=None)
+    if isinstance(cache, str) and cache != "memory":
+        check_creatable("data.cache", cache, Path(cache).expanduser().parent)
+
+
+def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
+    from tfhydra.lifecycle import check_continuable
+
+    if not multirun:
+        job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+        check_continuable(Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or "."), job)
+
+
+def _check_sweep_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str]) -> None:
+    """A sweep run again into its directory: each job directory already there must hold this job's config
+    (tfhydra/lifecycle.py decides)."""
+    from tfhydra.lifecycle import check_sweep_job_dir
+    from tfhydra.sweep import job_dirname
+
+    sweep_dir = OmegaConf.select(cfg, "hydra.sweep.dir", default=None)
+    if sweep_dir and Path(sweep_dir).is_dir():
+        check_sweep_job_dir(cfg, Path(sweep_dir) / f"{number}_{job_dirname(job, swept=swept)}")
+
+
+_ABSENT = object()

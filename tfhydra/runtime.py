@@ -1,0 +1,105 @@
+"""The process's runtime settings, decided in one place: CPUs, threads and seeds.
+
+How many cores this process may use, how many jobs of a sweep share them (and so the threads each gets), the
+threads TensorFlow is set to, and the seeds every random source starts from. The sweep room, the recipe
+(tfhydra/job.py) and the data pipeline (its private thread pool) ask here; TensorFlow is imported only by the
+functions that set it. (`strategy.logical_cpus`, which splits the CPU into devices, is the strategy room's.)
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger("tfhydra")
+
+
+def in_sweep() -> bool:
+    """True inside a job of `python train.py -m ...` (any launcher, any sweeper)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def parallel_jobs() -> int:
+    """How many jobs of this sweep run at once on this machine: hydra.launcher.n_jobs under the
+    joblib launcher (joblib's convention: -1 = one per core, -2 = all cores but one), else 1."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not in_sweep():
+        return 1
+    launcher = HydraConfig.get().launcher
+    if "joblib" not in str(launcher.get("_target_", "")):
+        return 1
+    n_jobs = int(launcher.get("n_jobs") or 1)
+    return n_jobs if n_jobs > 0 else max(1, available_cores() + 1 + n_jobs)
+
+
+def auto_threads() -> int:
+    """`trainer.threads=0`: TensorFlow decides alone, or, when N jobs share the machine, cores // N each
+    (TensorFlow would otherwise give every job a thread pool as large as the machine). Under a cluster
+    launcher each job gets the CPUs the launcher reserved for it (`launcher_cpus`): that many threads."""
+    cpus = launcher_cpus()
+    if cpus:
+        return cpus
+    jobs = parallel_jobs()
+    return 0 if jobs <= 1 else max(1, available_cores() // jobs)
+
+
+def launcher_cpus() -> int | None:
+    """The CPUs this sweep's launcher reserves for each job: `hydra.launcher.cpus_per_task` under submitit's
+    launchers (None when unset: SLURM's default), `hydra.launcher.ray.remote.num_cpus` under Ray's (1 when
+    unset: what Ray reserves for a task, and the OMP_NUM_THREADS it sets), else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    if not in_sweep():
+        return None
+    launcher = HydraConfig.get().launcher
+    target = str(launcher.get("_target_", ""))
+    if "submitit" in target:
+        cpus = launcher.get("cpus_per_task")
+    elif "hydra_ray_launcher" in target:
+        cpus = OmegaConf.select(launcher, "ray.remote.num_cpus", default=None) or 1
+    else:
+        return None
+    return max(1, int(cpus)) if isinstance(cpus, (int, float)) and cpus > 0 else None
+
+
+def set_threads(threads: int) -> int:
+    """Returns the intra-op threads in effect (0: TensorFlow decides)."""
+    import tensorflow as tf
+
+    if threads > 0:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:  # the runtime is already up in this process (e.g. an earlier sweep job)
+            if tf.config.threading.get_intra_op_parallelism_threads() != threads:
+                log.warning("trainer.threads=%d ignored: TensorFlow was already initialised in this process", threads)
+    return tf.config.threading.get_intra_op_parallelism_threads()
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    import tensorflow as tf
+    import tf_keras as keras
+
+    keras.utils.set_random_seed(seed)
+    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))  # checkpointed by the custom loop
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()
+        # Dropout & co. then draw from tf.random.Generator variables, which checkpoints track.
+        keras.backend.experimental.enable_tf_random_generator()
+    else:  # both are process-wide: an earlier job of an in-process sweep must not leave them on
+        from tensorflow.python.framework import config as tf_config  # disable_op_determinism is not public API
+
+        if tf_config.is_op_determinism_enabled():
+            tf_config.disable_op_determinism()
+        keras.backend.experimental.disable_tf_random_generator()

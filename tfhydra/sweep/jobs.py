@@ -1,0 +1,181 @@
+"""A sweep's jobs as they stand on disk: what each job directory and the sweep's multirun.yaml say.
+
+Read back from each job's `metrics.json` (tfhydra/record.py), `.hydra/overrides.yaml` and `hydra.yaml` (through
+the trust boundary's plain reader, tfhydra/trust: displayed, never composed), `checkpoints/history.json`, and the
+sweep's `multirun.yaml`. A job killed without a word (SIGKILL leaves a record saying `running`, or none) is
+`interrupted`; a job of the recorded grid without a directory is `not started`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfhydra.record import RunRecord, Status, read_record
+from tfhydra.rundir import RunPaths
+from tfhydra.sweep import sweep_override_keys
+from tfhydra.trust import plain_file
+
+
+@dataclass
+class Job:
+    num: int | None
+    name: str  # the job directory's name ('' when the job never started)
+    overrides: list[str]  # every override of the job: what reproduces it
+    status: Status
+    history: list[float | None] = field(default_factory=list)  # the monitored metric per epoch
+    wall_seconds: float | None = None
+    error: str | None = None
+    swept: list[str] = field(default_factory=list)  # the overrides that differ between jobs of the sweep
+    rank: int | None = None
+    monitor: str | None = None  # what the job itself monitored (its metrics.json)
+    monitor_mode: str | None = None
+
+    def best(self, mode: str) -> tuple[float | None, int | None]:
+        """(best value, its epoch from 1) of the monitored metric."""
+        scored = [(v, i + 1) for i, v in enumerate(self.history) if v is not None and math.isfinite(v)]
+        if not scored:
+            return None, None
+        pick = max if mode == "max" else min
+        return pick(scored, key=lambda ve: (ve[0], -ve[1]) if mode == "max" else (ve[0], ve[1]))
+
+    @property
+    def final(self) -> float | None:
+        return self.history[-1] if self.history else None
+
+
+@dataclass
+class Group:
+    """Jobs that differ only by `trainer.seed`: one setting, measured n times."""
+    overrides: list[str]  # the swept overrides the jobs share (trainer.seed left out)
+    jobs: list[Job]
+    values: list[float]  # best monitored value of each completed job
+    rank: int | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.values) / self.n if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        """Sample standard deviation (n - 1); 0 for a single value."""
+        if not self.values:
+            return None
+        mean = self.mean
+        return math.sqrt(sum((v - mean) ** 2 for v in self.values) / (self.n - 1)) if self.n > 1 else 0.0
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.overrides) or "(no other override)"
+
+
+def read_job(job_dir: Path) -> Job:
+    paths = RunPaths(job_dir)
+    record = read_record(job_dir) or RunRecord(status=Status.INTERRUPTED)
+    overrides = plain_file(paths.overrides, job_dir)
+    if not isinstance(overrides, list):
+        overrides = record.overrides or []
+    status = record.status
+    if not status.finished:  # no record, or running: killed (SIGKILL leaves no word), or still running
+        status = Status.INTERRUPTED
+    error = record.error
+    if status == Status.DIVERGED and not error:
+        where = record.diverged or {}
+        if where.get("weights"):
+            return _job(job_dir, overrides, status, record, f"weights of {where['weights']} became NaN or infinite "
+                        f"by step {where.get('step')} (epoch {where.get('epoch')})")
+        loss = where.get("loss")
+        shown = f"{loss:.4g}" if isinstance(loss, (int, float)) else "nan/inf"  # JSON keeps no NaN: null
+        error = f"loss became {shown} at step {where.get('step')} (epoch {where.get('epoch')})" if where else \
+            "the training loss diverged"
+    return _job(job_dir, overrides, status, record, error)
+
+
+def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, error: str | None) -> Job:
+    return Job(_job_number(job_dir), job_dir.name, [str(o) for o in overrides], status,
+               wall_seconds=record.wall_seconds, error=error, monitor=record.monitor or None,
+               monitor_mode=record.monitor_mode or None)
+
+
+def _job_number(job_dir: Path) -> int | None:
+    num = (((plain_file(RunPaths(job_dir).hydra_config, job_dir) or {}).get("hydra") or {}).get("job") or {}).get("num")
+    if isinstance(num, int):
+        return num
+    match = re.match(r"(\d+)_", job_dir.name)
+    return int(match.group(1)) if match else None
+
+
+def history(job: RunPaths, monitor: str) -> list[float | None]:
+    """The monitored metric per epoch: from the run record, or the per-epoch record of an unfinished job."""
+    record = read_record(job.root)
+    epochs = record.history if record is not None and record.status != Status.RUNNING else None
+    if epochs is None:
+        epochs = read_json(job.history).get("epochs", [])
+    return [e.get(monitor) if isinstance(e, dict) else None for e in epochs]
+
+
+def sweep_monitor(sweep: Any, jobs: list[Job]) -> tuple[str, str]:
+    """The sweep's `trainer.monitor` and mode; without multirun.yaml, what its jobs monitored."""
+    trainer = (sweep.get("trainer") or {}) if isinstance(sweep, dict) else {}
+    candidates = [(trainer.get("monitor"), trainer.get("monitor_mode"))] + [(j.monitor, j.monitor_mode) for j in jobs]
+    for monitor, mode in candidates:
+        if isinstance(monitor, str) and "${" not in monitor and mode in ("min", "max"):
+            return monitor, mode
+    return "val_accuracy", "max"  # conf/tfhydra.yaml's default
+
+
+def expected_jobs(sweep: Any) -> list[Job]:
+    """The jobs a basic sweep was going to run, from multirun.yaml: those without a directory never started."""
+    if not isinstance(sweep, dict):
+        return []
+    hydra = sweep.get("hydra") or {}
+    sweeper = hydra.get("sweeper") or {}
+    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return []
+    from tfhydra.hydra_api import split_sweep
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    arguments = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()] + list(
+        (hydra.get("overrides") or {}).get("task") or [])
+    try:
+        batches = split_sweep(OverridesParser.create().parse_overrides(arguments))
+    except Exception:  # glob() needs the config to expand: list the jobs that have directories only
+        return []
+    jobs = [list(job) for batch in batches for job in batch]
+    return [Job(i, "", overrides, Status.NOT_STARTED) for i, overrides in enumerate(jobs)]
+
+
+def swept_keys_of(sweep: Any, jobs: list[Job]) -> set[str]:
+    """Swept on the command line or in hydra.sweeper.params; without multirun.yaml (a search sweeper
+    writes none), the keys whose values differ between jobs."""
+    if isinstance(sweep, dict):
+        hydra = sweep.get("hydra") or {}
+        keys = sweep_override_keys((hydra.get("overrides") or {}).get("task") or [])
+        return keys | set(((hydra.get("sweeper") or {}).get("params") or {}).keys())
+    values = [dict(split_override(o) for o in job.overrides) for job in jobs]
+    keys = {k for v in values for k in v}
+    return {k for k in keys if len({v.get(k) for v in values}) > 1}
+
+
+def key_of(override: str) -> str:
+    return override.split("=", 1)[0]
+
+
+def split_override(override: str) -> tuple[str, str]:
+    key, _, value = override.partition("=")
+    return key, value
+
+
+def read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,21 @@
+"""The trainer room's base: the loop registry and what a loop is handed. The loops (loops.py's fit loop,
+custom.py) import it and register themselves; loops.py imports custom.py, so registration runs one way."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from tfhydra.registry import Registry
+from tfhydra.rundir import RunPaths
+from tfhydra.trainer.state import StopOnSignal
+
+LOOPS = Registry("trainer.loop")
+
+
+@dataclass
+class LoopContext:
+    strategy: tf.distribute.Strategy
+    paths: RunPaths
+    histogram_freq: int  # custom loop: gradient-norm summaries every N epochs (0: off)
+    stop: StopOnSignal | None = None  # SIGTERM/SIGUSR2/SIGINT: save the state at the next step boundary and stop

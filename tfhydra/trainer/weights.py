@@ -1,0 +1,80 @@
+"""The weights a run keeps between attempts and exports: resuming an unfinished run's state, the best epoch's
+weights restored before the export (or the last epoch's, said in the record, when they cannot be read), and the
+last epoch's weights of a run that ended training in an earlier attempt."""
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import tensorflow as tf
+import tf_keras as keras
+
+from tfhydra.errors import clip, first_line
+from tfhydra.record import RunRecord
+from tfhydra.trainer.callbacks import read_history
+from tfhydra.rundir import RunPaths
+
+log = logging.getLogger("tfhydra")
+
+
+def prepare_resume(cfg_trainer, paths: RunPaths) -> None:
+    """Resume what an earlier, unfinished run in this directory saved; or start it over if asked.
+
+    The state is deleted only once metrics.json is written, so a record without state means the
+    earlier attempt was killed before its first save (within its first epoch or save interval):
+    that attempt is started over.
+    """
+    state, history = paths.state, paths.history
+    if not cfg_trainer.resume:
+        shutil.rmtree(state, ignore_errors=True)
+        history.unlink(missing_ok=True)
+    elif state.exists():
+        log.info("resuming from the saved state in %s", state)
+    elif history.exists() and not (read_history(history) or {}).get("finished"):
+        log.warning("%s records epochs but no state was saved before the earlier attempt ended: starting over", history)
+        history.unlink()
+
+
+def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy, record: RunRecord) -> dict:
+    """Export the best epoch's weights, not the last one's; the last ones when the best file is missing or damaged.
+    Returns the record's `exported` {epoch, weights, reason}: which epoch the export is, and why not the best."""
+    best, best_epoch, last_epoch = paths.best_weights, (record.best or {}).get("epoch"), \
+        (record.final or {}).get("epoch")
+    name = best.name if paths.checkpoints_root else paths.relative(best)  # a non-chief worker's: outside its root
+    if best.exists():
+        try:
+            load_weights(model, best, strategy)
+            return {"epoch": best_epoch, "weights": name, "reason": None}
+        except (OSError, ValueError, KeyError) as error:
+            reason = f"{name} cannot be read ({clip(first_line(error), 200)})"
+            load_weights(model, paths.last_weights, strategy)  # the best file may have been read in part
+    else:
+        reason = f"{name} was never written (no epoch was saved as the best by {record.monitor})"
+    if best_epoch != last_epoch or best.exists():
+        log.warning("%s: exporting the last epoch's weights (epoch %s) instead of the best epoch's (epoch %s)",
+                    reason, last_epoch, best_epoch)
+    last = paths.last_weights.name if paths.checkpoints_root else paths.relative(paths.last_weights)
+    return {"epoch": last_epoch, "weights": last, "reason": reason}
+
+
+def load_last_weights(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy) -> bool:
+    """The trained model of an attempt killed after training; False when last.weights.h5 is damaged, so the
+    loop restores the same weights from the resumable state (kept until the record is final) instead."""
+    try:
+        load_weights(model, paths.last_weights, strategy)
+        return True
+    except (OSError, ValueError, KeyError) as error:
+        log.warning("%s cannot be read (%s): restoring the trained model from %s", paths.last_weights,
+                    clip(str(error), 160), paths.state)
+        return False
+
+
+def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strategy) -> None:
+    if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
+        model.load_weights(str(path))
+        return
+    # Mirrored variables cannot be assigned from the .h5 file directly: read it into a plain copy.
+    copy = keras.models.clone_model(model)
+    copy.load_weights(str(path))
+    model.set_weights(copy.get_weights())
