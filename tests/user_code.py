@@ -149,3 +149,88 @@ def build_model_tflite_refuses(spec, units: int = 8):
     x = keras.layers.Dense(units, activation="relu")(x)
     outputs = keras.layers.Dense(spec.num_classes, activation="softmax", dtype="float32")(x)
     return keras.Model(inputs, outputs)
+
+
+class PrintingCrossEntropy(keras.losses.Loss):
+    """The article's debugging loss: prints the range of its inputs with plain Python `print(float(...))`, which
+    shows numbers only when the loss runs eagerly (trainer.run_eagerly=true); traced in a tf.function, `float()`
+    of a symbolic tensor fails."""
+
+    def __init__(self, name: str = "printing_ce"):
+        super().__init__(name=name)
+
+    def call(self, y_true, y_pred):
+        import tensorflow as tf
+
+        print("PRED_RANGE", float(tf.reduce_min(y_pred)), float(tf.reduce_max(y_pred)), flush=True)
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred)
+
+
+class NanAfter(keras.layers.Layer):
+    """A layer that computes log(x - c): c = -1 (finite) for its first `after` calls in training, then c = 1e9,
+    so the log of a negative number is NaN from call `after + 1` on (a known optimizer step)."""
+
+    def __init__(self, after: int = 3, **kwargs):
+        super().__init__(**kwargs)
+        self.after = after
+
+    def build(self, input_shape):
+        self.calls = self.add_weight(name="calls", shape=(), initializer="zeros", trainable=False)
+
+    def call(self, x, training=None):
+        import tensorflow as tf
+
+        if training:
+            self.calls.assign_add(1.0)
+        shift = tf.where(self.calls > self.after, 1e9, -1.0)
+        return tf.math.log(tf.nn.relu(x) - shift)
+
+
+def build_nan_model(spec, after: int = 3):
+    """A small model whose layer `nan_layer` makes a NaN at training step `after + 1`."""
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Flatten()(inputs)
+    x = keras.layers.Dense(8)(x)
+    x = NanAfter(after, name="nan_layer")(x)
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="nan_model")
+
+
+class SignalOnce(keras.callbacks.Callback):
+    """Sends this process SIGTERM at the end of epoch `epoch` (0-based) the first time only (`marker` says it was
+    sent): the run saves its state and stops as interrupted, and the same config then resumes it."""
+
+    def __init__(self, marker: str, epoch: int = 0):
+        super().__init__()
+        self.marker, self.epoch = marker, epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        import os
+        import signal
+        from pathlib import Path
+
+        if epoch == self.epoch and not Path(self.marker).exists():
+            Path(self.marker).touch()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+class WeightsSeen(keras.callbacks.Callback):
+    """Keeps the model's raw weights and the optimizer's moving averages after the last training batch, in `path`
+    (an .npz: raw_<i>, ema_<i> per trainable variable)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path, self.raw, self.ema = path, [], []
+
+    def on_train_batch_end(self, batch, logs=None):
+        optimizer = getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer)
+        variables = self.model.trainable_variables
+        self.raw = [v.numpy() for v in variables]
+        self.ema = [optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(v)]].numpy()
+                    for v in variables]
+
+    def on_train_end(self, logs=None):
+        import numpy as np
+
+        np.savez(self.path, **{f"raw_{i}": w for i, w in enumerate(self.raw)},
+                 **{f"ema_{i}": w for i, w in enumerate(self.ema)})

@@ -38,9 +38,12 @@ from tfhydra.report import epoch_summary
 from tfhydra.rundir import RunPaths
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
-from tfhydra.trainer import LoopContext, train
+from tfhydra.trainer import LoopContext
 from tfhydra.terminal import QUIET
 from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progress, loss_bound
+from tfhydra.trainer.debugging import numeric_checks
+from tfhydra.trainer.ema import ema_options
+from tfhydra.trainer.recovery import scale_for_recovery, train_with_recovery
 from tfhydra.trainer.weights import load_last_weights, prepare_resume, restore_best
 from tfhydra.trainer.objectives import build_loss, build_metrics
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
@@ -104,7 +107,7 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
         keras.backend.clear_session()  # jobs of one sweep may share this process
         record.threads = set_threads(cfg.trainer.threads or threads)
         # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise at once.
-        with policy_scope(cfg.precision) as policy, StopOnSignal() as stop:
+        with policy_scope(cfg.precision) as policy, StopOnSignal() as stop, numeric_checks(cfg.trainer):
             strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs
             stop.reinstall()
             record.update(**describe_devices(strategy), policy=policy.name)
@@ -193,8 +196,8 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
         stop.training = True
         try:
             with one_line_tensorflow_errors(cfg), run_directory_writes(paths, "the state saved last"):
-                train(cfg.trainer, model, datasets, callbacks,
-                      LoopContext(strategy, paths, cfg.logging.histogram_freq, stop))
+                train_with_recovery(cfg.trainer, model, datasets, callbacks,  # trainer.recovery: after a blow-up
+                                    LoopContext(strategy, paths, cfg.logging.histogram_freq, stop), recorder)
         finally:
             stop.training = False
         with run_directory_writes(paths, "the trained state"):
@@ -226,11 +229,13 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
                       paths.tensorboard_compression if cfg.logging.tensorboard else None)
         compression = compress_model(cfg.compression, model, datasets.spec, phase)
         model = compression.model
-        clipping = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
-                    "global_clipnorm": cfg.trainer.clip_global_norm}
-        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, clipping)
+        options = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
+                   "global_clipnorm": cfg.trainer.clip_global_norm, **ema_options(cfg.trainer.ema)}
+        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options)
+        optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
         model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss), metrics=build_metrics(cfg.trainer.metrics),
-                      steps_per_execution=cfg.trainer.steps_per_execution, jit_compile=cfg.trainer.jit_compile is True)
+                      steps_per_execution=cfg.trainer.steps_per_execution, jit_compile=cfg.trainer.jit_compile is True,
+                      run_eagerly=cfg.trainer.run_eagerly)
     return model, compression
 
 
@@ -260,7 +265,7 @@ def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch
             "train_seconds_per_epoch": recorder.train_seconds,
             "time_to_first_step_seconds": recorder.first_step_seconds,
             "first_step_unix_time": recorder.first_step_unix,
-            "history": recorder.epochs}
+            "history": recorder.epochs, "recoveries": recorder.recoveries}
 
 
 def _monitored(record: RunRecord) -> str:

@@ -112,7 +112,8 @@ class RunRecord:
     exported: dict | None = None  # {epoch, weights, reason}: the epoch whose weights were exported, and from which file
     final: dict | None = None  # {epoch, **logs} of the last epoch
     history: list = field(default_factory=list)  # logs of every epoch
-    diverged: dict | None = None  # {epoch, step, loss} where training stopped as diverged
+    diverged: dict | None = None  # {epoch, step, loss} where training stopped as diverged (+ op, where, input, code)
+    recoveries: list = field(default_factory=list)  # {epoch, step, loss, lr} of each blow-up trainer.recovery undid
     examples_per_second: float | None = None
     train_seconds_per_epoch: list = field(default_factory=list)
     time_to_first_step_seconds: float | None = None

@@ -17,7 +17,8 @@ SCHEDULES = Registry("optimizer.schedule")
 
 
 def build_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epochs: int, clipping: dict | None = None):
-    """clipping: Keras' `clipnorm` / `clipvalue` / `global_clipnorm`, None entries ignored."""
+    """clipping: the trainer's optimizer arguments: Keras' `clipnorm` / `clipvalue` / `global_clipnorm` and
+    `use_ema` / `ema_momentum` (trainer.ema), None entries ignored."""
     clipping = {k: v for k, v in (clipping or {}).items() if v is not None}
     if "_target_" in cfg_optimizer:
         node = OmegaConf.masked_copy(cfg_optimizer, [k for k in cfg_optimizer if k not in ("schedule", "lr")])

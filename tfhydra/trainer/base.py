@@ -3,6 +3,7 @@ custom.py) import it and register themselves; loops.py imports custom.py, so reg
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import tensorflow as tf
 
@@ -19,3 +20,4 @@ class LoopContext:
     paths: RunPaths
     histogram_freq: int  # custom loop: gradient-norm summaries every N epochs (0: off)
     stop: StopOnSignal | None = None  # SIGTERM/SIGUSR2/SIGINT: save the state at the next step boundary and stop
+    diverged: Callable[[], bool] = lambda: False  # training blew up: its state is not saved (trainer.recovery)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from tfhydra.errors import clip
 from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
+from tfhydra.trainer.ema import AveragedWeightsForEvaluation
 from tfhydra.trainer.state import discard
 
 log = logging.getLogger("tfhydra")
@@ -43,8 +44,9 @@ class RunRecorder(keras.callbacks.Callback):
         self.first_step_seconds: float | None = None
         self.first_step_unix: float | None = None
         self.diverged: dict | None = None
+        self.recoveries: list[dict] = []  # each blow-up trainer.recovery recovered from: {epoch, step, loss, lr}
         self.finished = False  # training ended and its weights are saved (mark_finished)
-        self._step = 0
+        self._epoch = self._step = 0
         self._next_check = 0
 
     def on_train_begin(self, logs=None):
@@ -57,6 +59,7 @@ class RunRecorder(keras.callbacks.Callback):
         if saved is not None:
             self.epochs, self.train_seconds = saved["epochs"], saved["train_seconds"]
             self.finished, self.diverged = saved.get("finished", False), saved.get("diverged")
+            self.recoveries = saved.get("recoveries") or []
 
     def mark_finished(self) -> None:
         """Training is over and its weights are saved: a run killed after this redoes only the export."""
@@ -91,6 +94,21 @@ class RunRecorder(keras.callbacks.Callback):
             log.error("loss became %s%s at step %d (epoch %d): stopping", float(loss),
                       f" (above trainer.max_loss={self.max_loss:g})" if exploded else "", self._step, self._epoch + 1)
             self.model.stop_training = True
+
+    def numeric_failure(self, found: dict) -> None:
+        """TensorFlow's numeric checks (trainer.check_numerics) stopped training: `found` says which op made
+        the NaN/Inf and where (tfhydra/trainer/debugging.py)."""
+        self.diverged = {"epoch": self._epoch + 1, "step": self._step, "loss": None, **found}
+        log.error("an op made NaN or Inf: %s in %s (%s) after step %d (epoch %d): stopping", found.get("op"),
+                  found.get("where") or "an eager op", found.get("code") or "no user code named", self._step,
+                  self._epoch + 1)
+        self._write()
+
+    def recovered(self, recovery: dict) -> None:
+        """trainer.recovery restores the last good state and goes on: the divergence becomes a recovery."""
+        self.recoveries.append(recovery)
+        self.diverged = None
+        self._write()
 
     def on_test_begin(self, logs=None):
         if self._train_end is None:
@@ -127,7 +145,8 @@ class RunRecorder(keras.callbacks.Callback):
 
             self.history_file.parent.mkdir(parents=True, exist_ok=True)
             write_json(self.history_file, {"epochs": self.epochs, "train_seconds": self.train_seconds,
-                                           "finished": self.finished, "diverged": self.diverged})
+                                           "finished": self.finished, "diverged": self.diverged,
+                                           "recoveries": self.recoveries})
 
 
 class LearningRateLogger(keras.callbacks.Callback):
@@ -163,6 +182,8 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
         save_best_only=True, save_weights_only=True, verbose=0, from_epoch=recorder.best_from,
         initial_value_threshold=best_so_far(recorder.epochs, cfg_trainer.monitor, cfg_trainer.monitor_mode,
                                             recorder.best_from)))
+    if cfg_trainer.ema.decay is not None:  # after the best checkpoint, which keeps the averaged weights
+        callbacks.append(AveragedWeightsForEvaluation())
     return callbacks
 
 

@@ -86,7 +86,16 @@ def check_objectives(cfg: DictConfig) -> None:
                               f"{suggestion(metric, KERAS_METRICS)}, or a node with _target_", "unknown metric")
 
 
-CHECKS = (check_seed, check_objectives, check_monitor)
+def check_recovery(cfg: DictConfig) -> None:
+    """`trainer.recovery` scales the learning rate it restores; ReduceLROnPlateau sets the rate itself."""
+    schedule = cfg.optimizer.get("schedule")
+    if cfg.trainer.recovery.max_trials and schedule is not None and schedule.get("name") == "reduce_on_plateau":
+        raise ConfigError("trainer.recovery.max_trials", cfg.trainer.recovery.max_trials, "0 with "
+                          "optimizer.schedule=reduce_on_plateau, or another schedule", "recovery scales the rate "
+                          "a schedule gives; reduce_on_plateau sets it itself")
+
+
+CHECKS = (check_seed, check_objectives, check_monitor, check_recovery)
 
 
 LOOP_NAMES = ("fit", "custom")  # trainer.loop: the loops tfhydra/trainer/ registers (a test holds them equal)
@@ -113,6 +122,11 @@ RULES: dict[str, Rule] = {
     "trainer.max_loss": Rule("auto, null or a number > 0", lambda v: v in ("auto", None) or number(0).ok(v)),
     "trainer.steps_per_epoch": optional(integer(1)),
     "trainer.validation_steps": optional(integer(1)),
+    "trainer.run_eagerly": choice(True, False),
+    "trainer.check_numerics": choice(True, False),
+    "trainer.recovery.max_trials": integer(0),
+    "trainer.recovery.lr_factor": number(0, 1),
+    "trainer.ema.decay": optional(number(0, 1)),
     "trainer.loss": Rule("a Keras loss name, or a node with _target_", lambda v: isinstance(v, str) or is_target(v)),
     "trainer.metrics": Rule("a list of Keras metric names or nodes with _target_", lambda v: isinstance(
         v, (list, ListConfig)) and all(isinstance(m, str) or is_target(m) for m in v)),

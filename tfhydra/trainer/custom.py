@@ -43,8 +43,9 @@ class CustomLoop:
         self.loss_tracker = keras.metrics.Mean(name="loss")  # mean per-example loss, synced over replicas
         self.scaling = isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # compile wraps it
         jit = jit_setting(cfg_trainer.jit_compile)
-        self.train_steps = tf.function(self._train_steps, jit_compile=jit)
-        self.eval_step = tf.function(self._eval_step, jit_compile=jit)
+        eager = cfg_trainer.run_eagerly  # print(), breakpoint() and NumPy see concrete tensors
+        self.train_steps = self._train_steps if eager else tf.function(self._train_steps, jit_compile=jit)
+        self.eval_step = self._eval_step if eager else tf.function(self._eval_step, jit_compile=jit)
         self.metrics = self._build_accumulators()
         self.manager, self.directory, checkpoint = self._checkpoint()
         stop = context.stop
@@ -152,8 +153,12 @@ class CustomLoop:
             # The record may run ahead of the state, never behind: a run killed before the save
             # redoes this epoch, and RunRecorder drops the record it is ahead by.
             callback_list.on_epoch_end(current, {**train_logs, **val_logs})
+            if self.context.diverged():  # a blown-up state is never saved: recovery goes back to the last good one
+                break
             self.manager.save()
             self.stop(lambda: f"the end of epoch {current + 1} ({self.manager.directory})")
+        # trainer.ema: the averaged weights into the model, as model.fit does at its end
+        model.optimizer.finalize_variable_values(model.trainable_variables)
         callback_list.on_train_end()
 
     def _train_epoch(self, callback_list) -> None:

@@ -38,4 +38,4 @@ def backup_callback(cfg_trainer, context: LoopContext) -> list:
         log.warning("strategy=one_device: model.fit cannot save resumable state (Keras' BackupAndRestore does not "
                     "support OneDeviceStrategy); use trainer.loop=custom to be able to resume")
         return []
-    return [ResumableBackup(str(context.paths.state), cfg_trainer.save_every, context.stop)]
+    return [ResumableBackup(str(context.paths.state), cfg_trainer.save_every, context.stop, context.diverged)]

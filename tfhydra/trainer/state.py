@@ -192,10 +192,12 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
       so a kill during export still has it.
     """
 
-    def __init__(self, backup_dir: str, save_every: str | int, stop: StopOnSignal | None = None):
+    def __init__(self, backup_dir: str, save_every: str | int, stop: StopOnSignal | None = None,
+                 diverged=lambda: False):
         super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=False)
         self.save_every = None if save_every == "epoch" else int(save_every)
         self.stop = stop
+        self.diverged = diverged  # a blown-up state is never saved: recovery goes back to the last good one
 
     def on_train_begin(self, logs=None):
         model = self.model
@@ -231,12 +233,14 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         # a call of steps_per_execution steps may cross a save point anywhere inside it.
         crossed = self.save_every and (batch + 1) // self.save_every > (self._last_batch + 1) // self.save_every
         self._last_batch = batch
-        if crossed and batch + 1 < (self.params.get("steps") or 0):  # the epoch's end saves anyway
+        if crossed and batch + 1 < (self.params.get("steps") or 0) and not self.diverged():  # the end saves anyway
             self._save(self._current_epoch, batch)
         if self.stop is not None:
             self.stop.check(lambda: self._save(self._current_epoch, batch))
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.diverged():
+            return
         self._save(epoch, (self.params.get("steps") or self._last_batch + 1) - 1)
         if self.stop is not None:
             self.stop.check(lambda: f"the end of epoch {epoch + 1} ({self.backup_dir})")

@@ -1,0 +1,64 @@
+"""EMA weights (`trainer.ema.decay`): the tf_keras optimizer's own moving average (`use_ema=True`,
+`ema_momentum=decay`), updated by `apply_gradients` after every step in both loops.
+
+The optimizer keeps the averages as its own variables, so they are in the resumable state (checkpoints/state/)
+and a resumed run continues the same average. They are what each epoch is validated with, what the best
+checkpoint keeps, and what is exported: `AveragedWeightsForEvaluation` swaps them into the model for
+validation and swaps the raw weights back after the epoch's other callbacks (the best checkpoint) and before the
+resumable state is saved, and at the end of training `finalize_variable_values` (fit calls it itself; the custom
+loop does) leaves the averages in the model.
+"""
+from __future__ import annotations
+
+import tf_keras as keras
+
+
+def ema_options(cfg_ema) -> dict:
+    """The optimizer's constructor arguments for `trainer.ema` (none when it is off). `ema_overwrite_frequency`
+    stays None: the model's weights are replaced by their averages once, at the end of training."""
+    if cfg_ema.decay is None:
+        return {}
+    return {"use_ema": True, "ema_momentum": float(cfg_ema.decay)}
+
+
+def optimizer_of(model: keras.Model):
+    """The optimizer that owns the variables (a mixed-precision LossScaleOptimizer wraps it)."""
+    optimizer = model.optimizer
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def swap_averages(model: keras.Model) -> None:
+    """Exchange each trainable variable with its moving average (done twice, everything is as it was)."""
+    optimizer = optimizer_of(model)
+    for variable in model.trainable_variables:
+        average = optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(variable)]]
+        raw = variable.read_value()
+        variable.assign(average)
+        average.assign(raw)
+
+
+class AveragedWeightsForEvaluation(keras.callbacks.Callback):
+    """Validation sees the averaged weights; training and the saved state see the raw ones.
+
+    Put after the best checkpoint in the callback list and before the resumable state's callback: the swap back
+    happens in `on_epoch_end`, once the best checkpoint has saved the averages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.swapped = False
+
+    def on_test_begin(self, logs=None):
+        if not self.swapped:
+            swap_averages(self.model)
+            self.swapped = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._swap_back()
+
+    def on_train_end(self, logs=None):
+        self._swap_back()
+
+    def _swap_back(self) -> None:
+        if self.swapped:
+            swap_averages(self.model)
+            self.swapped = False
