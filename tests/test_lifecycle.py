@@ -7,13 +7,11 @@ lifecycle's decisions are tested directly on real run directories (no training).
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
-import yaml
 
 import trust_dirs
-from conftest import CONFIG_DIR, ROOT
+from conftest import ROOT
 from tfhydra.errors import ConfigError
 from tfhydra.record import STATUSES, RunRecord, Status, load_record
 
@@ -76,20 +74,7 @@ def test_the_recipe_imports_nothing_of_the_command_line():
 
 
 def conf_keys() -> set[str]:
-    found = set()
-
-    def walk(node):
-        if isinstance(node, dict):
-            found.update(map(str, node))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    for path in CONFIG_DIR.rglob("*.yaml"):
-        walk(yaml.safe_load(path.read_text()))
-    return found - {"_target_"}
+    return {str(key) for node in trust_dirs.conf_nodes() for key in node} - {"_target_"}
 
 
 # `.get(key, default)` calls whose key is spelled like a conf/ key but reads something else (file, key: what).

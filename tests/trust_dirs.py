@@ -17,23 +17,24 @@ SWEEP_TASK = ["model=mlp", "optimizer.lr=1e-3,1e-4", "trainer.epochs=1"]
 MARKER_ENV = "TFHYDRA_TEST_MARKER"
 
 
-def trusted_targets() -> set[str]:
-    """Every `_target_` tfhydra's own configs name: what a config read back may hold."""
-    found = set()
-
+def conf_nodes():
+    """Every mapping in tfhydra's own conf/*.yaml, at any depth."""
     def walk(node):
         if isinstance(node, dict):
-            if isinstance(node.get("_target_"), str):
-                found.add(node["_target_"])
+            yield node
             for value in node.values():
-                walk(value)
+                yield from walk(value)
         elif isinstance(node, list):
             for value in node:
-                walk(value)
+                yield from walk(value)
 
     for path in CONFIG_DIR.rglob("*.yaml"):
-        walk(yaml.safe_load(path.read_text()))
-    return found
+        yield from walk(yaml.safe_load(path.read_text()))
+
+
+def trusted_targets() -> set[str]:
+    """Every `_target_` tfhydra's own configs name: what a config read back may hold."""
+    return {node["_target_"] for node in conf_nodes() if isinstance(node.get("_target_"), str)}
 
 
 def write_run(run: Path, overrides=RUN_OVERRIDES, status: str = "completed") -> Path:

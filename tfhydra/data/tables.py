@@ -91,7 +91,9 @@ def build_csv(cfg, seed: int) -> Source:
     return source
 
 
-def numbers(values: list[str], name: str, path: Path) -> np.ndarray:
+def numbers(values: list[str], name: str, path: Path, accepted: str | None = None) -> np.ndarray:
+    """A feature column as float64; a cell that is not a finite number is named by its line (`accepted`: what to
+    say instead of training's advice, e.g. for tfhydra-predict's inputs)."""
     result = np.empty(len(values), dtype=np.float64)
     for row, value in enumerate(values):
         try:
@@ -99,8 +101,8 @@ def numbers(values: list[str], name: str, path: Path) -> np.ndarray:
         except ValueError:
             result[row] = np.nan
         if not np.isfinite(result[row]):
-            raise ConfigError(f"{path}:{row + 2}", None, f"a finite number in every row of column {name} (or leave "
-                              "the column out with data.features)", f"column {name} holds {value!r}")
+            raise ConfigError(f"{path}:{row + 2}", None, accepted or f"a finite number in every row of column {name} "
+                              "(or leave the column out with data.features)", f"column {name} holds {value!r}")
     return result
 
 

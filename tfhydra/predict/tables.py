@@ -40,17 +40,10 @@ def read_table_input(path: Path, layout: Layout) -> Inputs:
 
 
 def numbers(values: list[str], name: str, path: Path) -> np.ndarray:
-    """A feature column as float64 (then float32, as training took it); a cell that is not a finite number is named."""
-    result = np.empty(len(values), dtype=np.float64)
-    for row, value in enumerate(values):
-        try:
-            result[row] = float(value)
-        except ValueError:
-            result[row] = np.nan
-        if not np.isfinite(result[row]):
-            raise ConfigError(f"{path}:{row + 2}", None, f"a finite number in every row of the feature column {name}",
-                              f"column {name} holds {value!r}")
-    return result
+    """A feature column as float64 (then float32, as training took it), read as training reads it."""
+    from tfhydra.data.tables import numbers as table_numbers
+
+    return table_numbers(values, name, path, f"a finite number in every row of the feature column {name}")
 
 
 def read_text_lines(path: Path, layout: Layout) -> Inputs:
