@@ -189,7 +189,8 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     # The bar first: it clears its line before the recorder logs the epoch's.
     callbacks = [*epoch_progress(cfg.trainer.verbose, cfg.data.batch_size),
                  *build_callbacks(cfg.trainer, cfg.logging, paths, recorder, extra,
-                                  writers=epoch_loggers(trackers or Trackers(), lambda: recorder.epochs))]
+                                  writers=epoch_loggers(trackers or Trackers(), lambda: recorder.epochs),
+                                  datasets=datasets)]
     if recorder.finished and paths.last_weights.is_file() and load_last_weights(model, paths, strategy):
         log.info("training ended in an earlier attempt (%d epochs): redoing what came after it", len(recorder.epochs))
     else:
@@ -197,7 +198,7 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
         try:
             with one_line_tensorflow_errors(cfg), run_directory_writes(paths, "the state saved last"):
                 train_with_recovery(cfg.trainer, model, datasets, callbacks,  # trainer.recovery: after a blow-up
-                                    LoopContext(strategy, paths, cfg.logging.histogram_freq, stop), recorder)
+                                    LoopContext(strategy, paths, stop), recorder)
         finally:
             stop.training = False
         with run_directory_writes(paths, "the trained state"):

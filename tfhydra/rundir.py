@@ -67,6 +67,10 @@ class RunPaths:
         return self.tensorboard / "train"
 
     @property
+    def tensorboard_validation(self) -> Path:
+        return self.tensorboard / "validation"
+
+    @property
     def tensorboard_compression(self) -> Path:
         """A compression scheme's own summaries (pruning: sparsity per layer)."""
         return self.tensorboard / "pruning"

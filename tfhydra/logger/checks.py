@@ -31,6 +31,8 @@ CHECKS = (check_installed,)
 # The logging and logger sections' ranges and choices, read by the schema's checks (tfhydra/schema.py).
 RULES: dict[str, Rule] = {
     "logging.histogram_freq": integer(0),
+    "logging.images_freq": integer(0),
+    "logging.gradients": Rule("true or false", lambda v: isinstance(v, bool)),
     "logging.profile_batch": Rule("0 (off), a batch number >= 1, or [start, stop] with 1 <= start <= stop",
                                   lambda v: (is_int(v) and v >= 0) or (isinstance(v, (list, ListConfig)) and len(v) == 2
                                             and all(is_int(b) and b >= 1 for b in v) and v[0] <= v[1])),

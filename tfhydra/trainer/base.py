@@ -18,6 +18,5 @@ LOOPS = Registry("trainer.loop")
 class LoopContext:
     strategy: tf.distribute.Strategy
     paths: RunPaths
-    histogram_freq: int  # custom loop: gradient-norm summaries every N epochs (0: off)
     stop: StopOnSignal | None = None  # SIGTERM/SIGUSR2/SIGINT: save the state at the next step boundary and stop
     diverged: Callable[[], bool] = lambda: False  # training blew up: its state is not saved (trainer.recovery)

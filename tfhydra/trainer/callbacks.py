@@ -16,6 +16,8 @@ from tfhydra.errors import clip
 from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
 from tfhydra.trainer.ema import AveragedWeightsForEvaluation
+from tfhydra.trainer.gradients import GradientSummaries
+from tfhydra.trainer.pictures import picture_callbacks
 from tfhydra.trainer.state import discard
 
 log = logging.getLogger("tfhydra")
@@ -163,9 +165,10 @@ class LearningRateLogger(keras.callbacks.Callback):
 
 def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunRecorder,
                     extra: list[keras.callbacks.Callback] = (),
-                    writers: list[keras.callbacks.Callback] = ()) -> list[keras.callbacks.Callback]:
+                    writers: list[keras.callbacks.Callback] = (), datasets=None) -> list[keras.callbacks.Callback]:
     """Order matters: callbacks that add to the epoch logs come before those that write them. `writers` (the
-    experiment trackers' callback) come right after the recorder, whose history they read."""
+    experiment trackers' callback) come right after the recorder, whose history they read. `datasets` (the data
+    room's Datasets) feed the gradient and picture summaries; without them there are none."""
     callbacks: list[keras.callbacks.Callback] = [*extra, LearningRateLogger(), recorder, *writers]
     stopping = cfg_trainer.early_stopping
     if stopping.patience > 0:
@@ -177,6 +180,7 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
             log_dir=str(paths.tensorboard), histogram_freq=cfg_logging.histogram_freq,
             write_graph=cfg_logging.write_graph, update_freq=cfg_logging.update_freq,
             profile_batch=profile_range(cfg_logging.profile_batch)))
+        callbacks += picture_callbacks(cfg_logging, paths, datasets) if datasets is not None else []
     callbacks.append(BestCheckpoint(
         str(paths.best_weights), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
         save_best_only=True, save_weights_only=True, verbose=0, from_epoch=recorder.best_from,
@@ -184,6 +188,9 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
                                             recorder.best_from)))
     if cfg_trainer.ema.decay is not None:  # after the best checkpoint, which keeps the averaged weights
         callbacks.append(AveragedWeightsForEvaluation())
+    if cfg_logging.tensorboard and cfg_logging.gradients and cfg_logging.histogram_freq and datasets is not None:
+        # after the swap back: the gradients of the weights that train, not of their averages
+        callbacks.append(GradientSummaries(datasets.train, paths.tensorboard_train, cfg_logging.histogram_freq))
     return callbacks
 
 

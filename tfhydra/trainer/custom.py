@@ -132,8 +132,6 @@ class CustomLoop:
         cfg, model = self.cfg, self.model
         callback_list = keras.callbacks.CallbackList(callbacks, model=model, epochs=cfg.epochs,
                                                      steps=self.steps_per_epoch, verbose=0)
-        gradients = tf.summary.create_file_writer(str(self.context.paths.tensorboard_train)) \
-            if self.context.histogram_freq else None
         model.stop_training = False
         callback_list.on_train_begin()
         while int(self.epoch) < cfg.epochs and not model.stop_training:
@@ -145,8 +143,6 @@ class CustomLoop:
             if model.stop_training:
                 break
             train_logs = metric_values(self.metrics)
-            if gradients and (current + 1) % self.context.histogram_freq == 0:
-                write_gradient_summaries(model, self.datasets.train, gradients, current)
             val_logs = self._validate(callback_list)
             self.epoch.assign_add(1)
             self.step.assign(0)
@@ -227,21 +223,6 @@ def metric_values(metrics) -> dict[str, float]:
         result = metric.result()
         values.update({k: float(v) for k, v in result.items()} if isinstance(result, dict) else {metric.name: float(result)})
     return values
-
-
-def write_gradient_summaries(model: keras.Model, train: tf.data.Dataset, writer, epoch: int) -> None:
-    """Per-variable gradient norms and histograms on one training batch (an extra forward/backward pass)."""
-    x, y = next(iter(train))
-    with tf.GradientTape() as tape:
-        loss = model.compute_loss(x, y, model(x, training=False), None)
-    gradients = tape.gradient(loss, model.trainable_variables)
-    with writer.as_default(step=epoch):
-        for variable, gradient in zip(model.trainable_variables, gradients):
-            if gradient is not None:
-                name = variable.name.replace(":", "_")
-                tf.summary.scalar(f"gradient_norm/{name}", tf.norm(gradient))
-                tf.summary.histogram(f"gradients/{name}", gradient)
-    writer.flush()
 
 
 def jit_setting(value) -> bool:
