@@ -17,7 +17,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.composition import compose_choices, group_options, is_group_choice, with_values
-from tfhydra.errors import ConfigError, suggestion
+from tfhydra.errors import ConfigError, short_list, suggestion
 from tfhydra.rundir import check_creatable
 
 # Flags that print something and exit without running a job.
@@ -203,7 +203,8 @@ def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
             parent = OmegaConf.select(defaults, parent_key, default=None) if parent_key else defaults
         names = [k for k in parent if k != "hydra"] if isinstance(parent, DictConfig) else []
         where = parent_key or "the config"
-        raise ConfigError(key, value, f"a key of {where}: {', '.join(map(str, names))} (add a new key with +{key}=...)",
+        keys = short_list(leaf, names, "python train.py --cfg job shows them").removeprefix("one of ")
+        raise ConfigError(key, value, f"a key of {where}: {keys} (add a new key with +{key}=...)",
                           f"unknown key{suggestion(leaf, names)}")
 
 
