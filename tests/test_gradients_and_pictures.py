@@ -24,7 +24,7 @@ def png_size(png: bytes) -> tuple[int, int]:
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_gradient_norms_and_histograms_are_written_every_histogram_freq_epochs(tmp_path, loop):
     result = run_cli(*FAST, f"trainer.loop={loop}", "logging.histogram_freq=1", "logging.images_freq=0",
-                     f"hydra.run.dir={tmp_path}")
+                     "logging.gradients=true", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-2000:]
     events = read_events(tmp_path / "tensorboard" / "train")
     norms = {tag: values for tag, values in events["scalars"].items() if tag.startswith("gradient_norm/")}

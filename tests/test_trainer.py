@@ -41,7 +41,7 @@ def test_custom_loop_writes_the_same_contract(tmp_path, compose_cfg):
     from tb_events import read_events
 
     cfg = compose_cfg(["trainer.loop=custom", "trainer.epochs=2", "trainer.steps_per_execution=4",
-                       "logging.histogram_freq=1"])
+                       "logging.histogram_freq=1", "logging.gradients=true"])
     tfhydra.run(cfg, run_dir=tmp_path)
     metrics = metrics_of(tmp_path)
     assert metrics["status"] == "completed" and metrics["epochs_run"] == 2

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,6 @@ def read_npz(path: Path, wanted: dict[str, str]) -> dict[str, np.ndarray]:
                 if name not in found:
                     raise ConfigError(f"data.{key}", name, found, f"no array of that name in {path}")
             return {key: file[name] for key, name in wanted.items()}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # not an npz, damaged, or object arrays
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:  # not an npz, damaged, object arrays
         raise ConfigError(str(path), None, "a NumPy .npz file (numpy.savez) of numeric arrays",
                           f"cannot read it ({error})") from None

@@ -18,6 +18,7 @@ import io
 import os
 import pickle
 import socket
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -134,7 +135,7 @@ def _read_bytes(path: Path, opener) -> bytes:
     try:
         with opener(path, "rb") as file:
             return file.read()
-    except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError; a damaged stream is zlib's
         raise ConfigError(str(path), None, "a readable file as the Keras loader leaves it",
                           f"cannot read it ({error})") from None
 
