@@ -17,6 +17,7 @@ from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
 from tfhydra.trainer.ema import AveragedWeightsForEvaluation
 from tfhydra.trainer.gradients import GradientSummaries
+from tfhydra.trainer.histograms import TensorBoard
 from tfhydra.trainer.pictures import picture_callbacks
 from tfhydra.trainer.state import discard
 
@@ -176,7 +177,7 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
             monitor=stopping.monitor, mode=stopping.mode, patience=stopping.patience, min_delta=stopping.min_delta))
     callbacks += user_callbacks(cfg_trainer.callbacks)
     if cfg_logging.tensorboard:
-        callbacks.append(keras.callbacks.TensorBoard(
+        callbacks.append(TensorBoard(
             log_dir=str(paths.tensorboard), histogram_freq=cfg_logging.histogram_freq,
             write_graph=cfg_logging.write_graph, update_freq=cfg_logging.update_freq,
             profile_batch=profile_range(cfg_logging.profile_batch)))

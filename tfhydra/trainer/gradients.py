@@ -12,6 +12,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from tfhydra.trainer.histograms import write_histogram
+
 
 def write_gradient_summaries(model: keras.Model, batch, writer, epoch: int) -> None:
     """Norms and histograms of the loss's gradients on `batch` (x, y), through `writer` at step `epoch`."""
@@ -25,7 +27,7 @@ def write_gradient_summaries(model: keras.Model, batch, writer, epoch: int) -> N
         for variable, gradient in pairs:
             name = variable.name.replace(":", "_")
             tf.summary.scalar(f"gradient_norm/{name}", tf.norm(gradient))
-            tf.summary.histogram(f"gradients/{name}", gradient)
+            write_histogram(f"gradients/{name}", gradient, epoch)
     writer.flush()
 
 
