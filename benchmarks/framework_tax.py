@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,6 +49,12 @@ def timed(command: list[str]) -> tuple[float, float, subprocess.CompletedProcess
     return start, time.time() - start, result
 
 
+def children_cpu_seconds() -> float:
+    """User + system CPU of the finished child processes so far: what a run cost, whatever else the machine ran."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_reference(data_args: list[str], epochs: int, equal_work: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as run_dir:
         start, wall, result = timed([sys.executable, str(ROOT / "benchmarks" / "keras_reference.py"), *data_args,
@@ -60,6 +67,7 @@ def run_reference(data_args: list[str], epochs: int, equal_work: bool = False) -
 
 
 def run_tfhydra(overrides: list[str], epochs: int) -> dict:
+    cpu_before = children_cpu_seconds()
     with tempfile.TemporaryDirectory() as run_dir:
         start, wall, result = timed([sys.executable, str(ROOT / "train.py"), *overrides, f"trainer.epochs={epochs}",
                                      f"hydra.run.dir={run_dir}"])
@@ -68,7 +76,7 @@ def run_tfhydra(overrides: list[str], epochs: int) -> dict:
         metrics = json.loads((Path(run_dir) / "metrics.json").read_text())
     return {"throughput": metrics["examples_per_second"], "wall": wall,
             "first_step": metrics["first_step_unix_time"] - start, "accuracy": metrics["best"]["val_accuracy"],
-            "params": metrics["params"]}
+            "params": metrics["params"], "cpu": children_cpu_seconds() - cpu_before}
 
 
 def matmul_peak_flops() -> float:
@@ -210,6 +218,8 @@ def main() -> None:
                      f"{100 * (median['B']['accuracy'] - a['accuracy']):+.2f} pts |")
         per_epoch_cost = (median["B"]["wall"] - median["B0"]["wall"]) / epochs
         epoch_seconds = median["B0"]["wall"] / epochs
+        cpu = {k: statistics.median(s["cpu"] for s in samples[k]) for k in ("B", "B0")}
+        per_epoch_cpu, epoch_cpu = (cpu["B"] - cpu["B0"]) / epochs, cpu["B0"] / epochs
         lines += ["", f"- Training FLOP/s of B: {flops * median['B']['throughput'] / 1e9:.2f} GFLOP/s "
                       f"({flops / 1e6:.2f} MFLOP per example, 3x the profiled forward pass) = "
                       f"{100 * flops * median['B']['throughput'] / peak:.1f}% of the measured fp32 matmul peak "
@@ -217,6 +227,10 @@ def main() -> None:
                   f"- Histograms every epoch (B vs B0, whole-process wall): {per_epoch_cost:+.3f} s per epoch "
                   f"= {100 * per_epoch_cost / epoch_seconds:+.1f}% of an average epoch's share of the run "
                   f"({epoch_seconds:.2f} s).",
+                  f"- Histograms every epoch (B vs B0, CPU seconds of the process, unmoved by other work on the "
+                  f"machine): {per_epoch_cpu:+.3f} s per epoch = {100 * per_epoch_cpu / epoch_cpu:+.1f}% of an "
+                  f"average epoch's share of the run's CPU ({epoch_cpu:.2f} s; medians {cpu['B']:.2f} / "
+                  f"{cpu['B0']:.2f} s).",
                   "- Samples (throughput): " + "; ".join(f"{k}: " + ", ".join(f"{s['throughput']:,.0f}" for s in v)
                                                          for k, v in samples.items()), ""]
     help_s, error_s = quick_command_seconds(["--help"]), quick_command_seconds(["optimizer.lr=-1"])
