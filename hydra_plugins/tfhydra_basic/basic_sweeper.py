@@ -48,7 +48,10 @@ class BasicSweeper(Sweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + list(arguments))
         grid = [list(job) for batch in split_sweep(parsed) for job in batch]  # every setting, as Hydra's sweeper
-        return run_stages(self.config, stages, grid, self._launch)
+        from hydra_plugins.tfhydra_optuna.optuna_sweeper import one_line_error
+
+        with one_line_error():
+            return run_stages(self.config, stages, grid, self._launch)
 
     def _launch(self, batch: List[List[str]], first: int) -> List[Any]:
         """One stage's jobs, in chunks of `max_batch_size` (all at once when unset), as Hydra's basic sweeper does."""

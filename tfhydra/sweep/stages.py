@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfhydra.errors import ConfigError
 from tfhydra.rundir import STAGES, SweepPaths
 from tfhydra.sweep import override_quoted
 from tfhydra.record import Status
@@ -78,9 +79,19 @@ def stage_subdir(stage: str, config: DictConfig) -> str:
     return f"hydra.sweep.subdir={override_quoted(f'{stage}/{subdir}')}"
 
 
+def check_promote(promote: int, settings: int) -> None:
+    """The screen must leave a setting out: `sweep.promote` below the grid's number of settings."""
+    if promote >= settings:
+        raise ConfigError("sweep.promote", promote, f"an integer in [1, {settings - 1}], fewer than the {settings} "
+                          "settings of the grid" if settings > 1 else "a sweep of at least 2 settings (e.g. "
+                          "optimizer.lr=1e-3,1e-4) to screen", f"the grid has {settings} setting"
+                          f"{'s' * (settings > 1)}: the screen would leave none out")
+
+
 def run_stages(config: DictConfig, stages: Stages, grid: list[list[str]],
                launch: Callable[[list[list[str]], int], list]) -> list:
     """Launch the screen (every setting of `grid`), rank its jobs from their records, launch the promoted ones."""
+    check_promote(stages.promote, len(grid))  # the pre-flight's check, for a grid only the sweeper expands (glob())
     sweep_dir = Path(config.hydra.sweep.dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, SweepPaths(sweep_dir).multirun)  # as Hydra's basic sweeper does: what resume reads
