@@ -144,10 +144,10 @@ def promoted(jobs: list[Job], mode: str, count: int) -> list[Job]:
 
 
 def promotion_line(chosen: list[Job], settings: int, stages: Stages, monitor: str, mode: str) -> str:
-    """What the screen decided: the settings promoted (with their screen values), and fewer than asked when fewer
-    screen jobs completed."""
+    """What the screen decided, printed before the promoted jobs start: the settings promoted (with their screen
+    values), and fewer than asked when fewer screen jobs completed."""
     names = ", ".join(f"{j.name} ({monitor}={j.best(mode)[0]:.4f})" for j in chosen) or "none"
-    line = f"screen: {settings} settings on {stages.describe()}; promoted to all the data: {names}"
+    line = f"promoting to all the data: {names}: the best of {settings} settings on {stages.describe()}"
     if len(chosen) < stages.promote:
         line += (f" (only {len(chosen)} of the {settings} screen jobs completed: {len(chosen)} promoted instead of "
                  f"sweep.promote={stages.promote})")
