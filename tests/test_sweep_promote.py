@@ -3,10 +3,13 @@ the data for a few epochs, then the best `sweep.promote` on all the data; one sw
 same command again keeps what completed and finishes what is missing. Real Hydra and TensorFlow on digits."""
 import csv
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import last_line, read_run_record, run_cli
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
 from tfhydra.record import Status
 from tfhydra.sweep.jobs import Job
 from tfhydra.sweep.stages import Stages, promoted, screen_job
@@ -146,13 +149,15 @@ def test_screen_then_promote_runs_summarises_and_resumes(tmp_path):
     assert records(sweep) == before
     assert again.stdout.count("kept: ") == 8
 
-    # interrupted: a promoted job's record and the last screen job's are gone; only those two run again
+    # interrupted: a promoted job's record and the last screen job's are gone; `tfhydra-sweep resume` runs those two
     lost_promote = sweep / "promote" / next(iter(expected))
     lost_screen = sweep / "screen" / name(ranking[-1], SETTINGS[ranking[-1]])
     for directory in (lost_promote, lost_screen):
         (directory / "metrics.json").unlink()
     kept = records(sweep)
-    third = run_cli(*sweep_argv(sweep), cwd=tmp_path, timeout=900)
+    third = subprocess.run([sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep)], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
+                           env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}"})  # the recorded command
     assert third.returncode == 0, third.stderr[-3000:]
     after = records(sweep)
     assert {k: after[k] for k in kept} == kept  # the six left alone were kept as they were
