@@ -166,6 +166,15 @@ def test_screen_then_promote_runs_summarises_and_resumes(tmp_path):
         assert read_run_record(directory)["status"] == "completed"
     assert sorted(p.name for p in (sweep / "promote").iterdir()) == sorted(expected)  # the same two promoted
 
+    # the full runs' epochs changed: the screen jobs would be the same, the promoted ones not; refused, unchanged
+    before = records(sweep)
+    other = run_cli(*[a.replace("trainer.epochs=3", "trainer.epochs=4") for a in sweep_argv(sweep)], cwd=tmp_path)
+    message = last_line(other.stderr)
+    assert other.returncode == 1 and "Traceback" not in other.stderr, other.stderr[-2000:]
+    assert message.startswith(f"Error: hydra.sweep.dir={sweep}: its job promote/") and "differs in trainer.epochs" \
+        in message, message
+    assert records(sweep) == before
+
 
 @pytest.mark.slow
 def test_fewer_completed_screen_jobs_than_promote_promotes_those_and_says_so(tmp_path):

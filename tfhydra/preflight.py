@@ -20,7 +20,7 @@ from tfhydra.composition import compose_choices, group_options, is_group_choice,
 from tfhydra.errors import ConfigError, short_list, suggestion
 from tfhydra.rundir import STAGES, SweepPaths, check_creatable
 
-SCREEN = STAGES[0]
+SCREEN, PROMOTE = STAGES
 STAGED_SWEEPER = "hydra_plugins.tfhydra_basic.basic_sweeper.BasicSweeper"  # tfhydra's default: it screens and promotes
 
 # Flags that print something and exit without running a job.
@@ -87,6 +87,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
 
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
         return
+    from tfhydra.plan import plan_run
     from tfhydra.project import CONFIG_DIR
     from tfhydra.sweep.stages import screen_job
 
@@ -105,9 +106,10 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             if number == 0 and multirun:
                 _check_sweeper_can_expand(cfg, parsed)
                 _check_launcher_can_submit(cfg)
-            _check_job(cfg, defaults, job, number, swept, multirun)
-            if number == 0:  # after its plan: the sweep section's values are checked
+            if number == 0:  # after its plan, which checks the sweep section's values
+                plan_run(cfg, defaults)
                 stages = check_stages_command(cfg, parsed, multirun)
+            _check_job(cfg, defaults, job, number, swept, multirun, stage=PROMOTE if stages else None)
             if stages is not None:  # its screen job too: the screen's epochs and share of the data
                 screen = screen_job(job, stages)
                 _check_job(with_values(defaults, [o for o in screen if not is_group_choice(o)], groups), defaults,
@@ -295,15 +297,24 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
 def _check_sweep_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str], stage: str | None = None
                          ) -> None:
     """A sweep run again into its directory: each job directory already there must hold this job's config
-    (tfhydra/lifecycle.py decides). A staged sweep's jobs are in their stage's folder: its screen jobs are
-    checked here; which settings it promotes is known only once the screen has run."""
+    (tfhydra/lifecycle.py decides). A staged sweep's jobs are in their stage's folder; which number a promoted
+    setting has depends on the screen, so any promoted job of this setting (its directory's name after the
+    number) is checked against the setting's full config."""
     from tfhydra.lifecycle import check_sweep_job_dir
     from tfhydra.sweep import job_dirname
 
     sweep_dir = OmegaConf.select(cfg, "hydra.sweep.dir", default=None)
-    if sweep_dir and Path(sweep_dir).is_dir():
-        folder = SweepPaths(sweep_dir).stage(stage) if stage else Path(sweep_dir)
-        check_sweep_job_dir(cfg, folder / f"{number}_{job_dirname(job, swept=swept)}")
+    if not sweep_dir or not Path(sweep_dir).is_dir():
+        return
+    name = job_dirname(job, swept=swept)
+    if stage == PROMOTE:
+        folder = SweepPaths(sweep_dir).stage(PROMOTE)
+        found = [d for d in folder.iterdir() if d.is_dir() and d.name.partition("_")[2] == name] \
+            if folder.is_dir() else []
+    else:
+        found = [(SweepPaths(sweep_dir).stage(stage) if stage else Path(sweep_dir)) / f"{number}_{name}"]
+    for directory in found:
+        check_sweep_job_dir(cfg, directory)
 
 
 _ABSENT = object()

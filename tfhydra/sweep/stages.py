@@ -15,7 +15,6 @@ Nothing here imports TensorFlow; it reads only the jobs' records (tfhydra/sweep/
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -23,12 +22,12 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
-from tfhydra.rundir import STAGES, SweepPaths
-from tfhydra.sweep import override_quoted
 from tfhydra.record import Status
+from tfhydra.rundir import STAGES, SweepPaths
+from tfhydra.schema import is_int, is_number
+from tfhydra.sweep import override_quoted
 from tfhydra.sweep.jobs import Job, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs
 
-log = logging.getLogger("tfhydra")
 SCREEN, PROMOTE = STAGES
 KEYS = ("sweep.screen.fraction", "sweep.screen.epochs", "sweep.promote")  # conf/tfhydra.yaml's sweep section
 
@@ -48,17 +47,20 @@ class Stages:
     def describe(self) -> str:
         """`10% of the data for 3 epochs`: what the screen trains, for the summary."""
         data = "all the data" if self.fraction in (None, 1, 1.0) else f"{self.fraction:.0%} of the data"
-        return f"{data} for {'the run’s own epochs' if self.epochs is None else f'{self.epochs} epochs'}"
+        epochs = "the run's own epochs" if self.epochs is None else f"{self.epochs} epochs"
+        return f"{data} for {epochs}"
 
 
 def stages_of(cfg: Any) -> Stages | None:
-    """The sweep's stages from its config (a DictConfig, or multirun.yaml read as plain data); None when
-    `sweep.promote` is unset: a sweep as any other."""
+    """The sweep's stages from its config (a DictConfig, or multirun.yaml read as plain data, where a value of
+    another type reads as unset); None when `sweep.promote` is unset: a sweep as any other."""
     sweep = cfg.get("sweep") if isinstance(cfg, (dict, DictConfig)) else None
-    if not isinstance(sweep, (dict, DictConfig)) or sweep.get("promote") is None:
+    promote = sweep.get("promote") if isinstance(sweep, (dict, DictConfig)) else None
+    if not is_int(promote):
         return None
     screen = sweep.get("screen") if isinstance(sweep.get("screen"), (dict, DictConfig)) else {}
-    return Stages(screen.get("fraction"), screen.get("epochs"), sweep.get("promote"))
+    fraction, epochs = screen.get("fraction"), screen.get("epochs")
+    return Stages(fraction if is_number(fraction) else None, epochs if is_int(epochs) else None, promote)
 
 
 def set_values(cfg: Any) -> list[str]:
