@@ -191,3 +191,18 @@ def test_fewer_completed_screen_jobs_than_promote_promotes_those_and_says_so(tmp
                                              "(failed), screen/2_optimizer.lr=0.0001 (failed)"), done.stderr[-2000:]
     record = read_run_record(sweep / "promote" / "3_optimizer.lr=0.001")
     assert record["status"] == "completed" and record["epochs_run"] == 3 and math.isfinite(record["best"][MONITOR])
+
+
+@pytest.mark.slow
+def test_the_stages_run_on_another_launcher(tmp_path):
+    """The stages are the sweeper's: the joblib launcher runs them in its worker processes, two at a time."""
+    sweep = tmp_path / "sweep"
+    argv = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"optimizer.lr={','.join(LRS)}",
+            "sweep.screen.fraction=0.2", "sweep.screen.epochs=1", "sweep.promote=1", *FIXED, f"hydra.sweep.dir={sweep}"]
+    done = run_cli(*argv, cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    screen = {n: read_run_record(sweep / "screen" / f"{n}_optimizer.lr={lr}") for n, lr in enumerate(LRS)}
+    assert all(r["status"] == "completed" and r["epochs_run"] == 1 for r in screen.values())
+    best = sorted(screen, key=lambda n: (-screen[n]["best"][MONITOR], n))[0]
+    assert [p.name for p in (sweep / "promote").iterdir()] == [f"3_optimizer.lr={LRS[best]}"]
+    assert read_run_record(sweep / "promote" / f"3_optimizer.lr={LRS[best]}")["epochs_run"] == 3
