@@ -29,6 +29,7 @@ from tfhydra.sweep import override_quoted
 from tfhydra.sweep.jobs import Job, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs
 
 SCREEN, PROMOTE = STAGES
+UNDECIDED = (Status.NOT_STARTED, Status.INTERRUPTED, Status.RUNNING)  # a screen job that has not ended yet
 KEYS = ("sweep.screen.fraction", "sweep.screen.epochs", "sweep.promote")  # conf/tfhydra.yaml's sweep section
 
 
@@ -117,9 +118,10 @@ def screen_jobs(sweep_dir: Path, monitor: str, grid: list[list[str]], stages: St
 
 
 def staged_jobs(sweep_dir: Path, grid: list[Job], found: list[Job], stages: Stages, monitor: str,
-                mode: str) -> tuple[list[Job], list[tuple[Job, Job]]]:
+                mode: str) -> tuple[list[Job], list[tuple[Job, Job]], bool]:
     """For the summary: every job of a staged sweep (the screen's, then the promoted ones; not started until a
-    directory says otherwise) and the (screen job, promoted job) pairs, best first. `grid`: the settings the
+    directory says otherwise), the (screen job, promoted job) pairs, best first, and whether the screen has
+    decided (every screen job ended: a summary of a sweep killed during its screen promotes nothing yet). `grid`: the settings the
     recorded command expands to (tfhydra/sweep/jobs.py's expected_jobs; none for glob()), else what was found."""
     paths = SweepPaths(sweep_dir)
     screen = merge_jobs([Job(j.num, "", screen_job(j.overrides, stages), Status.NOT_STARTED, stage=SCREEN)
@@ -127,7 +129,8 @@ def staged_jobs(sweep_dir: Path, grid: list[Job], found: list[Job], stages: Stag
     for job in screen:
         job.stage = SCREEN
         job.history = history(paths.job(job.name), monitor) if job.name else []
-    chosen, first = promoted(screen, mode, stages.promote), len(grid) or len(screen)  # promote numbers go on
+    decided = all(j.status not in UNDECIDED for j in screen)  # an unfinished screen has promoted nothing yet
+    chosen, first = promoted(screen, mode, stages.promote) if decided else [], len(grid) or len(screen)
     settings = {j.num: j.overrides for j in grid}
     planned = [Job(first + rank, "", settings[job.num], Status.NOT_STARTED, stage=PROMOTE)
                for rank, job in enumerate(chosen) if job.num in settings]
@@ -137,7 +140,7 @@ def staged_jobs(sweep_dir: Path, grid: list[Job], found: list[Job], stages: Stag
         job.history = history(paths.job(job.name), monitor) if job.name else []
     by_number = {j.num: j for j in promote}
     pairs = [(job, by_number[first + rank]) for rank, job in enumerate(chosen) if first + rank in by_number]
-    return screen + promote, pairs
+    return screen + promote, pairs, decided
 
 
 def promoted(jobs: list[Job], mode: str, count: int) -> list[Job]:

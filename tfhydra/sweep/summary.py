@@ -56,6 +56,7 @@ class Summary:
     groups: list[Group] = field(default_factory=list)  # jobs that differ only by trainer.seed; best mean first
     stages: Stages | None = None  # a staged sweep (sweep.promote): its jobs ranked within each stage, promoted first
     promotions: list[tuple[Job, Job]] = field(default_factory=list)  # (screen job, its promoted job), best first
+    screened: bool = True  # a staged sweep's screen has ended (else it has promoted nothing yet)
 
     @property
     def best(self) -> Job | None:
@@ -102,8 +103,10 @@ class Summary:
         screened = [j for j in self.jobs if j.stage != PROMOTE]
         pairs = ", ".join(f"{s.name} ({self.monitor}={s.best(self.mode)[0]:.4f}) -> {p.name or f'job {p.num}'}"
                           for s, p in self.promotions) or "none"
+        if not self.screened:
+            pairs = "not yet (the screen has not finished)"
         lines = [f"screen: {len(screened)} settings on {self.stages.describe()}; promoted to all the data: {pairs}"]
-        if len(self.promotions) < self.stages.promote:
+        if self.screened and len(self.promotions) < self.stages.promote:
             lines.append(f"promoted {len(self.promotions)} instead of sweep.promote={self.stages.promote}: only "
                          f"{len(self.promotions)} of the {len(screened)} screen jobs completed")
         return lines
@@ -123,7 +126,7 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
             if job.name:
                 job.history = history(paths.job(job.name), monitor)
     else:
-        jobs, promotions = staged_jobs(sweep_dir, expected_jobs(sweep), found, stages, monitor, mode)
+        jobs, promotions, decided = staged_jobs(sweep_dir, expected_jobs(sweep), found, stages, monitor, mode)
     keys = swept_keys_of(sweep, jobs)
     for job in jobs:
         job.swept = [o for o in job.overrides if key_of(o) in keys] or list(job.overrides)
@@ -133,7 +136,8 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     else:  # each stage ranked on its own: a screen's figures are not a full run's
         ranked = [*rank_jobs([j for j in jobs if j.stage == PROMOTE], mode),
                   *rank_jobs([j for j in jobs if j.stage != PROMOTE], mode)]
-        summary = Summary(sweep_dir, monitor, mode, sorted(keys), ranked, stages=stages, promotions=promotions)
+        summary = Summary(sweep_dir, monitor, mode, sorted(keys), ranked, stages=stages, promotions=promotions,
+                          screened=decided)
     if write:
         write_summary(summary)
     return summary

@@ -97,9 +97,12 @@ def _staged_tables(summary: Any, order: str) -> list[str]:
              f"{stages.describe()}, then the best {stages.promote} by `{monitor}` on all the data with the run's own "
              f"epochs. {order} within each stage; only completed jobs are ranked.", "",
              f"## Promoted: all the data ({len(promote)} jobs)", ""]
-    lines += _job_table(promote, monitor, mode) if promote else ["No setting was promoted: no screen job completed."]
+    lines += _job_table(promote, monitor, mode) if promote else [
+        "No setting was promoted: no screen job completed." if summary.screened else
+        "No setting promoted yet: the screen has not finished (the same command continues it)."]
     settings = ", ".join(f"`{_cell(' '.join(s.swept))}` (from {_cell(s.name)})" for s, _ in summary.promotions)
-    lines += ["", f"Promoted settings, best screen first: {settings or 'none'}.", *summary.promotion_lines()[1:]]
+    if summary.screened:
+        lines += ["", f"Promoted settings, best screen first: {settings or 'none'}.", *summary.promotion_lines()[1:]]
     lines += ["", f"## Screen: {stages.describe()} ({len(screen)} jobs)", ""]
     return lines + _job_table(screen, monitor, mode, {id(s): p for s, p in summary.promotions})
 
