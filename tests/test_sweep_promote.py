@@ -147,7 +147,7 @@ def test_screen_then_promote_runs_summarises_and_resumes(tmp_path):
     again = run_cli(*sweep_argv(sweep), cwd=tmp_path, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert records(sweep) == before
-    assert again.stdout.count("kept: ") == 8
+    assert again.stdout.count("kept: ") == 8 and f"kept: promote/{best} (" in again.stdout
 
     # interrupted: a promoted job's record and the last screen job's are gone; `tfhydra-sweep resume` runs those two
     lost_promote = sweep / "promote" / next(iter(expected))

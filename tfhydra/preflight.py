@@ -120,7 +120,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
 def _check_job(cfg: DictConfig, defaults: DictConfig, job: list[str], number: int, swept: set[str], multirun: bool,
                stage: str | None = None) -> None:
     """One job of the command: its plan, its directories, and (a sweep run again) the directory it would use.
-    `stage`: a staged sweep's screen job, in its stage's folder."""
+    `stage`: a staged sweep's screen job (`screen`) or a setting's full job (`promote`), in its stage's folder."""
     from tfhydra.plan import plan_run
 
     plan_run(cfg, defaults)
