@@ -25,7 +25,7 @@ from tfhydra.preflight import check_overrides
 from tfhydra.errors import ConfigError
 
 GROUPS = ("model", "data", "optimizer", "precision", "strategy", "compression")
-SHARED = ("trainer", "logging", "export", "data", "optimizer", "compression")
+SHARED = ("trainer", "logging", "export", "data", "optimizer", "compression", "sweep")
 CASES = int(os.environ.get("TFHYDRA_PROPERTY_CASES", "300"))
 
 

@@ -40,3 +40,11 @@ def locate(path: str) -> Any:
     from hydra._internal.utils import _locate
 
     return _locate(path)
+
+
+def basic_sweeper(max_batch_size: int | None, params: dict | None) -> Any:
+    """Hydra's own basic sweeper (`hydra._internal.core_plugins.basic_sweeper.BasicSweeper`): tfhydra's default
+    sweeper (hydra_plugins/tfhydra_basic/) hands a sweep without `sweep.promote` to it unchanged."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    return BasicSweeper(max_batch_size=max_batch_size, params=params)

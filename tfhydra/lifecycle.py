@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
 from tfhydra.record import RunRecord, Status, provenance, read_record, run_status
-from tfhydra.rundir import RunPaths
+from tfhydra.rundir import STAGES, RunPaths, SweepPaths
 
 log = logging.getLogger("tfhydra")
 # Keys that may change when an unfinished run is continued: they do not change what is trained.
@@ -72,10 +72,12 @@ def check_sweep_job_dir(cfg: DictConfig, job_dir: Path) -> None:
     if not is_complete(job_dir):
         differing = [k for k in differing if not k.startswith(RESUMABLE_CHANGES)]
     if differing:
-        sweep_dir = job_dir.parent
+        staged = job_dir.parent.name in STAGES and SweepPaths(job_dir.parent.parent).multirun.is_file()
+        sweep_dir = job_dir.parent.parent if staged else job_dir.parent  # a staged sweep's job is in its stage's folder
+        name = job_dir.relative_to(sweep_dir).as_posix()
         raise ConfigError("hydra.sweep.dir", str(sweep_dir), "the command line that made that sweep (tfhydra-sweep "
                           "resume <sweep dir> repeats it), or a new hydra.sweep.dir",
-                          f"its job {job_dir.name} was run with another config: it differs in "
+                          f"its job {name} was run with another config: it differs in "
                           f"{', '.join(differing[:8])}" + (f" and {len(differing) - 8} more" if len(differing) > 8 else ""))
 
 

@@ -26,6 +26,7 @@ from tfhydra.model import checks as model_checks
 from tfhydra.optimizer import checks as optimizer_checks
 from tfhydra.schema import Rule, validate
 from tfhydra.strategy import checks as strategy_checks
+from tfhydra.sweep import checks as sweep_checks
 from tfhydra.trainer import checks as trainer_checks
 
 def _source(room) -> str:
@@ -33,7 +34,7 @@ def _source(room) -> str:
 
 
 ROOMS = (data_checks, model_checks, optimizer_checks, trainer_checks, strategy_checks, compression_plan, export_checks,
-         logger_checks)
+         logger_checks, sweep_checks)
 # Each room's ranges and choices of its own keys (declared once, beside its option names), and its cross-key
 # checks, in the order a user reads the config.
 RULES: dict[str, Rule] = {key: dataclasses.replace(rule, source=_source(room)) for room in ROOMS

@@ -18,7 +18,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.composition import compose_choices, group_options, is_group_choice, with_values
 from tfhydra.errors import ConfigError, short_list, suggestion
-from tfhydra.rundir import check_creatable
+from tfhydra.rundir import STAGES, SweepPaths, check_creatable
+
+SCREEN, PROMOTE = STAGES
+STAGED_SWEEPER = "hydra_plugins.tfhydra_basic.basic_sweeper.BasicSweeper"  # tfhydra's default: it screens and promotes
 
 # Flags that print something and exit without running a job.
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
@@ -85,13 +88,14 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
         return
     from tfhydra.plan import plan_run
-
     from tfhydra.project import CONFIG_DIR
+    from tfhydra.sweep.stages import screen_job
 
     with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
         groups = sorted({p.name for d in {Path(config_dir), CONFIG_DIR} for p in d.iterdir() if p.is_dir()})
         _check_globs(parsed)
         composed: dict[tuple[str, ...], DictConfig] = {}  # jobs of a sweep often share their group choices
+        stages, swept = None, {o.get_key_element() for o in parsed if o.is_sweep_override()}
         for number, job in enumerate(jobs):
             choices = tuple(o for o in job if is_group_choice(o))
             if choices not in composed:
@@ -102,12 +106,71 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             if number == 0 and multirun:
                 _check_sweeper_can_expand(cfg, parsed)
                 _check_launcher_can_submit(cfg)
-            plan_run(cfg, defaults)
-            _check_output_dirs(cfg, multirun)
-            _check_run_dir(cfg, multirun)
-            if multirun and str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
-                _check_sweep_job_dir(cfg, job, number, {o.get_key_element() for o in parsed if o.is_sweep_override()})
+            if number == 0:  # after its plan, which checks the sweep section's values
+                plan_run(cfg, defaults)
+                stages = check_stages_command(cfg, parsed, multirun)
+            _check_job(cfg, defaults, job, number, swept, multirun, stage=PROMOTE if stages else None)
+            if stages is not None:  # its screen job too: the screen's epochs and share of the data
+                screen = screen_job(job, stages)
+                _check_job(with_values(defaults, [o for o in screen if not is_group_choice(o)], groups), defaults,
+                           screen, number, swept, multirun, stage=SCREEN)
     _warn_unread_additions(parsed)
+
+
+def _check_job(cfg: DictConfig, defaults: DictConfig, job: list[str], number: int, swept: set[str], multirun: bool,
+               stage: str | None = None) -> None:
+    """One job of the command: its plan, its directories, and (a sweep run again) the directory it would use.
+    `stage`: a staged sweep's screen job (`screen`) or a setting's full job (`promote`), in its stage's folder."""
+    from tfhydra.plan import plan_run
+
+    plan_run(cfg, defaults)
+    _check_output_dirs(cfg, multirun)
+    _check_run_dir(cfg, multirun)
+    if multirun and str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
+        _check_sweep_job_dir(cfg, job, number, swept, stage)
+
+
+def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
+    """Screen, then promote (tfhydra/sweep/stages.py) as far as the command line decides it: sweep.* is one value
+    for the whole sweep, the sweeper must be tfhydra's, and the grid must have more settings than it promotes. A
+    single run ignores the section (said, not refused: a staged sweep's job is a run with sweep.* set). Returns
+    the sweep's Stages, None when it is not staged."""
+    from tfhydra.sweep.stages import KEYS, check_promote, set_values, stages_of
+
+    swept = next((o for o in parsed if o.is_sweep_override() and o.get_key_element() in KEYS), None)
+    if swept is not None:
+        raise ConfigError(swept.get_key_element(), swept.input_line.split("=", 1)[1], "one value: the sweep's "
+                          "stages are set once for the whole sweep", "several values (a sweep of sweeps)")
+    stages = stages_of(cfg)
+    if not multirun:
+        if set_values(cfg):
+            print(f"Warning: {' '.join(set_values(cfg))}: read by -m sweeps only (screen, then promote); this single "
+                  "run ignores them", file=sys.stderr, flush=True)
+        return None
+    if stages is None:
+        return None
+    sweeper = str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "")
+    if sweeper != STAGED_SWEEPER:
+        key = next(k for k in KEYS if OmegaConf.select(cfg, k, default=None) is not None)
+        name = "basic" if sweeper.endswith(".BasicSweeper") else next(  # Hydra's own basic sweeper, or a search
+            (n for n in ("tfhydra_optuna", "optuna") if f"{n}." in sweeper), sweeper)
+        raise ConfigError(key, OmegaConf.select(cfg, key), "tfhydra's default sweeper (hydra/sweeper=tfhydra_basic) "
+                          "for screen-then-promote; a search screens with experiment=prescreen and prunes instead",
+                          f"hydra/sweeper={name} does not screen and promote")
+    settings = _grid_size(parsed)
+    if settings is not None:
+        check_promote(stages.promote, settings)
+    return stages
+
+
+def _grid_size(parsed) -> int | None:
+    """How many settings a grid sweep runs; None where it cannot be told without the config (glob())."""
+    from tfhydra.hydra_api import split_sweep
+
+    try:
+        return sum(len(batch) for batch in split_sweep(parsed))
+    except Exception:  # noqa: BLE001  (glob() needs the config loader: the sweeper checks it, tfhydra/sweep/stages.py)
+        return None
 
 
 def _check_globs(parsed) -> None:
@@ -231,15 +294,27 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
         check_continuable(Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or "."), job)
 
 
-def _check_sweep_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str]) -> None:
+def _check_sweep_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str], stage: str | None = None
+                         ) -> None:
     """A sweep run again into its directory: each job directory already there must hold this job's config
-    (tfhydra/lifecycle.py decides)."""
+    (tfhydra/lifecycle.py decides). A staged sweep's jobs are in their stage's folder; which number a promoted
+    setting has depends on the screen, so any promoted job of this setting (its directory's name after the
+    number) is checked against the setting's full config."""
     from tfhydra.lifecycle import check_sweep_job_dir
     from tfhydra.sweep import job_dirname
 
     sweep_dir = OmegaConf.select(cfg, "hydra.sweep.dir", default=None)
-    if sweep_dir and Path(sweep_dir).is_dir():
-        check_sweep_job_dir(cfg, Path(sweep_dir) / f"{number}_{job_dirname(job, swept=swept)}")
+    if not sweep_dir or not Path(sweep_dir).is_dir():
+        return
+    name = job_dirname(job, swept=swept)
+    if stage == PROMOTE:
+        folder = SweepPaths(sweep_dir).stage(PROMOTE)
+        found = [d for d in folder.iterdir() if d.is_dir() and d.name.partition("_")[2] == name] \
+            if folder.is_dir() else []
+    else:
+        found = [(SweepPaths(sweep_dir).stage(stage) if stage else Path(sweep_dir)) / f"{number}_{name}"]
+    for directory in found:
+        check_sweep_job_dir(cfg, directory)
 
 
 _ABSENT = object()

@@ -10,6 +10,7 @@ they ask `RunPaths(run_dir)` or `SweepPaths(sweep_dir)`. The layout (README, "Th
             evaluations/<data>_<stamp>.json
             trackers.json  metrics.csv  wandb/   (the experiment trackers of logger=[...]: docs/loggers.md)
     <sweep>/ multirun.yaml  summary.{csv,md,png}  trusted.log  events.out.tfevents.* (HParams)  trackers.json  <n>_<overrides>/ (a run each)
+             screen/<n>_<overrides>/  promote/<n>_<overrides>/  (a staged sweep's jobs: sweep.promote)
 
 Nothing here imports TensorFlow or another tfhydra room.
 """
@@ -150,6 +151,9 @@ def phase_directory(index: int, label: str) -> str:
     return f"phases/{index}_{label}"
 
 
+STAGES = ("screen", "promote")  # a staged sweep's stages, in order: each a folder of the sweep directory
+
+
 @dataclass(frozen=True)
 class SweepPaths:
     root: Path
@@ -197,12 +201,15 @@ class SweepPaths:
     def job(self, name: str) -> RunPaths:
         return RunPaths(self.root / name)
 
+    def stage(self, name: str) -> Path:
+        """The folder of a staged sweep's stage (`screen`, `promote`: STAGES) holding its jobs (tfhydra/sweep/stages.py)."""
+        return self.root / name
+
     def jobs(self) -> list[Path]:
         """Directories of jobs that started: Hydra names them `<num>_...` (conf/tfhydra.yaml) and writes .hydra/ first;
-        a job killed in between has only the directory."""
-        if not self.root.is_dir():
-            return []
-        return sorted(d for d in self.root.iterdir() if d.is_dir() and (
+        a job killed in between has only the directory. A staged sweep's jobs are in its stages' folders."""
+        folders = [self.root, *(self.stage(s) for s in STAGES)]
+        return sorted(d for folder in folders if folder.is_dir() for d in folder.iterdir() if d.is_dir() and (
             d.name.split("_", 1)[0].isdigit() and "_" in d.name or RunPaths(d).overrides.is_file()
             or RunPaths(d).metrics.is_file()))
 

@@ -16,7 +16,9 @@ runs, for the job's own code.
 
 The rest of the room: trial.py (one job of a sweep: HParams, failures recorded instead of
 raised), hparams.py (TensorBoard HParams records), summary.py (summary.csv/.md/.png),
-callback.py (the Hydra callback tying them together), __main__.py (`python -m tfhydra.sweep`).
+callback.py (the Hydra callback tying them together), stages.py and checks.py (screen, then promote:
+`sweep.promote`, run by tfhydra's default sweeper in hydra_plugins/tfhydra_basic/), __main__.py
+(`python -m tfhydra.sweep`).
 Nothing here imports TensorFlow: a sweep's launching process never needs it.
 """
 from __future__ import annotations

@@ -117,7 +117,8 @@ class SweepProgress:
 
 
 def planned_jobs(config: DictConfig) -> int | None:
-    """How many jobs the sweep will launch: the basic sweeper's grid, or a search's n_trials."""
+    """How many jobs the sweep will launch: the basic sweeper's grid (and what a staged sweep promotes), or a
+    search's n_trials."""
     sweeper = config.hydra.sweeper
     if OmegaConf.select(sweeper, "n_trials", default=None):
         return int(sweeper.n_trials)
@@ -125,8 +126,11 @@ def planned_jobs(config: DictConfig) -> int | None:
         from tfhydra.hydra_api import split_sweep
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
+        from tfhydra.sweep.stages import stages_of
+
         parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-        return sum(len(batch) for batch in split_sweep(parsed))
+        stages = stages_of(config)  # a staged sweep: every setting screened, then the promoted ones
+        return sum(len(batch) for batch in split_sweep(parsed)) + (stages.promote if stages else 0)
     except Exception:  # noqa: BLE001  (glob() and friends: no count, no ETA)
         return None
 

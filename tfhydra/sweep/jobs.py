@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tfhydra.record import RunRecord, Status, read_record
-from tfhydra.rundir import RunPaths
+from tfhydra.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
 from tfhydra.trust import plain_file
 
@@ -33,6 +33,7 @@ class Job:
     rank: int | None = None
     monitor: str | None = None  # what the job itself monitored (its metrics.json)
     monitor_mode: str | None = None
+    stage: str | None = None  # a staged sweep's job: "screen" or "promote" (its directory's folder), else None
 
     def best(self, mode: str) -> tuple[float | None, int | None]:
         """(best value, its epoch from 1) of the monitored metric."""
@@ -96,6 +97,31 @@ def read_job(job_dir: Path) -> Job:
         error = f"loss became {shown} at step {where.get('step')} (epoch {where.get('epoch')})" if where else \
             "the training loss diverged"
     return _job(job_dir, overrides, status, record, error)
+
+
+def read_sweep_jobs(sweep_dir: Path) -> list[Job]:
+    """Every job directory of the sweep, each named by its path in the sweep (`3_...`, or `screen/3_...` in a
+    staged sweep, whose `stage` says which)."""
+    found = []
+    for directory in SweepPaths(sweep_dir).jobs():
+        job = read_job(directory)
+        job.name = directory.relative_to(sweep_dir).as_posix()
+        job.stage = directory.parent.name if directory.parent != Path(sweep_dir) else None
+        found.append(job)
+    return found
+
+
+def merge_jobs(expected: list[Job], found: list[Job]) -> list[Job]:
+    """The jobs the sweep's recorded command runs (`expected`: not started until a directory says otherwise), with
+    the `found` directories in their place; without `expected` (no multirun.yaml, glob()), what was found."""
+    planned = {j.num: j for j in expected}
+    if planned:  # the sweep's recorded command: a directory left by an earlier, other command is not one of its jobs
+        found = [j for j in found if j.num in planned
+                 and (not j.overrides or sorted(j.overrides) == sorted(planned[j.num].overrides))]
+    for job in found:  # killed before Hydra wrote its .hydra/: its overrides are the grid's
+        if not job.overrides and job.num in planned:
+            job.overrides = planned[job.num].overrides
+    return list({**planned, **{j.num if j.num is not None else j.name: j for j in found}}.values())
 
 
 def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, error: str | None) -> Job:
@@ -162,6 +188,17 @@ def swept_keys_of(sweep: Any, jobs: list[Job]) -> set[str]:
     values = [dict(split_override(o) for o in job.overrides) for job in jobs]
     keys = {k for v in values for k in v}
     return {k for k in keys if len({v.get(k) for v in values}) > 1}
+
+
+def rank_jobs(jobs: list[Job], mode: str) -> list[Job]:
+    """Completed jobs with a monitored value ranked (`rank` from 1, ties by job number), then the others by job
+    number: the summary's order, and which screen jobs a staged sweep promotes (tfhydra/sweep/stages.py)."""
+    order = lambda j: (j.num if j.num is not None else 1 << 30, j.name)  # noqa: E731
+    ranked = [j for j in jobs if j.status == Status.COMPLETED and j.best(mode)[0] is not None]
+    ranked.sort(key=lambda j: (-j.best(mode)[0] if mode == "max" else j.best(mode)[0], order(j)))
+    for rank, job in enumerate(ranked, start=1):
+        job.rank = rank
+    return ranked + sorted((j for j in jobs if j.rank is None), key=order)
 
 
 def key_of(override: str) -> str:

@@ -111,11 +111,12 @@ def disconnect_ray() -> None:
 
 
 def job_dir(sweep_dir: Path, number: int) -> Path | None:
-    """The directory Hydra made for job `number` (`<num>_<overrides>`, conf/tfhydra.yaml); None before it started."""
-    if not sweep_dir.is_dir():
-        return None
-    return next((d for d in sorted(sweep_dir.iterdir()) if d.is_dir() and
-                 (d.name == str(number) or d.name.startswith(f"{number}_"))), None)
+    """The directory Hydra made for job `number` (`<num>_<overrides>`, conf/tfhydra.yaml; in its stage's folder in a
+    staged sweep, whose job numbers go on across its stages); None before it started."""
+    from tfhydra.rundir import SweepPaths
+
+    return next((d for d in SweepPaths(sweep_dir).jobs() if d.name == str(number) or d.name.startswith(f"{number}_")),
+                None)
 
 
 def end_with_lost_jobs(config: DictConfig, job_overrides: Sequence[Sequence[str]], first: int,

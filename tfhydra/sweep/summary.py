@@ -17,8 +17,9 @@ from pathlib import Path
 from tfhydra.record import Status
 from tfhydra.report import write_atomically
 from tfhydra.rundir import SweepPaths
-from tfhydra.sweep.jobs import (Group, Job, expected_jobs, history, key_of, read_job, sweep_monitor,
-                                swept_keys_of)
+from tfhydra.sweep.jobs import (Group, Job, expected_jobs, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs,
+                                sweep_monitor, swept_keys_of)
+from tfhydra.sweep.stages import PROMOTE, Stages, staged_jobs, stages_of
 from tfhydra.sweep.summary_render import SEED_KEY, to_csv, to_markdown, write_plot
 from tfhydra.trust import plain_file
 
@@ -53,10 +54,15 @@ class Summary:
     jobs: list[Job]  # ranked jobs first, best first; then the others by job number
     notes: list[str] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)  # jobs that differ only by trainer.seed; best mean first
+    stages: Stages | None = None  # a staged sweep (sweep.promote): its jobs ranked within each stage, promoted first
+    promotions: list[tuple[Job, Job]] = field(default_factory=list)  # (screen job, its promoted job), best first
+    screened: bool = True  # a staged sweep's screen has ended (else it has promoted nothing yet)
 
     @property
     def best(self) -> Job | None:
-        return self.jobs[0] if self.jobs and self.jobs[0].rank == 1 else None
+        """The best job: of the promoted ones in a staged sweep (the screen ranked settings, not models)."""
+        final = PROMOTE if self.stages is not None else None
+        return next((j for j in self.jobs if j.rank == 1 and j.stage == final), None)
 
     @property
     def unsuccessful(self) -> list[Job]:
@@ -67,25 +73,43 @@ class Summary:
         return ", ".join(f"{n} {s}" for s, n in found.items() if n)
 
     def reproduce(self, job: Job) -> str:
-        """The job as a single run: its overrides, less the Optuna trial number (which only a search reads)."""
-        overrides = [o for o in job.overrides if not o.startswith(("+optuna_trial=", "optuna_trial="))]
+        """The job as a single run: its overrides, less the Optuna trial number (which only a search reads) and the
+        sweep.* keys (a staged sweep's; a promoted job's overrides are its setting's, on all the data)."""
+        overrides = [o for o in job.overrides if not o.startswith(("+optuna_trial=", "optuna_trial="))
+                     and not key_of(o).lstrip("+~").startswith("sweep.")]
         from tfhydra.command import train_command
 
         return " ".join([train_command(), *(shlex.quote(o) for o in overrides)])
 
     def report(self) -> str:
         """What the end of a sweep prints: the counts, the best job, how to rerun it, where the summary is."""
-        lines = [f"sweep {self.sweep_dir}: {len(self.jobs)} jobs ({self.counts()})"]
+        lines = [f"sweep {self.sweep_dir}: {len(self.jobs)} jobs ({self.counts()})", *self.promotion_lines()]
         best = self.best
         if best is not None:
             value, epoch = best.best(self.mode)
             lines.append(f"best job: {best.name} ({self.monitor}={value:.4f} at epoch {epoch})")
             lines.append(f"reproduce: {self.reproduce(best)}")
         else:
-            lines.append("best job: none (no job completed)")
+            lines.append(f"best job: none (no {'promoted ' if self.stages else ''}job completed)")
         lines.append(f"summary: {self.sweep_dir / 'summary.md'}")
         lines += self.notes
         return "\n".join(lines)
+
+
+    def promotion_lines(self) -> list[str]:
+        """A staged sweep: what the screen ran, and which settings it promoted to which jobs."""
+        if self.stages is None:
+            return []
+        screened = [j for j in self.jobs if j.stage != PROMOTE]
+        pairs = ", ".join(f"{s.name} ({self.monitor}={s.best(self.mode)[0]:.4f}) -> {p.name or f'job {p.num}'}"
+                          for s, p in self.promotions) or "none"
+        if not self.screened:
+            pairs = "not yet (the screen has not finished)"
+        lines = [f"screen: {len(screened)} settings on {self.stages.describe()}; promoted to all the data: {pairs}"]
+        if self.screened and len(self.promotions) < self.stages.promote:
+            lines.append(f"promoted {len(self.promotions)} instead of sweep.promote={self.stages.promote}: only "
+                         f"{len(self.promotions)} of the {len(screened)} screen jobs completed")
+        return lines
 
 
 def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
@@ -93,24 +117,27 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     sweep_dir = Path(sweep_dir)
     paths = SweepPaths(sweep_dir)
     sweep = plain_file(paths.multirun, paths.root)
-    found = [read_job(d) for d in paths.jobs()]
+    found = read_sweep_jobs(sweep_dir)
     monitor, mode = sweep_monitor(sweep, found)
-    expected = {j.num: j for j in expected_jobs(sweep)}
-    if expected:  # the sweep's recorded command: a directory left by an earlier, other command is not one of its jobs
-        found = [j for j in found if j.num in expected
-                 and (not j.overrides or sorted(j.overrides) == sorted(expected[j.num].overrides))]
-    for job in found:  # killed before Hydra wrote its .hydra/: its overrides are the grid's
-        if not job.overrides and job.num in expected:
-            job.overrides = expected[job.num].overrides
-    jobs = list({**expected, **{j.num if j.num is not None else j.name: j for j in found}}.values())
-    for job in jobs:
-        if job.name:
-            job.history = history(paths.job(job.name), monitor)
+    stages = stages_of(sweep)
+    if stages is None:
+        jobs, promotions = merge_jobs(expected_jobs(sweep), found), []
+        for job in jobs:
+            if job.name:
+                job.history = history(paths.job(job.name), monitor)
+    else:
+        jobs, promotions, decided = staged_jobs(sweep_dir, expected_jobs(sweep), found, stages, monitor, mode)
     keys = swept_keys_of(sweep, jobs)
     for job in jobs:
         job.swept = [o for o in job.overrides if key_of(o) in keys] or list(job.overrides)
-    summary = Summary(sweep_dir, monitor, mode, sorted(keys), _ranked(jobs, mode))
-    summary.groups = seed_groups(summary)
+    if stages is None:
+        summary = Summary(sweep_dir, monitor, mode, sorted(keys), rank_jobs(jobs, mode))
+        summary.groups = seed_groups(summary)
+    else:  # each stage ranked on its own: a screen's figures are not a full run's
+        ranked = [*rank_jobs([j for j in jobs if j.stage == PROMOTE], mode),
+                  *rank_jobs([j for j in jobs if j.stage != PROMOTE], mode)]
+        summary = Summary(sweep_dir, monitor, mode, sorted(keys), ranked, stages=stages, promotions=promotions,
+                          screened=decided)
     if write:
         write_summary(summary)
     return summary
@@ -125,12 +152,3 @@ def write_summary(summary: Summary) -> None:
     if plot_note:
         summary.notes.append(plot_note)
     write_atomically(paths.summary_md, to_markdown(summary, plot=plot_note is None))
-
-
-def _ranked(jobs: list[Job], mode: str) -> list[Job]:
-    order = lambda j: (j.num if j.num is not None else 1 << 30, j.name)  # noqa: E731
-    ranked = [j for j in jobs if j.status == Status.COMPLETED and j.best(mode)[0] is not None]
-    ranked.sort(key=lambda j: (-j.best(mode)[0] if mode == "max" else j.best(mode)[0], order(j)))
-    for rank, job in enumerate(ranked, start=1):
-        job.rank = rank
-    return ranked + sorted((j for j in jobs if j.rank is None), key=order)

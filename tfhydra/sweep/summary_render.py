@@ -24,7 +24,8 @@ def to_csv(summary: Any) -> str:
     grouped = [f"group_{name}" for name in ("rank", f"mean_{monitor}", f"std_{monitor}", "n", "overrides")]
     writer.writerow(["rank", "job", "status", f"best_{monitor}", "best_epoch", f"final_{monitor}", "epochs",
                      "wall_seconds", *summary.swept_keys, "overrides", "directory", "error",
-                     *(grouped if summary.groups else [])])
+                     *(grouped if summary.groups else []), *(["stage", "promoted"] if summary.stages else [])])
+    partner = {id(a): b for pair in summary.promotions for a, b in (pair, pair[::-1])}  # the other stage's job
     group_of = {id(j): g for g in summary.groups for j in g.jobs}
     ordered = [j for g in summary.groups for j in g.jobs] if summary.groups else summary.jobs
     for job in ordered:
@@ -35,23 +36,20 @@ def to_csv(summary: Any) -> str:
                          len(job.history), _blank(job.wall_seconds and round(job.wall_seconds, 2)),
                          *(values.get(k, "") for k in summary.swept_keys), " ".join(job.swept), job.name,
                          job.error or "", *([_blank(group.rank), _blank(group.mean), _blank(group.std), group.n,
-                                             group.label] if group else [])])
+                                             group.label] if group else []),
+                         *([job.stage, _partner(partner.get(id(job)))] if summary.stages else [])])
     return out.getvalue()
 
 
 def to_markdown(summary: Any, plot: bool) -> str:
     monitor, mode = summary.monitor, summary.mode
-    lines = [f"# Sweep {summary.sweep_dir.name}", "",
-             f"{len(summary.jobs)} jobs: {summary.counts()}. Ranked by the best `{monitor}` "
-             f"({'higher' if mode == 'max' else 'lower'} is better); only completed jobs are ranked.", "",
-             f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | epochs | wall time |",
-             "|---:|---|---|---|---:|---:|---:|---:|---:|"]
-    for job in summary.jobs:
-        best, epoch = job.best(mode)
-        name = f"[{_cell(job.name)}](<{job.name}/>)" if job.name else "—"
-        lines.append(f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
-                     f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {len(job.history)} | "
-                     f"{_seconds(job.wall_seconds)} |")
+    order = f"Ranked by the best `{monitor}` ({'higher' if mode == 'max' else 'lower'} is better)"
+    lines = [f"# Sweep {summary.sweep_dir.name}", ""]
+    if summary.stages is None:
+        lines += [f"{len(summary.jobs)} jobs: {summary.counts()}. {order}; only completed jobs are ranked.", "",
+                  *_job_table(summary.jobs, monitor, mode)]
+    else:
+        lines += _staged_tables(summary, order)
     if summary.groups:
         lines += ["", f"## Settings over seeds (jobs that differ only by `{SEED_KEY}`)", "",
                   f"Ranked by the mean of the best `{monitor}` of their completed jobs; std is the sample standard "
@@ -70,6 +68,43 @@ def to_markdown(summary: Any, plot: bool) -> str:
         lines += ["", f"![{monitor} per epoch](summary.png)"]
     lines += [""] + summary.notes if summary.notes else []
     return "\n".join(lines) + "\n"
+
+
+def _job_table(jobs: list, monitor: str, mode: str, partner: dict | None = None) -> list[str]:
+    """One row per job; `partner`: a staged sweep's screen table, {id(screen job): the job it was promoted to}."""
+    extra = ("| promoted to ", "---|") if partner is not None else ("", "")
+    lines = [f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | epochs | wall time "
+             f"{extra[0]}|", "|---:|---|---|---|---:|---:|---:|---:|---:|" + extra[1]]
+    for job in jobs:
+        best, epoch = job.best(mode)
+        name = f"[{_cell(job.name)}](<{job.name}/>)" if job.name else "—"
+        cell = ""
+        if partner is not None:
+            other = partner.get(id(job))
+            cell = f" {_cell(other.name or f'job {other.num} (not started)') if other else '—'} |"
+        lines.append(f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
+                     f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {len(job.history)} | "
+                     f"{_seconds(job.wall_seconds)} |{cell}")
+    return lines
+
+
+def _staged_tables(summary: Any, order: str) -> list[str]:
+    """A staged sweep: the promoted jobs (all the data), then the screen with what each setting was promoted to."""
+    stages, monitor, mode = summary.stages, summary.monitor, summary.mode
+    promote = [j for j in summary.jobs if j.stage == "promote"]
+    screen = [j for j in summary.jobs if j.stage != "promote"]
+    lines = [f"{len(summary.jobs)} jobs: {summary.counts()}. Screen, then promote: every setting on "
+             f"{stages.describe()}, then the best {stages.promote} by `{monitor}` on all the data with the run's own "
+             f"epochs. {order} within each stage; only completed jobs are ranked.", "",
+             f"## Promoted: all the data ({len(promote)} jobs)", ""]
+    lines += _job_table(promote, monitor, mode) if promote else [
+        "No setting was promoted: no screen job completed." if summary.screened else
+        "No setting promoted yet: the screen has not finished (the same command continues it)."]
+    settings = ", ".join(f"`{_cell(' '.join(s.swept))}` (from {_cell(s.name)})" for s, _ in summary.promotions)
+    if summary.screened:
+        lines += ["", f"Promoted settings, best screen first: {settings or 'none'}.", *summary.promotion_lines()[1:]]
+    lines += ["", f"## Screen: {stages.describe()} ({len(screen)} jobs)", ""]
+    return lines + _job_table(screen, monitor, mode, {id(s): p for s, p in summary.promotions})
 
 
 def write_plot(summary: Any, path: Path) -> str | None:
@@ -115,6 +150,11 @@ def write_plot(summary: Any, path: Path) -> str | None:
     finally:
         plt.close(figure)
     return None
+
+
+def _partner(job: Any) -> str:
+    """A staged sweep's CSV: a screen job's promoted job, or a promoted job's screen job ('' when none)."""
+    return "" if job is None else job.name or f"{job.num} (not started)"
 
 
 def _blank(value: Any) -> Any:

@@ -39,8 +39,9 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
     overrides = list(hydra_cfg.overrides.task)
     kept = kept_record(run_dir)
     if kept is not None:  # a sweep run again: the pre-flight checked its config
-        log.info("job %s completed in an earlier run of this sweep: kept as it is", run_dir.name)
-        print(f"kept: {run_dir.name} (completed in an earlier run of this sweep)", flush=True)
+        name = job_name(run_dir, Path(str(hydra_cfg.sweep.dir)))
+        log.info("job %s completed in an earlier run of this sweep: kept as it is", name)
+        print(f"kept: {name} (completed in an earlier run of this sweep)", flush=True)
         best = kept.best_monitored
         return float(best) if best is not None else math.nan
     trial = None
@@ -67,6 +68,14 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
         trial.end(record.status, cfg.trainer.monitor, (record.best or {}).get(cfg.trainer.monitor),
                   (record.best or {}).get("epoch"))
     return result
+
+
+def job_name(run_dir: Path, sweep_dir: Path) -> str:
+    """The job's path in its sweep (`3_...`; a staged sweep's `screen/3_...`), else its directory's name."""
+    try:
+        return run_dir.resolve().relative_to(sweep_dir.resolve()).as_posix()
+    except ValueError:
+        return run_dir.name
 
 
 def search_callbacks(cfg: DictConfig, hydra_cfg, run_dir: Path) -> list:

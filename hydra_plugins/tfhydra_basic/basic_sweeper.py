@@ -1,0 +1,64 @@
+"""tfhydra's default sweeper (`hydra/sweeper=tfhydra_basic`, conf/hydra/sweeper/tfhydra_basic.yaml): Hydra's basic
+sweeper, and screen-then-promote when the config sets `sweep.promote` (docs/sweeps.md, "Screen, then promote").
+
+Hydra instantiates sweepers only from the `hydra_plugins` package, so this class lives here. Without
+`sweep.promote` it hands the sweep to Hydra's own BasicSweeper, unchanged (same jobs, numbers, directories,
+multirun.yaml); with it, tfhydra/sweep/stages.py runs the two stages on whatever launcher the config chose.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+class BasicSweeper(Sweeper):
+    def __init__(self, max_batch_size: Optional[int] = None, params: Optional[Dict[str, str]] = None) -> None:
+        from tfhydra.hydra_api import basic_sweeper
+
+        self.max_batch_size, self.params = max_batch_size, dict(params or {})
+        self.basic = basic_sweeper(max_batch_size, params)
+        self.config: Optional[DictConfig] = None
+        self.hydra_context: Optional[HydraContext] = None
+        self.launcher: Any = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from tfhydra.sweep.stages import stages_of
+
+        self.config, self.hydra_context = config, hydra_context
+        if stages_of(config) is None:
+            self.basic.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+            return
+        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
+                                                                task_function=task_function, config=config)
+
+    def sweep(self, arguments: List[str]) -> Any:
+        from tfhydra.sweep.stages import run_stages, stages_of
+
+        stages = stages_of(self.config)
+        if stages is None:
+            return self.basic.sweep(arguments)
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        from tfhydra.hydra_api import split_sweep
+
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + list(arguments))
+        grid = [list(job) for batch in split_sweep(parsed) for job in batch]  # every setting, as Hydra's sweeper
+        from hydra_plugins.tfhydra_optuna.optuna_sweeper import one_line_error
+
+        with one_line_error():
+            return run_stages(self.config, stages, grid, self._launch)
+
+    def _launch(self, batch: List[List[str]], first: int) -> List[Any]:
+        """One stage's jobs, in chunks of `max_batch_size` (all at once when unset), as Hydra's basic sweeper does."""
+        size = self.max_batch_size if self.max_batch_size and self.max_batch_size > 0 else max(len(batch), 1)
+        returns = []
+        for start in range(0, len(batch), size):
+            chunk = [tuple(job) for job in batch[start:start + size]]
+            self.validate_batch_is_legal(chunk)
+            returns += list(self.launcher.launch(chunk, initial_job_idx=first + start))
+        return returns
