@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tf_keras as keras
 
+from conftest import compose_config
 from tfhydra.trainer.callbacks import BestCheckpoint, EpochProgress, RunRecorder, best_so_far, read_history
 from tfhydra.trainer.state import Interrupted, ResumableBackup, StopOnSignal
 
@@ -196,3 +197,34 @@ def test_the_progress_bar_counts_the_steps_reported_and_closes_its_thread(capsys
     assert progress._thread is None and not thread.is_alive()
     progress.on_train_end()  # twice is harmless
     assert "epoch 1/1" in capsys.readouterr().err
+
+
+def test_the_progress_bar_takes_keras_tensors_so_batch_logs_are_not_copied_to_numpy():
+    import time
+
+    import tensorflow as tf
+    import tf_keras as keras
+
+    progress = attached(EpochProgress(batch_size=32), epochs=1, steps=10)
+    assert keras.callbacks.CallbackList([progress])._batch_hooks_support_tf_logs  # else a NumPy copy per batch
+    progress.REDRAW_SECONDS = 0.01
+    progress.on_epoch_begin(0)
+    progress.on_train_batch_end(2, {"loss": tf.constant(0.125)})
+    time.sleep(0.2)
+    assert progress.bar.n == 3 and progress.bar.postfix.startswith("loss=0.1250")
+    progress.on_epoch_end(0)
+    progress.on_train_end()
+
+
+def test_a_default_runs_batch_hooks_take_tensors(tmp_path):
+    """Every callback of a default run with a batch hook takes Keras' tensors: no NumPy copy of the logs per call."""
+    import tf_keras as keras
+
+    from tfhydra.rundir import RunPaths
+    from tfhydra.trainer.callbacks import build_callbacks
+    from tfhydra.trainer.state import ResumableBackup
+
+    cfg = compose_config([])
+    callbacks = [*build_callbacks(cfg.trainer, cfg.logging, RunPaths(tmp_path), RunRecorder()),
+                 ResumableBackup(str(tmp_path / "state"), "epoch"), EpochProgress(32)]
+    assert keras.callbacks.CallbackList(callbacks)._batch_hooks_support_tf_logs

@@ -31,7 +31,6 @@ class RunRecorder(keras.callbacks.Callback):
     examples/second measures what the optimizer step costs.
     """
 
-    _supports_tf_logs = True  # Keras then hands over tensors, not per-batch numpy copies
     CHECK_EVERY = 16  # optimizer steps between divergence checks (a diverged run stops within that many)
 
     # First epoch (0-based) that may be the best one: a compression scheme still changing the model
@@ -40,6 +39,9 @@ class RunRecorder(keras.callbacks.Callback):
 
     def __init__(self, history_file: Path | None = None, max_loss: float | None = None) -> None:
         super().__init__()
+        # Keras then hands over the batch logs as tensors, not per-batch NumPy copies (which wait for the step).
+        # An instance attribute: keras.callbacks.Callback.__init__ sets it to False, hiding a class attribute.
+        self._supports_tf_logs = True
         self.max_loss = max_loss  # a finite training loss above this is divergence too (trainer.max_loss)
         self.history_file = history_file  # kept beside the resumable state, so a resumed run has all epochs
         self.epochs: list[dict] = []
@@ -289,6 +291,9 @@ class EpochProgress(keras.callbacks.Callback):
     def __init__(self, batch_size: int) -> None:
         super().__init__()
         self.batch_size, self.bar, self._latest, self._stop, self._thread = batch_size, None, (0, None), None, None
+        # The loss is kept as the tensor Keras hands over and read only when the bar is redrawn: without this,
+        # Keras would copy every batch's logs to NumPy for all callbacks, because this one has a batch hook.
+        self._supports_tf_logs = True
 
     def on_epoch_begin(self, epoch, logs=None):
         import shutil
