@@ -74,10 +74,18 @@ class WorkerPool:
                     running[pid] = idx
                 else:
                     running.pop(pid, None)
-                    returns[idx] = value
+                    returns[idx] = self._finished(idx, pid, value)
                     if kind == "stopped":  # the job was interrupted inside the worker: stop the sweep
                         stopped.append(signal.SIGINT)
         return returns
+
+    @staticmethod
+    def _finished(idx: int, pid: int, value: Any) -> Any:
+        if not isinstance(value, tuple):
+            return value
+        returned, ordinal, (rss, peak) = value
+        log.info("job %d done in worker pid %d (its job %d): RSS %.0f MB, peak %.0f MB", idx, pid, ordinal, rss, peak)
+        return returned
 
     def _drain(self, running: dict[int, int], returns: dict[int, Any]) -> None:
         """After a signal: no new job starts; the busy workers' jobs save and stop; the idle workers exit."""
@@ -98,7 +106,7 @@ class WorkerPool:
                 continue
             if kind != "start":
                 running.pop(pid, None)
-                returns[idx] = value
+                returns[idx] = self._finished(idx, pid, value)
         self.close()
 
     def _replace_dead(self, running: dict[int, int], returns: dict[int, Any], overrides: dict, sweep_dir) -> None:
@@ -192,8 +200,8 @@ def worker_main(env: dict, tasks: Any, results: Any, parent: int) -> None:
         except (KeyboardInterrupt, SystemExit):  # the job saved its state and recorded `interrupted`
             results.put(("stopped", task[0], os.getpid(), None))
             return
-        results.put(("done", task[0], os.getpid(), plain_return(value)))
         reset_between_jobs()
+        results.put(("done", task[0], os.getpid(), (plain_return(value), done, memory_mb())))
 
 
 def plain_return(returned: Any) -> Any:
@@ -209,6 +217,15 @@ def plain_return(returned: Any) -> Any:
         error = returned._return_value
         returned._return_value = RuntimeError(f"{type(error).__name__}: {error}")
     return returned
+
+
+def memory_mb() -> tuple[float, float]:
+    """(resident, peak resident) MB of this process, from /proc (0, 0 where there is none)."""
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+        return tuple(int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+    except (OSError, KeyError, ValueError):
+        return 0.0, 0.0
 
 
 def _watch_parent(parent: int) -> None:
