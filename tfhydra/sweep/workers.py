@@ -182,8 +182,20 @@ def worker_main(env: dict, tasks: Any, results: Any, parent: int) -> None:
     os.environ.update(env)
     os.setpgrp()  # the terminal's Ctrl-C goes to the launching process, which passes it on once
     import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+    from tfhydra.startup import preload_job
 
+    preload_job()  # TensorFlow loads while the first job's config is composed (about 2 s on 2 cores)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    try:
+        _serve(tasks, results)
+    finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/startup.py)
+        results.close()
+        results.join_thread()  # the last message is sent before the process goes
+        logging.shutdown()
+        os._exit(0)
+
+
+def _serve(tasks: Any, results: Any) -> None:
     done = 0
     while True:
         try:
