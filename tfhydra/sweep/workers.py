@@ -130,6 +130,8 @@ class WorkerPool:
             if process.is_alive():
                 process.terminate()
         self.processes.clear()
+        for channel in (self.tasks, self.results):  # what no worker will read must not hold this process at exit
+            channel.cancel_join_thread()
 
 
 class _suppressed:
