@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FAST, ROOT, TESTS, read_run_record, run_cli
 from tfhydra.errors import ConfigError
-from tfhydra.sweep.placement import (launcher_gpus, plan_workers, split_threads, visible_gpus, worker_count,
+from tfhydra.sweep.placement import (cpu_only, launcher_gpus, plan_workers, split_threads, visible_gpus, worker_count,
                                      WORKER_THREADS_ENV)
 
 TINY = [*FAST, "debug=fast", "model=mlp", "logging.write_graph=false"]
@@ -81,6 +81,7 @@ def test_gpus_found_without_tensorflow():
     assert launcher_gpus([0, 2]) == ["0", "2"] and launcher_gpus("1,3") == ["1", "3"]
     assert launcher_gpus("none") == [] == launcher_gpus([])
     assert launcher_gpus("auto", {"CUDA_VISIBLE_DEVICES": "7"}) == ["7"]
+    assert [cpu_only(o) for o in ("none", [], "auto", None, [0], "0")] == [True, True, False, False, False, False]
 
 
 def test_a_worker_gets_its_share_of_threads_through_the_runtime(monkeypatch):

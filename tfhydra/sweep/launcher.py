@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tfhydra.runtime import available_cores
-from tfhydra.sweep.placement import launcher_gpus, plan_workers
+from tfhydra.sweep.placement import cpu_only, launcher_gpus, plan_workers
 
 log = logging.getLogger("tfhydra")
 
@@ -32,7 +32,7 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
         plans = plan_workers(len(job_overrides), available_cores(), launcher_gpus(options["gpus"]),
                              workers=options["workers"], threads=options["threads"],
                              gpu_memory_mb=options["gpu_memory_mb"])
-        if options["gpus"] in ("none", []) or (not isinstance(options["gpus"], str) and not options["gpus"]):
+        if cpu_only(options["gpus"]):
             for plan in plans:
                 plan.env["CUDA_VISIBLE_DEVICES"] = "-1"  # CPU only, asked for: TensorFlow must not find a GPU
         log.info("tfhydra launcher: %d worker(s) for %d job(s): %s", len(plans), len(job_overrides), "; ".join(

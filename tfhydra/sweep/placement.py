@@ -102,11 +102,16 @@ def plan_workers(n_jobs: int, cores: int, gpus: Sequence[str], workers: int | st
     return plans
 
 
+def cpu_only(option: str | Sequence | None) -> bool:
+    """`hydra.launcher.gpus=none` or `[]`: the user asked for no GPU (not: none was found)."""
+    return option in ("none", "") or (option is not None and not isinstance(option, (str, int)) and len(option) == 0)
+
+
 def launcher_gpus(option: str | Sequence | None, env: Mapping[str, str] | None = None) -> list[str]:
     """`hydra.launcher.gpus`: auto (visible_gpus), none/[] (CPU only) or a list of GPU ids."""
     if option is None or option == "auto":
         return visible_gpus(env)
-    if option in ("none", "") or (not isinstance(option, str) and len(option) == 0):
+    if cpu_only(option):
         return []
     if isinstance(option, (str, int)):
         return [d.strip() for d in str(option).split(",") if d.strip()]
