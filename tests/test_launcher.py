@@ -100,7 +100,8 @@ def test_tfhydra_is_the_default_launcher_and_basic_stays_available(tmp_path):
 
     launcher = tfhydra.compose().hydra.launcher
     assert launcher._target_.endswith("TfhydraLauncher")
-    assert (launcher.workers, launcher.threads, launcher.gpus, launcher.gpu_memory_mb) == ("auto", "auto", "auto", None)
+    assert (launcher.workers, launcher.threads, launcher.gpus, launcher.gpu_memory_mb, launcher.max_jobs_per_worker) == (
+        "auto", "auto", "auto", None, None)
     assert tfhydra.compose(["hydra/launcher=basic"]).hydra.launcher._target_.endswith("BasicLauncher")
 
     project = tmp_path / "conf"
@@ -196,3 +197,14 @@ def _alive(pid):
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_worker_is_replaced_after_max_jobs_per_worker(tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run_cli("-m", "trainer.seed=1,2,3", *TINY, "hydra.launcher.workers=1",
+                     "hydra.launcher.max_jobs_per_worker=2", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    workers = [r["worker"] for r in records(sweep).values()]
+    assert [r["status"] for r in records(sweep).values()] == ["completed"] * 3
+    assert [w["job"] for w in workers] == [1, 2, 1] and len({w["pid"] for w in workers}) == 2
+    assert "ended (exit code" not in result.stdout + result.stderr  # a planned replacement, not a lost worker

@@ -20,6 +20,7 @@ class TfhydraLauncherConf:
     threads: Any = "auto"  # threads of each worker: auto (the cores split between the workers) | 0 | a number
     gpus: Any = "auto"  # auto (CUDA_VISIBLE_DEVICES, else `nvidia-smi -L`) | none | a list of GPU ids
     gpu_memory_mb: Optional[int] = None  # per-job GPU memory limit; null: memory growth where workers share a GPU
+    max_jobs_per_worker: Optional[int] = None  # a worker is replaced by a fresh one after this many jobs; null: never
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="tfhydra", node=TfhydraLauncherConf, provider="tfhydra")
@@ -27,8 +28,9 @@ ConfigStore.instance().store(group="hydra/launcher", name="tfhydra", node=Tfhydr
 
 class TfhydraLauncher(Launcher):
     def __init__(self, workers: Any = "auto", threads: Any = "auto", gpus: Any = "auto",
-                 gpu_memory_mb: Optional[int] = None) -> None:
-        self.options = {"workers": workers, "threads": threads, "gpus": gpus, "gpu_memory_mb": gpu_memory_mb}
+                 gpu_memory_mb: Optional[int] = None, max_jobs_per_worker: Optional[int] = None) -> None:
+        self.options = {"workers": workers, "threads": threads, "gpus": gpus, "gpu_memory_mb": gpu_memory_mb,
+                        "max_jobs_per_worker": max_jobs_per_worker}
         self.config: Optional[DictConfig] = None
         self.hydra_context: Optional[HydraContext] = None
         self.task_function: Optional[TaskFunction] = None

@@ -20,7 +20,7 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
 
-    from tfhydra.sweep.workers import WorkerPool
+    from tfhydra.sweep.workers import MAX_JOBS_ENV, WorkerPool
 
     setup_globals()
     config = launcher.config
@@ -32,6 +32,9 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
         plans = plan_workers(len(job_overrides), available_cores(), launcher_gpus(options["gpus"]),
                              workers=options["workers"], threads=options["threads"],
                              gpu_memory_mb=options["gpu_memory_mb"])
+        for plan in plans:
+            if options.get("max_jobs_per_worker"):
+                plan.env[MAX_JOBS_ENV] = str(int(options["max_jobs_per_worker"]))
         if cpu_only(options["gpus"]):
             for plan in plans:
                 plan.env["CUDA_VISIBLE_DEVICES"] = "-1"  # CPU only, asked for: TensorFlow must not find a GPU

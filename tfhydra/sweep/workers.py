@@ -32,6 +32,7 @@ from tfhydra.sweep.placement import WorkerPlan
 
 log = logging.getLogger("tfhydra")
 WORKER_JOB_ENV = "TFHYDRA_WORKER_JOB"  # the job's ordinal in its worker (1 = its first), for the record
+MAX_JOBS_ENV = "TFHYDRA_WORKER_MAX_JOBS"  # hydra.launcher.max_jobs_per_worker: a worker ends after that many jobs
 
 
 class WorkerPool:
@@ -117,8 +118,9 @@ class WorkerPool:
             idx = running.pop(process.pid, None)
             if idx is not None:
                 returns[idx] = lost_job_return(sweep_dir, idx, overrides[idx], process)
-            log.warning("worker %d (pid %s) ended (exit code %s); starting another", plan.index, process.pid,
-                        process.exitcode)
+            if idx is not None or process.exitcode:
+                log.warning("worker %d (pid %s) ended (exit code %s); starting another", plan.index, process.pid,
+                            process.exitcode)
             self._start(plan)
 
     def close(self) -> None:
@@ -216,6 +218,8 @@ def _serve(tasks: Any, results: Any) -> None:
             return
         reset_between_jobs()
         results.put(("done", task[0], os.getpid(), (plain_return(value), done, memory_mb())))
+        if done == int(os.environ.get(MAX_JOBS_ENV) or 0):  # recycled: the pool starts a fresh worker in its place
+            return
 
 
 def plain_return(returned: Any) -> Any:
