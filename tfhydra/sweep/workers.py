@@ -13,7 +13,8 @@ Isolation and stopping:
 - workers run in their own process group: SIGINT/SIGTERM reach the launching process, which passes the signal
   on once to each busy worker (its job saves its state and records `interrupted`, resumable by running the
   sweep again), waits for them, and stops;
-- a worker whose launching process vanished (SIGKILL) stops its job the same way (a watchdog thread).
+- a worker whose launching process was killed outright (SIGKILL) is killed with it (Linux's parent-death
+  signal; a watchdog thread elsewhere), as if it had stayed in that process's group.
 """
 from __future__ import annotations
 
@@ -189,7 +190,7 @@ def worker_main(env: dict, tasks: Any, results: Any, parent: int) -> None:
     from tfhydra.startup import preload_job
 
     preload_job()  # TensorFlow loads while the first job's config is composed (about 2 s on 2 cores)
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    _die_with_parent(parent)
     try:
         _serve(tasks, results)
     finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/startup.py)
@@ -246,11 +247,25 @@ def memory_mb() -> tuple[float, float]:
         return 0.0, 0.0
 
 
+def _die_with_parent(parent: int) -> None:
+    """The launching process killed outright (SIGKILL, usually to its whole process group, which the workers left):
+    the worker goes the same way at once, as it would have in that group, so that nothing of it is still writing
+    when the sweep is run again (a job it was training resumes from its last saved state, as after any SIGKILL).
+    Linux's parent-death signal does it in the kernel; a thread watching the parent is the fallback elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
 def _watch_parent(parent: int) -> None:
-    """The launching process is gone (SIGKILL): stop the job like a SIGTERM would, so it stays resumable."""
     while os.getppid() == parent:
-        time.sleep(0.5)
-    os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def execute_job(idx: int, overrides: Sequence[str], hydra_context: Any, config: Any, task_function: Any,
