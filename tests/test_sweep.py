@@ -135,10 +135,12 @@ def weights_of(job_dir):
     return arrays
 
 
-def test_jobs_sharing_a_process_are_isolated(tmp_path):
+@pytest.mark.parametrize("launcher", ["hydra/launcher=basic", "hydra.launcher.workers=1"],
+                         ids=["basic launcher: the launching process", "tfhydra launcher: one reused worker"])
+def test_jobs_sharing_a_process_are_isolated(tmp_path, launcher):
     """[mixed, fp32] in one process gives the fp32 job exactly what [fp32] alone gives it."""
     common = ["model=mlp", "data.fraction=0.3", "trainer.epochs=1", "logging.histogram_freq=0",
-              "logging.write_graph=false", "export.formats=[]"]
+              "logging.write_graph=false", "export.formats=[]", launcher]
     (tmp_path / "after_mixed").mkdir(), (tmp_path / "alone").mkdir()
     after_mixed = run_cli("-m", "precision=mixed,fp32", *common, cwd=tmp_path / "after_mixed")
     alone = run_cli("-m", "precision=fp32", *common, cwd=tmp_path / "alone")

@@ -17,7 +17,7 @@ from typing import Sequence
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.runtime import seed_everything, set_threads
+from tfhydra.runtime import seed_everything, set_threads, worker_record
 from tfhydra.lifecycle import check_continuable, is_complete, record_stopped
 from tfhydra.compression.plan import phase_config
 from tfhydra.compression.phases import compress_model
@@ -106,6 +106,7 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
     try:
         keras.backend.clear_session()  # jobs of one sweep may share this process
         record.threads = set_threads(cfg.trainer.threads or threads)
+        record.worker = worker_record(record.threads)
         # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise at once.
         with policy_scope(cfg.precision) as policy, StopOnSignal() as stop, numeric_checks(cfg.trainer):
             strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs

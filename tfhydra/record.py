@@ -97,6 +97,7 @@ class RunRecord:
     command: str = ""  # the command line of the process that ran the job
     # the machine and the numerics
     threads: int | None = None  # intra-op threads in effect (0: TensorFlow decides)
+    worker: dict | None = None  # {pid, index, job, threads: {intra_op, inter_op, data}, cuda_visible_devices, gpu_memory}
     strategy: str | None = None
     replicas: int | None = None
     devices: list | None = None

@@ -42,10 +42,29 @@ def parallel_jobs() -> int:
     return n_jobs if n_jobs > 0 else max(1, available_cores() + 1 + n_jobs)
 
 
+WORKER_ENV = ("TFHYDRA_WORKER_INDEX", "TFHYDRA_WORKER_THREADS", "TFHYDRA_WORKER_JOB", "TFHYDRA_GPU_MEMORY_MB")
+
+
+def worker_threads() -> int | None:
+    """The threads tfhydra's launcher gave this worker process (tfhydra/sweep/placement.py: the cores split
+    between its workers; 0: TensorFlow decides); None outside its workers."""
+    text = os.environ.get(WORKER_ENV[1], "")
+    return int(text) if text.isdigit() else None
+
+
+def data_threads() -> int:
+    """tf.data's private thread pool: the worker's share of the cores under tfhydra's launcher, else all of them."""
+    return worker_threads() or available_cores()
+
+
 def auto_threads() -> int:
     """`trainer.threads=0`: TensorFlow decides alone, or, when N jobs share the machine, cores // N each
     (TensorFlow would otherwise give every job a thread pool as large as the machine). Under a cluster
-    launcher each job gets the CPUs the launcher reserved for it (`launcher_cpus`): that many threads."""
+    launcher each job gets the CPUs the launcher reserved for it (`launcher_cpus`): that many threads; in a
+    worker of tfhydra's launcher, the worker's share (`worker_threads`)."""
+    share = worker_threads()
+    if share is not None:
+        return share
     cpus = launcher_cpus()
     if cpus:
         return cpus
@@ -77,6 +96,7 @@ def set_threads(threads: int) -> int:
     """Returns the intra-op threads in effect (0: TensorFlow decides)."""
     import tensorflow as tf
 
+    limit_gpu_memory()
     if threads > 0:
         try:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -85,6 +105,37 @@ def set_threads(threads: int) -> int:
             if tf.config.threading.get_intra_op_parallelism_threads() != threads:
                 log.warning("trainer.threads=%d ignored: TensorFlow was already initialised in this process", threads)
     return tf.config.threading.get_intra_op_parallelism_threads()
+
+
+def limit_gpu_memory() -> None:
+    """`hydra.launcher.gpu_memory_mb` of tfhydra's launcher: each visible GPU one logical device of that size (set
+    before the runtime starts; later jobs of the worker already have it)."""
+    text = os.environ.get(WORKER_ENV[3], "")
+    if not text.isdigit():
+        return
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(int(text))])
+        except RuntimeError:  # the runtime is up (an earlier job of this worker): the limit holds already
+            pass
+
+
+def worker_record(threads: int) -> dict:
+    """metrics.json's `worker`: the process that ran the job and what it had. `index` and `job` (1 = the worker's
+    first) under tfhydra's launcher, else null; `threads`: intra-op, inter-op and tf.data threads (0: TensorFlow
+    decides); the GPUs it was shown and how it shares their memory."""
+    import tensorflow as tf
+
+    index, job = (os.environ.get(WORKER_ENV[i], "") for i in (0, 2))
+    memory = os.environ.get(WORKER_ENV[3]) or ("growth" if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
+                                               else None)
+    return {"pid": os.getpid(), "index": int(index) if index.isdigit() else None,
+            "job": int(job) if job.isdigit() else None,
+            "threads": {"intra_op": threads, "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+                        "data": data_threads()},
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpu_memory": memory}
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:

@@ -31,7 +31,7 @@ from tfhydra.data.caching import CacheBudget
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Serving, Source, deterministic_reads, stratified_subset,
                                  take_examples)
-from tfhydra.runtime import available_cores
+from tfhydra.runtime import data_threads
 from tfhydra.errors import ConfigError
 
 log = logging.getLogger("tfhydra")
@@ -188,7 +188,7 @@ def with_pipeline_options(dataset: tf.data.Dataset, shard, deterministic: bool) 
 unless `deterministic` (trainer.deterministic for training; validation keeps its order)."""
     options = tf.data.Options()
     options.autotune.enabled = True
-    options.threading.private_threadpool_size = available_cores()
+    options.threading.private_threadpool_size = data_threads()
     options.threading.max_intra_op_parallelism = 1
     options.deterministic = deterministic
     options.experimental_distribute.auto_shard_policy = shard

@@ -1,0 +1,45 @@
+"""Hydra's entry to tfhydra's launcher (`hydra/launcher=tfhydra`, the default of `-m` in conf/tfhydra.yaml).
+
+Hydra instantiates launchers only from the `hydra_plugins` package, so the class and its config live here; the
+work is tfhydra/sweep/launcher.py's (placement: tfhydra/sweep/placement.py, workers: tfhydra/sweep/workers.py).
+"""
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from hydra.core.config_store import ConfigStore
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+@dataclass
+class TfhydraLauncherConf:
+    _target_: str = "hydra_plugins.tfhydra_launcher.tfhydra_launcher.TfhydraLauncher"
+    workers: Any = "auto"  # worker processes: auto (from the cores or GPUs and the job count) | a number
+    threads: Any = "auto"  # threads of each worker: auto (the cores split between the workers) | 0 | a number
+    gpus: Any = "auto"  # auto (CUDA_VISIBLE_DEVICES, else `nvidia-smi -L`) | none | a list of GPU ids
+    gpu_memory_mb: Optional[int] = None  # per-job GPU memory limit; null: memory growth where workers share a GPU
+    max_jobs_per_worker: Optional[int] = None  # a worker is replaced by a fresh one after this many jobs; null: never
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="tfhydra", node=TfhydraLauncherConf, provider="tfhydra")
+
+
+class TfhydraLauncher(Launcher):
+    def __init__(self, workers: Any = "auto", threads: Any = "auto", gpus: Any = "auto",
+                 gpu_memory_mb: Optional[int] = None, max_jobs_per_worker: Optional[int] = None) -> None:
+        self.options = {"workers": workers, "threads": threads, "gpus": gpus, "gpu_memory_mb": gpu_memory_mb,
+                        "max_jobs_per_worker": max_jobs_per_worker}
+        self.config: Optional[DictConfig] = None
+        self.hydra_context: Optional[HydraContext] = None
+        self.task_function: Optional[TaskFunction] = None
+        self.pool: Any = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
+        from tfhydra.sweep.launcher import launch_jobs
+
+        return launch_jobs(self, job_overrides, initial_job_idx)

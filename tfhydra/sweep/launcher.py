@@ -1,0 +1,61 @@
+"""tfhydra's launcher (hydra_plugins/tfhydra_launcher): a sweep's jobs in reused worker processes, as many at once
+as the machine runs faster (tfhydra/sweep/placement.py), in the order Hydra gave them. The launching process
+never imports TensorFlow."""
+from __future__ import annotations
+
+import atexit
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from tfhydra.runtime import available_cores
+from tfhydra.sweep.placement import cpu_only, launcher_gpus, plan_workers
+
+log = logging.getLogger("tfhydra")
+
+
+def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import configure_log, filter_overrides, setup_globals
+
+    from tfhydra.sweep.workers import MAX_JOBS_ENV, WorkerPool
+
+    setup_globals()
+    config = launcher.config
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    if launcher.pool is None:
+        options = launcher.options
+        plans = plan_workers(len(job_overrides), available_cores(), launcher_gpus(options["gpus"]),
+                             workers=options["workers"], threads=options["threads"],
+                             gpu_memory_mb=options["gpu_memory_mb"])
+        for plan in plans:
+            if options.get("max_jobs_per_worker"):
+                plan.env[MAX_JOBS_ENV] = str(int(options["max_jobs_per_worker"]))
+        if cpu_only(options["gpus"]):
+            for plan in plans:
+                plan.env["CUDA_VISIBLE_DEVICES"] = "-1"  # CPU only, asked for: TensorFlow must not find a GPU
+        log.info("tfhydra launcher: %d worker(s) for %d job(s): %s", len(plans), len(job_overrides), "; ".join(
+            f"#{p.index}: {p.threads or 'TensorFlow decides'} thread(s)" + (f", GPU {','.join(p.gpus)}" if p.gpus
+                                                                               else "") for p in plans))
+        launcher.pool = WorkerPool(plans)
+        atexit.register(launcher.pool.close)
+    log.info("Launching jobs, sweep output dir : %s", sweep_dir)
+    for idx, overrides in enumerate(job_overrides):
+        log.info("\t#%d : %s", initial_job_idx + idx, " ".join(filter_overrides(overrides)))
+    state = Singleton.get_state()
+    state.pop("omegaconf_resolvers", None)  # closures pickle cannot send: each worker registers its own (imports)
+    jobs = [(initial_job_idx + i, list(o), launcher.hydra_context, config, launcher.task_function, state)
+            for i, o in enumerate(job_overrides)]
+    try:
+        returns = launcher.pool.run(jobs, sweep_dir)
+    except KeyboardInterrupt as stop:
+        signum = stop.args[0] if stop.args and isinstance(stop.args[0], int) else signal.SIGINT
+        print(f"Stopped: {signal.Signals(signum).name}: the running jobs saved their state; resume with: "
+              f"tfhydra-sweep resume {sweep_dir} (python -m tfhydra.sweep summary {sweep_dir} lists the sweep's "
+              "completed, interrupted and not started jobs)", file=sys.stderr, flush=True)
+        sys.exit(128 + int(signum))
+    return [returns[job[0]] for job in jobs]
