@@ -48,8 +48,10 @@ def histogram_events(log_dir) -> dict:
 
 def test_the_callback_writes_what_keras_writes(tmp_path):
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((6, 6, 1)), keras.layers.Conv2D(3, 3, activation="relu"),
-                              keras.layers.BatchNormalization(), keras.layers.Flatten(), keras.layers.Dense(4)])
+    # Named layers: Keras numbers unnamed ones by how many came before in the process (dense_7 in a full run).
+    model = keras.Sequential([keras.Input((6, 6, 1)), keras.layers.Conv2D(3, 3, activation="relu", name="conv"),
+                              keras.layers.BatchNormalization(name="norm"), keras.layers.Flatten(),
+                              keras.layers.Dense(4, name="dense")])
     model.compile("adam", "mse")
     x, y = np.random.default_rng(0).normal(size=(16, 6, 6, 1)), np.ones((16, 4))
     callbacks = {"ours": TensorBoard(log_dir=str(tmp_path / "ours"), histogram_freq=1, write_graph=False),

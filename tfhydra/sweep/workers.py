@@ -196,6 +196,9 @@ def worker_main(env: dict, tasks: Any, results: Any, parent: int) -> None:
     finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/startup.py)
         results.close()
         results.join_thread()  # the last message is sent before the process goes
+        import atexit
+
+        atexit._run_exitfuncs()  # noqa: SLF001  (TensorFlow's remove its autograph files from TMPDIR)
         logging.shutdown()
         os._exit(0)
 
