@@ -153,3 +153,12 @@ def test_accepted_cases_run_or_fail_in_one_line(argv, tmp_path_factory):
         tfhydra.run(cfg, run_dir=run_dir)
     except ConfigError as error:
         assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["data=cifar100", "data.cache_dir=1"], "data.cache_dir=1"),  # found by the run property (seed 2480132905)
+    (["data=tfds", "data.dataset=mnist", "data.data_dir=[]"], "data.data_dir"),
+])
+def test_a_directory_key_takes_a_path(argv, fragment):
+    error = preflight(argv)
+    assert error is not None and fragment in str(error), str(error)
