@@ -113,6 +113,7 @@ def test_any_override_is_accepted_or_refused_in_one_line(argv):
     (["model=cnn", "optimizer.lr=nan"], "optimizer.lr=nan"),
     (["model=cnn", "optimizer.lr=inf"], "optimizer.lr=inf"),
     (["model=cnn", "model.activation=no_such_activation"], "model.activation=no_such_activation"),
+    (["compression=none", "data.service.address=[]"], "data.service.address=[]"),  # urlparse's ValueError
 ])
 def test_known_families_are_one_line(argv, fragment):
     """Found by the property above (or listed in issue 14): each is refused by the pre-flight, naming the key."""

@@ -42,10 +42,14 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     deadline = time.monotonic() + 240
     state = killed / "checkpoints" / "state"
     try:  # wait until epoch 1 is recorded and a mid-epoch save of epoch 2 exists, then kill
+        # The run is frozen (SIGSTOP) while its files are read, so it is killed in the state that was read:
+        # without the freeze, an epoch's end could be saved between the look and the kill (seen in CI).
         while time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+            process.send_signal(signal.SIGSTOP)
             if history.exists() and saved_step(state) > 0:
                 break
-            time.sleep(0.05)
+            process.send_signal(signal.SIGCONT)
         assert process.poll() is None, "the run ended before it could be killed"
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)

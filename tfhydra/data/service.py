@@ -27,12 +27,12 @@ MODES = ("distributed_epoch", "parallel_epochs")
 
 def dispatcher_host_port(address: str) -> tuple[str, int]:
     """`grpc://host:port` (or `host:port`) -> (host, port); anything else is the key's one-line error."""
-    parsed = urlparse(address if "://" in address else f"grpc://{address}")
-    try:
+    try:  # urlparse itself refuses some hosts, such as an empty bracketed one ('[]')
+        parsed = urlparse(address if "://" in address else f"grpc://{address}")
         port = parsed.port
     except ValueError:
-        port = None
-    if parsed.scheme != "grpc" or not parsed.hostname or port is None:
+        parsed, port = None, None
+    if parsed is None or parsed.scheme != "grpc" or not parsed.hostname or port is None:
         raise ConfigError("data.service.address", address, "grpc://host:port of a tf.data service dispatcher",
                           "not a grpc://host:port address")
     return parsed.hostname, port
