@@ -105,6 +105,16 @@ def test_best_checkpoint_keeps_only_new_bests_from_its_first_epoch_and_leaves_no
     assert float(restored.trainable_variables[0][0, 0]) == 3.0  # epoch 2: the best from epoch 1 on (0.1 came before)
 
 
+@pytest.mark.parametrize("name", ["augment=[{name_random_flip,mode_horizontal}]", "{epoch}", "{", "}}{"])
+def test_best_checkpoint_in_a_directory_whose_name_holds_braces(tmp_path, name):
+    """A sweep over a dict value names its job directory with braces; Keras formats checkpoint paths with them."""
+    best = tmp_path / name / "checkpoints" / "best.weights.h5"
+    best.parent.mkdir(parents=True)
+    callback = attached(BestCheckpoint(str(best), monitor="loss", save_best_only=True, save_weights_only=True))
+    callback.on_epoch_end(0, {"loss": 0.5})
+    assert best.is_file() and [p.name for p in best.parent.iterdir()] == ["best.weights.h5"]
+
+
 def test_best_checkpoint_discards_a_partial_file_when_the_write_fails(tmp_path, monkeypatch):
     best = tmp_path / "best.weights.h5"
     callback = attached(BestCheckpoint(str(best), monitor="loss", save_best_only=True, save_weights_only=True))

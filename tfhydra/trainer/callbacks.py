@@ -224,7 +224,10 @@ class BestCheckpoint(keras.callbacks.ModelCheckpoint):
     def __init__(self, filepath: str, *args, from_epoch: int = 0, **kwargs):
         self.final_path = Path(filepath)
         self.partial_path = self.final_path.with_name(".best.partial.weights.h5")
-        super().__init__(str(self.partial_path), *args, **kwargs)
+        # Keras formats the path with the epoch and logs (`str.format`): a directory named by a sweep over a
+        # dict value (`data.augment=[{name:...}]`) holds braces, which are doubled so they stay literal.
+        literal = str(self.partial_path).replace("{", "{{").replace("}", "}}")
+        super().__init__(literal, *args, **kwargs)
         self.from_epoch = from_epoch
 
     def on_epoch_end(self, epoch, logs=None):
