@@ -102,7 +102,7 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
         train = distribute(train, service, cfg_data.batch_size, spec.train_size)
     train = train.batch(cfg_data.batch_size, drop_remainder=cfg_data.drop_remainder)
     if augment is not None:
-        train = train.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=AUTOTUNE)
+        train = augmented(train, augment)
     validation = validation.batch(cfg_data.batch_size)
     sharding = shard_policy(source)
     train = with_pipeline_options(train, sharding[0], deterministic_reads())
@@ -180,6 +180,15 @@ def cluster_size() -> int:
         return sum(len(cluster.get(role) or []) for role in ("chief", "worker"))
     except (ValueError, AttributeError, TypeError):
         return 1
+
+
+def augmented(train: tf.data.Dataset, augment) -> tf.data.Dataset:
+    """Training batches through the augmentation layers. Their random generator is state outside the pipeline,
+    which a checkpointed iterator (the custom loop's resumable state) refuses by default: it is left out
+    instead, so a resumed run continues the data order exactly and the augmentation's draws from their seed."""
+    options = tf.data.Options()
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return train.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=AUTOTUNE).with_options(options)
 
 
 def with_pipeline_options(dataset: tf.data.Dataset, shard, deterministic: bool) -> tf.data.Dataset:
