@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import tensorflow as tf
 import tf_keras as keras
 
@@ -52,3 +54,36 @@ def test_trains_with_a_target_metric_and_can_monitor_it(compose_cfg, tmp_path):
     best = metrics["best"]
     assert {"top2", "val_top2"} <= set(best) and best["val_top2"] >= best["val_accuracy"]
     assert returned == pytest.approx(best["val_top2"])
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(smoothing=st.floats(0.0, 0.99), classes=st.integers(2, 12), batch=st.integers(1, 6), seed=st.integers(0, 999))
+def test_sparse_label_smoothing_is_the_one_hot_formula(smoothing, classes, batch, seed):
+    """-sum(((1 - s) onehot + s / K) log p), averaged over the batch; s = 0 is Keras' sparse crossentropy."""
+    from tfhydra.trainer.objectives import build_loss
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, size=(batch, 1))
+    probabilities = tf.nn.softmax(tf.constant(rng.normal(size=(batch, classes)), tf.float32)).numpy()
+    targets = (1 - smoothing) * np.eye(classes)[labels[:, 0]] + smoothing / classes
+    expected = np.mean(-np.sum(targets * np.log(np.clip(probabilities, 1e-7, 1.0)), axis=-1))
+    loss = build_loss("sparse_categorical_crossentropy", smoothing)
+    for given_labels in (labels, labels[:, 0]):  # (batch, 1) and (batch,); s = 0: Keras' function, per example
+        np.testing.assert_allclose(np.mean(loss(given_labels, probabilities)), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_label_smoothing_with_a_loss_that_does_not_take_it_is_one_line():
+    with pytest.raises(ConfigError) as info:
+        check_overrides(CONFIG_DIR, "config", [FOCAL, "trainer.label_smoothing=0.1"])
+    assert str(info.value).startswith("trainer.label_smoothing=0.1: the loss does not take label smoothing; accepted: 0")
+    for bad in ("1.0", "-0.1", "nan", "abc"):
+        with pytest.raises(ConfigError, match="^trainer.label_smoothing="):
+            check_overrides(CONFIG_DIR, "config", [f"trainer.label_smoothing={bad}"])
+
+
+def test_a_smoothed_run_logs_a_larger_loss_than_its_plain_crossentropy(compose_cfg, tmp_path):
+    """The trained loss is the smoothed one: above the plain crossentropy metric once the model is confident."""
+    tfhydra.run(compose_cfg([*TINY, "trainer.label_smoothing=0.2", "trainer.epochs=8", "optimizer.lr=0.02", "data.signal=1.0",
+                             "trainer.metrics=[accuracy,sparse_categorical_crossentropy]"]), run_dir=tmp_path)
+    final = read_run_record(tmp_path)["final"]
+    assert final["loss"] > final["sparse_categorical_crossentropy"] > 0

@@ -235,7 +235,8 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
                    "global_clipnorm": cfg.trainer.clip_global_norm, **ema_options(cfg.trainer.ema)}
         optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options)
         optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
-        model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss), metrics=build_metrics(cfg.trainer.metrics),
+        model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing),
+                      metrics=build_metrics(cfg.trainer.metrics),
                       steps_per_execution=cfg.trainer.steps_per_execution, jit_compile=cfg.trainer.jit_compile is True,
                       run_eagerly=cfg.trainer.run_eagerly)
     return model, compression

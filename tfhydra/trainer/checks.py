@@ -74,12 +74,20 @@ def check_monitor(cfg: DictConfig) -> None:
                           "not a metric this run logs")
 
 
+SMOOTHABLE_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy")  # trainer.label_smoothing
+
+
 def check_objectives(cfg: DictConfig) -> None:
     """`trainer.loss` and `trainer.metrics` given by name must be names tf_keras knows."""
     loss = cfg.trainer.loss
     if isinstance(loss, str) and loss not in KERAS_LOSSES:
         raise ConfigError("trainer.loss", loss, f"a Keras loss name such as sparse_categorical_crossentropy{suggestion(loss, KERAS_LOSSES)}, "
                           "or a node with _target_", "unknown loss")
+    smoothing = cfg.trainer.get("label_smoothing")
+    if smoothing and loss not in SMOOTHABLE_LOSSES:
+        raise ConfigError("trainer.label_smoothing", smoothing, "0 with this trainer.loss (label smoothing applies "
+                          "to sparse_categorical_crossentropy and categorical_crossentropy)",
+                          "the loss does not take label smoothing")
     for i, metric in enumerate(cfg.trainer.metrics):
         if isinstance(metric, str) and metric not in KERAS_METRICS:
             raise ConfigError(f"trainer.metrics[{i}]", metric, f"a Keras metric name such as accuracy"
@@ -127,6 +135,7 @@ RULES: dict[str, Rule] = {
     "trainer.recovery.max_trials": integer(0),
     "trainer.recovery.lr_factor": number(0, 1),
     "trainer.ema.decay": optional(number(0, 1)),
+    "trainer.label_smoothing": number(0, 1, low_open=False),
     "trainer.loss": Rule("a Keras loss name, or a node with _target_", lambda v: isinstance(v, str) or is_target(v)),
     "trainer.metrics": Rule("a list of Keras metric names or nodes with _target_", lambda v: isinstance(
         v, (list, ListConfig)) and all(isinstance(m, str) or is_target(m) for m in v)),

@@ -1,6 +1,8 @@
-"""Loss and metrics from `trainer.loss` / `trainer.metrics`: Keras names, or nodes with `_target_`."""
+"""Loss and metrics from `trainer.loss` / `trainer.metrics`: Keras names, or nodes with `_target_`;
+`trainer.label_smoothing` for the two crossentropy names."""
 from __future__ import annotations
 
+import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
@@ -8,14 +10,37 @@ from tfhydra.errors import ConfigError
 from tfhydra.registry import instantiate_target
 
 
-def build_loss(node):
+class SparseCrossentropyWithSmoothing(keras.losses.Loss):
+    """Crossentropy of integer labels against smoothed one-hot targets: tf_keras' sparse crossentropy has no
+    `label_smoothing`, and one-hot labels would change every data source and the serving signature."""
+
+    def __init__(self, label_smoothing: float, name: str = "sparse_categorical_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.label_smoothing = float(label_smoothing)
+
+    def call(self, y_true, y_pred):
+        y_pred = tf.cast(y_pred, tf.float32)
+        labels = tf.cast(tf.reshape(y_true, tf.shape(y_pred)[:-1]), tf.int32)
+        targets = tf.one_hot(labels, tf.shape(y_pred)[-1], dtype=tf.float32)
+        return keras.losses.categorical_crossentropy(targets, y_pred, label_smoothing=self.label_smoothing)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "label_smoothing": self.label_smoothing}
+
+
+def build_loss(node, label_smoothing: float = 0.0):
     if isinstance(node, DictConfig):
         return instantiate_target(node, "trainer.loss")
     try:
-        return keras.losses.get(node)
+        loss = keras.losses.get(node)
     except (ValueError, TypeError):
         raise ConfigError("trainer.loss", node, "a Keras loss name such as sparse_categorical_crossentropy, "
                           "or a node with _target_", "unknown loss") from None
+    if not label_smoothing:
+        return loss
+    if node == "sparse_categorical_crossentropy":
+        return SparseCrossentropyWithSmoothing(label_smoothing)
+    return keras.losses.CategoricalCrossentropy(label_smoothing=label_smoothing)  # checks.py: SMOOTHABLE_LOSSES
 
 
 def build_metrics(nodes) -> list:
