@@ -6,10 +6,12 @@ Hydra prints `str(error)` as a single line and exits 1 instead of a traceback
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
-from typing import Any, Iterable
+import sys
+from typing import Any, Iterable, Iterator
 
 from hydra.errors import CompactHydraException
 
@@ -149,3 +151,17 @@ class ConfigError(CompactHydraException):
 
     def __str__(self) -> str:  # one line whatever the parts contain
         return " ".join(super().__str__().split())
+
+
+@contextlib.contextmanager
+def sweep_error_line() -> Iterator[None]:
+    """In a sweeper (tfhydra's basic and Optuna ones), a ConfigError of the sweep itself (its stages, its
+    storage, its search space) is `Error: ...`, the last line of stderr, and exit 1: Hydra would print it with its
+    HYDRA_FULL_ERROR hint after it. SystemExit passes Hydra's handler."""
+    try:
+        yield
+    except ConfigError as error:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"Error: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)

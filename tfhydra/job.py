@@ -17,7 +17,7 @@ from typing import Sequence
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.runtime import seed_everything, set_threads, worker_record
+from tfhydra.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.lifecycle import check_continuable, is_complete, record_stopped
 from tfhydra.compression.plan import phase_config
 from tfhydra.compression.phases import compress_model
@@ -105,6 +105,7 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
     chief, trackers = True, Trackers()  # the chief starts the trackers once the strategy says who that is
     try:
         keras.backend.clear_session()  # jobs of one sweep may share this process
+        limit_gpu_memory()  # both before the runtime starts: the first job of a process sets what all keep
         record.threads = set_threads(cfg.trainer.threads or threads)
         record.worker = worker_record(record.threads)
         # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise at once.

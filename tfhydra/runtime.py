@@ -96,7 +96,6 @@ def set_threads(threads: int) -> int:
     """Returns the intra-op threads in effect (0: TensorFlow decides)."""
     import tensorflow as tf
 
-    limit_gpu_memory()
     if threads > 0:
         try:
             tf.config.threading.set_intra_op_parallelism_threads(threads)

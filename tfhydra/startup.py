@@ -20,6 +20,12 @@ def end_process() -> None:
     interpreter's own teardown is skipped. `TFHYDRA_FAST_EXIT=0` keeps Python's normal shutdown."""
     if os.environ.get("TFHYDRA_FAST_EXIT", "1") == "0" or "tensorflow" not in sys.modules:
         return
+    leave_now()
+
+
+def leave_now() -> None:
+    """Exit 0 without the interpreter's teardown: the atexit hooks, the logs and the standard streams first.
+    Shared by a succeeded command and a sweep worker that has sent its last result."""
     import atexit
 
     atexit._run_exitfuncs()  # noqa: SLF001  (CPython's own entry point: what its shutdown runs first)

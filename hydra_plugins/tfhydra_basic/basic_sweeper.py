@@ -48,9 +48,9 @@ class BasicSweeper(Sweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + list(arguments))
         grid = [list(job) for batch in split_sweep(parsed) for job in batch]  # every setting, as Hydra's sweeper
-        from hydra_plugins.tfhydra_optuna.optuna_sweeper import one_line_error
+        from tfhydra.errors import sweep_error_line
 
-        with one_line_error():
+        with sweep_error_line():
             return run_stages(self.config, stages, grid, self._launch)
 
     def _launch(self, batch: List[List[str]], first: int) -> List[Any]:

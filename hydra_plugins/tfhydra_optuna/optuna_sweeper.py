@@ -5,9 +5,6 @@ everything to tfhydra/sweep/search.py and keeps whatever launcher the config cho
 """
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 from typing import Any, List, Optional, Sequence
 
 from hydra.core.plugins import Plugins
@@ -32,25 +29,11 @@ class OptunaSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> None:
+        from tfhydra.errors import sweep_error_line  # here, not at import: Hydra imports every plugin it finds
         from tfhydra.sweep.search import run_search
 
         def launch(overrides: Sequence[Sequence[str]], first_number: int) -> list:
             return list(self.launcher.launch([tuple(o) for o in overrides], initial_job_idx=first_number))
 
-        with one_line_error():
+        with sweep_error_line():
             run_search(config=self.config, arguments=arguments, launch=launch, **self.settings)
-
-
-@contextlib.contextmanager
-def one_line_error():
-    """A ConfigError of the search (its storage, its search space) is `Error: ...`, the last line of stderr, and
-    exit 1: Hydra would print it with its HYDRA_FULL_ERROR hint after it. SystemExit passes Hydra's handler."""
-    from tfhydra.errors import ConfigError
-
-    try:
-        yield
-    except ConfigError as error:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        print(f"Error: {error}", file=sys.stderr, flush=True)
-        sys.exit(1)

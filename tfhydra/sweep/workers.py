@@ -187,7 +187,7 @@ def worker_main(env: dict, tasks: Any, results: Any, parent: int) -> None:
     os.environ.update(env)
     os.setpgrp()  # the terminal's Ctrl-C goes to the launching process, which passes it on once
     import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
-    from tfhydra.startup import preload_job
+    from tfhydra.startup import leave_now, preload_job
 
     preload_job()  # TensorFlow loads while the first job's config is composed (about 2 s on 2 cores)
     _die_with_parent(parent)
@@ -196,11 +196,7 @@ def worker_main(env: dict, tasks: Any, results: Any, parent: int) -> None:
     finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/startup.py)
         results.close()
         results.join_thread()  # the last message is sent before the process goes
-        import atexit
-
-        atexit._run_exitfuncs()  # noqa: SLF001  (TensorFlow's remove its autograph files from TMPDIR)
-        logging.shutdown()
-        os._exit(0)
+        leave_now()  # the atexit hooks too: TensorFlow's remove its autograph files from TMPDIR
 
 
 def _serve(tasks: Any, results: Any) -> None:
