@@ -1,6 +1,6 @@
 """The article's A/B loop two ways: three background processes against tfhydra's `-m` sweep, with the defaults.
 
-    python benchmarks/ab_loop.py [--rounds 3] [--data digits synthetic] [--rss-jobs 10] [extra overrides ...]
+    python benchmarks/ab_loop.py [--rounds 3] [--data digits synthetic] [--npz PATH] [--rss-jobs 10] [overrides ...]
 
 "Article": `python train.py optimizer.lr=X hydra.run.dir=...` three times at once (the shell's `&`), waited for
 together. "Sweep": `python train.py -m optimizer.lr=1e-3,5e-4,1e-4` (the default launcher: tfhydra's). Both
@@ -11,6 +11,8 @@ each job's best `trainer.monitor` (its metrics.json).
 
 Then the memory of a reused worker: a sweep of `--rss-jobs` short jobs (seeds 0..N-1, 2 epochs, one worker:
 `hydra.launcher.workers=1`) and the worker's peak RSS after its 1st and its last job (the launcher logs both).
+`--npz PATH` adds outside data in the Keras mnist.npz layout (issue 28 measured 4,000 real digit images).
+The fast recipe against the article's recipe (time to its best accuracy, final accuracy): benchmarks/recipe.py.
 """
 from __future__ import annotations
 
@@ -107,12 +109,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--data", nargs="+", default=list(DATA), choices=list(DATA))
+    parser.add_argument("--npz", type=Path, help="also outside data in the Keras mnist.npz layout")
     parser.add_argument("--rss-jobs", type=int, default=10, help="0: skip the memory measurement")
     parser.add_argument("overrides", nargs="*", help="added to every command (default: none, the defaults)")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = os.getloadavg()[0]
-    results = [compare(name, DATA[name] + args.overrides, args.rounds) for name in args.data]
+    datasets = {name: DATA[name] for name in args.data}
+    if args.npz:
+        datasets[args.npz.name] = ["data=npz", f"data.path={args.npz.resolve()}"]
+    results = [compare(name, data + args.overrides, args.rounds) for name, data in datasets.items()]
     print(f"\n{cores} cores, load average {load:.2f} at start, {args.rounds} rounds alternated, "
           f"overrides: {' '.join(args.overrides) or '(the defaults)'}")
     print("| data | 3 background processes | `-m` (tfhydra launcher) | ratio | same ranking (per round) | samples |")

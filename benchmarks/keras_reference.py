@@ -26,7 +26,11 @@ import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
 
-def load(name, seed, train_size, val_size):
+def load(name, seed, train_size, val_size, path=None):
+    if name == "npz":  # the Keras mnist.npz layout, scaled to [0, 1] with a channel axis, as tfhydra's npz source
+        arrays = np.load(path)
+        x_train, x_val = ((arrays[k].astype(np.float32) / 255.0)[..., np.newaxis] for k in ("x_train", "x_test"))
+        return (x_train, arrays["y_train"]), (x_val, arrays["y_test"]), None
     if name == "digits":
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
@@ -90,7 +94,8 @@ def finish_equal_work(model, history, run_dir: Path) -> None:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--data", default="digits")
+    parser.add_argument("--data", default="digits", help="digits, synthetic, or npz (with --path)")
+    parser.add_argument("--path", help="--data npz: a file in the Keras mnist.npz layout")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -102,7 +107,8 @@ def main():
     args = parser.parse_args()
 
     keras.utils.set_random_seed(args.seed)
-    (x_train, y_train), (x_val, y_val), resize = load(args.data, args.seed, args.train_size, args.val_size)
+    (x_train, y_train), (x_val, y_val), resize = load(args.data, args.seed, args.train_size, args.val_size,
+                                                               args.path)
     train = tf.data.Dataset.from_tensor_slices((x_train, y_train))
     val = tf.data.Dataset.from_tensor_slices((x_val, y_val))
     if resize:
