@@ -25,7 +25,7 @@ def test_the_recipe_with_debug_fast_is_a_valid_smoke_test():
     check_overrides(CONFIG_DIR, "config", ["recipe=fast", "debug=eager"])
 
 
-@pytest.mark.parametrize("loop", ["fit", "custom"])
+@pytest.mark.parametrize("loop", ["fit", pytest.param("custom", marks=pytest.mark.slow)])
 def test_a_recipe_run_warms_up_then_decays(compose_cfg, tmp_path, loop):
     tfhydra.run(compose_cfg([*TINY, "recipe=fast", "trainer.epochs=4", f"trainer.loop={loop}"]), run_dir=tmp_path)
     record = read_run_record(tmp_path)
@@ -38,6 +38,7 @@ def test_a_recipe_run_warms_up_then_decays(compose_cfg, tmp_path, loop):
     assert record["final"]["val_accuracy"] > 0.25  # above chance (4 classes)
 
 
+@pytest.mark.slow
 def test_augmentation_under_the_custom_loop_saves_and_resumes_its_state(compose_cfg, tmp_path):
     """The augmentation layers' random generator is state outside tf.data: the checkpointed iterator leaves
     it out instead of failing (`RngReadAndSkip is stateful`), so the run saves every few steps and completes."""
