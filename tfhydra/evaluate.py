@@ -167,8 +167,7 @@ def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, p
 
     inputs = keras.Input(expected.shape[1:], dtype=expected.dtype)
     model = keras.Model(inputs, ServedModel(served, "serve_raw" if raw else "serve")(inputs))
-    model.compile(loss=build_loss(cfg.trainer.loss, cfg.trainer.get("label_smoothing", 0.0)),  # older runs lack it
-                  metrics=build_metrics(cfg.trainer.metrics))
+    model.compile(loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing), metrics=build_metrics(cfg.trainer.metrics))
     started = time.perf_counter()
     figures = model.evaluate(validation, verbose=0, return_dict=True)
     result = {"run_dir": str(run_dir), "overrides": list(overrides), "trusted": trust_run, "data": cfg.data.get("name"),
