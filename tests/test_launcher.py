@@ -138,6 +138,7 @@ def test_three_jobs_on_two_workers_run_concurrently_and_a_worker_is_reused(tmp_p
     assert (sweep / "summary.csv").is_file() and "3 jobs (3 completed)" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_basic_launcher_still_runs_jobs_one_after_another_in_its_own_process(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_cli("-m", "hydra/launcher=basic", "optimizer.lr=1e-3,5e-4", *TINY, f"hydra.sweep.dir={sweep}",
@@ -149,6 +150,7 @@ def test_the_basic_launcher_still_runs_jobs_one_after_another_in_its_own_process
     assert {w["threads"]["data"] for w in workers} == {len(os.sched_getaffinity(0))}
 
 
+@pytest.mark.slow
 def test_a_failing_job_does_not_take_down_the_others(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_cli("-m", "optimizer.lr=1e-3,1e4", *TINY, "trainer.steps_per_epoch=20", f"hydra.sweep.dir={sweep}",
@@ -199,6 +201,7 @@ def _alive(pid):
     return True
 
 
+@pytest.mark.slow
 def test_a_worker_is_replaced_after_max_jobs_per_worker(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_cli("-m", "trainer.seed=1,2,3", *TINY, "hydra.launcher.workers=1",

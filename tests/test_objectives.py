@@ -81,6 +81,7 @@ def test_label_smoothing_with_a_loss_that_does_not_take_it_is_one_line():
             check_overrides(CONFIG_DIR, "config", [f"trainer.label_smoothing={bad}"])
 
 
+@pytest.mark.slow
 def test_a_smoothed_run_logs_a_larger_loss_than_its_plain_crossentropy(compose_cfg, tmp_path):
     """The trained loss is the smoothed one: above the plain crossentropy metric once the model is confident."""
     tfhydra.run(compose_cfg([*TINY, "trainer.label_smoothing=0.2", "trainer.epochs=8", "optimizer.lr=0.02", "data.signal=1.0",
