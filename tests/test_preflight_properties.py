@@ -18,7 +18,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from conftest import CONFIG_DIR, HYPOTHESIS_SEED
 from tfhydra.preflight import check_overrides
@@ -126,11 +126,27 @@ def test_known_families_are_one_line(argv, fragment):
 RUN_LENGTH_CAPS = {"epochs": 3, "steps_per_epoch": 2, "validation_steps": 2}
 
 
+SIZE_CAP = 256  # data and model sizes (examples, image sides, units) above it are run at it: an accepted size of
+# 2**31 asks for as much memory as it says (a CI run's job reached 24 GB and was killed), as the run length asks time
+
+
 def _cap_run_length(cfg) -> None:
     for key, cap in RUN_LENGTH_CAPS.items():
         value = cfg.trainer.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > cap:
             cfg.trainer[key] = cap
+    for section in (cfg.data, cfg.model):
+        _cap_sizes(section)
+
+
+def _cap_sizes(node) -> None:
+    keys = range(len(node)) if isinstance(node, ListConfig) else list(node.keys())
+    for key in keys:
+        value = node[key]
+        if isinstance(value, (DictConfig, ListConfig)):
+            _cap_sizes(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and value > SIZE_CAP:
+            node[key] = SIZE_CAP
 
 
 @pytest.mark.slow
