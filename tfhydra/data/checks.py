@@ -58,9 +58,6 @@ def check_streaming(cfg: DictConfig) -> None:
     if address is not None:
         from tfhydra.data.service import dispatcher_host_port
 
-        if not isinstance(address, str):  # a list or a number is not an address (found by the property)
-            raise ConfigError("data.service.address", address, "grpc://host:port of a tf.data service dispatcher",
-                              "not a grpc://host:port address")
         dispatcher_host_port(address)
     if data.get("on_bad_file") not in (None, "fail", "skip"):  # image_folder's key (conf/data/image_folder.yaml)
         raise ConfigError("data.on_bad_file", data.get("on_bad_file"), ["fail", "skip"], "unknown choice")

@@ -25,11 +25,12 @@ CONNECT_TIMEOUT_S = 5  # an unreachable dispatcher fails the run in seconds, not
 MODES = ("distributed_epoch", "parallel_epochs")
 
 
-def dispatcher_host_port(address: str) -> tuple[str, int]:
-    """`grpc://host:port` (or `host:port`) -> (host, port); anything else is the key's one-line error."""
+def dispatcher_host_port(address) -> tuple[str, int]:
+    """`grpc://host:port` (or `host:port`) -> (host, port); anything else (a list or a number too: found by the
+    pre-flight property) is the key's one-line error."""
     try:  # urlparse itself refuses some hosts, such as an empty bracketed one ('[]')
-        parsed = urlparse(address if "://" in address else f"grpc://{address}")
-        port = parsed.port
+        parsed = urlparse(address if "://" in address else f"grpc://{address}") if isinstance(address, str) else None
+        port = parsed.port if parsed else None
     except ValueError:
         parsed, port = None, None
     if parsed is None or parsed.scheme != "grpc" or not parsed.hostname or port is None:

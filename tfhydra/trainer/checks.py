@@ -86,7 +86,7 @@ def check_objectives(cfg: DictConfig) -> None:
     smoothing = cfg.trainer.get("label_smoothing")
     if smoothing and loss not in SMOOTHABLE_LOSSES:
         raise ConfigError("trainer.label_smoothing", smoothing, "0 with this trainer.loss (label smoothing applies "
-                          "to sparse_categorical_crossentropy and categorical_crossentropy)",
+                          f"to {' and '.join(SMOOTHABLE_LOSSES)})",
                           "the loss does not take label smoothing")
     for i, metric in enumerate(cfg.trainer.metrics):
         if isinstance(metric, str) and metric not in KERAS_METRICS:
