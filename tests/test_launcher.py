@@ -1,6 +1,7 @@
 """tfhydra's launcher (issue 28), the default of `-m`: placement (worker count, threads, GPUs) as pure functions of
 an injected machine (no GPU here), Hydra's config of it, and real sweeps through it: jobs run concurrently in
 reused workers, each record says which worker, threads and devices it had; Ctrl-C leaves them resumable."""
+import contextlib
 import json
 import os
 import signal
@@ -128,6 +129,7 @@ def test_three_jobs_on_two_workers_run_concurrently_and_a_worker_is_reused(tmp_p
     workers = [r["worker"] for r in found.values()]
     assert len({w["pid"] for w in workers}) == 2 and {w["index"] for w in workers} == {0, 1}
     assert sorted(w["job"] for w in workers) == [1, 1, 2]  # one worker ran two jobs: TensorFlow imported once
+    assert [w["tensorflow_preloaded"] for w in workers] == [True] * 3  # forked from the server that imported it
     cores = len(os.sched_getaffinity(0))
     share = {0: (cores + 1) // 2, 1: max(1, cores // 2)}
     for w in workers:  # the cores split between the two workers, for TensorFlow's pools and tf.data's
@@ -146,7 +148,7 @@ def test_the_basic_launcher_still_runs_jobs_one_after_another_in_its_own_process
     assert result.returncode == 0, result.stderr[-3000:]
     workers = [r["worker"] for r in records(sweep).values()]
     assert len(workers) == 2 and len({w["pid"] for w in workers}) == 1
-    assert {(w["index"], w["job"]) for w in workers} == {(None, None)}
+    assert {(w["index"], w["job"], w["tensorflow_preloaded"]) for w in workers} == {(None, None, None)}
     assert {w["threads"]["data"] for w in workers} == {len(os.sched_getaffinity(0))}
 
 
@@ -193,12 +195,56 @@ def test_ctrl_c_stops_the_workers_and_the_sweep_resumes(tmp_path):
     assert all("resuming from the saved state" in (sweep / name / "train.log").read_text() for name in resumed)
 
 
-def _alive(pid):
+@pytest.mark.slow
+def test_workers_and_their_fork_server_end_when_the_launching_process_is_killed_alone(tmp_path):
+    """SIGKILL to the launching process only (not its group): the fork server outlives it while a worker holds
+    the server's pipe, so each worker watches the launching process itself and goes at once; then the server."""
+    sweep = tmp_path / "sweep"
+    env = {**os.environ}
+    env.pop("HYDRA_FULL_ERROR", None)
+    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "-m", "optimizer.lr=1e-3,5e-4", "model=mlp",
+                                "trainer.epochs=30", "logging.histogram_freq=0", "export.formats=[]",
+                                f"hydra.sweep.dir={sweep}"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(list(sweep.glob("*/checkpoints/history.json"))) < 2:
+            assert process.poll() is None, "the sweep ended before it could be killed"
+            time.sleep(0.1)
+        servers = _children(process.pid, "forkserver")
+        workers = [pid for server in servers for pid in _children(server)]
+        assert len(servers) == 1 and len(workers) == 2, (servers, workers)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_alive(pid) for pid in workers + servers):
+            time.sleep(0.1)
+        assert not [pid for pid in workers + servers if _alive(pid)]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _children(parent, marker=""):
+    """The pids whose parent is `parent` (and whose command line holds `marker`), from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            command = open(f"/proc/{entry}/cmdline", "rb").read().decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and marker in command:
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid):
+    """Running: a zombie (ended, not yet reaped by its parent) is not."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
         return False
-    return True
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from tfhydra.errors import ConfigError, short_list, suggestion
 from tfhydra.rundir import STAGES, SweepPaths, check_creatable
 
 SCREEN, PROMOTE = STAGES
+TFHYDRA_LAUNCHER = "hydra_plugins.tfhydra_launcher.tfhydra_launcher.TfhydraLauncher"  # the default: reused workers
 STAGED_SWEEPER = "hydra_plugins.tfhydra_basic.basic_sweeper.BasicSweeper"  # tfhydra's default: it screens and promotes
 
 # Flags that print something and exit without running a job.
@@ -40,7 +41,7 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
         if multirun and printing:
             raise ConfigError(printing, None, f"-m to run a sweep, or {printing} without -m to print one job's config",
                               "Hydra takes only one of them")
-        check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
+        launcher = check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
     except ConfigError as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
@@ -50,6 +51,10 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
         from tfhydra.startup import preload_job
 
         preload_job()  # after the pre-flight: a mistake is answered without TensorFlow's start-up lines
+    elif multirun and launcher == TFHYDRA_LAUNCHER:
+        from tfhydra.sweep.fork_server import start_fork_server
+
+        start_fork_server()  # its TensorFlow import runs beside Hydra's composition of the sweep
 
 
 def _overrides_of(argv: list[str]) -> list[str]:
@@ -62,7 +67,9 @@ def _overrides_of(argv: list[str]) -> list[str]:
     return list(args.overrides)
 
 
-def check_overrides(config_dir: str | Path, config_name: str, overrides: list[str], multirun: bool = False) -> None:
+def check_overrides(config_dir: str | Path, config_name: str, overrides: list[str],
+                    multirun: bool = False) -> str | None:
+    """Raise ConfigError at the first misconfigured job; return the sweep's launcher (`_target_`), if any."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -86,7 +93,8 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
                           "range(1,4)", "the sweep expands to no job")
 
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
-        return
+        return None
+    launcher = None
     from tfhydra.plan import plan_run
     from tfhydra.project import CONFIG_DIR
     from tfhydra.sweep.stages import screen_job
@@ -106,6 +114,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             if number == 0 and multirun:
                 _check_sweeper_can_expand(cfg, parsed)
                 _check_launcher_can_submit(cfg)
+                launcher = OmegaConf.select(cfg, "hydra.launcher._target_", default=None)
             if number == 0:  # after its plan, which checks the sweep section's values
                 plan_run(cfg, defaults)
                 stages = check_stages_command(cfg, parsed, multirun)
@@ -115,6 +124,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
                 _check_job(with_values(defaults, [o for o in screen if not is_group_choice(o)], groups), defaults,
                            screen, number, swept, multirun, stage=SCREEN)
     _warn_unread_additions(parsed)
+    return launcher
 
 
 def _check_job(cfg: DictConfig, defaults: DictConfig, job: list[str], number: int, swept: set[str], multirun: bool,

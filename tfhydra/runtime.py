@@ -42,7 +42,8 @@ def parallel_jobs() -> int:
     return n_jobs if n_jobs > 0 else max(1, available_cores() + 1 + n_jobs)
 
 
-WORKER_ENV = ("TFHYDRA_WORKER_INDEX", "TFHYDRA_WORKER_THREADS", "TFHYDRA_WORKER_JOB", "TFHYDRA_GPU_MEMORY_MB")
+WORKER_ENV = ("TFHYDRA_WORKER_INDEX", "TFHYDRA_WORKER_THREADS", "TFHYDRA_WORKER_JOB", "TFHYDRA_GPU_MEMORY_MB",
+              "TFHYDRA_WORKER_PRELOADED")  # the last: "1" when the worker had TensorFlow from its fork server
 
 
 def worker_threads() -> int | None:
@@ -124,7 +125,8 @@ def limit_gpu_memory() -> None:
 def worker_record(threads: int) -> dict:
     """metrics.json's `worker`: the process that ran the job and what it had. `index` and `job` (1 = the worker's
     first) under tfhydra's launcher, else null; `threads`: intra-op, inter-op and tf.data threads (0: TensorFlow
-    decides); the GPUs it was shown and how it shares their memory."""
+    decides); the GPUs it was shown and how it shares their memory; `tensorflow_preloaded`: whether the worker was
+    forked with TensorFlow imported (tfhydra/sweep/fork_server.py), null outside tfhydra's launcher."""
     import tensorflow as tf
 
     index, job = (os.environ.get(WORKER_ENV[i], "") for i in (0, 2))
@@ -134,7 +136,8 @@ def worker_record(threads: int) -> dict:
             "job": int(job) if job.isdigit() else None,
             "threads": {"intra_op": threads, "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
                         "data": data_threads()},
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpu_memory": memory}
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpu_memory": memory,
+            "tensorflow_preloaded": {"1": True, "0": False}.get(os.environ.get(WORKER_ENV[4], ""))}
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:

@@ -1,7 +1,8 @@
-"""The worker processes of tfhydra's launcher (hydra_plugins/tfhydra_launcher): started once per sweep with
-`spawn` (never `fork`: the launching process must stay free of TensorFlow, and a forked TensorFlow runtime
-deadlocks), each with its placement (tfhydra/sweep/placement.py) in its environment before anything imports
-TensorFlow, and each reused for job after job: TensorFlow is imported once per worker, not once per job.
+"""The worker processes of tfhydra's launcher (hydra_plugins/tfhydra_launcher): forked once per sweep from a fork
+server that has imported TensorFlow but never started its runtime (tfhydra/sweep/fork_server.py: the launching
+process stays free of TensorFlow, and a forked TensorFlow runtime deadlocks), each with its placement
+(tfhydra/sweep/placement.py) in its environment before the runtime starts, and each reused for job after job:
+TensorFlow is imported once per sweep, not once per worker or job.
 
 A worker takes the next job from one shared queue as soon as it is free (short jobs do not wait behind long
 ones), runs it as Hydra's own launchers do (`hydra.core.utils.run_job`: the job's directory, `.hydra/`, its log
@@ -13,22 +14,24 @@ Isolation and stopping:
 - workers run in their own process group: SIGINT/SIGTERM reach the launching process, which passes the signal
   on once to each busy worker (its job saves its state and records `interrupted`, resumable by running the
   sweep again), waits for them, and stops;
-- a worker whose launching process was killed outright (SIGKILL) is killed with it (Linux's parent-death
-  signal; a watchdog thread elsewhere), as if it had stayed in that process's group.
+- a worker whose launching process was killed outright (SIGKILL) is killed with it (a thread watching that
+  process; Linux's parent-death signal for the fork server), as if it had stayed in that process's group.
 """
 from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from tfhydra.runtime import WORKER_ENV
+from tfhydra.sweep.fork_server import start_fork_server, worker_environment
 from tfhydra.sweep.placement import WorkerPlan
 
 log = logging.getLogger("tfhydra")
@@ -37,10 +40,11 @@ MAX_JOBS_ENV = "TFHYDRA_WORKER_MAX_JOBS"  # hydra.launcher.max_jobs_per_worker: 
 
 
 class WorkerPool:
-    """N spawned workers, one task queue, one result queue; kept for the launching process's life."""
+    """N workers forked from the fork server, one task queue, one result queue; kept for the launching process's
+    life."""
 
     def __init__(self, plans: Sequence[WorkerPlan]) -> None:
-        self.context = multiprocessing.get_context("spawn")
+        self.context = start_fork_server()
         self.tasks = self.context.Queue()
         self.results = self.context.Queue()
         self.plans = list(plans)
@@ -49,7 +53,8 @@ class WorkerPool:
             self._start(plan)
 
     def _start(self, plan: WorkerPlan) -> None:
-        process = self.context.Process(target=worker_main, args=(plan.env, self.tasks, self.results, os.getpid()),
+        process = self.context.Process(target=worker_main, args=(worker_environment(plan.env), self.tasks, self.results,
+                                                                os.getpid()),
                                        name=f"tfhydra-worker-{plan.index}", daemon=True)
         process.start()
         self.processes[plan.index] = process
@@ -183,14 +188,17 @@ def lost_job_return(sweep_dir: Path, idx: int, overrides: Sequence[str], process
 
 # ---- in the worker process -------------------------------------------------------------------------------------
 
-def worker_main(env: dict, tasks: Any, results: Any, parent: int) -> None:
+def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
+    env = {**env, WORKER_ENV[4]: "1" if "tfhydra.job" in sys.modules else "0"}  # from the fork server, or not
     os.environ.update(env)
+    if not os.environ["PYTHONPATH"]:
+        del os.environ["PYTHONPATH"]  # the launching process had none
     os.setpgrp()  # the terminal's Ctrl-C goes to the launching process, which passes it on once
     import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
     from tfhydra.startup import leave_now, preload_job
 
-    preload_job()  # TensorFlow loads while the first job's config is composed (about 2 s on 2 cores)
-    _die_with_parent(parent)
+    preload_job()  # a no-op when the fork server imported it; otherwise it loads while the first job composes
+    _die_with_launcher(launcher)
     try:
         _serve(tasks, results)
     finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/startup.py)
@@ -246,11 +254,13 @@ def memory_mb() -> tuple[float, float]:
         return 0.0, 0.0
 
 
-def _die_with_parent(parent: int) -> None:
+def _die_with_launcher(launcher: int) -> None:
     """The launching process killed outright (SIGKILL, usually to its whole process group, which the workers left):
     the worker goes the same way at once, as it would have in that group, so that nothing of it is still writing
     when the sweep is run again (a job it was training resumes from its last saved state, as after any SIGKILL).
-    Linux's parent-death signal does it in the kernel; a thread watching the parent is the fallback elsewhere."""
+    A worker's parent is the fork server, which lives on while any worker holds its pipe: so a thread watches the
+    launching process itself (a pidfd, which a reused pid cannot fool); Linux's parent-death signal covers the
+    fork server's end (it is in the launching process's group)."""
     import ctypes
     import ctypes.util
 
@@ -258,13 +268,33 @@ def _die_with_parent(parent: int) -> None:
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PDEATHSIG
     except (OSError, AttributeError):
         pass
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=_watch_launcher, args=(launcher,), name="tfhydra-watch-launcher", daemon=True).start()
 
 
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(0.2)
+def _watch_launcher(launcher: int) -> None:
+    import select
+
+    try:
+        pidfd = os.pidfd_open(launcher)
+    except ProcessLookupError:
+        pidfd = None  # gone already
+    except (AttributeError, OSError):  # no pidfd here: poll
+        while _alive(launcher):
+            time.sleep(0.2)
+        pidfd = None
+    if pidfd is not None:
+        select.select([pidfd], [], [])  # readable once the process has ended
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
 
 
 def execute_job(idx: int, overrides: Sequence[str], hydra_context: Any, config: Any, task_function: Any,
