@@ -109,13 +109,15 @@ def hostile_conf(root: Path) -> Path:
 
 EDITS = {  # name: (task overrides added, hydra overrides added, the refusal's start after "Error: <file>: ")
     "hydra callback": ((), ["+hydra.callbacks.evil._target_=marker_code.TouchCallback"],
-                       "it holds +hydra.callbacks.evil._target_=marker_code.TouchCallback, which names code"),
+                       "it records hydra settings that resume takes only from its own command line: "
+                       "hydra.callbacks.evil._target_;"),
     "target in a task override": (["+trainer.callbacks=[{_target_:marker_code.touch}]"], (),
                                   "it holds +trainer.callbacks=[{_target_:marker_code.touch}], which names code"),
     "interpolation": (["trainer.loss=${oc.create:{_target_:marker_code.touch}}"], (),
                       "it holds trainer.loss=${oc.create:{_target_:marker_code.touch}}, whose interpolation"),
     "environment": ((), ["+hydra.job.env_set.PYTHONSTARTUP=/tmp/x.py"],
-                    "it holds +hydra.job.env_set.PYTHONSTARTUP=/tmp/x.py, a hydra setting tfhydra does not record"),
+                    "it records hydra settings that resume takes only from its own command line: "
+                    "hydra.job.env_set.PYTHONSTARTUP;"),
 }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
-from tfhydra.rundir import RunPaths
+from tfhydra.rundir import RunPaths, contained
 
 USAGE = ("usage: tfhydra-evaluate [--trust-run] [--config-dir DIR] RUN_DIR [data=<source>] [data.<key>=<value> ...]"
          " (also python -m tfhydra.evaluate)")
@@ -134,6 +134,7 @@ def _served_model_layer():
 
 def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None) -> dict:
     cfg = load_run_config(run_dir, overrides, trust_run, project)  # before TensorFlow is imported: a bad directory is a quick error
+    contained(RunPaths(run_dir).evaluations, run_dir)  # where the result goes, checked before the work
     import tensorflow as tf
     import tf_keras as keras
 
@@ -175,7 +176,7 @@ def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, p
               "metrics": {k: float(v) for k, v in figures.items()},
               "seconds": time.perf_counter() - started}
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
-    out = RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{stamp}.json"
+    out = contained(RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{stamp}.json", run_dir)
     out.parent.mkdir(exist_ok=True)
     write_json(out, result)
     result["written_to"] = str(out)

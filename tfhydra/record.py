@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths
 
@@ -162,7 +163,7 @@ def load_record(run_dir: str | Path) -> RunRecord:
     """The record in `run_dir`; OSError when there is none, RecordError when it is not one this tfhydra reads."""
     path = RunPaths(run_dir).metrics
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload = load_json_bounded(read_text_bounded(path))
     except ValueError as error:
         raise RecordError(f"{path}: not JSON ({error})") from None
     if not isinstance(payload, dict):

@@ -225,3 +225,13 @@ def check_creatable(key: str, value: str, folder: Path) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(key, value, "a path in a directory you can write to",
                           f"cannot create {folder}: no write permission in {existing}")
+
+
+def contained(path: Path, root: Path) -> Path:
+    """`path`, after checking that writing it stays in `root`: a link on the way that leaves the directory (an
+    `evaluations/` that points at /etc in a directory someone shared) is one ConfigError, written to nowhere."""
+    real = Path(path).resolve()
+    if not real.is_relative_to(Path(root).resolve()):
+        raise ConfigError(str(path), None, f"a path inside {root}", f"it links out of the directory (to {real}); "
+                          "tfhydra writes nothing outside a run or sweep directory it was given")
+    return Path(path)

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.record import Status
 from tfhydra.registry import Registry
 from tfhydra.report import write_json
@@ -157,7 +158,7 @@ class Trackers:
 def read_json_map(path: Path) -> dict:
     """A trackers.json: {} when there is none or it cannot be read (new tracker runs are started then)."""
     try:
-        saved = json.loads(Path(path).read_text())
+        saved = load_json_bounded(read_text_bounded(Path(path)))
     except (OSError, ValueError):
         return {}
     return saved if isinstance(saved, dict) else {}

@@ -7,13 +7,13 @@ sweep's `multirun.yaml`. A job killed without a word (SIGKILL leaves a record sa
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.record import RunRecord, Status, read_record
 from tfhydra.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
@@ -212,7 +212,7 @@ def split_override(override: str) -> tuple[str, str]:
 
 def read_json(path: Path) -> dict:
     try:
-        value = json.loads(path.read_text())
+        value = load_json_bounded(read_text_bounded(path))
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}

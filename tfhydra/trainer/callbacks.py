@@ -1,7 +1,6 @@
 """Callbacks every run gets: TensorBoard, best checkpoint, divergence stop, and the run record."""
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -12,6 +11,7 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
+from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.errors import clip
 from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
@@ -247,7 +247,7 @@ def read_history(path: Path | None) -> dict | None:
     if not path or not path.exists():
         return None
     try:
-        saved = json.loads(path.read_text())
+        saved = load_json_bounded(read_text_bounded(path))
         if not (isinstance(saved, dict) and isinstance(saved.get("epochs"), list)
                 and isinstance(saved.get("train_seconds"), list)):
             raise ValueError("not a tfhydra epoch record")

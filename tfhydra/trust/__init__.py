@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -188,12 +188,17 @@ def _compose_or_refuse(primary: Path | None, overrides: list[str], path: Path, f
 @dataclass(frozen=True)
 class SweepCommand:
     task: list[str]  # the sweep's own overrides (what the user typed)
-    hydra: list[str]  # its hydra overrides, less those every sweep command writes again (HYDRA_DROPPED)
+    hydra: list[str]  # the hydra settings of this resume: the user's own (trusted: the file's, then the user's)
     recorded_config_dir: str | None  # the primary config directory the file says it was made with (trusted only)
 
 
-def sweep_command(sweep_dir: Path, primary: Path | None, trusted: bool = False) -> SweepCommand:
-    """What `multirun.yaml` says the sweep's command was, each override through the allowlist."""
+def sweep_command(sweep_dir: Path, primary: Path | None, trusted: bool = False, given: Sequence[str] = ()) -> SweepCommand:
+    """What `multirun.yaml` says the sweep's command was: its task overrides, each through the allowlist.
+
+    Its hydra settings are never taken from the file (the launcher, the sweeper, their keys, the jobs'
+    environment, callbacks: each can run code or send work elsewhere); `given` are the ones the user typed
+    after the directory. A setting the file records and the user did not give again is refused by name, so a
+    sweep that ran under SLURM does not quietly resume on this machine, nor the other way round."""
     from tfhydra.project import primary_config_dir
 
     path = SweepPaths(sweep_dir).multirun
@@ -210,10 +215,38 @@ def sweep_command(sweep_dir: Path, primary: Path | None, trusted: bool = False) 
             not all(isinstance(o, str) for o in task + hydra_lines):
         raise Untrusted(path, SWEEP_FLAG, "its hydra.overrides are not lists of overrides", "the multirun.yaml "
                         "Hydra writes")
-    kept = [o for o in hydra_lines if not o.lstrip("+~").startswith(HYDRA_DROPPED)]
-    if not trusted:
-        check_overrides(task + hydra_lines, path, SWEEP_FLAG, primary, multirun=True)
-    return SweepCommand(list(task), kept, primary_config_dir(hydra) if trusted else None)
+    kept = [o for o in hydra_lines if not _setting_key(o).startswith(HYDRA_DROPPED)]
+    if trusted:
+        return SweepCommand(list(task), kept + list(given), primary_config_dir(hydra))
+    hydra_task = next((o for o in task if _setting_key(o).startswith("hydra")), None)
+    if hydra_task is not None:
+        raise Untrusted(path, SWEEP_FLAG, f"its task overrides hold {hydra_task}, a hydra setting (Hydra records "
+                        "those under hydra.overrides.hydra, and resume takes them only from its own command line)")
+    check_overrides(task, path, SWEEP_FLAG, primary, multirun=True)
+    unanswered = _not_given_again(kept, given)
+    if unanswered:
+        raise Untrusted(path, SWEEP_FLAG, f"it records hydra settings that resume takes only from its own command "
+                        f"line: {', '.join(unanswered)}", "the settings you want, given after the directory "
+                        f"(tfhydra-sweep resume {sweep_dir} {' '.join(f'{k}=...' for k in unanswered[:2])}), or "
+                        f"{SWEEP_FLAG} if you trust whoever wrote that directory")
+    return SweepCommand(list(task), list(given), None)
+
+
+def _setting_key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def _not_given_again(recorded: Sequence[str], given: Sequence[str]) -> list[str]:
+    """The keys of `recorded` hydra settings that `given` neither sets nor replaces (a launcher's or sweeper's keys
+    are answered by choosing that group again: `hydra/launcher=tfhydra` answers `hydra.launcher.partition`)."""
+    typed = {_setting_key(o) for o in given}
+    groups = {k for k in typed if "/" in k}
+    unanswered = []
+    for key in dict.fromkeys(_setting_key(o) for o in recorded):
+        group = "/".join(key.split(".")[:2]) if key.count(".") >= 1 else key
+        if key not in typed and group not in groups and key not in unanswered:
+            unanswered.append(key)
+    return unanswered
 
 
 def plain_file(path: Path, root: Path) -> Any:

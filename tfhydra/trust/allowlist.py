@@ -12,8 +12,12 @@ anything is composed or imported (docs/reliability.md, "The trust model"):
 - an override is accepted only when its key is a key of the config composed from the trusted
   configs (tfhydra's `conf/` and the user's project `conf/`), its value is plain (no `${` anywhere,
   escaped or not; no `_target_` or other instantiate key at any depth), it neither deletes (`~`) nor
-  re-packages (`@`) a node, it names no path to write to (`WRITE_KEYS`), and it is no `hydra.*` key
-  but those of `HYDRA_ALLOWED` (what a tfhydra sweep itself records);
+  re-packages (`@`) a node, it names no path to write to (`WRITE_KEYS`) and no server to connect to
+  (`CONNECT_KEYS`), and it is no `hydra.*` key at all: the launcher, the sweeper, their keys, the jobs'
+  environment, callbacks and search paths come only from the user's command line (resume takes them as its
+  own arguments: tfhydra/sweep/__main__.py);
+- every YAML file is measured before it is parsed (tfhydra/bounded.py: size, depth, nodes with aliases
+  expanded), so a 2 kB alias bomb is one line, not a walk of 10⁹ nodes;
 - a group choice names an option that the trusted config directories have;
 - a saved config (`.hydra/config.yaml`) may hold an interpolation or an instantiate key only where the
   trusted composition of the same run holds exactly the same one;
@@ -33,6 +37,7 @@ from typing import Any, Iterable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfhydra.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, read_text_bounded
 from tfhydra.errors import ConfigError
 
 # Keys Hydra's instantiate reads: any of them makes a node a call.
@@ -42,11 +47,13 @@ WRITE_KEYS = {"data.cache": ("memory", "auto", False, None), "data.cache_dir": (
               "data.snapshot": (None, False), "data.download": (False,),
               "logger.mlflow.tracking_uri": (None,), "logger.mlflow.artifact_location": (None,),
               "logger.wandb.dir": (None,), "hydra.sweeper.storage": (None,)}
-# `hydra.*` overrides a tfhydra sweep records and its resume needs; all else under hydra is refused.
-HYDRA_GROUPS = ("hydra/launcher", "hydra/sweeper")
-HYDRA_PREFIXES = ("hydra.launcher.", "hydra.sweeper.")  # their settings: keys of the chosen option, plain values
-HYDRA_DROPPED = ("hydra.sweep.dir", "hydra.mode", "hydra.job.env_set.TFHYDRA_")  # rewritten by every sweep command
-HYDRA_ALLOWED = HYDRA_GROUPS + HYDRA_PREFIXES + HYDRA_DROPPED
+# Keys whose value names a server to connect to: a directory's file may leave them unset (or local) only; the
+# user names servers on the command line (tfhydra-evaluate RUN data.service.address=...).
+CONNECT_KEYS = {"data.service.address": (None,), "logger.wandb.mode": (None, "offline", "disabled")}
+FIXED_KEYS = {**WRITE_KEYS, **CONNECT_KEYS}  # what a file may not point elsewhere
+# `hydra.*` overrides that every tfhydra sweep command writes again itself: never taken from a file, nor asked for
+# again by resume. Every other hydra setting a file records is not taken either; resume asks for it by name.
+HYDRA_DROPPED = ("hydra.sweep.dir", "hydra.mode", "hydra.job.env_set.TFHYDRA_")
 ADDED_KEYS = ("optuna_trial",)  # `+key=` a tfhydra sweep itself writes (tfhydra/sweep/search.py's trial number)
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")  # one segment of a key, and a group option
 _OPTION = re.compile(r"^[A-Za-z0-9_\-./]+$")
@@ -68,7 +75,8 @@ def read_plain_yaml(path: Path, root: Path, flag: str) -> Any:
     """`path` (a file inside the directory `root`) parsed as plain data; an Untrusted error otherwise.
 
     A link that leaves `root` is refused: the directory's author would choose which of the reader's
-    files tfhydra reads."""
+    files tfhydra reads. The file is measured before it is parsed (tfhydra/bounded.py: size, depth, nodes
+    with aliases expanded), so a YAML bomb is one line, not a reader walking 10⁹ nodes."""
     import yaml
 
     path, root = Path(path), Path(root)
@@ -80,7 +88,12 @@ def read_plain_yaml(path: Path, root: Path, flag: str) -> Any:
     if not real.is_relative_to(root.resolve()):
         raise Untrusted(path, flag, f"it links out of {root} (to {real})", "a file inside the directory")
     try:
-        loaded = yaml.safe_load(real.read_text(encoding="utf-8"))
+        text, loader = read_text_bounded(real), getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        check_yaml_shape(text, loader)  # measured before anything is built
+        loaded = yaml.load(text, Loader=loader)  # noqa: S506  (a safe loader)
+    except TooLarge as error:
+        raise Untrusted(path, flag, f"it is too large to read safely: {error}", "a file tfhydra wrote (at most "
+                        f"{MAX_BYTES} bytes, {MAX_DEPTH} levels, {MAX_NODES} nodes)") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         where = getattr(error, "problem_mark", None)
         problem = f"line {where.line + 1}: {getattr(error, 'problem', '')}" if where else type(error).__name__
@@ -161,20 +174,13 @@ def _check_override(override, references: "_References", path: Path, flag: str, 
         raise refuse("a sweep in a single run's overrides")
     if any(segment in INSTANTIATE_KEYS for segment in key.split(".")):
         raise refuse("which names code to import and call")
-    if key.startswith("hydra") and not multirun:
-        raise refuse("a hydra setting, which a run's own overrides never hold (Hydra keeps those in hydra.yaml)")
+    if key.startswith("hydra"):  # launcher, sweeper, environment, callbacks, paths: each can run code or send work
+        raise refuse("a hydra setting, which tfhydra takes only from your own command line, never from a file")
     if "." not in key:  # a group choice: an option of the trusted config directories
-        if key.startswith("hydra") and key not in HYDRA_GROUPS:
-            raise refuse(f"a hydra group tfhydra does not record (accepted: {', '.join(HYDRA_GROUPS)})")
         if override.type == OverrideType.ADD and key in ADDED_KEYS and _plain_scalars(override):
             return
         references.check_choice(override, refuse)
         return
-    if key.startswith("hydra"):
-        if not key.startswith(HYDRA_ALLOWED):
-            raise refuse(f"a hydra setting tfhydra does not record (accepted there: {', '.join(HYDRA_ALLOWED)})")
-        if key.startswith(HYDRA_DROPPED):
-            return
     if not all(_NAME.match(segment) for segment in key.split(".")):
         raise refuse("whose key is not a config key")
     if not references.has_key(key):
@@ -184,9 +190,11 @@ def _check_override(override, references: "_References", path: Path, flag: str, 
     if found is not None:
         raise refuse(f"which names code to import and call ({found})" if found.startswith("the key ")
                      else f"whose interpolation {found} would run when the config is read")
-    allowed = next((a for k, a in WRITE_KEYS.items() if key == k), None)
+    allowed = FIXED_KEYS.get(key)
     if allowed is not None and any(not _is_one_of(v, allowed) for v in values):
-        raise refuse(f"which names where to write (accepted there from a file: {', '.join(map(str, allowed))})")
+        what = "a server to connect to" if key in CONNECT_KEYS else "where to write"
+        raise refuse(f"which names {what} (accepted there from a file: {', '.join(map(str, allowed))}; give it on "
+                     "your own command line)")
 
 
 def _is_one_of(value: Any, allowed: tuple) -> bool:
