@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,14 +92,26 @@ def test_the_budget_comes_from_the_available_memory_and_a_cgroup_limit(monkeypat
     assert budget.parse_size("1.5GiB") == 3 * 2 ** 29 and budget.parse_size("lots") is None
 
 
-@pytest.mark.parametrize("value, shown", [("lots", "lots"), ("'12 parsecs'", "'12 parsecs'"), ("true", "true")])
+@pytest.mark.parametrize("value, shown", [("lots", "lots"), ("'12 parsecs'", "'12 parsecs'"), ("true", "true"),
+                                          ("0", "0"), ("1.5", "1.5")])
 def test_a_budget_that_is_not_a_size_is_refused_by_the_plan(compose_cfg, value, shown):
-    from tfhydra.data.checks import check_streaming
+    from tfhydra.plan import plan_run
 
     with pytest.raises(ConfigError) as error:
-        check_streaming(compose_cfg([f"data.cache_budget={value}"]))
+        plan_run(compose_cfg([f"data.cache_budget={value}"]))
     assert str(error.value) == (f"data.cache_budget={shown}: not a size; "
-                                "accepted: auto, or a size such as 2GB, 500MB, 1.5GiB")
+                                "accepted: auto, a number of bytes, or a size such as 2GB, 500MB, 1.5GiB")
+
+
+@pytest.mark.parametrize("value, size", [("1", 1), ("4096", 4096), ("2GB", 2 * 10 ** 9), ("'1.5GiB'", 3 * 2 ** 29)])
+def test_a_budget_in_bytes_or_as_a_size_is_taken(compose_cfg, value, size):
+    """An integer is bytes (issue 35: `data.cache_budget=1` was refused as the wrong type)."""
+    from tfhydra.data.budget import cache_budget
+    from tfhydra.plan import plan_run
+
+    cfg = compose_cfg([f"data.cache_budget={value}"])
+    plan_run(cfg)
+    assert cache_budget(cfg.data.cache_budget)[0] == size
 
 
 def labels_of(dataset) -> np.ndarray:
@@ -129,6 +143,30 @@ def test_labels_are_read_once_per_dataset_and_a_changed_shard_is_read_again(tmp_
     assert [len(e["labels"]) for e in entries] == [10, 20, 10, 10]
 
 
+def test_a_shard_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path, compose_cfg, caplog, index_dir):
+    """Issue 35: other records of the same byte size, the mtime set back (`touch -r`): the label index must not
+    answer with the old labels (the local stamp holds the inode and ctime, which nobody sets back)."""
+    pattern = raw_records(tmp_path, n=40)
+    shard = tmp_path / "data" / "train-00001-of-00004.tfrecord"
+    build(tfrecord_cfg(compose_cfg, pattern))
+    before = shard.stat()
+    data_files.write_tfrecords(tmp_path / "other", "train", n=40, shards=4, shape=(8, 8, 3), classes=4,
+                               encoding="raw", seed=11)
+    other = tmp_path / "other" / "train-00001-of-00004.tfrecord"
+    assert other.stat().st_size == before.st_size and other.read_bytes() != shard.read_bytes()
+    shard.write_bytes(other.read_bytes())
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (shard.stat().st_size, shard.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    caplog.set_level(logging.INFO, "tfhydra")
+    build(tfrecord_cfg(compose_cfg, pattern))
+    assert "read the labels of 1 of 4 file(s) (1 changed since the index was written)" in caplog.text
+    entries = {Path(e["path"]).name: e["labels"] for e in json.loads(next(index_dir.glob("labels-*.json")).read_text())["files"]}
+    import tensorflow as tf
+
+    records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(shard))]
+    assert entries[shard.name] == [int(e.features.feature["label"].int64_list.value[0]) for e in records]
+
+
 @pytest.mark.parametrize("content", [
     "not json", '{"version": 1, "label_key": "label", "files": [{"path": "x", "size": "1", "mtime_ns": 0, '
                 '"labels": []}]}', '{"version": 1, "label_key": "label", "files": [{"path": "x", "size": 1, '
@@ -144,7 +182,7 @@ def test_an_index_file_that_is_not_a_valid_index_is_ignored_and_rebuilt(tmp_path
     assert f"data: ignoring the label index {index} (" in caplog.text
     assert "read the labels of 2 of 2 file(s)" in caplog.text
     assert rebuilt.spec.train_size + rebuilt.spec.val_size == 16
-    assert json.loads(index.read_text())["version"] == 1
+    assert json.loads(index.read_text())["version"] == 2
 
 
 def test_sharding_is_by_file_with_enough_shards_and_by_example_otherwise(tmp_path, compose_cfg, monkeypatch):

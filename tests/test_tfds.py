@@ -76,6 +76,19 @@ def test_a_tfds_dataset_that_is_not_prepared_names_the_data_dir_and_the_command(
                                 "data.download=true")
 
 
+@pytest.mark.parametrize("name, hint", [("mnistt", " (did you mean mnist or "), ("no_such_dataset_at_all", ";")])
+def test_an_unknown_tfds_name_is_not_told_to_build_it(compose_cfg, tmp_path, name, hint):
+    """Issue 35: `tfds build` cannot build a name TFDS does not have; the answer is the nearest names."""
+    from tfhydra.data import build_datasets
+
+    cfg = compose_cfg(["data=tfds", f"data.dataset={name}", f"data.data_dir={tmp_path}"])
+    with pytest.raises(ConfigError) as error:
+        build_datasets(cfg.data, 0)
+    message = str(error.value)
+    assert message.startswith(f"data.dataset={name}: no such TFDS dataset{hint}") and "tfds build" not in message
+    assert "accepted: the name of a TFDS dataset (tfds.list_builders(): " in message
+
+
 def test_tfds_without_a_dataset_is_refused_by_the_plan(compose_cfg):
     from tfhydra.data.checks import check_streaming
 

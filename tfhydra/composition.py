@@ -76,6 +76,25 @@ def composition_errors(overrides: list[str], groups: list[str]) -> Iterator[None
                           f"not readable YAML ({getattr(error, 'problem', None) or type(error).__name__})") from None
 
 
+def check_group_values(parsed: list, groups: list[str]) -> None:
+    """A group choice whose value Hydra's grammar read as something other than a name (`debug=nan` is a float,
+    `model=1` an int, `precision=true` a bool) is one line naming the group's options: Hydra itself raises a
+    ValueError deep in its defaults list."""
+    for override in parsed:
+        key = override.get_key_element().lstrip("+~")
+        if "." in key or (key not in groups and not key.startswith("hydra/")) or override.is_delete():
+            continue
+        values = override.value()
+        values = getattr(values, "list", values)  # a sweep's choices
+        names = values if isinstance(values, list) else [values]
+        bad = [v for v in names if not isinstance(v, (str, list))]
+        if bad:
+            kind = {bool: "a boolean", int: "an integer", float: "a number"}.get(type(bad[0]), "null")
+            raise ConfigError(key, override.input_line.split("=", 1)[1], f"an option name: one of "
+                              f"{', '.join(group_options(key))} (quote a name Hydra would read otherwise: {key}='...')",
+                              f"Hydra reads it as {kind}, not an option name")
+
+
 def group_options(group: str) -> list[str]:
     """The options of `group` in the config search path Hydra is composing with; [] outside one."""
     from hydra.core.global_hydra import GlobalHydra

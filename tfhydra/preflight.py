@@ -16,7 +16,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.composition import compose_choices, group_options, is_group_choice, with_values
+from tfhydra.composition import check_group_values, compose_choices, group_options, is_group_choice, with_values
 from tfhydra.errors import ConfigError, short_list, suggestion
 from tfhydra.rundir import STAGES, SweepPaths, check_creatable
 
@@ -102,6 +102,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
     with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
         groups = sorted({p.name for d in {Path(config_dir), CONFIG_DIR} for p in d.iterdir() if p.is_dir()})
         _check_globs(parsed)
+        check_group_values(parsed, groups)
         composed: dict[tuple[str, ...], DictConfig] = {}  # jobs of a sweep often share their group choices
         stages, swept = None, {o.get_key_element() for o in parsed if o.is_sweep_override()}
         for number, job in enumerate(jobs):

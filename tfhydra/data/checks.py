@@ -40,15 +40,16 @@ def check_features(cfg: DictConfig) -> None:
                               "the label column is also a feature")
 
 
+def _is_size(value) -> bool:
+    from tfhydra.data.budget import parse_size
+
+    return isinstance(value, str) and (parse_size(value) or 0) >= 1
+
+
 def check_streaming(cfg: DictConfig) -> None:
     """The keys of the streaming pipeline (docs/data.md): a budget that is a size, a service address and mode
     TensorFlow takes, what to do with a bad file, a TFDS dataset named."""
-    from tfhydra.data.budget import parse_size
-
     data = cfg.data
-    budget = data.cache_budget
-    if budget != "auto" and (isinstance(budget, bool) or parse_size(budget) is None):
-        raise ConfigError("data.cache_budget", budget, "auto, or a size such as 2GB, 500MB, 1.5GiB", "not a size")
     service = data.service
     mode = service.processing_mode
     if mode not in ("distributed_epoch", "parallel_epochs"):
@@ -80,6 +81,9 @@ RULES: dict[str, Rule] = {
     "data.shuffle_buffer": integer(0),
     "data.cache": Rule("auto, memory, false, or a path prefix for cache files",
                        lambda v: v is False or (isinstance(v, str) and v != "")),
+    # bytes as an integer (a YAML number) or a size text; check_streaming reads the size
+    "data.cache_budget": Rule("auto, a number of bytes, or a size such as 2GB, 500MB, 1.5GiB",
+                              lambda v: v == "auto" or (is_int(v) and v >= 1) or _is_size(v), refusal="not a size"),
     "data.prefetch": Rule("auto or an integer >= 0 (batches; 0 = off)", lambda v: v == "auto" or (is_int(v) and v >= 0)),
     "data.augment": Rule("a list of layer names or {name: <layer>, <argument>: <value>} mappings", is_augment_list),
     "data.image_size": optional(Rule("an integer >= 1 or [height, width]", is_image_size)),
@@ -101,6 +105,7 @@ RULES: dict[str, Rule] = {
     "data.raw_shape": optional(list_of(integer(1))),
     "data.raw_dtype": choice("uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32", "float64"),
     "data.color_mode": choice("grayscale", "rgb", "rgba"),
+    "data.max_pixels": integer(1),
     "data.features": optional(list_of(Rule("a column name", lambda v: isinstance(v, str)))),
     "data.delimiter": Rule("a single character", lambda v: isinstance(v, str) and len(v) == 1),
     "data.sequence_length": integer(1),

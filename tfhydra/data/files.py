@@ -70,6 +70,7 @@ def build_image_folder(cfg, seed: int) -> Source:
         if val_paths:
             val_paths, val_labels = readable_files(val_paths, val_labels, cfg.on_bad_file)
             validation = tf.data.Dataset.from_tensor_slices((val_paths, val_labels))
+    check_image_headers(paths + list(val_paths or []), cfg.max_pixels, size is None)
     if size is None:
         size = first_size(paths[0], channels)
     train, validation, train_labels, val_size = split_or_validation(
@@ -185,6 +186,27 @@ def guarded_decode(dataset: tf.data.Dataset, decode, count: int, on_bad_file: st
 
     kept = checked.filter(report).map(lambda image, label, path, ok: (image, label))
     return kept.repeat().take(count)
+
+
+def check_image_headers(paths: list[str], max_pixels: int, one_size: bool) -> None:
+    """From each file's header, before any decoding (tfhydra/data/image_headers.py): no image over `max_pixels`
+    (`data.max_pixels`: a small file can decode to gigabytes), and with `data.image_size: null` (`one_size`) all of
+    one size, since nothing resizes them then."""
+    from tfhydra.data.image_headers import header_size
+
+    first = None
+    for path in paths:
+        size = header_size(path)
+        if size is None:
+            continue  # not a header this reads: the decoder's checks answer for the file
+        if size[0] * size[1] > max_pixels:
+            raise ConfigError(path, None, f"images of at most data.max_pixels={max_pixels} pixels (or raise it)",
+                              f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels")
+        if one_size and first is not None and size != first[1]:
+            raise ConfigError("data.image_size", None, "[height, width] to resize every image to (e.g. "
+                              f"data.image_size=[{first[1][0]},{first[1][1]}])", f"null keeps each stored size, and "
+                              f"they differ: {first[0]} is {first[1][0]}x{first[1][1]}, {path} is {size[0]}x{size[1]}")
+        first = first or (path, size)
 
 
 def first_size(path: str, channels: int) -> tuple[int, int]:

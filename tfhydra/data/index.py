@@ -2,8 +2,10 @@
 
 A stratified split, `data.fraction` or an unknown number of classes needs every training label, which a
 TFRecord shard holds only inside its records: one full read of the data. The index keeps the result per
-file, keyed by the file's path, size and modification time, so later runs read a small JSON file instead;
-a shard whose size or mtime changed is read again (its stale entry is never used) and the index rewritten.
+file, keyed by the file's path and stamp (size and modification time; for a local file also its inode and
+status-change time, which no copy or `touch -d` sets back), so later runs read a small JSON file instead;
+a shard whose stamp changed is read again (its stale entry is never used) and the index rewritten. (Version
+1 keyed by size and mtime alone, and kept a shard rewritten with the same size and mtime: issue 35.)
 
 Where: `$TFHYDRA_CACHE_DIR/index`, else `$XDG_CACHE_HOME/tfhydra/index`, else `~/.cache/tfhydra/index`,
 never beside the data (which may be read-only or shared). One file per set of shards and label feature.
@@ -22,8 +24,10 @@ from typing import Callable
 
 import numpy as np
 
+from tfhydra.bounded import load_json_bounded, read_text_bounded
+
 log = logging.getLogger("tfhydra")
-VERSION = 1
+VERSION = 2
 
 
 def index_dir() -> Path:
@@ -39,12 +43,17 @@ def index_path(files: list[str], label_key: str) -> Path:
     return index_dir() / f"labels-{digest}.json"
 
 
-def file_stamp(path: str) -> tuple[int, int]:
-    """(size in bytes, modification time in ns): through tf.io.gfile, so gs:// and hdfs:// shards work too."""
+def file_stamp(path: str) -> list[int]:
+    """[size in bytes, modification time in ns] through tf.io.gfile, so gs:// and hdfs:// shards work too; for a
+    local file also [inode, status-change time in ns]: the kernel sets those on every write and replace."""
     import tensorflow as tf
 
     stat = tf.io.gfile.stat(path)
-    return int(stat.length), int(stat.mtime_nsec)
+    stamp = [int(stat.length), int(stat.mtime_nsec)]
+    if "://" not in path:
+        local = os.stat(path)
+        stamp += [int(local.st_ino), int(local.st_ctime_ns)]
+    return stamp
 
 
 def indexed_labels(files: list[str], label_key: str, scan: Callable[[str], np.ndarray]) -> list[np.ndarray]:
@@ -53,15 +62,15 @@ def indexed_labels(files: list[str], label_key: str, scan: Callable[[str], np.nd
     entries = read_index(path, label_key)
     labels, scanned, fresh = [], [], []
     for file in files:
-        size, mtime = file_stamp(file)
+        stamp = file_stamp(file)
         entry = entries.get(file)
-        if entry is not None and entry["size"] == size and entry["mtime_ns"] == mtime:
+        if entry is not None and entry["stamp"] == stamp:
             found = np.asarray(entry["labels"], dtype=np.int64)
         else:
             found = np.asarray(scan(file), dtype=np.int64)
             scanned.append(file)
         labels.append(found)
-        fresh.append({"path": file, "size": size, "mtime_ns": mtime, "labels": found.tolist()})
+        fresh.append({"path": file, "stamp": stamp, "labels": found.tolist()})
     if scanned:
         stale = sum(file in entries for file in scanned)
         write_index(path, label_key, fresh)
@@ -75,11 +84,11 @@ def indexed_labels(files: list[str], label_key: str, scan: Callable[[str], np.nd
 def read_index(path: Path, label_key: str) -> dict[str, dict]:
     """{file path: entry} of a valid index file; {} when there is none or it is not one (logged)."""
     try:
-        text = path.read_text()
-    except OSError:
+        text = read_text_bounded(path)
+    except (OSError, ValueError):
         return {}
     try:
-        loaded = json.loads(text)
+        loaded = load_json_bounded(text)
         return _valid_entries(loaded, label_key)
     except (ValueError, TypeError, KeyError) as error:
         log.warning("data: ignoring the label index %s (%s); reading the labels again", path, error)
@@ -91,10 +100,10 @@ def _valid_entries(loaded, label_key: str) -> dict[str, dict]:
         raise ValueError("not a tfhydra label index of this version and label feature")
     entries = {}
     for entry in loaded.get("files"):
-        if set(entry) != {"path", "size", "mtime_ns", "labels"} or not isinstance(entry["path"], str):
-            raise ValueError("an entry without exactly path, size, mtime_ns, labels")
-        numbers = [entry["size"], entry["mtime_ns"], *entry["labels"]]
-        if not isinstance(entry["labels"], list) or not all(type(n) is int for n in numbers):
+        if set(entry) != {"path", "stamp", "labels"} or not isinstance(entry["path"], str):
+            raise ValueError("an entry without exactly path, stamp, labels")
+        if not isinstance(entry["labels"], list) or not isinstance(entry["stamp"], list) or \
+                not all(type(n) is int for n in [*entry["stamp"], *entry["labels"]]):
             raise ValueError(f"the entry of {entry['path']} holds values that are not integers")
         entries[entry["path"]] = entry
     return entries

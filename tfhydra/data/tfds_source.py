@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Serving, Source, image_size, stratified_split, take_examples
-from tfhydra.errors import ConfigError, first_line
+from tfhydra.errors import ConfigError, first_line, suggestion
 
 
 class LazyServing(Serving):
@@ -43,7 +43,13 @@ def tfds_builder(cfg):
                + ", or run once with data.download=true")
     try:
         builder = tfds.builder(cfg.dataset, data_dir=cfg.data_dir)
-    except Exception as error:  # DatasetNotFoundError, a config or version that does not exist ...
+    except tfds.core.registered.DatasetNotFoundError:  # no such name: no `tfds build` would help
+        names = tfds.list_builders(with_community_datasets=False)
+        base = str(cfg.dataset).split(":")[0].split("/")[0]
+        raise ConfigError("data.dataset", cfg.dataset, f"the name of a TFDS dataset (tfds.list_builders(): {len(names)} "
+                          "names, e.g. mnist, cifar10, imagenette)", f"no such TFDS dataset{suggestion(base, names)}"
+                          ) from None
+    except Exception as error:  # a config or version that does not exist ...
         raise ConfigError("data.dataset", cfg.dataset, f"a TFDS dataset prepared in data.data_dir ({where}); prepare it "
                           f"with: {prepare}", f"not found ({first_line(error)[:200]})") from None
     if not builder.is_prepared():
