@@ -78,13 +78,14 @@ def test_sources_already_in_memory_are_not_copied_again_by_auto(compose_cfg):
 
 
 def test_the_budget_comes_from_the_available_memory_and_a_cgroup_limit(monkeypatch):
+    from tfhydra import hostmemory
     from tfhydra.data import budget
 
-    monkeypatch.setattr(budget, "_meminfo", lambda: {"MemAvailable": 16 * 10 ** 9})
-    monkeypatch.setattr(budget, "_cgroup_room", lambda: None)
+    monkeypatch.setattr(hostmemory, "_meminfo", lambda: {"MemAvailable": 16 * 10 ** 9})
+    monkeypatch.setattr(hostmemory, "_cgroup_room", lambda: None)
     monkeypatch.delenv("TF_CONFIG", raising=False)
     assert budget.cache_budget("auto") == (10 ** 9, "1/16 of 16.0 GB available (MemAvailable)")
-    monkeypatch.setattr(budget, "_cgroup_room", lambda: (4 * 10 ** 9, "cgroup memory.max 5.0 GB less 1.0 GB used"))
+    monkeypatch.setattr(hostmemory, "_cgroup_room", lambda: (4 * 10 ** 9, "cgroup memory.max 5.0 GB less 1.0 GB used"))
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]},
                                                 "task": {"type": "worker", "index": 0}}))
     assert budget.cache_budget("auto") == (125 * 10 ** 6, "1/16 of 4.0 GB available (cgroup memory.max 5.0 GB less "

@@ -30,6 +30,7 @@ from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
 from tfhydra.logger.trackers import RunInfo, Trackers
 from tfhydra.model import build_model
+from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.plan import plan_run
 from tfhydra.precision import float32_output, loss_scale, policy_scope
@@ -177,6 +178,7 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     examples_per_epoch[0] = datasets.examples_per_epoch
     check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
     datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
+    check_model_fits(cfg, datasets.spec)  # before Keras allocates a weight: a model too big is one line
     model, compression = build_model_and_optimizer(cfg, strategy, datasets, paths)
     record.update(model=model.name, params=int(model.count_params()),
                   data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})

@@ -17,7 +17,8 @@ import json
 import os
 import re
 import socket
-from pathlib import Path
+
+from tfhydra.hostmemory import available_memory, human  # noqa: F401  (human: the data room's figures)
 
 BUDGET_SHARE = 1 / 16
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
@@ -31,26 +32,6 @@ def parse_size(text) -> int | None:
     if not found or found.group(2).lower() not in _UNITS:
         return None
     return int(float(found.group(1)) * _UNITS[found.group(2).lower()])
-
-
-def human(size: float) -> str:
-    """Bytes as the figures in logs and docs write them (decimal units)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{int(size)} B"
-
-
-def available_memory() -> tuple[int, str]:
-    """(bytes this process may still take, where the figure comes from)."""
-    figures = []
-    meminfo = _meminfo().get("MemAvailable")
-    if meminfo is not None:
-        figures.append((meminfo, "MemAvailable"))
-    room = _cgroup_room()
-    if room is not None:
-        figures.append(room)
-    return min(figures) if figures else (8 * 2 ** 30, "an assumed 8 GiB (no /proc/meminfo, no cgroup limit)")
 
 
 def local_processes() -> int:
@@ -75,47 +56,3 @@ def cache_budget(value) -> tuple[int, str]:
     per_process = f", divided by {processes} processes on this host" if processes > 1 else ""
     return int(available * BUDGET_SHARE / processes), (f"1/{round(1 / BUDGET_SHARE)} of {human(available)} "
                                                         f"available ({where}){per_process}")
-
-
-def _meminfo() -> dict[str, int]:
-    try:
-        lines = Path("/proc/meminfo").read_text().splitlines()
-    except OSError:
-        return {}
-    found = {}
-    for line in lines:
-        parts = line.split()
-        if len(parts) >= 2 and parts[1].isdigit():
-            found[parts[0].rstrip(":")] = int(parts[1]) * 1024
-    return found
-
-
-def _cgroup_room() -> tuple[int, str] | None:
-    """Room left under this process's cgroup memory limit (v2 or v1); None without a limit."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":  # v2: 0::/path
-            folder = Path("/sys/fs/cgroup") / path.lstrip("/")
-            limit, usage = _number(folder / "memory.max"), _number(folder / "memory.current")
-            name = "cgroup memory.max"
-        elif "memory" in controllers.split(","):
-            folder = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
-            limit, usage = _number(folder / "memory.limit_in_bytes"), _number(folder / "memory.usage_in_bytes")
-            name = "cgroup memory.limit_in_bytes"
-        else:
-            continue
-        if limit is not None and limit < 2 ** 60:  # v1 writes 'no limit' as a huge number
-            return max(0, limit - (usage or 0)), f"{name} {human(limit)} less {human(usage or 0)} used"
-    return None
-
-
-def _number(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None

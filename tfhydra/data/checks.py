@@ -5,6 +5,7 @@ once a source reads them, in the job.
 """
 from __future__ import annotations
 
+import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
@@ -70,7 +71,23 @@ def check_streaming(cfg: DictConfig) -> None:
                           "data=tfds needs the dataset to read")
 
 
-CHECKS = (check_augment, check_features, check_streaming)
+def check_declared_size(cfg: DictConfig) -> None:
+    """A source that makes its examples in memory from the config (synthetic: sizes and shape) must fit: its arrays
+    and the temporaries that make them (about 3x the float32 arrays), against the memory this process may take."""
+    from tfhydra.hostmemory import available_memory, human
+
+    data = cfg.data
+    if data.get("name") != "synthetic" or not all(is_int(n) for n in (data.train_size, data.val_size, *data.shape)):
+        return
+    values = (data.train_size + data.val_size) * int(np.prod([int(n) for n in data.shape], dtype=np.float64))
+    needed, (available, where) = values * 4 * 3, available_memory()
+    if needed > available:
+        raise ConfigError("data.train_size", data.train_size, f"sizes whose arrays fit the {human(available)} this "
+                          f"process may take ({where})", f"{values:.3g} float32 values (train_size + val_size times "
+                          f"the shape) need about {human(needed)} to make")
+
+
+CHECKS = (check_augment, check_features, check_streaming, check_declared_size)
 
 
 # The data section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
