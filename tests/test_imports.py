@@ -19,7 +19,7 @@ GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", 
 ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "job_errors",
                  "hydra_files", "plan", "sweep", "preload",
                  "evaluate", "predict"}
-NEUTRAL = {"bounded", "hostmemory", "contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal", "trust",
+NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal", "trust",
            "lifecycle", "command", "hydra_api", "runtime"}
 
 

@@ -9,12 +9,14 @@ import os
 import sys
 
 import tfhydra  # sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
+from tfhydra import startclock
 from tfhydra.command import set_command
 from tfhydra.project import CONFIG_DIR, import_from_working_directory, project_config_dir
 from tfhydra.terminal import QUIET
 
 
 def main(argv: list[str] | None = None) -> None:
+    startclock.mark("main")  # the interpreter, tfhydra and Hydra are imported
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--version" in argv:
         print(version_line())
@@ -30,6 +32,7 @@ def main(argv: list[str] | None = None) -> None:
         QUIET.start()  # TensorFlow's start-up lines held back until training starts (tfhydra/terminal.py)
     try:
         tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # starts loading TensorFlow once it passes
+        startclock.mark("preflight")
 
         import hydra
 

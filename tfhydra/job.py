@@ -37,6 +37,7 @@ from tfhydra.precision import float32_output, loss_scale, policy_scope
 from tfhydra.record import RunRecord, Status, provenance, read_record, run_status
 from tfhydra.report import epoch_summary
 from tfhydra.rundir import RunPaths
+from tfhydra.startclock import mark, start_job, startup
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.trainer import LoopContext
@@ -63,6 +64,8 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
     (an Optuna trial's reporter: one with a `pruned_at` epoch ends the run as `pruned`).
     """
     started = time.perf_counter()
+    start_job()  # the wait a user sees starts at the command's start (its first job) or at this job's
+    mark("tensorflow")  # imported with this module
     plan = plan_run(cfg)
     paths = RunPaths(run_dir) if run_dir is not None else RunPaths(hydra_run_dir())
     if not under_hydra():  # started from Python: keep .hydra/ as Hydra would, so evaluate and resume can use it
@@ -176,10 +179,12 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
     datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)  # debug=fast
     examples_per_epoch[0] = datasets.examples_per_epoch
+    mark("data")
     check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
     datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
     check_model_fits(cfg, datasets.spec)  # before Keras allocates a weight: a model too big is one line
     model, compression = build_model_and_optimizer(cfg, strategy, datasets, paths)
+    mark("model")
     record.update(model=model.name, params=int(model.count_params()),
                   data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
     log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
@@ -265,12 +270,13 @@ def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch
     # The first epoch pays for tracing; steady-state throughput leaves it out when there are more.
     known = [s for s in recorder.train_seconds if s is not None]  # None: an epoch whose record was lost
     timed = known[1:] or known
+    waited = startup(recorder.first_step_unix)  # from the command's start (tfhydra/startclock.py)
     return {**epoch_summary(recorder.epochs, cfg.trainer.monitor, cfg.trainer.monitor_mode, recorder.best_from),
             "epochs_run": len(recorder.epochs),
             "examples_per_second": examples_per_epoch * len(timed) / sum(timed) if timed else None,
             "train_seconds_per_epoch": recorder.train_seconds,
-            "time_to_first_step_seconds": recorder.first_step_seconds,
-            "first_step_unix_time": recorder.first_step_unix,
+            "time_to_first_step_seconds": (waited or {}).get("seconds", recorder.first_step_seconds),
+            "startup": waited, "first_step_unix_time": recorder.first_step_unix,
             "history": recorder.epochs, "recoveries": recorder.recoveries}
 
 

@@ -118,7 +118,8 @@ class RunRecord:
     recoveries: list = field(default_factory=list)  # {epoch, step, loss, lr} of each blow-up trainer.recovery undid
     examples_per_second: float | None = None
     train_seconds_per_epoch: list = field(default_factory=list)
-    time_to_first_step_seconds: float | None = None
+    time_to_first_step_seconds: float | None = None  # from the command's start (startup.origin says which)
+    startup: dict | None = None  # origin, seconds, and the parts that add up to them (tfhydra/startclock.py)
     first_step_unix_time: float | None = None
     # deployment
     exports: dict | None = None  # {format: path relative to the run}
