@@ -1,0 +1,165 @@
+"""Features drawn together, a fault injected, the run contract asserted (issue 35, item 4).
+
+One case is a combination of loop x precision x strategy x EMA x recovery x histograms/gradients/images x
+compression x data source x launcher (a single run, or a one-job `-m` sweep under tfhydra's launcher), and one
+fault: none, a blow-up to NaN/inf (SGD at lr 50: the loss passes `trainer.max_loss` in the first epoch), SIGTERM
+or SIGKILL once an epoch is recorded. The contract, whatever the combination:
+- the pre-flight may refuse it: exit 1, one `Error:` line, no run directory;
+- no fault: `completed`; a blow-up: `diverged` without recovery trials, `completed` (with recoveries recorded)
+  with them; SIGTERM: the process exits 143 with an `interrupted` record and a `Stopped:` line; SIGKILL: no
+  record claims the run finished; after a signal the same command finishes the run (`completed`);
+- never a traceback on stderr, never a record that says `completed` without the export it promises.
+Used by tests/test_combinations.py (a few drawn cases in CI, seed in pytest's header) and by
+benchmarks/combinations.py (as many as you like, locally).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+FAULTS = ("none", "nan", "sigterm", "sigkill")
+
+
+@dataclass(frozen=True)
+class Case:
+    loop: str = "fit"
+    precision: str = "fp32"
+    strategy: str = "default"
+    ema: bool = False
+    recovery: int = 0
+    histograms: bool = True
+    gradients: bool = False
+    images: bool = False
+    compression: str = "none"
+    data: str = "digits"
+    sweep: bool = False
+    fault: str = "none"
+
+    def overrides(self) -> list[str]:
+        args = ["model=mlp", f"trainer.loop={self.loop}", f"precision={self.precision}", f"data={self.data}",
+                f"compression={self.compression}", f"logging.histogram_freq={int(self.histograms)}",
+                f"logging.gradients={str(self.gradients).lower()}", f"logging.images_freq={int(self.images)}",
+                f"trainer.recovery.max_trials={self.recovery}", "trainer.recovery.lr_factor=0.01",
+                "export.formats=[saved_model]", "trainer.epochs=3", "data.batch_size=16"]
+        if self.strategy == "mirrored":
+            args += ["strategy=mirrored", "strategy.logical_cpus=2"]
+        if self.ema:
+            args.append("trainer.ema.decay=0.9")
+        if self.data == "synthetic":
+            args += ["data.train_size=512", "data.val_size=128", "data.shape=[8,8,1]"]
+        if self.fault == "nan":
+            args += ["optimizer=sgd", "optimizer.momentum=0.0", "optimizer.lr=50", "trainer.max_loss=1e3"]
+        return args
+
+
+def strategies():
+    """Hypothesis' strategy of cases."""
+    from hypothesis import strategies as st
+
+    return st.builds(Case, loop=st.sampled_from(["fit", "custom"]), precision=st.sampled_from(["fp32", "mixed"]),
+                     strategy=st.sampled_from(["default", "mirrored"]), ema=st.booleans(),
+                     recovery=st.sampled_from([0, 3]), histograms=st.booleans(), gradients=st.booleans(),
+                     images=st.booleans(), compression=st.sampled_from(["none", "prune"]),
+                     data=st.sampled_from(["digits", "synthetic"]), sweep=st.booleans(),
+                     fault=st.sampled_from(FAULTS))
+
+
+def command(case: Case, where: Path) -> list[str]:
+    target = f"hydra.sweep.dir={where}" if case.sweep else f"hydra.run.dir={where}"
+    sweep = ["-m", "trainer.seed=choice(0)"] if case.sweep else []  # a one-job grid
+    return [sys.executable, str(ROOT / "train.py"), *sweep, *case.overrides(), target]
+
+
+def run_dir_of(case: Case, where: Path) -> Path | None:
+    """The run's directory: `where` itself, or the sweep's one job directory once it exists."""
+    if not case.sweep:
+        return where
+    jobs = [d for d in where.glob("*") if d.is_dir() and (d / ".hydra").is_dir()]
+    return jobs[0] if jobs else None
+
+
+def _env() -> dict:
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
+def _epochs(run: Path | None) -> int:
+    try:
+        return len(json.loads((run / "checkpoints" / "history.json").read_text())["epochs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def _record(run: Path | None) -> dict | None:
+    try:
+        return json.loads((run / "metrics.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def run_once(case: Case, where: Path, timeout: float = 900) -> tuple[int, str, bool]:
+    """Run the case's command, sending its fault once an epoch is recorded; (exit code, stderr, fault sent)."""
+    process = subprocess.Popen(command(case, where), cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    sent = False
+    if case.fault in ("sigterm", "sigkill"):
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline:
+            if _epochs(run_dir_of(case, where)) >= 1:
+                process.send_signal(signal.SIGTERM if case.fault == "sigterm" else signal.SIGKILL)
+                sent = True
+                break
+            time.sleep(0.01)
+    _, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stderr, sent
+
+
+def check_case(case: Case, where: Path) -> str:
+    """Run the case and assert the contract (module docstring); returns what happened, for the log."""
+    code, stderr, sent = run_once(case, where)
+    assert "Traceback" not in stderr, f"{case}: a traceback\n{stderr[-3000:]}"
+    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    run = run_dir_of(case, where)
+    if code == 1 and last.startswith("Error: ") and (run is None or _record(run) is None) and not sent:
+        assert not where.exists() or case.sweep, f"{case}: refused ({last}) but a run directory was made"
+        return f"refused by the pre-flight: {last[:120]}"
+    record = _record(run)
+    if case.fault in ("sigterm", "sigkill") and sent:
+        if case.fault == "sigterm":
+            assert code == 143, f"{case}: SIGTERM exit {code}\n{stderr[-2000:]}"
+            assert record is not None and record["status"] == "interrupted", f"{case}: {record and record['status']}"
+            assert last.startswith("Stopped: ") or case.sweep, f"{case}: last line {last!r}"
+        else:
+            assert record is None or record["status"] in ("running", "interrupted"), f"{case}: {record['status']}"
+        again, stderr, _ = run_once(Case(**{**case.__dict__, "fault": "none"}), where)
+        assert again == 0 and "Traceback" not in stderr, f"{case}: the same command again: {stderr[-3000:]}"
+        record = _record(run_dir_of(case, where))
+        assert record["status"] == "completed", f"{case}: after the resume {record['status']}"
+        _check_completed(case, run_dir_of(case, where), record)
+        return f"{case.fault} at epoch >= 1, then completed"
+    assert record is not None, f"{case}: exit {code}, no record\n{stderr[-3000:]}"
+    if case.fault == "nan":
+        expected = "completed" if case.recovery else "diverged"
+        assert record["status"] == expected, f"{case}: {record['status']} ({record.get('error')})"
+        if case.recovery:
+            assert record["recoveries"], f"{case}: completed without a recorded recovery"
+    else:
+        assert record["status"] == "completed" and code == 0, f"{case}: {record['status']} {record.get('error')}"
+    if record["status"] == "completed":
+        _check_completed(case, run, record)
+    return f"{case.fault}: {record['status']}"
+
+
+def _check_completed(case: Case, run: Path, record: dict) -> None:
+    assert record["epochs_run"] == 3 == len(record["history"]), f"{case}: {record['epochs_run']} epochs"
+    assert (run / "export" / "saved_model" / "saved_model.pb").is_file(), f"{case}: completed without its export"
+    assert not (run / "checkpoints" / "state").exists(), f"{case}: completed with resumable state left"
