@@ -1,7 +1,7 @@
 """The Python API under the command: compose a config as `tfhydra-train <overrides>` would, and run it.
 
 `tfhydra.compose` and `tfhydra.run` live here so that tfhydra/__init__.py stays a list of names;
-tfhydra/notebook.py builds `tfhydra.train` and `tfhydra.sweep` (a run back as a `Result`) on them.
+tfhydra/notebook.py builds `tfhydra.train` and `tfhydra.multirun` (a run back as a `Result`) on them.
 Nothing here imports TensorFlow: `run` imports tfhydra.job (and with it TensorFlow) when it starts a job.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ import logging
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -36,6 +36,9 @@ class Result:
 
     run_dir: Path
     record: RunRecord
+    # load_model's models, kept with the Result: a SavedModel's functions hold only weak references to its
+    # variables, so `result.load_model().serve(x)` would otherwise call into an object already collected
+    _loaded: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def status(self) -> Status:
@@ -78,29 +81,35 @@ class Result:
     def load_model(self, format: str | None = None) -> Any:
         """The exported model: `keras` a tf_keras model (`.predict`), `saved_model` the SavedModel as
         `tf.saved_model.load` gives it (`.serve(x)` takes the model's inputs, `.serve_raw(x)` the data as stored),
-        `tflite` a `tf.lite.Interpreter`, allocated. Without `format`, the first exported of those, in that order."""
+        `tflite` a `tf.lite.Interpreter`, allocated. Without `format`, the first exported of those, in that order.
+        Loaded once per format: the same object again on the next call."""
         exported = [f for f in LOADABLE if f in self.exports]
         chosen = format or (exported[0] if exported else None)
         if chosen not in exported:
             raise ConfigError("format", chosen, exported or "a run that exported one of " + ", ".join(LOADABLE),
                               f"not exported by the run in {self.run_dir} (status {self.status}; "
                               "export.formats lists what a run exports)")
-        path = str(self.exports[chosen])
-        if chosen == "keras":
-            import tf_keras as keras
-
-            return keras.models.load_model(path)
-        import tensorflow as tf
-
-        if chosen == "tflite":
-            interpreter = tf.lite.Interpreter(model_path=path)
-            interpreter.allocate_tensors()
-            return interpreter
-        return tf.saved_model.load(path)
+        if chosen not in self._loaded:
+            self._loaded[chosen] = _load(chosen, str(self.exports[chosen]))
+        return self._loaded[chosen]
 
     def __repr__(self) -> str:
         best = f"best {self.record.monitor}={self.monitored} at epoch {self.best_epoch}" if self.best else "no epoch"
         return f"Result({self.status}, {best}, run_dir={str(self.run_dir)!r})"
+
+
+def _load(format: str, path: str) -> Any:
+    if format == "keras":
+        import tf_keras as keras
+
+        return keras.models.load_model(path)
+    import tensorflow as tf
+
+    if format == "tflite":
+        interpreter = tf.lite.Interpreter(model_path=path)
+        interpreter.allocate_tensors()
+        return interpreter
+    return tf.saved_model.load(path)
 
 
 def load_result(run_dir: str | Path) -> Result:
@@ -130,8 +139,8 @@ def train(overrides: Sequence[str] = (), config_dir: str | Path | None = None, r
     return load_result(run_dir)
 
 
-def sweep(overrides: Sequence[str], config_dir: str | Path | None = None, sweep_dir: str | Path | None = None,
-          quiet: bool = False) -> list[Result]:
+def multirun(overrides: Sequence[str], config_dir: str | Path | None = None, sweep_dir: str | Path | None = None,
+             quiet: bool = False) -> list[Result]:
     """`tfhydra-train -m <overrides>` in a child process (the sweep's launcher, its summary and its exit code are
     the command's), its lines passed on unless `quiet`; returns the `Result` of every job that wrote a record,
     in job order. The jobs are checked here first: a mistake raises `tfhydra.ConfigError` before any job starts.

@@ -138,5 +138,5 @@ def test_the_sweep_from_python_returns_a_result_per_job(executed):
     nb, work = executed
     jobs = json.loads(streams(nb.cells[-1], "stdout"))["jobs"]
     assert jobs == [["0_optimizer.lr=0.001", "completed", 1], ["1_optimizer.lr=0.003", "completed", 1]], jobs
-    cell = source_cell(nb, "jobs = tfhydra.sweep(")
+    cell = source_cell(nb, "jobs = tfhydra.multirun(")
     assert "2 jobs (2 completed)" in streams(cell, "stdout"), cell.outputs
