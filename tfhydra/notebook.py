@@ -156,8 +156,8 @@ def multirun(overrides: Sequence[str], config_dir: str | Path | None = None, swe
         check_overrides(primary, "config", overrides, multirun=True)
         folder = Path(sweep_dir).absolute() if sweep_dir is not None else chosen_run_dir(
             _compose_fixed(primary, overrides), key="hydra.sweep.dir")
-    if not any(o.startswith("hydra.sweep.dir=") for o in overrides) or sweep_dir is not None:
-        overrides.append(f"hydra.sweep.dir={folder}")
+    # the folder, resolved once (a `hydra.sweep.dir=` of the overrides included), is the one the child uses
+    overrides = [o for o in overrides if not o.startswith("hydra.sweep.dir=")] + [f"hydra.sweep.dir={folder}"]
     lines = _run_command([sys.executable, "-m", "tfhydra", "-m", *flags, *overrides], quiet)
     results = [Result(job.absolute(), record) for job in sorted(SweepPaths(folder).jobs(), key=_job_number)
                if (record := read_record(job)) is not None]
