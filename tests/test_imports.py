@@ -18,8 +18,9 @@ PACKAGE = ROOT / "tfhydra"
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
 ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "job_errors",
                  "hydra_files", "plan", "sweep", "preload",
-                 "evaluate", "predict"}
-NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal", "trust",
+                 "evaluate", "predict", "api", "notebook"}
+NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project",
+           "report", "schema", "terminal", "trust",
            "lifecycle", "command", "hydra_api", "runtime"}
 
 

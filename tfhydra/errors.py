@@ -152,6 +152,14 @@ class ConfigError(CompactHydraException):
     def __str__(self) -> str:  # one line whatever the parts contain
         return " ".join(super().__str__().split())
 
+    @property
+    def _render_traceback_(self):
+        """IPython and Jupyter show what this returns instead of a traceback: the one line, as the command
+        prints it (docs/notebook.md). `HYDRA_FULL_ERROR=1` brings the traceback back, as on the command line."""
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise AttributeError("_render_traceback_")
+        return lambda: [f"ConfigError: {self}"]
+
 
 @contextlib.contextmanager
 def sweep_error_line() -> Iterator[None]:

@@ -25,6 +25,21 @@ def hydra_run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
+def chosen_run_dir(cfg: DictConfig, key: str = "hydra.run.dir") -> Path:
+    """Where a run started from Python without `run_dir` goes: where the command would put it, the config's
+    `hydra.run.dir` (`outputs/<date>/<time.micro>` below the working directory unless the config says otherwise;
+    `key="hydra.sweep.dir"`: a sweep's); a config composed without its hydra node takes tfhydra's own
+    (conf/tfhydra.yaml)."""
+    from hydra.core.utils import setup_globals
+
+    setup_globals()  # Hydra's `now` resolver, cached per config: the time is read once
+    if OmegaConf.select(cfg, key, default=None) is None:
+        from tfhydra.project import CONFIG_DIR
+
+        cfg = OmegaConf.create({"hydra": OmegaConf.load(CONFIG_DIR / "tfhydra.yaml").hydra})
+    return Path(OmegaConf.select(cfg, key)).absolute()
+
+
 def hydra_overrides(cfg: DictConfig) -> list[str]:
     """The command line's overrides: Hydra's, or those a config composed with its hydra node carries."""
     if under_hydra():
@@ -46,6 +61,8 @@ def write_hydra_files(paths: RunPaths, job_cfg: DictConfig, cfg: DictConfig) -> 
 
     paths.hydra.mkdir(parents=True, exist_ok=True)
     hydra_node = OmegaConf.select(cfg, "hydra", default=None)
+    if hydra_node is not None and OmegaConf.is_missing(hydra_node.runtime, "output_dir"):  # composed: Hydra's job
+        hydra_node = OmegaConf.merge(hydra_node, {"runtime": {"output_dir": str(paths.root.resolve())}})  # sets it
     if hydra_node is None:
         from tfhydra.project import CONFIG_DIR
 

@@ -83,9 +83,36 @@ class QuietStart:
         self._saved, self._thread = None, None
 
 
+# Who draws the live bar of an epoch: None, the command's rule (a terminal on stderr draws it); "notebook" (set by
+# tfhydra.train in a Jupyter kernel: tqdm.auto's bar, a widget when ipywidgets is installed); "off" (quiet=True).
+PROGRESS: str | None = None
+
 QUIET = QuietStart()  # a single run's: started by tfhydra/__main__.py, released when training starts and at the end
 
 
 def on_terminal() -> bool:
     """Whether a person watches stderr (a terminal that can redraw a line in place)."""
     return sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def wants_progress() -> bool:
+    """Whether an epoch gets a live bar: in a notebook (tfhydra.train), or where a person watches a terminal."""
+    return PROGRESS == "notebook" or (PROGRESS is None and on_terminal())
+
+
+def progress_bar(**options):
+    """A tqdm bar for where it is drawn: the terminal's, as wide as the terminal less one column (a full-width
+    line would wrap); in a notebook tqdm.auto's, whose widget needs ipywidgets (without it, the text bar: Jupyter
+    redraws a carriage return in place too)."""
+    import shutil
+
+    from tqdm import tqdm
+
+    if PROGRESS == "notebook":
+        try:
+            import ipywidgets  # noqa: F401  (tqdm.auto's notebook bar refuses to start without it)
+            from tqdm.auto import tqdm
+        except ImportError:
+            pass
+        return tqdm(**options)
+    return tqdm(ncols=min(shutil.get_terminal_size().columns - 1, 140), **options)

@@ -278,9 +278,9 @@ def loss_bound(cfg_trainer) -> float | None:
 
 def epoch_progress(verbose: int, batch_size: int) -> list[keras.callbacks.Callback]:
     """A live bar per epoch on a terminal (unless Keras draws its own, trainer.verbose=1); nothing otherwise."""
-    from tfhydra.terminal import on_terminal
+    from tfhydra.terminal import wants_progress
 
-    return [EpochProgress(batch_size)] if not verbose and on_terminal() else []
+    return [EpochProgress(batch_size)] if not verbose and wants_progress() else []
 
 
 class EpochProgress(keras.callbacks.Callback):
@@ -299,18 +299,16 @@ class EpochProgress(keras.callbacks.Callback):
         self._supports_tf_logs = True
 
     def on_epoch_begin(self, epoch, logs=None):
-        import shutil
         import sys
         import threading
 
-        from tqdm import tqdm
+        from tfhydra.terminal import progress_bar
 
         self._latest, self._stop = (0, None), threading.Event()
-        self.bar = tqdm(total=self.params.get("steps"), desc=f"epoch {epoch + 1}/{self.params.get('epochs')}",
-                        unit="step", leave=False, file=sys.stderr, mininterval=self.REDRAW_SECONDS,
-                        ncols=min(shutil.get_terminal_size().columns - 1, 140),  # a full-width line would wrap
-                        bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps "
-                                   "[{elapsed}<{remaining}{postfix}]")
+        self.bar = progress_bar(total=self.params.get("steps"), desc=f"epoch {epoch + 1}/{self.params.get('epochs')}",
+                                unit="step", leave=False, file=sys.stderr, mininterval=self.REDRAW_SECONDS,
+                                bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps "
+                                           "[{elapsed}<{remaining}{postfix}]")
         self._thread = threading.Thread(target=self._redraw, args=(self.bar, self._stop, time.monotonic()),
                                         name="tfhydra-progress", daemon=True)
         self._thread.start()
