@@ -93,7 +93,25 @@ def test_no_default_of_a_conf_key_is_repeated_in_code():
                     and not (isinstance(node.args[1], ast.Constant) and node.args[1].value is None) \
                     and (name, node.args[0].value) not in NOT_CONFIG:
                 repeated.append(f"{name}:{node.lineno} .get({node.args[0].value!r}, {ast.unparse(node.args[1])})")
+            found = _select_default(node, keys)
+            if found is not None:
+                repeated.append(f"{name}:{node.lineno} {found}")
     assert repeated == []
+
+
+def _select_default(node, keys: set[str]) -> str | None:
+    """`OmegaConf.select(cfg, "a.key", default=<literal>)` whose key is a conf/ key: a second default (issue 36).
+    A sentinel (`default=_ABSENT`, a name) only asks whether the key exists, and None says "unset"."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "select"
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+        return None
+    default = next((k.value for k in node.keywords if k.arg == "default"), None)
+    if not isinstance(default, ast.Constant) or default.value is None:
+        return None
+    key = node.args[1].value
+    if key.startswith("hydra.") or key.split(".")[-1] not in keys:
+        return None  # Hydra's own node, whose defaults are Hydra's
+    return f"select({key!r}, default={default.value!r})"
 
 
 # ---- the statuses' meanings ---------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def check_continuable(run_dir: Path, job: DictConfig, key: str = "hydra.run.dir"
     if is_complete(run_dir):
         raise ConfigError(key, str(run_dir), "a new or unfinished run directory",
                           "it holds a completed run, which is never overwritten")
-    if RunPaths(run_dir).config.is_file() and OmegaConf.select(job, "trainer.resume", default=True):
+    if RunPaths(run_dir).config.is_file() and job.trainer.resume:
         differing = [k for k in config_differences(run_config(run_dir, job, flag=f"a new {key}"), job)
                      if not k.startswith(RESUMABLE_CHANGES)]
         if differing:

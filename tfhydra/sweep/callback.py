@@ -48,7 +48,7 @@ class SweepCallback(Callback):
                                                                    str(config.hydra.launcher.get("_target_", ""))))
             join_ray_cluster(config)
             config.hydra.overrides.hydra.extend(tracker_handover(config))
-        if OmegaConf.select(config, "logging.tensorboard", default=True):
+        if config.logging.tensorboard:  # the composed value (logger=tensorboard sets it): conf/ is its one default
             from tfhydra.sweep.hparams import write_experiment
 
             names = {key.lstrip("+~"): values for key, values in swept.items()}  # as trial.py names them
