@@ -27,7 +27,8 @@ PROBE = """<!doctype html><html><body style="margin:0">
 <script>
 function collect(root, out) {
   for (const el of root.querySelectorAll('*')) {
-    if (el.localName === 'text') for (const part of el.childNodes) out.push('label: ' + part.textContent);  // a node's name, drawn and in full
+    // an SVG label: a graph node's name, as drawn (maybe cut short) and in full (its <title>)
+    if (el.localName === 'text') for (const part of el.childNodes) out.push('label: ' + part.textContent);
     if (el.shadowRoot) { out.push(el.shadowRoot.textContent); collect(el.shadowRoot, out); }
   }
 }

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import struct
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -83,6 +85,38 @@ def test_keras_own_graph_is_off_and_the_model_graph_goes_to_the_train_run(tmp_pa
     assert len(graphs) == 1 and graphs[0].log_dir == paths.tensorboard_train
     cfg.logging.write_graph = False
     assert not any(isinstance(c, ModelGraph) for c in build_callbacks(cfg.trainer, cfg.logging, paths, RunRecorder()))
+
+
+TAGGED_WORKER = r"""
+import os, sys
+from tfhydra.terminal import TaggedLines
+tagged = TaggedLines().start()
+print("before any job")
+tagged.for_job("[job 3 lr=0.001]")
+print("epoch 1/1 loss=1.0")
+os.write(2, b"E0000 cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)\n")
+os.write(2, b"W0000 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n")
+print("")
+sys.stderr.write("a warning\n")
+tagged.for_job("[job 4 lr=0.01]")
+print("next job", end="")
+tagged.release()
+os.write(1, b"\nafter release\n")
+"""
+
+
+@pytest.mark.parametrize("quiet", ["1", "0"])
+def test_a_worker_tags_each_line_with_its_job_and_drops_the_cuda_probe(quiet):
+    result = subprocess.run([sys.executable, "-c", TAGGED_WORKER], capture_output=True, text=True, timeout=60,
+                            env={**__import__("os").environ, "TFHYDRA_QUIET_START": quiet})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["before any job", "[job 3 lr=0.001] epoch 1/1 loss=1.0", "",
+                                          "[job 4 lr=0.01] next job", "after release"]
+    probe = ["[job 3 lr=0.001] E0000 cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)",
+             "[job 3 lr=0.001] W0000 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not "
+             "be used."]
+    assert result.stderr.splitlines() == [*(probe if quiet == "0" else []), "[job 3 lr=0.001] a warning"]
+    assert "tfhydra-drained" not in result.stdout + result.stderr
 
 
 def png_size_and_colours(data: bytes) -> tuple[int, int, int]:

@@ -224,13 +224,15 @@ def _serve(tasks: Any, results: Any) -> None:
         done += 1
         os.environ[WORKER_JOB_ENV] = str(done)
         results.put(("start", task[0], os.getpid(), None))
-        TAGGED.tag = task[6] if len(task) > 6 else f"[job {task[0]}]"  # (idx, overrides, ..., tag): launcher.py
+        TAGGED.for_job(task[6] if len(task) > 6 else f"[job {task[0]}]")  # (idx, overrides, ..., tag): launcher.py
         try:
             value = execute_job(*task[:6])
         except (KeyboardInterrupt, SystemExit):  # the job saved its state and recorded `interrupted`
+            TAGGED.drain()
             results.put(("stopped", task[0], os.getpid(), None))
             return
         reset_between_jobs()
+        TAGGED.drain()  # the job's last lines are out before the launcher hears it is done
         results.put(("done", task[0], os.getpid(), (plain_return(value), done, memory_mb())))
         if done == int(os.environ.get(MAX_JOBS_ENV) or 0):  # recycled: the pool starts a fresh worker in its place
             return
