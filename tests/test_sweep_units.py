@@ -107,11 +107,12 @@ def test_a_job_that_raises_before_training_is_recorded_and_returns_nan(as_hydra_
     assert record["error"] == ("data.batch_size=4096: no complete training batch; "
                                "accepted: at most 1437 (the training examples)")
     assert record["overrides"] == ["data.batch_size=4096", "data.drop_remainder=true"]
-    events = read_events(job_dir / "tensorboard")  # the trial is in TensorBoard, with its end
+    events = read_events(job_dir / "tensorboard" / "validation")  # the trial is in TensorBoard, with its end
     assert events["scalars"] == {}
+    assert sorted(p.name for p in (job_dir / "tensorboard").iterdir()) == ["validation"]  # no run of its own
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    accumulator = EventAccumulator(str(job_dir / "tensorboard"))
+    accumulator = EventAccumulator(str(job_dir / "tensorboard" / "validation"))
     accumulator.Reload()
     assert set(accumulator.Tags()["tensors"]) == {"_hparams_/session_start_info", "_hparams_/session_end_info"}
 

@@ -4,7 +4,8 @@ TensorFlow's C++ runtime writes lines to file descriptor 2 that say nothing to a
 twice; CUDA probing and a `cuInit` error on a machine without a GPU; the CPU-instructions notice), some before
 its own log level is read, so `TF_CPP_MIN_LOG_LEVEL` cannot silence them. `QuietStart` puts a pipe in front
 of descriptor 2 from the command's start until training begins, and passes on every line but those
-(`NOISE`); warnings and errors still show. `TFHYDRA_QUIET_START=0` shows everything (docs/terminal.md).
+(`NOISE`); warnings and errors still show. A sweep worker of tfhydra's launcher has `TaggedLines` instead, for its
+whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything (docs/terminal.md).
 
 The live bar while an epoch trains is tfhydra/trainer/callbacks.py's `EpochProgress` (it needs Keras; this
 module imports nothing heavy, so the command can start the filter before TensorFlow loads).
@@ -86,6 +87,102 @@ class QuietStart:
 # Who draws the live bar of an epoch: None, the command's rule (a terminal on stderr draws it); "notebook" (set by
 # tfhydra.train in a Jupyter kernel: tqdm.auto's bar, a widget when ipywidgets is installed); "off" (quiet=True).
 PROGRESS: str | None = None
+
+
+class TaggedLines:
+    """A sweep worker's descriptors 1 and 2 through filter threads for the worker's whole life: every line starts
+    with the tag of the job it runs (`[job 1 lr=0.001]`, `for_job` in tfhydra/sweep/workers.py), so the lines
+    of jobs running at once can be told apart, and TensorFlow's start-up noise (`NOISE`, the CUDA probe on a machine
+    without a GPU) is dropped as in a single run (`TFHYDRA_QUIET_START=0` keeps it)."""
+
+    MARK = b"\0tfhydra-drained\0"  # written by `drain`, never passed on
+
+    def __init__(self) -> None:
+        self.tag = ""
+        self.gpu_machine = any(Path("/dev").glob("nvidia[0-9]*"))
+        self._saved: list[tuple[int, int]] = []  # (descriptor, its original copy)
+        self._threads: list[threading.Thread] = []
+        self._drained: list[threading.Event] = []  # set when a thread has passed on everything before `MARK`
+
+    def start(self) -> "TaggedLines":
+        if self._saved:
+            return self
+        for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
+            stream.flush()
+            read, write = os.pipe()
+            saved = os.dup(fd)
+            os.dup2(write, fd)
+            os.close(write)
+            self._saved.append((fd, saved))
+            self._drained.append(threading.Event())
+            thread = threading.Thread(target=self._forward, args=(read, saved, self._drained[-1]),
+                                      name=f"tfhydra-tag-{fd}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        for stream in (sys.stdout, sys.stderr):  # a pipe now: each line goes out when it ends, as on a terminal
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(line_buffering=True)
+        return self
+
+    def _forward(self, read: int, target: int, drained: threading.Event) -> None:
+        quiet = os.environ.get(ENV, "1") != "0"
+        with os.fdopen(read, "rb", buffering=0) as source:
+            pending = b""
+            while chunk := source.read(65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                kept, marked = [], False
+                for line in lines:
+                    if line.endswith(self.MARK):
+                        marked, line = True, line[:-len(self.MARK)]
+                        if not line:
+                            continue
+                    if not (quiet and is_noise(line.decode("utf-8", "replace"), self.gpu_machine)):
+                        kept.append(self._tagged(line))
+                if kept:
+                    os.write(target, b"".join(line + b"\n" for line in kept))
+                if marked:
+                    drained.set()
+            if pending:
+                os.write(target, self._tagged(pending))
+
+    def for_job(self, tag: str) -> None:
+        """The lines written from now on carry `tag`; those written before keep the tag they were written under."""
+        self.drain()
+        self.tag = tag
+
+    def drain(self, timeout: float = 5) -> None:
+        """Return once every line written so far is out: a job's last lines come before the launcher's next ones
+        (the sweep's summary is printed once the job says it is done)."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        for (fd, _), drained in zip(self._saved, self._drained):
+            drained.clear()
+            os.write(fd, self.MARK + b"\n")
+        for drained in self._drained:
+            drained.wait(timeout)
+
+    def _tagged(self, line: bytes) -> bytes:
+        return f"{self.tag} ".encode() + line if self.tag and line.strip() else line
+
+    def release(self) -> None:
+        """The descriptors back, once every line written so far is out (the worker ends with os._exit)."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        for fd, saved in self._saved:
+            os.dup2(saved, fd)  # the pipe's last write end closes: its thread reads to the end and stops
+        for thread in self._threads:
+            thread.join(timeout=5)
+        for _, saved in self._saved:
+            os.close(saved)
+        self._saved, self._threads, self._drained = [], [], []
+
 
 QUIET = QuietStart()  # a single run's: started by tfhydra/__main__.py, released when training starts and at the end
 

@@ -1,14 +1,16 @@
 """TensorBoard HParams records for a sweep, so `tensorboard --logdir <sweep dir>` shows every
 job in the HParams dashboard with its swept values and metrics.
 
-Layout (checked against the real TensorBoard server, tests/test_sweep_tensorboard.py):
+Layout (checked against the real TensorBoard server, tests/test_sweep.py, tests/test_tensorboard_graph.py):
 - `<sweep dir>/events.out.tfevents.*`: the experiment (swept keys and their values, the
-  metrics to show). Written once, when the sweep starts.
-- `<job>/tensorboard/events.out.tfevents.*`: the job's trial (session start with its
-  swept values, later its end status and `best_<monitor>`). TensorBoard makes the run
-  holding a session start one session, and looks its metrics up in the runs below it:
-  `train/epoch_loss` and `validation/epoch_accuracy` are the Keras TensorBoard callback's
-  `<job>/tensorboard/train` and `<job>/tensorboard/validation`.
+  metrics to show). Written once, when the sweep starts: the sweep's one run of its own.
+- `<job>/tensorboard/validation/events.out.tfevents.*.tfhydra`: the job's trial (session start with
+  its swept values, later its end status and `best_<monitor>`), beside the Keras TensorBoard
+  callback's validation scalars, so a job is two runs (`train`, `validation`), not three: a 2x2
+  sweep lists 9 runs. TensorBoard makes the run holding a session start one session and looks its
+  metrics up in that run and the runs below it (`os.path.join(session, group)`, no `..`), so the
+  HParams table shows the validation metrics (what a sweep chooses by) and `best_<monitor>`; the
+  training curves are in the job's `train` run (Scalars, Time Series).
 - The trial id is the job directory's name (not a hash of the values), so the HParams
   table names the directory to open.
 
@@ -62,11 +64,10 @@ class EventFile:
 
 
 def metric_names(monitor: str, metrics: Iterable[str]) -> list[api_pb2.MetricInfo]:
-    """The columns of the HParams table: each logged metric on both splits, and the best monitored value."""
-    infos = []
-    for name in ["loss", *metrics]:
-        for group, prefix in (("validation", "val_"), ("train", "")):
-            infos.append(hp.Metric(f"epoch_{name}", group=group, display_name=f"{prefix}{name}").as_proto())
+    """The columns of the HParams table: each logged metric on the validation split, and the best monitored
+    value."""
+    # The trial lives in the job's validation run (Trial): its metrics are in that run itself (group "").
+    infos = [hp.Metric(f"epoch_{name}", display_name=f"val_{name}").as_proto() for name in ["loss", *metrics]]
     infos.append(hp.Metric(f"best_{monitor}", display_name=f"best {monitor}").as_proto())
     return infos
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tfhydra.runtime import available_cores
+from tfhydra.sweep import current_swept_keys
 from tfhydra.sweep.placement import cpu_only, launcher_gpus, plan_workers
 
 log = logging.getLogger("tfhydra")
@@ -48,8 +49,9 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
         log.info("\t#%d : %s", initial_job_idx + idx, " ".join(filter_overrides(overrides)))
     state = Singleton.get_state()
     state.pop("omegaconf_resolvers", None)  # closures pickle cannot send: each worker registers its own (imports)
-    jobs = [(initial_job_idx + i, list(o), launcher.hydra_context, config, launcher.task_function, state)
-            for i, o in enumerate(job_overrides)]
+    swept = current_swept_keys(hydra_node=config.hydra)
+    jobs = [(initial_job_idx + i, list(o), launcher.hydra_context, config, launcher.task_function, state,
+             job_tag(initial_job_idx + i, o, swept)) for i, o in enumerate(job_overrides)]
     try:
         returns = launcher.pool.run(jobs, sweep_dir)
     except KeyboardInterrupt as stop:
@@ -59,3 +61,14 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
               "completed, interrupted and not started jobs)", file=sys.stderr, flush=True)
         sys.exit(128 + int(signum))
     return [returns[job[0]] for job in jobs]
+
+
+def job_tag(idx: int, overrides: Sequence[str], swept: set[str]) -> str:
+    """What starts each terminal line of a job: its number and swept values, each key by its last part
+    (`[job 1 lr=0.001,batch_size=64]`), short enough to leave the line readable; `[job 1]` when nothing is swept."""
+    values = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~") in swept:
+            values.append(f"{key.lstrip('+~').rsplit('.', 1)[-1].rsplit('/', 1)[-1]}={value}")
+    return f"[job {idx} {','.join(values)}]" if values else f"[job {idx}]"

@@ -46,7 +46,8 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
         return float(best) if best is not None else math.nan
     trial = None
     if cfg.logging.tensorboard:
-        trial = Trial(RunPaths(run_dir).tensorboard, run_dir.name, swept_values(overrides, current_swept_keys()))
+        trial = Trial(RunPaths(run_dir).tensorboard_validation, run_dir.name,  # two runs per job, not three
+                      swept_values(overrides, current_swept_keys()))
     started = time.perf_counter()
     try:
         result = run_job(cfg, callbacks=search_callbacks(cfg, hydra_cfg, run_dir))

@@ -33,10 +33,13 @@ from typing import Any, Sequence
 from tfhydra.runtime import WORKER_ENV
 from tfhydra.sweep.fork_server import start_fork_server, worker_environment
 from tfhydra.sweep.placement import WorkerPlan
+from tfhydra.terminal import TaggedLines
 
 log = logging.getLogger("tfhydra")
 WORKER_JOB_ENV = "TFHYDRA_WORKER_JOB"  # the job's ordinal in its worker (1 = its first), for the record
 MAX_JOBS_ENV = "TFHYDRA_WORKER_MAX_JOBS"  # hydra.launcher.max_jobs_per_worker: a worker ends after that many jobs
+
+TAGGED = TaggedLines()  # a worker's descriptors 1 and 2, tagged with the job it runs
 
 
 class WorkerPool:
@@ -197,6 +200,7 @@ def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
     import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
     from tfhydra.startup import leave_now, preload_job
 
+    TAGGED.start()  # every line the worker prints carries its job's tag; TensorFlow's start-up noise dropped
     preload_job()  # a no-op when the fork server imported it; otherwise it loads while the first job composes
     _die_with_launcher(launcher)
     try:
@@ -204,6 +208,7 @@ def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
     finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/startup.py)
         results.close()
         results.join_thread()  # the last message is sent before the process goes
+        TAGGED.release()
         leave_now()  # the atexit hooks too: TensorFlow's remove its autograph files from TMPDIR
 
 
@@ -219,12 +224,15 @@ def _serve(tasks: Any, results: Any) -> None:
         done += 1
         os.environ[WORKER_JOB_ENV] = str(done)
         results.put(("start", task[0], os.getpid(), None))
+        TAGGED.for_job(task[6] if len(task) > 6 else f"[job {task[0]}]")  # (idx, overrides, ..., tag): launcher.py
         try:
-            value = execute_job(*task)
+            value = execute_job(*task[:6])
         except (KeyboardInterrupt, SystemExit):  # the job saved its state and recorded `interrupted`
+            TAGGED.drain()
             results.put(("stopped", task[0], os.getpid(), None))
             return
         reset_between_jobs()
+        TAGGED.drain()  # the job's last lines are out before the launcher hears it is done
         results.put(("done", task[0], os.getpid(), (plain_return(value), done, memory_mb())))
         if done == int(os.environ.get(MAX_JOBS_ENV) or 0):  # recycled: the pool starts a fresh worker in its place
             return

@@ -17,6 +17,7 @@ from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
 from tfhydra.trainer.ema import AveragedWeightsForEvaluation
 from tfhydra.trainer.gradients import GradientSummaries
+from tfhydra.trainer.graph import ModelGraph
 from tfhydra.trainer.histograms import TensorBoard
 from tfhydra.trainer.pictures import picture_callbacks
 from tfhydra.trainer.state import discard
@@ -181,8 +182,9 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
     if cfg_logging.tensorboard:
         callbacks.append(TensorBoard(
             log_dir=str(paths.tensorboard), histogram_freq=cfg_logging.histogram_freq,
-            write_graph=cfg_logging.write_graph, update_freq=cfg_logging.update_freq,
+            write_graph=False, update_freq=cfg_logging.update_freq,  # Keras' graph: a while-loop or malformed
             profile_batch=profile_range(cfg_logging.profile_batch)))
+        callbacks += [ModelGraph(paths.tensorboard_train)] if cfg_logging.write_graph else []  # the layers instead
         callbacks += picture_callbacks(cfg_logging, paths, datasets) if datasets is not None else []
     callbacks.append(BestCheckpoint(
         str(paths.best_weights), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
