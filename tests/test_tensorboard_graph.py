@@ -24,11 +24,12 @@ LAYERS = {"conv2d", "max_pooling2d", "conv2d_1", "max_pooling2d_1", "flatten", "
 def small_cnn():
     import tf_keras as keras
 
+    # Named: Keras numbers unnamed layers per process (conv2d_3 after other tests), and tests run in any order.
     inputs = keras.Input((28, 28, 1))
-    x = keras.layers.Conv2D(4, 3, activation="relu")(inputs)
-    x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.Flatten()(x)
-    return keras.Model(inputs, keras.layers.Dense(3)(x))
+    x = keras.layers.Conv2D(4, 3, activation="relu", name="conv2d")(inputs)
+    x = keras.layers.MaxPooling2D(name="max_pooling2d")(x)
+    x = keras.layers.Flatten(name="flatten")(x)
+    return keras.Model(inputs, keras.layers.Dense(3, name="dense")(x))
 
 
 def graph_nodes(log_dir) -> list[str]:
