@@ -103,10 +103,14 @@ class CustomLoop:
 
     # ---- the model's own steps (a subclass overriding train_step / test_step) --------------------------------------
     def _own_step(self, step, data) -> dict:
-        """`step(data)` on every replica; its returned logs as the first replica's (Keras' reduction for them)."""
+        """`step(data)` on every replica; its returned logs reduced over the replicas as model.fit reduces them
+        (tf_keras' own `reduce_per_replica` with the model's `distribute_reduction_method`: "auto" sums them,
+        except on a TPU)."""
+        from tf_keras.src.engine.training import reduce_per_replica  # fit's function: the same figures as fit
+
         outputs = self.strategy.run(step, args=(data,))
-        return tf.nest.map_structure(lambda v: tf.convert_to_tensor(self.strategy.experimental_local_results(v)[0]),
-                                     outputs)
+        reduced = reduce_per_replica(outputs, self.strategy, reduction=self.model.distribute_reduction_method)
+        return tf.nest.map_structure(tf.convert_to_tensor, reduced)
 
     def _own_train_steps(self, iterator, count):
         logs = self._own_step(self.model.train_step, next(iterator))
