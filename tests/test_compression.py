@@ -286,13 +286,16 @@ def test_pruning_schedule_in_epochs_uses_the_real_steps_and_reaches_its_target()
     (["~model", "+model._target_=user_code.build_subclassed_net", "compression=prune"],
      ("compression=prune: the Model Optimization Toolkit supports Sequential and Functional models only; model "
       "subclassed_net is a subclassed model (SubclassedNet)")),
+    (["~model", "+model._target_=user_code.build_own_step_model", "compression=prune"],
+     ("compression=prune: the Model Optimization Toolkit rebuilds model own_step as a plain Functional model, which "
+      "would drop OwnStepModel's own train_step and test_step")),
     (["~model", "+model._target_=user_code.build_normalised_mlp", "compression=quantize"],
      "compression=quantize: layer norm (LayerNormalization) cannot be quantized by the 8-bit scheme"),
     (["precision=mixed", "compression=cluster"],
      "precision=mixed: the Model Optimization Toolkit does not support float16/bfloat16 policies"),
     (["export.formats=[tflite]", "export.tflite.quantization=int8", "export.tflite.calibration_samples=0"],
      "export.tflite.calibration_samples=0: int8 export of a float model needs data to calibrate"),
-], ids=["subclassed", "unquantizable_layer", "mixed_precision", "int8_without_calibration"])
+], ids=["subclassed", "own_train_step", "unquantizable_layer", "mixed_precision", "int8_without_calibration"])
 def test_bad_compression_input_is_one_line_before_training(tmp_path, overrides, message):
     with pytest.raises(ConfigError) as raised:
         tfhydra.run(compose(overrides), run_dir=tmp_path)

@@ -60,4 +60,5 @@ def test_evaluate_refuses_a_directory_that_is_not_a_finished_run(tmp_path):
     result = evaluate(tmp_path)
     assert result.returncode == 1
     assert last_line(result.stderr) == (f"Error: {tmp_path}: not a completed run (status: None); accepted: the "
-                                        "directory of a completed run with export/saved_model and .hydra/")
+                                        "directory of a completed run with .hydra/ and export/saved_model or "
+                                        "export/tflite/model.tflite")

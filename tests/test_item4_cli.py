@@ -42,8 +42,8 @@ def test_multirun_with_cfg_is_one_line():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("formats,hints_evaluate", [("[]", False), ("[saved_model]", True)])
-def test_the_end_summary_suggests_evaluate_only_for_a_run_with_a_saved_model(tmp_path, formats, hints_evaluate):
+@pytest.mark.parametrize("formats,hints_evaluate", [("[]", False), ("[saved_model]", True), ("[tflite]", True)])
+def test_the_end_summary_suggests_evaluate_only_for_a_run_with_a_saved_model_or_tflite(tmp_path, formats, hints_evaluate):
     run = tmp_path / "run"
     result = run_cli("model=mlp", "trainer.epochs=1", "logging.histogram_freq=0", f"export.formats={formats}",
                      f"hydra.run.dir={run}", cwd=tmp_path)

@@ -184,15 +184,25 @@ def test_an_image_with_other_channels_or_unreadable_is_named(runs, tmp_path):
     rgb.write_bytes(tf.io.encode_png(np.zeros((30, 30, 3), np.uint8)).numpy())
     takes = ("image files (PNG, JPEG, GIF, BMP), folders of them, or an .npy/.npz of uint8 examples of shape "
              "(28, 28)")
-    assert_one_line(predict(run_dir, rgb.parent), f"{rgb}: it has 3 channel(s); the run's model takes 1; "
-                                                  f"accepted: {takes}")
+    assert_one_line(predict(run_dir, rgb.parent, "--on-error", "fail"), f"{rgb}: it has 3 channel(s); the run's "
+                    f"model takes 1; accepted: {takes}")
+    skipped = predict(run_dir, rgb.parent)  # the default, --on-error skip: the good file is predicted
+    assert skipped.returncode == 1 and "Traceback" not in skipped.stderr, skipped.stderr[-2000:]
+    assert [r["input"] for r in csv.DictReader(io.StringIO(skipped.stdout))] == [str(tmp_path / "rgb" / "a.png")]
+    assert f"Skipped {rgb}: it has 3 channel(s); the run's model takes 1; accepted: {takes}" in skipped.stderr
+    assert last_line(skipped.stderr).endswith("; 1 input(s) skipped (named above)")
     rgb.write_bytes(b"not a png at all")
-    assert_one_line(predict(run_dir, rgb.parent), f"{rgb}: cannot decode it as an image (1 of 2 files are "
-                                                  "unreadable); accepted: image files TensorFlow can decode (PNG, "
-                                                  "JPEG, GIF, BMP)")
+    assert_one_line(predict(run_dir, rgb.parent, "--on-error", "fail"), f"{rgb}: cannot decode it as an image (1 of "
+                    "2 files are unreadable); accepted: image files TensorFlow can decode (PNG, JPEG, GIF, BMP)")
     (tmp_path / "empty").mkdir()
-    assert_one_line(predict(run_dir, tmp_path / "empty"), f"{tmp_path / 'empty'}: no image file in it (searched "
-                    f"recursively for .png, .jpg, .jpeg, .gif, .bmp); accepted: {takes}")
+    assert_one_line(predict(run_dir, tmp_path / "empty", "--on-error", "fail"), f"{tmp_path / 'empty'}: no image "
+                    f"file in it (searched recursively for .png, .jpg, .jpeg, .gif, .bmp); accepted: {takes}")
+    nothing = f"{tmp_path / 'empty'}: no image file in it (searched recursively for .png, .jpg, .jpeg, .gif, .bmp)"
+    assert_one_line(predict(run_dir, tmp_path / "empty"), f"{nothing}; accepted: {takes}")  # the only input: its error
+    both = predict(run_dir, tmp_path / "empty", tmp_path / "missing.png")  # nothing left of several: named, then one
+    assert both.returncode == 1 and f"Skipped {nothing}" in both.stderr and f"Skipped {tmp_path / 'missing.png'}: " \
+        "no such file or directory" in both.stderr
+    assert last_line(both.stderr) == f"Error: INPUT: no example to predict (2 input(s) skipped); accepted: {takes}"
 
 
 @pytest.mark.slow
@@ -211,7 +221,8 @@ def test_a_run_without_a_saved_model_or_with_an_untrusted_config_is_refused(runs
     shutil.copytree(runs("csv"), run_dir, symlinks=True)
     shutil.rmtree(run_dir / "export" / "saved_model")
     assert_one_line(predict(run_dir, "x.csv"), f"{run_dir}: it has no export/saved_model/saved_model.pb; accepted: "
-                    "the directory of a completed run with export/saved_model and .hydra/")
+                    "the directory of a completed run with .hydra/ and export/saved_model or "
+                    "export/tflite/model.tflite")
     run_dir = tmp_path / "edited"
     shutil.copytree(runs("csv"), run_dir, symlinks=True)
     config = run_dir / ".hydra" / "config.yaml"
@@ -230,4 +241,4 @@ def test_the_command_line_is_checked_in_one_line(tmp_path):
     assert_one_line(predict(tmp_path, "x.png", "--output", "p.xlsx"), "--output=p.xlsx: tfhydra-predict writes CSV or "
                     "JSON Lines, not .xlsx; accepted: a file ending in .csv or .jsonl (or --format csv|jsonl)")
     assert_one_line(predict(tmp_path, "x.png"), f"{tmp_path}: not a completed run (status: None); accepted: the "
-                    "directory of a completed run with export/saved_model and .hydra/")
+                    "directory of a completed run with .hydra/ and export/saved_model or export/tflite/model.tflite")

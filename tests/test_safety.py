@@ -79,7 +79,8 @@ def test_a_writer_killed_mid_write_leaves_the_complete_old_file(tmp_path):
 
 # ---- run directories checked before use --------------------------------------------------------
 
-EVALUATE_ACCEPTED = "accepted: the directory of a completed run with export/saved_model and .hydra/"
+EVALUATE_ACCEPTED = ("accepted: the directory of a completed run with .hydra/ and export/saved_model or "
+                     "export/tflite/model.tflite")
 FROM_RUN_ACCEPTED = ("accepted: the directory of a completed run (metrics.json with status completed, "
                      ".hydra/config.yaml, checkpoints/last.weights.h5)")
 MLP = ["model=mlp", "logging.histogram_freq=0", "logging.write_graph=false"]

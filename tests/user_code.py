@@ -234,3 +234,50 @@ class WeightsSeen(keras.callbacks.Callback):
 
         np.savez(self.path, **{f"raw_{i}": w for i, w in enumerate(self.raw)},
                  **{f"ema_{i}": w for i, w in enumerate(self.ema)})
+
+
+OWN_STEP_EXTRA_LOSS = 10.0  # what OwnStepModel's steps add to the loss they report
+
+
+class OwnStepModel(keras.Model):
+    """Keras' "customizing what happens in fit" pattern: a functional model whose class brings its own `train_step`
+    and `test_step`. Each reports `own_loss`, the compiled loss plus OWN_STEP_EXTRA_LOSS, and counts the steps it
+    ran (`own_steps`, a metric, so reset each epoch and before each validation): a test sees which step ran.
+    (`own_loss` is a key of its own: a returned dict whose keys are exactly the model's metrics is replaced by
+    their results, in model.fit as in tfhydra's custom loop.)"""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps_seen = keras.metrics.Sum(name="own_steps")
+
+    def _report(self):
+        logs = {m.name: m.result() for m in self.metrics}
+        logs["own_loss"] = logs["loss"] + OWN_STEP_EXTRA_LOSS
+        return logs
+
+    def train_step(self, data):
+        import tensorflow as tf
+
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compiled_loss(y, y_pred, regularization_losses=self.losses)
+        self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
+        self.compiled_metrics.update_state(y, y_pred)
+        self.steps_seen.update_state(1.0)
+        return self._report()
+
+    def test_step(self, data):
+        x, y = data
+        y_pred = self(x, training=False)
+        self.compiled_loss(y, y_pred, regularization_losses=self.losses)
+        self.compiled_metrics.update_state(y, y_pred)
+        self.steps_seen.update_state(1.0)
+        return self._report()
+
+
+def build_own_step_model(spec, units: int = 8):
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Dense(units, activation="relu")(keras.layers.Flatten()(inputs))
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
+    return OwnStepModel(inputs, outputs, name="own_step")

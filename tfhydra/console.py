@@ -63,7 +63,7 @@ def end_summary() -> None:
 
     evaluate = evaluate_command()
     looks = [f"tensorboard --logdir {Path(shown) / 'tensorboard'}"] if (run_dir / "tensorboard").is_dir() else []
-    if "saved_model" in (record.exports or {}):  # evaluate measures the SavedModel: no hint without one
+    if {"saved_model", "tflite"} & set(record.exports or {}):  # what evaluate runs (tfhydra/export/served.py)
         looks.append(f"{evaluate} {shown}")
     log.info("look further: %s", "  |  ".join([*looks, f"the record: {Path(shown) / 'metrics.json'}"]))
 

@@ -3,13 +3,16 @@
     python -m tfhydra.evaluate <run_dir> [data=<source> data.<key>=<value> ...]
 
 The run directory is checked before use (a completed run: metrics.json status completed,
-readable .hydra/ files, export/saved_model), each problem a one-line error. The run's own
+readable .hydra/ files, export/saved_model or, for a run that exported only TFLite,
+export/tflite/model.tflite), each problem a one-line error. The run's own
 overrides (`.hydra/overrides.yaml`) are composed again from the config directory the run
 was made with, followed by the new ones; with none it evaluates on the run's own validation
 split. The exported SavedModel is loaded as a SavedModel (no Python code from the run
 directory is executed), wrapped, and compiled with the run's loss and metrics, so the
-figures mean what they meant during training. The result is printed as
-one JSON line and written to `<run_dir>/evaluations/`.
+figures mean what they meant during training. A TFLite-only run's model.tflite is run by LiteRT
+(tfhydra/export/served.py, the export's own predictor) on the pipeline's inputs, wrapped and compiled the same
+way. The result (`export` says which) is printed as one JSON line and written to `<run_dir>/evaluations/`.
+TensorFlow's start-up lines are held back as in training (tfhydra/terminal.py).
 """
 from __future__ import annotations
 
@@ -33,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     trust_run = "--trust-run" in argv
     argv = [a for a in argv if a != "--trust-run"]
+    from tfhydra.terminal import QUIET
+
+    QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
     try:
         from tfhydra.project import import_from_working_directory, project_config_dir, without_config_dir_flags
 
@@ -46,11 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
+    finally:
+        QUIET.release()
     print(json.dumps(result))
     return 0
 
 
-RUN_ACCEPTED = "the directory of a completed run with export/saved_model and .hydra/"
+RUN_ACCEPTED = "the directory of a completed run with .hydra/ and export/saved_model or export/tflite/model.tflite"
 # What an evaluation may change: the data it measures on and how it measures. The model is the run's export,
 # so `model=`, `optimizer.*`, `compression=` and the rest would be recorded and then ignored.
 EVALUATE_CHANGES = ("data", "trainer.loss", "trainer.metrics", "trainer.seed")
@@ -68,6 +76,7 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     from hydra import compose
 
     from tfhydra import CONFIG_DIR
+    from tfhydra.export.served import served_export
     from tfhydra.preflight import check_overrides
     from tfhydra.trust import completed_run, run_overrides, trusted_warning
     from tfhydra.trust.allowlist import trusted_hydra
@@ -76,7 +85,7 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     paths = RunPaths(run_dir)
     if trust_run:
         print(trusted_warning("--trust-run", run_dir), file=sys.stderr, flush=True)
-    needs = [paths.relative(paths.saved_model / "saved_model.pb")]
+    needs = [served_export(run_dir)[1]]  # the SavedModel, else the TFLite file (tfhydra/export/served.py)
     completed_run(run_dir, str(run_dir), None, RUN_ACCEPTED, needs, primary=project, trusted=trust_run)
     every = run_overrides(run_dir, project, trusted=trust_run) + list(overrides)
     primary = project or CONFIG_DIR
@@ -135,16 +144,36 @@ def _served_model_layer():
 def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None) -> dict:
     cfg = load_run_config(run_dir, overrides, trust_run, project)  # before TensorFlow is imported: a bad directory is a quick error
     contained(RunPaths(run_dir).evaluations, run_dir)  # where the result goes, checked before the work
-    import tensorflow as tf
-    import tf_keras as keras
-
     from tfhydra.data import build_datasets
+    from tfhydra.export.served import TFLITE, served_export
     from tfhydra.report import write_json
     from tfhydra.trainer.objectives import build_loss, build_metrics
 
+    datasets = build_datasets(cfg.data, cfg.trainer.seed)
+    export, _ = served_export(run_dir)
+    model, validation, given = (tflite_evaluated if export == TFLITE else saved_model_evaluated)(run_dir, cfg, datasets)
+    model.compile(loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing), metrics=build_metrics(cfg.trainer.metrics))
+    started = time.perf_counter()
+    figures = model.evaluate(validation, verbose=0, return_dict=True)
+    result = {"run_dir": str(run_dir), "overrides": list(overrides), "trusted": trust_run, "data": cfg.data.get("name"),
+              "export": export, "input": given, "examples": datasets.spec.val_size,
+              "metrics": {k: float(v) for k, v in figures.items()},
+              "seconds": time.perf_counter() - started}
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
+    out = contained(RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{stamp}.json", run_dir)
+    out.parent.mkdir(exist_ok=True)
+    write_json(out, result)
+    result["written_to"] = str(out)
+    return result
+
+
+def saved_model_evaluated(run_dir: Path, cfg, datasets):
+    """(the SavedModel as a Keras model, the batches it is evaluated on, "raw" or "features")."""
+    import tensorflow as tf
+    import tf_keras as keras
+
     ServedModel = _served_model_layer()
     served, signature = load_served_model(run_dir)
-    datasets = build_datasets(cfg.data, cfg.trainer.seed)
     spec = datasets.spec
     # The deployed path when there is one: the data as stored, through the export's own preprocessing (other data
     # stored differently, e.g. 28x28 uint8 images for a model trained on 8x8 floats, go through their pipeline).
@@ -157,30 +186,44 @@ def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, p
     else:
         validation, given = datasets.prefetched(datasets.validation), (tuple(spec.input_shape), spec.dtype)
     expected = tuple(signature.structured_input_signature[1].values())[0]
-    if not _takes(signature, *given):
-        raise ConfigError("data", cfg.data.get("name"), f"data whose examples are {expected.dtype.name} of shape "
-                          f"{tuple(expected.shape[1:])}", f"its examples are {given[1]} of shape {given[0]}, which "
-                          "the run's model does not take")
-    classes = tuple(signature.structured_outputs.values())[0].shape[-1]
-    if classes != spec.num_classes:
-        raise ConfigError("data", cfg.data.get("name"), f"data with {classes} classes",
-                          f"it has {spec.num_classes} classes, the run's model predicts {classes}")
-
+    check_takes(cfg, datasets, (tuple(expected.shape[1:]), expected.dtype.name), given,
+                tuple(signature.structured_outputs.values())[0].shape[-1])
     inputs = keras.Input(expected.shape[1:], dtype=expected.dtype)
-    model = keras.Model(inputs, ServedModel(served, "serve_raw" if raw else "serve")(inputs))
-    model.compile(loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing), metrics=build_metrics(cfg.trainer.metrics))
-    started = time.perf_counter()
-    figures = model.evaluate(validation, verbose=0, return_dict=True)
-    result = {"run_dir": str(run_dir), "overrides": list(overrides), "trusted": trust_run, "data": cfg.data.get("name"),
-              "input": "raw" if raw else "features", "examples": spec.val_size,
-              "metrics": {k: float(v) for k, v in figures.items()},
-              "seconds": time.perf_counter() - started}
-    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
-    out = contained(RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{stamp}.json", run_dir)
-    out.parent.mkdir(exist_ok=True)
-    write_json(out, result)
-    result["written_to"] = str(out)
-    return result
+    return keras.Model(inputs, ServedModel(served, "serve_raw" if raw else "serve")(inputs)), validation, \
+        "raw" if raw else "features"
+
+
+def tflite_evaluated(run_dir: Path, cfg, datasets):
+    """(the run's TFLite file, run by LiteRT through the export's own predictor, as a Keras model; the pipeline's
+    validation batches, which are what the file takes; "features")."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from tfhydra.export.served import load_tflite
+
+    tflite = load_tflite(run_dir, RUN_ACCEPTED)
+    spec = datasets.spec
+    check_takes(cfg, datasets, (tflite.input_shape, tflite.input_dtype.name), (tuple(spec.input_shape), spec.dtype),
+                tflite.classes)
+
+    def predict(x):
+        return tflite.predict(x).astype("float32")
+
+    inputs = keras.Input(tflite.input_shape, dtype=tflite.input_dtype)
+    probabilities = keras.layers.Lambda(lambda x: tf.ensure_shape(
+        tf.numpy_function(predict, [x], tf.float32, stateful=True), [None, tflite.classes]))(inputs)
+    return keras.Model(inputs, probabilities), datasets.prefetched(datasets.validation), "features"
+
+
+def check_takes(cfg, datasets, expected: tuple, given: tuple, classes: int) -> None:
+    """The data's examples ((shape, dtype name) as given) are what the export takes, and as many classes."""
+    if tuple(expected[0]) != tuple(given[0]) or expected[1] != given[1]:
+        raise ConfigError("data", cfg.data.get("name"), f"data whose examples are {expected[1]} of shape "
+                          f"{tuple(expected[0])}", f"its examples are {given[1]} of shape {tuple(given[0])}, which "
+                          "the run's model does not take")
+    if classes != datasets.spec.num_classes:
+        raise ConfigError("data", cfg.data.get("name"), f"data with {classes} classes",
+                          f"it has {datasets.spec.num_classes} classes, the run's model predicts {classes}")
 
 
 if __name__ == "__main__":

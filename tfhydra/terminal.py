@@ -27,6 +27,7 @@ NOISE = [re.compile(p) for p in (
     r"Unable to register cu(DNN|FFT|BLAS) factory",
     r"computation placer already registered",
     r"TF-TRT Warning: Could not find TensorRT",
+    r"Created TensorFlow Lite XNNPACK delegate for CPU",  # LiteRT's interpreter, once per file it loads
 )]
 NO_GPU_NOISE = re.compile(r"cuda_(platform|executor|diagnostics)\.cc|failed call to cuInit|kernel driver does not "
                           r"appear to be running|no NVIDIA GPU device is present")

@@ -240,6 +240,11 @@ def require_layer_graph(model: keras.Model, scheme: str, nested: bool = True) ->
         raise ConfigError("compression", scheme, "a Sequential or Functional model (every tfhydra model option is "
                           "one), or compression=none", "the Model Optimization Toolkit supports Sequential and "
                           f"Functional models only; model {model.name} is a subclassed model ({type(model).__name__})")
+    own = [name for name in ("train_step", "test_step") if getattr(type(model), name) is not getattr(keras.Model, name)]
+    if own:  # tfmot rebuilds the model as a plain Functional one: the class, and so its own step, would be lost
+        raise ConfigError("compression", scheme, "compression=none for a model with its own train_step/test_step",
+                          f"the Model Optimization Toolkit rebuilds model {model.name} as a plain Functional model, "
+                          f"which would drop {type(model).__name__}'s own {' and '.join(own)}")
     inner = next((layer for layer in model.layers if isinstance(layer, keras.Model)), None)
     if not nested and inner is not None:
         raise ConfigError("compression", scheme, "a model without models inside it, or compression=prune|cluster",

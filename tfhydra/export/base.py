@@ -16,8 +16,7 @@ from omegaconf import DictConfig
 from tfhydra.registry import Registry
 
 EXPORT_FORMATS = Registry("export.formats")
-TFLITE_MODEL, TFLITE_FLOAT32 = "model.tflite", "float32.tflite"
-ONNX_MODEL = "model.onnx"
+from tfhydra.export.checks import ONNX_MODEL, TFLITE_FLOAT32, TFLITE_MODEL  # noqa: E402,F401  (declared once there)
 
 
 @dataclass

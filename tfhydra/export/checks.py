@@ -34,6 +34,8 @@ def check_export(cfg: DictConfig) -> None:
 CHECKS = (check_export,)
 
 
+TFLITE_MODEL, TFLITE_FLOAT32 = "model.tflite", "float32.tflite"  # the files of export/tflite/ (base.py re-exports)
+ONNX_MODEL = "model.onnx"
 FORMATS = ("saved_model", "keras", "tflite", "onnx")  # export.formats: the writers tfhydra/export/ registers
 
 # The export section's ranges and choices, read by the schema's checks (tfhydra/schema.py).

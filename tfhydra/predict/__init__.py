@@ -1,7 +1,7 @@
 """Answer on new, unlabelled data with a finished run's exported model.
 
     tfhydra-predict [--trust-run] RUN INPUT... [--output FILE] [--batch-size N] [--top-k K] [--format csv|jsonl]
-    (also python -m tfhydra.predict)
+                    [--on-error skip|fail]   (also python -m tfhydra.predict)
 
 INPUT is what the run's data are stored as: image files or folders of them (recursively), a CSV of the training
 feature columns, a text file (one text per line) or a CSV of texts for a text run, an `.npy` or `.npz` array in
@@ -10,6 +10,12 @@ into the SavedModel's `serving_default` signature, which holds the run's own pre
 an image file of another size is resized as training resized it. Each input becomes one row (CSV) or one line
 (JSON Lines), by the output's extension, on stdout without `--output`: the input's name, the columns a CSV
 carried besides the features, and the top-k class names with their probabilities.
+
+A run that exported only TFLite (`export.formats=[tflite]`) is answered by its model.tflite through LiteRT, with
+the same output (tfhydra/predict/layout.py says what such a file takes). An INPUT that cannot be read or does not
+fit the model (one RGB PNG among grayscale ones, a truncated file) is, by default (`--on-error skip`), one
+`Skipped <file>: <why>` line on stderr while the others are predicted, and the exit code is 1; `--on-error fail`
+stops at the first, as one `Error:` line. TensorFlow's start-up lines are held back as in training.
 
 Trust, as in tfhydra-evaluate: the run directory is read through tfhydra/trust only (`completed_run`, the
 same check of a completed run with `export/saved_model` that evaluate makes), its config comes back inert (plain
@@ -30,7 +36,7 @@ import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
 
 USAGE = ("usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] [--batch-size N] "
-         "[--top-k K] [--format csv|jsonl] (also python -m tfhydra.predict)")
+         "[--top-k K] [--format csv|jsonl] [--on-error skip|fail] (also python -m tfhydra.predict)")
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
 
@@ -50,6 +56,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--top-k", type=int, default=1)
     parser.add_argument("--format", choices=("csv", "jsonl"), default=None)
     parser.add_argument("--trust-run", action="store_true")
+    parser.add_argument("--on-error", choices=("skip", "fail"), default="skip")
     args = parser.parse_intermixed_args(argv)
     if args.batch_size is not None and args.batch_size < 1:
         raise ConfigError("--batch-size", args.batch_size, "an integer >= 1", "no batch")
@@ -70,25 +77,29 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
-    try:
-        from tfhydra.project import import_from_working_directory
+    from tfhydra.terminal import QUIET
 
-        from tfhydra.project import project_config_dir, without_config_dir_flags
+    QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
+    try:
+        from tfhydra.project import import_from_working_directory, project_config_dir, without_config_dir_flags
 
         import_from_working_directory()  # a run's own `_target_` source resolves as under tfhydra-train
         project = project_config_dir(argv)  # the project's own conf/, as tfhydra-train finds it
         args = parse_arguments(without_config_dir_flags(argv))
         args.project = project
-        summary = predict(args)
+        summary, skipped = predict(args)
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
+    finally:
+        QUIET.release()
     print(summary, file=sys.stderr)
-    return 0
+    return 1 if skipped else 0
 
 
-def predict(args: argparse.Namespace) -> str:
-    """Predict every input of `args`; the one-line summary for stderr (the predictions go to the output)."""
+def predict(args: argparse.Namespace) -> tuple[str, int]:
+    """Predict every input of `args`: (the one-line summary for stderr, how many INPUTs were skipped); the
+    predictions go to the output, a `Skipped` line per skipped INPUT to stderr."""
     from tfhydra.predict.layout import read_run
 
     run = read_run(args.run_dir, args.trust_run, getattr(args, "project", None))  # before TensorFlow: a wrong directory is a quick error
@@ -99,19 +110,31 @@ def predict(args: argparse.Namespace) -> str:
         from tfhydra.rundir import check_creatable
 
         check_creatable("--output", args.output, Path(args.output).expanduser().absolute().parent)
-    from tfhydra.predict.inputs import read_inputs
+    from tfhydra.predict.inputs import read_inputs, unread_images
     from tfhydra.predict.output import PredictionWriter, run_batches
 
     layout = run.layout()
-    found = read_inputs(args.inputs, layout)
+    found = read_inputs(args.inputs, layout, args.on_error)
     batch_size = args.batch_size or run.batch_size
     started = time.perf_counter()
     with PredictionWriter(args.output, args.format, found.extra_columns, args.top_k, run.class_names) as writer:
         counted = run_batches(layout, found, batch_size, writer)
+        skipped = found.skipped + unread_images(found, counted.predicted_images, layout)
+        if not counted.examples and len(skipped) == 1:
+            raise skipped[0]  # the one input there was: its own one-line error, as with --on-error fail
+        for error in skipped:
+            print(f"Skipped {error}", file=sys.stderr)
+        if not counted.examples:
+            raise ConfigError("INPUT", None, found.accepted, "no example to predict" + (
+                f" ({len(skipped)} input(s) skipped)" if skipped else ""))
     seconds = time.perf_counter() - started
     line = (f"predicted {counted.examples} input(s) in {seconds:.2f} s ({counted.examples / max(seconds, 1e-9):.0f}/s, "
             f"batches of {batch_size})")
     if counted.labelled:
         line += (f"; accuracy {counted.correct / counted.labelled:.4f} on the {counted.labelled} row(s) with a "
                  f"label (column {found.label_column})")
-    return line + (f"; written to {args.output}" if args.output else "")
+    if skipped:
+        line += f"; {len(skipped)} input(s) skipped (named above)"
+    if layout.export != "saved_model":
+        line += f"; by export/{layout.export}"
+    return line + (f"; written to {args.output}" if args.output else ""), len(skipped)

@@ -5,6 +5,10 @@ example as the signature takes it, and the other CSV columns carried through (st
 and fitted in a parallel map (a file the model cannot take fails its batch, and is then named); arrays are
 checked whole before anything runs and read from a memory map in chunks, so a large `.npy` stays on disk until
 its batch is due.
+
+`--on-error skip` (the default): an INPUT that cannot be read or does not fit the model is left out and named
+(`Inputs.skipped`; an image file's decode failure drops that example only, `ignore_errors`, and `unread_images`
+says why afterwards); `--on-error fail` stops at the first, as one `Error:` line.
 """
 from __future__ import annotations
 
@@ -24,31 +28,46 @@ ARRAY_SUFFIXES = (".npy", ".npz")
 CHUNK = 1024  # array rows read from disk at a time
 
 
-def read_inputs(texts: list[str], layout: Layout) -> Inputs:
-    """All INPUTs, in the order given (a folder's images sorted by path), as one dataset."""
-    parts, images = [], []
+def read_inputs(texts: list[str], layout: Layout, on_error: str = "fail") -> Inputs:
+    """All INPUTs, in the order given (a folder's images sorted by path), as one dataset; with `on_error="skip"`
+    an INPUT that cannot be used is left out and named in `skipped` instead of stopping the command."""
+    parts, images, skipped = [], [], []
+    skip = on_error == "skip"
     for text in texts:
-        path = Path(text).expanduser()
-        suffix = path.suffix.lower()
-        if not path.exists() and not (".npz:" in text and Path(text.rsplit(":", 1)[0]).expanduser().is_file()):
-            raise ConfigError(text, None, layout.takes(), "no such file or directory")
-        if path.is_dir() or suffix in IMAGE_EXTENSIONS:
-            images += image_files(text, path, layout)
-            continue
-        if images:  # consecutive image files are one dataset (one parallel map)
-            parts.append(image_part(images, layout))
-            images = []
-        if suffix in ARRAY_SUFFIXES or ".npz:" in text:
-            parts.append(array_part(text, layout))
-        elif suffix == ".csv" and layout.kind in ("features", "text"):
-            parts.append(read_table_input(path, layout))
-        elif suffix == ".txt" and layout.kind == "text":
-            parts.append(read_text_lines(path, layout))
-        else:
-            raise ConfigError(text, None, layout.takes(), "not an input this run's model can take")
+        try:
+            images = read_input(text, layout, parts, images, skip)
+        except ConfigError as error:
+            if not skip:
+                raise
+            skipped.append(error)
     if images:
-        parts.append(image_part(images, layout))
-    return joined(parts, layout)
+        parts.append(image_part(images, layout, skip))
+    found = joined(parts, layout)
+    found.skipped = skipped
+    return found
+
+
+def read_input(text: str, layout: Layout, parts: list[Inputs], images: list[str], skip: bool) -> list[str]:
+    """One INPUT into `parts` (consecutive image files are gathered into one part): the image files still to
+    gather."""
+    path = Path(text).expanduser()
+    suffix = path.suffix.lower()
+    if not path.exists() and not (".npz:" in text and Path(text.rsplit(":", 1)[0]).expanduser().is_file()):
+        raise ConfigError(text, None, layout.takes(), "no such file or directory")
+    if path.is_dir() or suffix in IMAGE_EXTENSIONS:
+        return images + image_files(text, path, layout)
+    if suffix in ARRAY_SUFFIXES or ".npz:" in text:
+        part = array_part(text, layout)
+    elif suffix == ".csv" and layout.kind in ("features", "text"):
+        part = read_table_input(path, layout)
+    elif suffix == ".txt" and layout.kind == "text":
+        part = read_text_lines(path, layout)
+    else:
+        raise ConfigError(text, None, layout.takes(), "not an input this run's model can take")
+    if images:  # consecutive image files are one dataset (one parallel map)
+        parts.append(image_part(images, layout, skip))
+    parts.append(part)
+    return []
 
 
 def joined(parts: list[Inputs], layout: Layout) -> Inputs:
@@ -82,10 +101,11 @@ def image_files(text: str, path: Path, layout: Layout) -> list[str]:
     return found
 
 
-def image_part(files: list[str], layout: Layout) -> Inputs:
+def image_part(files: list[str], layout: Layout, skip: bool = False) -> Inputs:
+    """Image files decoded in a parallel map; with `skip`, a file that fails is dropped (`unread_images` names it)."""
     decode = image_decoder(layout)
     dataset = tf.data.Dataset.from_tensor_slices(files).map(decode, num_parallel_calls=AUTOTUNE, deterministic=True)
-    return Inputs(dataset, image_files=list(files))
+    return Inputs(dataset.ignore_errors() if skip else dataset, image_files=list(files))
 
 
 def image_decoder(layout: Layout):
@@ -106,6 +126,21 @@ def image_decoder(layout: Layout):
 def bad_images(files: list[str], layout: Layout) -> ConfigError | None:
     """The error naming the first of `files` the model cannot take (undecodable, or other channels), if any: a
     second, parallel pass, made only once a batch has failed."""
+    problems = image_problems(files, layout)
+    return next(iter(problems.values()), None)
+
+
+def unread_images(found: Inputs, predicted: set[str], layout: Layout) -> list[ConfigError]:
+    """The image files of `found` that were given but not predicted (dropped by `--on-error skip`), each named
+    with why: a second pass over those files only."""
+    missing = list(dict.fromkeys(f for f in found.image_files if f not in predicted))
+    problems = image_problems(missing, layout, count=False) if missing else {}
+    return [problems.get(f) or ConfigError(f, None, layout.takes(), "TensorFlow cannot read it") for f in missing]
+
+
+def image_problems(files: list[str], layout: Layout, count: bool = True) -> dict[str, ConfigError]:
+    """{file: the error naming it} for each of `files` the model cannot take, in order (`count`: an unreadable
+    file's line says how many of `files` are unreadable)."""
     def channels_of(path):
         image = tf.io.decode_image(tf.io.read_file(path), channels=layout.channels, expand_animations=False)
         return path, tf.shape(image)[-1]
@@ -113,15 +148,16 @@ def bad_images(files: list[str], layout: Layout) -> ConfigError | None:
     decoded = tf.data.Dataset.from_tensor_slices(files).map(channels_of, num_parallel_calls=AUTOTUNE)
     found = {path.decode(): int(c) for path, c in decoded.ignore_errors().as_numpy_iterator()} if files else {}
     unreadable = [f for f in files if f not in found]
-    wanted = layout.image_shape[2]
+    wanted, problems = layout.image_shape[2], {}
     for path in files:
         if path not in found:
-            return ConfigError(path, None, "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)", "cannot decode "
-                               f"it as an image ({len(unreadable)} of {len(files)} files are unreadable)")
-        if found[path] != wanted:
-            return ConfigError(path, None, layout.takes(), f"it has {found[path]} channel(s); the run's model takes "
-                               f"{wanted}")
-    return None
+            problems[path] = ConfigError(path, None, "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
+                                         "cannot decode it as an image" + (f" ({len(unreadable)} of {len(files)} "
+                                                                           "files are unreadable)" if count else ""))
+        elif found[path] != wanted:
+            problems[path] = ConfigError(path, None, layout.takes(), f"it has {found[path]} channel(s); the run's "
+                                         f"model takes {wanted}")
+    return problems
 
 
 def fitted(image: tf.Tensor, layout: Layout) -> tf.Tensor:

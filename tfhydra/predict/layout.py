@@ -1,20 +1,22 @@
-"""What a finished run's served model takes, read from the run without running anything but the SavedModel.
+"""What a finished run's served model takes, read from the run without running anything but its export.
 
 `read_run` checks the directory through the trust boundary (tfhydra/trust `completed_run`, with evaluate's
 description of a usable run) and takes the class names from the run record. `Run.layout` loads the SavedModel
 (evaluate's `load_served_model`) and reads its `serving_default` input: that, with a few plain values of the
 run's `data` section (the CSV's columns, the text column, how training decoded image files), says which inputs
-the run can answer on and how each becomes what the signature takes.
+the run can answer on and how each becomes what the signature takes. A run that exported only TFLite is answered
+by its model.tflite through LiteRT (tfhydra/export/served.py): the file holds no preprocessing, so it takes image
+files (decoded to [0, 1] floats, as the pipeline feeds them) and arrays of the model's inputs, nothing stored
+otherwise (raw CSV columns, texts).
 """
 from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tfhydra.errors import ConfigError
-from tfhydra.rundir import RunPaths
 
 IMAGE_SOURCES_CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}  # image_folder's data.color_mode (tfhydra/data/files.py)
 
@@ -35,6 +37,13 @@ class Layout:
     delimiter: str = ","
     npz_array: str | None = None  # the array of an .npz the run's own data name for validation (data.x_val)
     served: Any = None  # the loaded SavedModel: its variables live as long as the signature is used
+    predict: Callable | None = None  # a batch of `inputs` -> probabilities (NumPy); the signature's call by default
+    export: str = "saved_model"  # which file answers: saved_model, or tflite for a run that exported only that
+
+    def probabilities(self, batch):
+        if self.predict is not None:
+            return self.predict(batch.numpy())
+        return self.signature(**{self.input_key: batch})[self.output_key].numpy()
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -59,9 +68,12 @@ class Run:
     batch_size: int
 
     def layout(self) -> Layout:
-        """Load the SavedModel and read what its `serving_default` takes."""
+        """Load the SavedModel and read what its `serving_default` takes (a TFLite-only run: `tflite_layout`)."""
         from tfhydra.evaluate import RUN_ACCEPTED, load_served_model
+        from tfhydra.export.served import TFLITE, served_export
 
+        if served_export(self.run_dir)[0] == TFLITE:
+            return self.tflite_layout()
         served, _ = load_served_model(self.run_dir)
         if "serving_default" not in served.signatures:
             raise ConfigError(str(self.run_dir), None, RUN_ACCEPTED, "its SavedModel has no serving_default signature")
@@ -74,11 +86,34 @@ class Run:
         shape, dtype, data = tuple(int(d) for d in spec.shape[1:]), spec.dtype, self.data
         layout = Layout(signature, input_key, output_key, shape, dtype, kind_of(shape, dtype, data),
                         delimiter=str(data.get("delimiter") or ","), served=served)
+        return self.described(layout)
+
+    def tflite_layout(self) -> Layout:
+        """The run's model.tflite, run by LiteRT: it takes the model's inputs, so image files (the pipeline's
+        [0, 1] floats) or arrays of them; CSV columns and texts only as the pipeline's arrays."""
+        import tensorflow as tf
+
+        from tfhydra.evaluate import RUN_ACCEPTED
+        from tfhydra.export.served import TFLITE, load_tflite
+
+        tflite = load_tflite(self.run_dir, RUN_ACCEPTED)
+        if tflite.classes != len(self.class_names):
+            raise ConfigError(str(self.run_dir), None, RUN_ACCEPTED, f"its model predicts {tflite.classes} classes but "
+                              f"its metrics.json names {len(self.class_names)}")
+        kind = kind_of(tflite.input_shape, tflite.input_dtype, self.data)
+        kind = kind if kind == "images" and tflite.input_dtype == tf.float32 else "arrays"
+        layout = Layout(None, "inputs", "probabilities", tflite.input_shape, tflite.input_dtype, kind,
+                        predict=tflite.predict, export=TFLITE)
+        return self.described(layout)
+
+    def described(self, layout: Layout) -> Layout:
+        """The run's data section's say on the layout: CSV columns, the label column, how images were decoded."""
+        data = self.data
         if data.get("name") in ("csv", "text_csv"):
             layout.label_column = str(data.get("label") or "label")
             layout.text_column = str(data.get("text") or "text")
         if layout.kind == "features":
-            layout.features = feature_columns(data, shape[0])
+            layout.features = feature_columns(data, layout.shape[0])
         if data.get("name") == "image_folder":
             layout.channels = IMAGE_SOURCES_CHANNELS.get(str(data.get("color_mode")), 0)
         elif data.get("name") == "tfrecord" and data.get("encoding") in ("png", "jpeg"):
@@ -127,14 +162,14 @@ def read_run(run_dir: Path, trusted: bool = False, project: Path | None = None) 
     from omegaconf import OmegaConf
 
     from tfhydra.evaluate import RUN_ACCEPTED
+    from tfhydra.export.served import served_export
     from tfhydra.record import load_record
     from tfhydra.trust import completed_run, trusted_warning
 
     if trusted:
         print(trusted_warning("--trust-run", run_dir), file=sys.stderr, flush=True)
-    paths = RunPaths(run_dir)
-    config = completed_run(run_dir, str(run_dir), None, RUN_ACCEPTED, [paths.relative(paths.saved_model /
-                           "saved_model.pb")], primary=project, trusted=trusted, composed=False)
+    config = completed_run(run_dir, str(run_dir), None, RUN_ACCEPTED, [served_export(run_dir)[1]], primary=project,
+                           trusted=trusted, composed=False)
     data = OmegaConf.to_container(config.data, resolve=False)
     spec = load_record(run_dir).data or {}
     names = spec.get("class_names")

@@ -10,7 +10,7 @@ import csv
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,19 +22,24 @@ from tfhydra.errors import ConfigError, first_line, write_failure
 @dataclass
 class Counted:
     examples: int = 0
+    predicted_images: set = field(default_factory=set)  # the image files that were predicted (to name the others)
     labelled: int = 0  # rows whose label column names one of the run's classes
     correct: int = 0
 
 
 def run_batches(layout, found, batch_size: int, writer) -> Counted:
-    """Every example of `found` through `serving_default`, `batch_size` at a time; the rows go to `writer`."""
+    """Every example of `found` through the run's model (`serving_default`, or its TFLite file), `batch_size` at a
+    time; the rows go to `writer`."""
     counted = Counted()
     label = found.extra_columns.index(found.label_column) if found.label_column else None
     classes = {name: i for i, name in enumerate(writer.class_names)}
-    batches = iter(found.dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE))
+    dataset = found.dataset
+    batches = iter(dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)) if dataset is not None else iter(())
     while (batch := next_batch(batches, found, layout)) is not None:
         names = [n.decode() for n in batch["name"].numpy()]
-        probabilities = layout.signature(**{layout.input_key: batch["inputs"]})[layout.output_key].numpy()
+        if found.image_files:
+            counted.predicted_images.update(names)
+        probabilities = layout.probabilities(batch["inputs"])
         ids, values = top_k(probabilities, writer.top_k)
         extra = [[c.decode() for c in row] for row in batch["extra"].numpy()] if found.extra_columns else \
             [[]] * len(names)
@@ -44,8 +49,6 @@ def run_batches(layout, found, batch_size: int, writer) -> Counted:
             truth = [class_index(row[label], classes) for row in extra]
             counted.labelled += sum(t is not None for t in truth)
             counted.correct += sum(t == int(i[0]) for t, i in zip(truth, ids) if t is not None)
-    if not counted.examples:
-        raise ConfigError("INPUT", None, found.accepted, "no example to predict")
     return counted
 
 

@@ -13,6 +13,7 @@ class Inputs:
     label_column: str | None = None  # an extra column the run's data call the label: scored against the classes
     image_files: list[str] = field(default_factory=list)  # to name an unusable one (`bad_images`)
     accepted: str = ""  # what the model takes, for an input TensorFlow cannot read
+    skipped: list = field(default_factory=list)  # ConfigErrors naming the INPUTs left out (`--on-error skip`)
 
 
 def no_extra() -> tf.Tensor:

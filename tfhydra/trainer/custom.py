@@ -2,9 +2,12 @@
 GradientTape, for per-step control.
 
 It reports through the same Keras callbacks as fit, under the same metric names, so the
-run contract is identical. Its state (model, optimizer, data iterator, position in the
-epoch, metric accumulators, random generators) is checkpointed every `trainer.save_every`
-so a killed run resumes exactly where the last save left it.
+run contract is identical. A model whose class overrides `train_step` or `test_step` (a `tf.keras.Model` subclass
+with its own step) has its own steps run instead of tfhydra's, inside the same compiled, strategy-run call, and
+the dict they return is what is logged, as `model.fit` does (docs/training.md, "Your own train_step").
+
+Its state (model, optimizer, data iterator, position in the epoch, metric accumulators, random generators) is
+checkpointed every `trainer.save_every` so a killed run resumes exactly where the last save left it.
 """
 from __future__ import annotations
 
@@ -39,13 +42,19 @@ class CustomLoop:
         self.iterator = iter(self.strategy.experimental_distribute_dataset(datasets.prefetched(datasets.train.repeat())))
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.own_steps = has_own_steps(model)
+        if self.own_steps:
+            log.info("trainer.loop=custom runs %s's own train_step/test_step", type(model).__name__)
+        self.last_logs: dict | None = None  # what the model's own step returned last
         self.objective = per_example_objective(model.loss)
         self.loss_tracker = keras.metrics.Mean(name="loss")  # mean per-example loss, synced over replicas
         self.scaling = isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # compile wraps it
         jit = jit_setting(cfg_trainer.jit_compile)
         eager = cfg_trainer.run_eagerly  # print(), breakpoint() and NumPy see concrete tensors
-        self.train_steps = self._train_steps if eager else tf.function(self._train_steps, jit_compile=jit)
-        self.eval_step = self._eval_step if eager else tf.function(self._eval_step, jit_compile=jit)
+        train_steps, eval_step = (self._own_train_steps, self._own_eval_step) if self.own_steps else \
+            (self._train_steps, self._eval_step)
+        self.train_steps = train_steps if eager else tf.function(train_steps, jit_compile=jit)
+        self.eval_step = eval_step if eager else tf.function(eval_step, jit_compile=jit)
         self.metrics = self._build_accumulators()
         self.manager, self.directory, checkpoint = self._checkpoint()
         stop = context.stop
@@ -92,6 +101,33 @@ class CustomLoop:
     def _eval_step(self, data):
         self.strategy.run(self._replica_eval, args=(data,))
 
+    # ---- the model's own steps (a subclass overriding train_step / test_step) --------------------------------------
+    def _own_step(self, step, data) -> dict:
+        """`step(data)` on every replica; its returned logs reduced over the replicas as model.fit reduces them
+        (tf_keras' own `reduce_per_replica` with the model's `distribute_reduction_method`: "auto" sums them,
+        except on a TPU)."""
+        from tf_keras.src.engine.training import reduce_per_replica  # fit's function: the same figures as fit
+
+        outputs = self.strategy.run(step, args=(data,))
+        reduced = reduce_per_replica(outputs, self.strategy, reduction=self.model.distribute_reduction_method)
+        return tf.nest.map_structure(tf.convert_to_tensor, reduced)
+
+    def _own_train_steps(self, iterator, count):
+        logs = self._own_step(self.model.train_step, next(iterator))
+        for _ in tf.range(count - 1):
+            logs = self._own_step(self.model.train_step, next(iterator))
+        return logs
+
+    def _own_eval_step(self, data):
+        return self._own_step(self.model.test_step, data)
+
+    def _logs(self, returned) -> dict[str, float]:
+        """The epoch's figures so far: what the model's own step returned last, else the accumulators. As in
+        model.fit, a returned dict whose keys are the model's metrics' names is replaced by their results."""
+        if self.own_steps and returned is not None and set(returned) != {m.name for m in self.metrics}:
+            return plain_logs(returned)
+        return metric_values(self.metrics)
+
     # ---- the state a resumed run continues from ------------------------------------------------------------------
     def _build_accumulators(self) -> list:
         """Optimizer slots and metric accumulators exist only after their first use; create them now (one
@@ -101,7 +137,8 @@ class CustomLoop:
         self.layer_generators = random_layer_generators(self.model, self.strategy)
         for batch in self.strategy.experimental_distribute_dataset(self.datasets.validation.take(1)):
             self.eval_step(batch)
-        metrics = [self.loss_tracker, *self.model.compiled_metrics.metrics]
+        metrics = list(self.model.metrics) if self.own_steps else [self.loss_tracker,
+                                                                   *self.model.compiled_metrics.metrics]
         reset(metrics)
         return metrics
 
@@ -135,14 +172,14 @@ class CustomLoop:
         model.stop_training = False
         callback_list.on_train_begin()
         while int(self.epoch) < cfg.epochs and not model.stop_training:
-            current = int(self.epoch)
+            current, self.last_logs = int(self.epoch), None
             if int(self.step) == 0:
                 reset(self.metrics)
             callback_list.on_epoch_begin(current)
             self._train_epoch(callback_list)
             if model.stop_training:
                 break
-            train_logs = metric_values(self.metrics)
+            train_logs = self._logs(self.last_logs)
             val_logs = self._validate(callback_list)
             self.epoch.assign_add(1)
             self.step.assign(0)
@@ -167,9 +204,9 @@ class CustomLoop:
             if self.save_every:
                 count = min(count, self.save_every - int(step) % self.save_every)
             callback_list.on_train_batch_begin(int(step))
-            self.train_steps(self.iterator, tf.constant(count))
+            self.last_logs = self.train_steps(self.iterator, tf.constant(count))
             step.assign_add(count)
-            logs = metric_values(self.metrics)
+            logs = self._logs(self.last_logs)
             if progress:
                 progress.update(int(step), list(logs.items()))
             callback_list.on_train_batch_end(int(step) - 1, logs)
@@ -182,11 +219,28 @@ class CustomLoop:
     def _validate(self, callback_list) -> dict:
         callback_list.on_test_begin()
         reset(self.metrics)
+        returned = None
         for batch in self.strategy.experimental_distribute_dataset(self.datasets.prefetched(self.datasets.validation)):
-            self.eval_step(batch)
-        val_logs = {f"val_{name}": value for name, value in metric_values(self.metrics).items()}
+            returned = self.eval_step(batch)
+        val_logs = {f"val_{name}": value for name, value in self._logs(returned).items()}
         callback_list.on_test_end(val_logs)
         return val_logs
+
+
+def has_own_steps(model: keras.Model) -> bool:
+    """Whether the model's class brings its own `train_step` or `test_step` (then both of the model's steps run,
+    an inherited one being Keras' own, as under model.fit)."""
+    return any(getattr(type(model), name) is not getattr(keras.Model, name) for name in ("train_step", "test_step"))
+
+
+def plain_logs(returned) -> dict[str, float]:
+    """A step's returned dict as numbers for the callbacks: its scalar entries (a dict-valued entry, such as a
+    metric returning a dict, flattened one level; anything not a scalar left out, as Keras' progress bar does)."""
+    flat = {}
+    for name, value in (returned.items() if isinstance(returned, dict) else []):
+        items = value.items() if isinstance(value, dict) else [(name, value)]
+        flat.update({k: float(v) for k, v in items if getattr(v, "shape", ()) == ()})
+    return flat
 
 
 def random_layer_generators(model: keras.Model, strategy) -> list:

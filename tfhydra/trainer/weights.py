@@ -74,7 +74,10 @@ def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strateg
     if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
         model.load_weights(str(path))
         return
-    # Mirrored variables cannot be assigned from the .h5 file directly: read it into a plain copy.
+    # Mirrored variables cannot be assigned from the .h5 file directly: read it into a plain copy, then layer by
+    # layer (the .h5 holds the layers' weights; a model class's own variables, such as a metric its train_step
+    # updates, are not in it nor in the copy, which clone_model makes of the layers only).
     copy = keras.models.clone_model(model)
     copy.load_weights(str(path))
-    model.set_weights(copy.get_weights())
+    for layer, loaded in zip(model.layers, copy.layers, strict=True):
+        layer.set_weights(loaded.get_weights())

@@ -1,0 +1,67 @@
+"""A finished run's export, to run again: which file answers (the SavedModel, else the TFLite file), and the
+TFLite file as a batch predictor through the export's own runtime code (tflite.py: LiteRT, or tf.lite.Interpreter
+where LiteRT is missing), for tfhydra-predict and tfhydra-evaluate.
+
+The SavedModel comes first when a run has both: it serves the data as stored (its `serve_raw` holds the source's
+preprocessing). A TFLite file holds the model only: it takes the model's inputs as the training pipeline feeds
+them (images as [0, 1] floats at the model's size, standardized CSV columns, token ids), in float even when the
+file's own input is int8 (`export.tflite.integer_io`: quantized with the file's scales by `tflite_predict`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from typing import Any
+
+import numpy as np
+
+from tfhydra.errors import ConfigError, clip, first_line
+from tfhydra.export.checks import TFLITE_MODEL
+from tfhydra.rundir import RunPaths
+
+SAVED_MODEL, TFLITE = "saved_model", "tflite"
+
+
+def served_export(run_dir: Path) -> tuple[str, str]:
+    """(the format that answers for the run, its file relative to the run directory): the SavedModel when the run
+    has one, else its TFLite file; the SavedModel's file when it has neither, for the error to name. No TensorFlow:
+    the commands ask before they import it."""
+    paths = RunPaths(run_dir)
+    saved = paths.relative(paths.saved_model / "saved_model.pb")
+    tflite = paths.relative(paths.export_format(TFLITE) / TFLITE_MODEL)
+    if not (Path(run_dir) / saved).exists() and (Path(run_dir) / tflite).is_file():
+        return TFLITE, tflite
+    return SAVED_MODEL, saved
+
+
+@dataclass
+class TFLiteModel:
+    """A run's TFLite file, ready to predict: model inputs (a batch, float or the file's own dtype) -> probabilities."""
+    predict: Callable[[np.ndarray], np.ndarray]
+    input_shape: tuple[int, ...]  # one example, no batch axis
+    input_dtype: Any  # tf.DType; what to feed: float32 for a file with int8 input (quantized on the way in)
+    classes: int
+    runtime: str  # LiteRT's name and version, for the output
+
+
+def load_tflite(run_dir: Path, accepted: str) -> TFLiteModel:
+    """The run's `export/tflite/model.tflite` in the runtime the export measured it with; a file that does not load
+    is one ConfigError naming the run directory."""
+    import tensorflow as tf
+
+    from tfhydra.export.tflite import tflite_interpreter, tflite_predict, tflite_runtime
+
+    file = RunPaths(run_dir).export_format(TFLITE) / TFLITE_MODEL
+    try:
+        interpreter = tflite_interpreter(file)
+        source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    except Exception as error:  # noqa: BLE001  (a truncated or foreign file: the runtime's message, on one line)
+        raise ConfigError(str(run_dir), None, accepted, f"its {RunPaths(run_dir).relative(file)} cannot be loaded "
+                          f"({type(error).__name__}: {clip(first_line(error), 200)})") from error
+    shape = tuple(int(d) for d in source["shape_signature"][1:])
+    dtype = tf.as_dtype(source["dtype"])
+    quantized_input = dtype.is_integer and bool(source["quantization"][0])
+    return TFLiteModel(tflite_predict(interpreter), shape, tf.float32 if quantized_input else dtype,
+                       int(target["shape"][-1]), tflite_runtime()[1])
