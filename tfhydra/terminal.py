@@ -89,3 +89,16 @@ QUIET = QuietStart()  # a single run's: started by tfhydra/__main__.py, released
 def on_terminal() -> bool:
     """Whether a person watches stderr (a terminal that can redraw a line in place)."""
     return sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+
+
+SIGNIFICANT_DIGITS = 4
+
+
+def figure(value) -> str:
+    """A measured figure as every line and summary shows it: 4 significant digits (`0.9833`, `0.001`, `2.3e-05`),
+    so a loss near zero keeps its digits and an accuracy is not printed to float32's noise
+    (`0.9833333492279053`). Integers and non-numbers as they are, NaN/inf as `nan`/`inf`. The record keeps full
+    precision; this is only how a person reads it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, int):
+        return str(value)
+    return f"{value:.{SIGNIFICANT_DIGITS}g}"
