@@ -200,8 +200,8 @@ def keys_page(cfg: DictConfig, dirs: list[Path], sections: list[str]) -> str:
             tops = sorted({k.key.rsplit(".", 1)[0] for k in described} | {k.key.split(".")[0] for k in described})
             raise ConfigError(f"--help {section}", None, "a section or key of the config, e.g. data, trainer, "
                               "optimizer.schedule", f"no such section{suggestion(section, tops)}")
-        width = max(len(k.key) for k in under)
-        lines += [f"{k.key:<{width}}  {k.kind:<6}  {k.default:<14}  {k.description or '-'}" for k in under]
+        width, shown = max(len(k.key) for k in under), min(24, max(len(k.default) for k in under))
+        lines += [f"{k.key:<{width}}  {k.kind:<6}  {k.default:<{shown}}  {k.description or '-'}" for k in under]
     return "\n".join(lines)
 
 
@@ -226,4 +226,8 @@ def print_help(config_dir: Path, argv: list[str], command: str) -> int:
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
