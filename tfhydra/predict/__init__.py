@@ -28,6 +28,7 @@ from pathlib import Path
 
 import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
+from tfhydra.terminal import figure
 
 USAGE = ("usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] [--batch-size N] "
          "[--top-k K] [--format csv|jsonl] (also python -m tfhydra.predict)")
@@ -112,6 +113,6 @@ def predict(args: argparse.Namespace) -> str:
     line = (f"predicted {counted.examples} input(s) in {seconds:.2f} s ({counted.examples / max(seconds, 1e-9):.0f}/s, "
             f"batches of {batch_size})")
     if counted.labelled:
-        line += (f"; accuracy {counted.correct / counted.labelled:.4f} on the {counted.labelled} row(s) with a "
+        line += (f"; accuracy {figure(counted.correct / counted.labelled)} on the {counted.labelled} row(s) with a "
                  f"label (column {found.label_column})")
     return line + (f"; written to {args.output}" if args.output else "")
