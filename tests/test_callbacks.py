@@ -201,7 +201,7 @@ def test_the_progress_bar_counts_the_steps_reported_and_closes_its_thread(capsys
     progress.on_epoch_begin(0)
     progress.on_train_batch_end(5, {"loss": 0.25})
     time.sleep(0.2)
-    assert progress.bar.n == 6 and progress.bar.postfix.startswith("loss=0.2500")
+    assert progress.bar.n == 6 and progress.bar.postfix.startswith("loss=0.25,")
     thread = progress._thread
     progress.on_epoch_end(0)
     assert progress._thread is None and not thread.is_alive()
@@ -221,7 +221,7 @@ def test_the_progress_bar_takes_keras_tensors_so_batch_logs_are_not_copied_to_nu
     progress.on_epoch_begin(0)
     progress.on_train_batch_end(2, {"loss": tf.constant(0.125)})
     time.sleep(0.2)
-    assert progress.bar.n == 3 and progress.bar.postfix.startswith("loss=0.1250")
+    assert progress.bar.n == 3 and progress.bar.postfix.startswith("loss=0.125,")
     progress.on_epoch_end(0)
     progress.on_train_end()
 

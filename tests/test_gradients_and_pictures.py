@@ -59,12 +59,13 @@ def hand_made_validation():
     return images, np.array(labels, np.int64)
 
 
-def run_callback(tmp_path, kind="image", texts=None, epochs=2):
+def run_callback(tmp_path, kind="image", texts=None, epochs=2, labelled=False):
+    """labelled=False: the NumPy pictures (no matplotlib); tests/test_confusion_figure.py tests the labelled ones."""
     images, labels = hand_made_validation()
     data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(4)
     train = tf.data.Dataset.from_tensor_slices((np.repeat(images, 3, axis=0), np.repeat(labels, 3))).batch(16)
     callback = Pictures(train, data, ["dark", "bright"], tmp_path / "train", tmp_path / "validation", freq=1,
-                        kind=kind, texts=texts)
+                        kind=kind, texts=texts, labelled=labelled)
     callback.set_model(brightness_model())
     callback.on_train_begin()
     for epoch in range(epochs):
@@ -130,9 +131,9 @@ def test_a_run_writes_the_pictures_every_images_freq_epochs(tmp_path):
     [(_, [grid], _)] = train["examples/train"]
     assert png_size(grid) == (4 * 86 - 2, 4 * 86 - 2)  # 16 digits (28x28 as data=digits resizes them), enlarged 3 times
     assert [step for step, _, _ in validation["confusion_matrix"]] == [0, 1]
-    assert png_size(validation["confusion_matrix"][0][1][0]) == (250, 250)  # 10 classes, 25 pixels a cell
+    assert png_size(validation["confusion_matrix"][0][1][0]) == (640, 640)  # matplotlib's labelled figure (dev extra)
     steps = [step for step, _, _ in validation.get("misclassified", [])]
-    assert steps and all(1 <= len(pngs) <= 9 for _, pngs, _ in validation["misclassified"])
+    assert steps and all(len(pngs) == 1 for _, pngs, _ in validation["misclassified"])  # one titled grid
     assert not any(t.startswith("gradient_norm/") for t in read_events(tmp_path / "tensorboard" / "train")["scalars"])
     assert read_run_record(tmp_path)["status"] == "completed"
 

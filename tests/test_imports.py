@@ -17,7 +17,7 @@ PACKAGE = ROOT / "tfhydra"
 
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
 ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "job_errors",
-                 "hydra_files", "plan", "sweep", "preload",
+                 "hydra_files", "plan", "sweep", "preload", "help",
                  "evaluate", "predict", "api", "notebook"}
 NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project",
            "report", "schema", "terminal", "trust",

@@ -23,6 +23,7 @@ import tensorflow as tf
 import data_files
 import tfhydra
 from conftest import FAST, ROOT, TESTS, last_line
+from tfhydra.terminal import figure
 
 RUNS = {
     "npz": lambda tmp: ["data=npz", f"data.path={data_files.write_npz(tmp / 'images.npz', 96, 40, (28, 28))}"],
@@ -152,7 +153,7 @@ def test_held_out_csv_rows_predict_the_evaluated_classes_and_carry_their_columns
     original = list(csv.DictReader(open(held_out)))
     assert [(r["id"], r["label"]) for r in found] == [(r["id"], r["label"]) for r in original]
     accuracy = np.mean([r["class_1"] == r["label"] for r in found])
-    assert f"accuracy {accuracy:.4f} on the {len(found)} row(s) with a label (column label)" in last_line(result.stderr)
+    assert f"accuracy {figure(accuracy)} on the {len(found)} row(s) with a label (column label)" in last_line(result.stderr)
     assert all(abs(sum(float(r[f"probability_{k}"]) for k in (1, 2, 3)) - 1) < 1e-5 for r in found)
 
 

@@ -167,7 +167,7 @@ def test_the_summary_ranks_completed_jobs_by_the_monitored_metric_and_lists_the_
     markdown = (hand_made_sweep / "summary.md").read_text()
     assert "python train.py optimizer.lr=2 trainer.epochs=3" in markdown and "(lower is better)" in markdown
     assert summary.unsuccessful and summary.best.name == "1_optimizer.lr=2"
-    assert "best job: 1_optimizer.lr=2 (val_loss=0.4000 at epoch 2)" in summary.report()
+    assert "best job: 1_optimizer.lr=2 (val_loss=0.4 at epoch 2)" in summary.report()
     assert not list(hand_made_sweep.glob(".*.partial"))  # written atomically
 
 
@@ -285,8 +285,8 @@ def test_jobs_that_differ_only_by_seed_are_ranked_as_groups(tmp_path):
     assert [(g.label, g.n, round(g.mean, 6), round(g.std, 6)) for g in summary.groups] == [
         ("optimizer.lr=2", 3, 0.3, 0.1), ("optimizer.lr=1", 3, 0.6, 0.1)]
     markdown = (tmp_path / "seeds" / "summary.md").read_text()
-    assert "| 1 | `optimizer.lr=2` | 0.3000 | 0.1000 | 3 |" in markdown
-    assert "| 2 | `optimizer.lr=1` | 0.6000 | 0.1000 | 3 |" in markdown
+    assert "| 1 | `optimizer.lr=2` | 0.3 | 0.1 | 3 |" in markdown
+    assert "| 2 | `optimizer.lr=1` | 0.6 | 0.1 | 3 |" in markdown
     rows = list(csv.DictReader((tmp_path / "seeds" / "summary.csv").open()))
     assert len(rows) == 6  # every job is still listed
     assert [(r["group_rank"], r["group_n"], r["group_overrides"]) for r in rows[:3]] == [("1", "3", "optimizer.lr=2")] * 3

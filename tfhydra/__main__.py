@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> None:
     except tfhydra.ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         sys.exit(1)
+    if {"--help", "-h"} & set(argv):  # tfhydra's page, its descriptions from conf/'s comments (tfhydra/help.py)
+        from tfhydra.command import train_command
+        from tfhydra.help import print_help
+
+        sys.exit(print_help(project or CONFIG_DIR, argv, train_command()))
     import_from_working_directory()
     if not {"-m", "--multirun"} & set(argv):  # a sweep's jobs may be other processes sharing descriptor 2
         QUIET.start()  # TensorFlow's start-up lines held back until training starts (tfhydra/terminal.py)

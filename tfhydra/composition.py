@@ -64,8 +64,9 @@ def composition_errors(overrides: list[str], groups: list[str]) -> Iterator[None
         bad = next((o for o in overrides if f"'{o.split('=', 1)[0].lstrip('+~')}'" in str(error)), None)
         if bad is not None:
             key, _, value = bad.partition("=")
+            name = key.lstrip("+~")  # `precison=mixed` is a group misspelt: name the one group it is nearest to
             raise ConfigError(key, value, f"a config group ({', '.join(groups)}) or an existing key",
-                              "no such group or key") from None
+                              f"no such group or key{suggestion(name, _group_names(name, groups), count=1)}") from None
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
     except HydraException as error:
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
@@ -93,6 +94,16 @@ def check_group_values(parsed: list, groups: list[str]) -> None:
             raise ConfigError(key, override.input_line.split("=", 1)[1], f"an option name: one of "
                               f"{', '.join(group_options(key))} (quote a name Hydra would read otherwise: {key}='...')",
                               f"Hydra reads it as {kind}, not an option name")
+
+
+def _group_names(name: str, groups: list[str]) -> list[str]:
+    """The groups a misspelt group name is compared with: tfhydra's, or Hydra's own (`hydra/launcher` ...) for a
+    name under `hydra/`."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if not name.startswith("hydra/") or not GlobalHydra.instance().is_initialized():
+        return groups
+    return [f"hydra/{g}" for g in GlobalHydra.instance().config_loader().list_groups("hydra")]
 
 
 def group_options(group: str) -> list[str]:

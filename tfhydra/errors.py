@@ -39,9 +39,10 @@ def nearest(name: Any, options: Iterable[Any], count: int, cutoff: float) -> lis
     return found[:count]
 
 
-def suggestion(name: Any, options: Iterable[Any]) -> str:
-    """` (did you mean a or b?)` with the options nearest to a misspelt `name`; empty when none is near."""
-    close = nearest(name, options, count=3, cutoff=0.6)
+def suggestion(name: Any, options: Iterable[Any], count: int = 3) -> str:
+    """` (did you mean a or b?)` with the (at most `count`) options nearest to a misspelt `name`; empty when none
+    is near."""
+    close = nearest(name, options, count=count, cutoff=0.6)
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 

@@ -40,6 +40,7 @@ from tfhydra.rundir import RunPaths
 from tfhydra.startclock import mark, start_job, startup
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
+from tfhydra.terminal import figure
 from tfhydra.trainer import LoopContext
 from tfhydra.terminal import QUIET
 from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progress, loss_bound
@@ -281,6 +282,6 @@ def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch
 
 
 def _monitored(record: RunRecord) -> str:
-    return f"best {record.monitor}={record.best_monitored} at epoch {(record.best or {}).get('epoch')}"
+    return f"best {record.monitor}={figure(record.best_monitored)} at epoch {(record.best or {}).get('epoch')}"
 
 

@@ -49,11 +49,25 @@ def policy_scope(cfg_precision) -> Iterator[keras.mixed_precision.Policy]:
 
 
 def warn_if_slow(policy: str) -> None:
-    """Once per process: float16 has no fast path on CPUs, so a mixed run there is slower than fp32."""
+    """Once per process: float16 has no fast path on CPUs, so a mixed run there is slower than fp32.
+
+    tf_keras says the same on the first mixed_float16 policy of a process, in four lines ("Mixed precision
+    compatibility check (mixed_float16): WARNING ..."): one warning per condition, so where tfhydra says it, tf_keras'
+    check is marked done (its module flag, the one way it offers). With a GPU tfhydra says nothing, and tf_keras'
+    check (which names a GPU without fast float16) still speaks."""
     global _warned_cpu
-    if policy == "mixed_float16" and not tf.config.list_physical_devices("GPU") and not _warned_cpu:
+    if policy != "mixed_float16" or tf.config.list_physical_devices("GPU"):
+        return
+    _hold_back_keras_device_check()
+    if not _warned_cpu:
         _warned_cpu = True
         log.warning("precision=mixed without a GPU: float16 is emulated on CPU and slower than fp32; running anyway")
+
+
+def _hold_back_keras_device_check() -> None:
+    from tf_keras.src.mixed_precision import device_compatibility_check
+
+    device_compatibility_check._logged_compatibility_check = True  # tf_keras' "logged once" flag (private)
 
 
 def float32_output(model: keras.Model) -> keras.Model:

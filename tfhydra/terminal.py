@@ -214,3 +214,16 @@ def progress_bar(**options):
             pass
         return tqdm(**options)
     return tqdm(ncols=min(shutil.get_terminal_size().columns - 1, 140), **options)
+
+
+SIGNIFICANT_DIGITS = 4
+
+
+def figure(value) -> str:
+    """A measured figure as every line and summary shows it: 4 significant digits (`0.9833`, `0.001`, `2.3e-05`),
+    so a loss near zero keeps its digits and an accuracy is not printed to float32's noise
+    (`0.9833333492279053`). Integers and non-numbers as they are, NaN/inf as `nan`/`inf`. The record keeps full
+    precision; this is only how a person reads it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, int):
+        return str(value)
+    return f"{value:.{SIGNIFICANT_DIGITS}g}"

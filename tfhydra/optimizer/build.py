@@ -10,6 +10,8 @@ from __future__ import annotations
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
+from tfhydra.errors import ConfigError
+from tfhydra.hydra_api import locate
 from tfhydra.registry import Registry, instantiate_target
 
 OPTIMIZERS = Registry("optimizer")
@@ -21,25 +23,74 @@ def build_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epochs: int
     `use_ema` / `ema_momentum` (trainer.ema), None entries ignored."""
     clipping = {k: v for k, v in (clipping or {}).items() if v is not None}
     if "_target_" in cfg_optimizer:
-        node = OmegaConf.masked_copy(cfg_optimizer, [k for k in cfg_optimizer if k not in ("schedule", "lr")])
-        return instantiate_target(node, "optimizer", **clipping)
+        return build_target_optimizer(cfg_optimizer, steps_per_epoch, epochs, clipping)
     learning_rate = build_schedule(cfg_optimizer.schedule, cfg_optimizer.lr, steps_per_epoch, epochs)
     return OPTIMIZERS.get(cfg_optimizer.name)(cfg_optimizer, learning_rate, **clipping)
 
 
+def build_target_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epochs: int, clipping: dict):
+    """A user's `_target_` optimizer gets `optimizer.lr` (else its own `learning_rate` key, else its constructor's
+    default) shaped by `optimizer.schedule`, as `learning_rate=`, when its constructor takes one; a sweep over
+    `optimizer.lr` then changes it. One that takes none is refused when `lr` or a schedule is set: they would be
+    dropped without a word."""
+    schedule = cfg_optimizer.get("schedule")
+    scheduled = schedule is not None and schedule.get("name", "constant") != "constant"
+    default = _learning_rate_default(locate(cfg_optimizer._target_))
+    if default is _TAKES_NONE:
+        if scheduled or "lr" in cfg_optimizer:
+            key = "optimizer.schedule.name" if scheduled else "optimizer.lr"
+            raise ConfigError(key, schedule.name if scheduled else cfg_optimizer.lr,
+                              "constant (the default) and no optimizer.lr, or a _target_ whose constructor takes "
+                              f"learning_rate", f"{cfg_optimizer._target_} takes no learning_rate")
+        node = OmegaConf.masked_copy(cfg_optimizer, [k for k in cfg_optimizer if k != "schedule"])
+        return instantiate_target(node, "optimizer", **clipping)
+    lr = cfg_optimizer.get("lr", cfg_optimizer.get("learning_rate", default))
+    if schedule is not None and isinstance(lr, (int, float)):
+        lr = build_schedule(schedule, lr, steps_per_epoch, epochs)
+    node = OmegaConf.masked_copy(cfg_optimizer, [k for k in cfg_optimizer if k not in ("schedule", "lr",
+                                                                                       "learning_rate")])
+    return instantiate_target(node, "optimizer", learning_rate=lr, **clipping)
+
+
+_TAKES_NONE = object()
+
+
+def _learning_rate_default(target):
+    """The default of `target`'s `learning_rate` parameter (None when it has none); _TAKES_NONE when it takes no
+    such argument."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return _TAKES_NONE
+    parameter = parameters.get("learning_rate")
+    if parameter is None:
+        return _TAKES_NONE
+    return None if parameter.default is inspect.Parameter.empty else parameter.default
+
+
+# optimizer=<name>: the tf_keras class each option builds. Every key of the option's conf/optimizer/<name>.yaml
+# but `name`, `lr` and `schedule` is the class's own keyword argument of the same name (defaults live there).
+KERAS_CLASSES = {"adam": "Adam", "sgd": "SGD", "adamw": "AdamW", "rmsprop": "RMSprop", "nadam": "Nadam",
+                 "lion": "Lion", "adafactor": "Adafactor"}
+
+
+def keras_optimizer(class_name: str):
+    def build(cfg, learning_rate, **clipping) -> keras.optimizers.Optimizer:
+        arguments = {k: v for k, v in OmegaConf.to_container(cfg).items() if k not in ("name", "lr", "schedule")}
+        return getattr(keras.optimizers, class_name)(learning_rate=learning_rate, **arguments, **clipping)
+
+    build.__doc__ = f"tf_keras.optimizers.{class_name} with the option's keys as its arguments."
+    return build
+
+
+for _name, _class in KERAS_CLASSES.items():
+    OPTIMIZERS.register(_name)(keras_optimizer(_class))
+
+
 def build_schedule(cfg_schedule: DictConfig, lr: float, steps_per_epoch: int, epochs: int):
     return SCHEDULES.get(cfg_schedule.name)(cfg_schedule, lr, steps_per_epoch, epochs)
-
-
-@OPTIMIZERS.register("adam")
-def build_adam(cfg, learning_rate, **clipping) -> keras.optimizers.Optimizer:
-    return keras.optimizers.Adam(learning_rate=learning_rate, beta_1=cfg.beta_1, beta_2=cfg.beta_2,
-                                 epsilon=cfg.epsilon, **clipping)
-
-
-@OPTIMIZERS.register("sgd")
-def build_sgd(cfg, learning_rate, **clipping) -> keras.optimizers.Optimizer:
-    return keras.optimizers.SGD(learning_rate=learning_rate, momentum=cfg.momentum, nesterov=cfg.nesterov, **clipping)
 
 
 @SCHEDULES.register("constant")

@@ -8,13 +8,13 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, choice, integer, list_of, number
+from tfhydra.schema import Rule, choice, integer, list_of, number, optional
 
 
 def check_schedule(cfg: DictConfig) -> None:
     optimizer = cfg.optimizer
-    if "_target_" in optimizer or "schedule" not in optimizer:  # a user's optimizer takes its own rate
-        return
+    if "schedule" not in optimizer or ("_target_" in optimizer and "lr" not in optimizer):  # a user's optimizer
+        return  # with its own rate (tfhydra/optimizer/build.py refuses a schedule it cannot take)
     schedule, lr, epochs = optimizer.schedule, optimizer.lr, cfg.trainer.epochs
     name = schedule.get("name")
     if name in ("cosine", "reduce_on_plateau") and schedule.min_lr > lr:
@@ -35,7 +35,7 @@ def check_schedule(cfg: DictConfig) -> None:
 def check_warmup(cfg_optimizer: DictConfig, epochs: int, what: str) -> None:
     """A cosine warm-up shorter than the epochs its schedule runs over (`what` names them): the schedule is built
     per phase (tfhydra/plan.py checks each phase), so a warm-up longer than a phase would decay below zero."""
-    if "_target_" in cfg_optimizer or "schedule" not in cfg_optimizer:
+    if "schedule" not in cfg_optimizer:  # a `_target_` optimizer that takes a learning_rate gets the schedule too
         return
     schedule = cfg_optimizer.schedule
     if schedule.get("name") == "cosine" and schedule.warmup_epochs >= epochs:
@@ -65,4 +65,9 @@ RULES: dict[str, Rule] = {
     "optimizer.beta_1": number(0, 1, low_open=False),
     "optimizer.beta_2": number(0, 1, low_open=False),
     "optimizer.epsilon": number(0),
+    "optimizer.weight_decay": optional(number(0, low_open=False)),
+    "optimizer.rho": number(0, 1, low_open=False),
+    "optimizer.epsilon_1": number(0),
+    "optimizer.epsilon_2": number(0),
+    "optimizer.clip_threshold": number(0),
 }

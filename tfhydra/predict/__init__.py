@@ -34,6 +34,7 @@ from pathlib import Path
 
 import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
+from tfhydra.terminal import figure
 
 USAGE = ("usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] [--batch-size N] "
          "[--top-k K] [--format csv|jsonl] [--on-error skip|fail] (also python -m tfhydra.predict)")
@@ -131,7 +132,7 @@ def predict(args: argparse.Namespace) -> tuple[str, int]:
     line = (f"predicted {counted.examples} input(s) in {seconds:.2f} s ({counted.examples / max(seconds, 1e-9):.0f}/s, "
             f"batches of {batch_size})")
     if counted.labelled:
-        line += (f"; accuracy {counted.correct / counted.labelled:.4f} on the {counted.labelled} row(s) with a "
+        line += (f"; accuracy {figure(counted.correct / counted.labelled)} on the {counted.labelled} row(s) with a "
                  f"label (column {found.label_column})")
     if skipped:
         line += f"; {len(skipped)} input(s) skipped (named above)"

@@ -8,6 +8,8 @@ import math
 
 import tf_keras as keras
 
+from tfhydra.terminal import figure
+
 log = logging.getLogger("tfhydra")
 
 
@@ -33,6 +35,6 @@ class ReportToTrial(keras.callbacks.Callback):
         self.trial.report(float(value), step=epoch + 1)
         if self.trial.should_prune():
             self.pruned_at = epoch + 1
-            log.info("trial %d pruned after epoch %d (%s=%.4f): the pruner found it unpromising", self.number,
-                     epoch + 1, self.monitor, float(value))
+            log.info("trial %d pruned after epoch %d (%s=%s): the pruner found it unpromising", self.number,
+                     epoch + 1, self.monitor, figure(float(value)))
             self.model.stop_training = True

@@ -27,6 +27,7 @@ from tfhydra.errors import ConfigError, clip
 from tfhydra.record import Status, read_record
 from tfhydra.report import write_atomically
 from tfhydra.rundir import SweepPaths
+from tfhydra.terminal import figure
 
 log = logging.getLogger("tfhydra")
 TRIAL_KEY = "optuna_trial"  # the override that tells a job its trial number: +optuna_trial=N
@@ -184,7 +185,7 @@ def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if complete:
         best = study.best_trial
-        log.info("best trial %d: %s=%s %s", best.number, config.trainer.monitor, best.value, best.params)
+        log.info("best trial %d: %s=%s %s", best.number, config.trainer.monitor, figure(best.value), best.params)
 
 
 def outcome(returned) -> tuple[Any, float | None]:

@@ -27,6 +27,7 @@ from tfhydra.rundir import STAGES, SweepPaths
 from tfhydra.schema import is_int, is_number
 from tfhydra.sweep import override_quoted
 from tfhydra.sweep.jobs import Job, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs
+from tfhydra.terminal import figure
 
 SCREEN, PROMOTE = STAGES
 UNDECIDED = (Status.NOT_STARTED, Status.INTERRUPTED, Status.RUNNING)  # a screen job that has not ended yet
@@ -151,7 +152,7 @@ def promoted(jobs: list[Job], mode: str, count: int) -> list[Job]:
 def promotion_line(chosen: list[Job], settings: int, stages: Stages, monitor: str, mode: str) -> str:
     """What the screen decided, printed before the promoted jobs start: the settings promoted (with their screen
     values), and fewer than asked when fewer screen jobs completed."""
-    names = ", ".join(f"{j.name} ({monitor}={j.best(mode)[0]:.4f})" for j in chosen) or "none"
+    names = ", ".join(f"{j.name} ({monitor}={figure(j.best(mode)[0])})" for j in chosen) or "none"
     line = f"promoting to all the data: {names}: the best of {settings} settings on {stages.describe()}"
     if len(chosen) < stages.promote:
         line += (f" (only {len(chosen)} of the {settings} screen jobs completed: {len(chosen)} promoted instead of "

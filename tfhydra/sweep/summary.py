@@ -21,6 +21,7 @@ from tfhydra.sweep.jobs import (Group, Job, expected_jobs, history, key_of, merg
                                 sweep_monitor, swept_keys_of)
 from tfhydra.sweep.stages import PROMOTE, Stages, staged_jobs, stages_of
 from tfhydra.sweep.summary_render import SEED_KEY, to_csv, to_markdown, write_plot
+from tfhydra.terminal import figure
 from tfhydra.trust import plain_file
 
 __all__ = ["Job", "Group", "Summary", "summarize", "write_summary", "seed_groups", "SEED_KEY"]
@@ -87,7 +88,7 @@ class Summary:
         best = self.best
         if best is not None:
             value, epoch = best.best(self.mode)
-            lines.append(f"best job: {best.name} ({self.monitor}={value:.4f} at epoch {epoch})")
+            lines.append(f"best job: {best.name} ({self.monitor}={figure(value)} at epoch {epoch})")
             lines.append(f"reproduce: {self.reproduce(best)}")
         else:
             lines.append(f"best job: none (no {'promoted ' if self.stages else ''}job completed)")
@@ -101,7 +102,7 @@ class Summary:
         if self.stages is None:
             return []
         screened = [j for j in self.jobs if j.stage != PROMOTE]
-        pairs = ", ".join(f"{s.name} ({self.monitor}={s.best(self.mode)[0]:.4f}) -> {p.name or f'job {p.num}'}"
+        pairs = ", ".join(f"{s.name} ({self.monitor}={figure(s.best(self.mode)[0])}) -> {p.name or f'job {p.num}'}"
                           for s, p in self.promotions) or "none"
         if not self.screened:
             pairs = "not yet (the screen has not finished)"

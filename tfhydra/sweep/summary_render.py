@@ -13,6 +13,7 @@ from typing import Any
 from tfhydra.record import Status
 from tfhydra.report import atomic_path
 from tfhydra.sweep.jobs import split_override
+from tfhydra.terminal import figure
 
 SEED_KEY = "trainer.seed"
 
@@ -162,7 +163,7 @@ def _blank(value: Any) -> Any:
 
 
 def _number(value: float | None, missing: str = "—") -> str:
-    return missing if value is None or not math.isfinite(value) else f"{value:.4f}"
+    return missing if value is None or not math.isfinite(value) else figure(value)
 
 
 def _seconds(value: float | None) -> str:

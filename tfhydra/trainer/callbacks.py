@@ -15,6 +15,7 @@ from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.errors import clip
 from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
+from tfhydra.terminal import figure
 from tfhydra.trainer.ema import AveragedWeightsForEvaluation
 from tfhydra.trainer.gradients import GradientSummaries
 from tfhydra.trainer.graph import ModelGraph
@@ -142,7 +143,7 @@ class RunRecorder(keras.callbacks.Callback):
         self.epochs.append(values)
         self._write()
         log.info("epoch %d/%s %s", epoch + 1, self.params.get("epochs"),
-                 " ".join(f"{k}={v:.4f}" for k, v in values.items()))
+                 " ".join(f"{k}={figure(v)}" for k, v in values.items()))
 
 
     def _write(self) -> None:
@@ -325,7 +326,7 @@ class EpochProgress(keras.callbacks.Callback):
                 continue
             postfix = {"examples/s": f"{done * self.batch_size / max(time.monotonic() - started, 1e-9):,.0f}"}
             if loss is not None:
-                postfix = {"loss": f"{float(loss):.4f}", **postfix}
+                postfix = {"loss": figure(float(loss)), **postfix}
             bar.set_postfix(postfix, refresh=False)
             bar.update(done - bar.n)
 

@@ -3,12 +3,13 @@ library: what the model sees, and what it gets wrong.
 
 - `examples/train` (train/, once, at the start): a grid of up to 16 training examples after the pipeline and
   augmentation, as the model takes them, each scaled to the full grey/colour range for display.
-- `confusion_matrix` (validation/, every `images_freq` epochs): one cell per (true row, predicted column), the
-  row's share in grey (white = all of the true class's examples); the counts, with class names, are the
-  summary's description (TensorBoard shows it under the image).
+- `confusion_matrix` (validation/, every `images_freq` epochs): one cell per (true row, predicted column). With
+  matplotlib installed (tfhydra/trainer/figures.py), a 640x640 figure: class names on both axes, axis labels,
+  the count in every cell, shaded by the row's share. Without it, the row's share in grey (white = all of the
+  true class's examples). Either way the counts, with class names, are also the summary's description.
 - `misclassified` (validation/, same epochs): the up to 9 validation examples the model was most confident
-  about and wrong on, most confident first; for image data images (true and predicted class names and the
-  probability in the description), for text data a markdown table in the Text tab (text, true, predicted,
+  about and wrong on, most confident first; for image data one grid, each titled with its true and predicted
+  class (without matplotlib: the images, with the names in the description), for text data a markdown table in the Text tab (text, true, predicted,
   probability) from the raw validation texts the text sources keep (`Serving.raw_validation`).
 
 Validation predictions cost one extra pass over the validation split each time (docs/performance.md).
@@ -18,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
+
+from tfhydra.trainer import figures
 
 GRID = 16  # training examples in examples/train
 WRONG = 9  # misclassified examples at most
@@ -98,9 +101,10 @@ class Pictures(keras.callbacks.Callback):
     validation texts in the validation split's order) or None (other data: the confusion matrix only)."""
 
     def __init__(self, train: tf.data.Dataset, validation: tf.data.Dataset, class_names, train_dir, validation_dir,
-                 freq: int, kind: str | None = None, texts=None) -> None:
+                 freq: int, kind: str | None = None, texts=None, labelled: bool | None = None) -> None:
         super().__init__()
-        self.train, self.validation, self.names, self.freq = train, validation, list(class_names), freq
+        self.train, self.validation, self.names, self.freq = train, validation, [str(n) for n in class_names], freq
+        self.labelled = figures.available() if labelled is None else labelled  # matplotlib's labelled pictures
         self.dirs, self.kind, self.texts, self.writers = (str(train_dir), str(validation_dir)), kind, texts, None
 
     def _writer(self, which: int):
@@ -127,7 +131,9 @@ class Pictures(keras.callbacks.Callback):
         counts = confusion_counts(true, predicted, len(self.names))
         wrong = most_confident_mistakes(true, probabilities)
         with self._writer(1).as_default(step=epoch):
-            tf.summary.image("confusion_matrix", confusion_picture(counts), description=counts_table(counts, self.names))
+            picture = figures.rendered(figures.confusion_figure(counts, self.names)) if self.labelled else \
+                confusion_picture(counts)
+            tf.summary.image("confusion_matrix", picture, description=counts_table(counts, self.names))
             self._write_mistakes(wrong, inputs, true, predicted, probabilities)
         self._writer(1).flush()
 
@@ -146,7 +152,11 @@ class Pictures(keras.callbacks.Callback):
         if self.kind == "image" and rows:
             description = "\n".join(f"{n + 1}. validation example {i}: true **{t}**, predicted **{p}** ({prob:.3f})"
                                     for n, (i, t, p, prob) in enumerate(rows))
-            tf.summary.image("misclassified", display(inputs[wrong]), max_outputs=WRONG, description=description)
+            pictures = display(inputs[wrong])
+            if self.labelled:  # one grid, each example titled with its true and predicted class
+                titles = [f"true {t} / predicted {p} ({prob:.2f})" for _, t, p, prob in rows]
+                pictures = figures.rendered(figures.misclassified_figure(pictures, titles))
+            tf.summary.image("misclassified", pictures, max_outputs=WRONG, description=description)
         elif self.kind == "text" and self.texts is not None:
             table = ["| text | true | predicted | probability |", "|---|---|---|---|"]
             table += [f"| {escape(self.texts[i]) if i < len(self.texts) else '?'} | {t} | {p} | {prob:.3f} |"

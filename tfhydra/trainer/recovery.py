@@ -20,6 +20,7 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
+from tfhydra.terminal import figure
 from tfhydra.trainer.debugging import numeric_failure
 from tfhydra.trainer.ema import optimizer_of
 from tfhydra.trainer.loops import train
@@ -72,8 +73,8 @@ def train_with_recovery(cfg_trainer, model: keras.Model, datasets, callbacks: li
         recorder.recovered({"epoch": blow_up["epoch"], "step": blow_up["step"], "loss": blow_up["loss"],
                             "lr": learning_rate})
         log.warning("recovery %d of %d (trainer.recovery.max_trials): back to the last good state, learning rate "
-                    "x%g (now %.3g)", len(recorder.recoveries), recovery.max_trials, recovery.lr_factor,
-                    learning_rate)
+                    "x%g (now %s)", len(recorder.recoveries), recovery.max_trials, recovery.lr_factor,
+                    figure(learning_rate))
 
 
 def train_once(cfg_trainer, model: keras.Model, datasets, callbacks: list, context, recorder) -> None:
