@@ -10,7 +10,8 @@ thread, started by the job for a training phase with `data.service.address` set,
   seconds (workers gone while the dispatcher lives): the record says `failed` with the one line, stderr says
   `Error: data.service.address=...: ...`, exit 1;
 - SIGTERM or SIGINT whose Python handler has not run within `SIGNAL_GRACE_S` (the main thread is inside C++), or
-  that was taken but no step boundary came to act on it: the record says `interrupted`, exit 128 + the signal.
+  that was taken but no step boundary came to act on it while the dispatcher does not answer: the record says
+  `interrupted`, exit 128 + the signal.
 
 It ends the process with `os._exit`: the only way out while the main thread sits in C++ (`sys.exit` in a thread
 ends the thread; an async exception is delivered only when the main thread runs Python again). Nothing is
@@ -109,9 +110,13 @@ class ServiceWatch(threading.Thread):
             return
         signum = self.signalled[0]
         unhandled = any(self.stop.handled[s] < n for s, n in self.seen.items())
-        if unhandled or getattr(self.stop, "signum", None) is not None:
+        # Taken but not yet acted on (no step boundary since): a long validation or epoch end reaches the boundary
+        # in time; a wait on the service does not, if the dispatcher is gone (workers gone: the progress deadline).
+        pending = getattr(self.stop, "signum", None) is not None and self.silent_since is not None
+        if unhandled or pending:
             self._finish(InterruptedWaiting(signum), 128 + signum)
-        self.signalled = None  # the main thread took it (and, training, acted on it): it stops the run itself
+        if not getattr(self.stop, "signum", None):
+            self.signalled = None  # the main thread acted on it: it stops the run itself
 
     def _check_training(self, now: float) -> None:
         self.training_since = self.training_since or now
