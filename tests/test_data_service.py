@@ -295,3 +295,12 @@ def test_cli_sigterm_ends_a_run_blocked_on_a_dead_service(tmp_path):
     assert last_line(stderr).startswith("Stopped: interrupted by SIGTERM") and "Traceback" not in stderr
     record = read_run_record(run_dir)
     assert record["status"] == "interrupted" and "SIGTERM" in record["error"]
+
+
+@pytest.mark.parametrize("key", ["data.service.timeout", "data.service.progress_timeout"])
+@pytest.mark.parametrize("value", ["0", "-5", "soon"])
+def test_a_service_deadline_that_is_not_a_positive_number_is_refused_by_the_plan(compose_cfg, key, value):
+    from tfhydra.plan import plan_run
+
+    with pytest.raises(ConfigError, match=f"^{key}={value}: .*accepted: a number > 0"):
+        plan_run(compose_cfg([f"{key}={value}"]))
