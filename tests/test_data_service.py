@@ -304,3 +304,22 @@ def test_a_service_deadline_that_is_not_a_positive_number_is_refused_by_the_plan
 
     with pytest.raises(ConfigError, match=f"^{key}={value}: .*accepted: a number > 0"):
         plan_run(compose_cfg([f"{key}={value}"]))
+
+
+@pytest.mark.slow
+def test_cli_workers_killed_mid_run_end_it_at_the_progress_deadline(tmp_path):
+    """The dispatcher lives and answers; its workers are gone: no batch comes, and no probe fails."""
+    address, processes = start_service()
+    try:
+        process, run_dir = start_training(tmp_path, address, "data.service.timeout=600",
+                                          "data.service.progress_timeout=10")
+        kill_all(processes[1:])
+        killed = time.perf_counter()
+        _, stderr = process.communicate(timeout=300)
+    finally:
+        kill_all(processes)
+    print(f"ended {time.perf_counter() - killed:.1f} s after the workers' kill: {last_line(stderr)}")
+    assert process.returncode == 1, stderr[-2000:]
+    line = last_line(stderr)
+    assert line.startswith(f"Error: data.service.address={address}: no training step ended for "), line
+    assert read_run_record(run_dir)["status"] == "failed"
