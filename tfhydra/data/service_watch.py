@@ -9,9 +9,9 @@ thread, started by the job for a training phase with `data.service.address` set,
   `data.service.timeout` seconds while training, or no training step ends for `data.service.progress_timeout`
   seconds (workers gone while the dispatcher lives): the record says `failed` with the one line, stderr says
   `Error: data.service.address=...: ...`, exit 1;
-- SIGTERM or SIGINT whose Python handler has not run within `SIGNAL_GRACE_S` (the main thread is inside C++), or
-  that was taken but no step boundary came to act on it while the dispatcher does not answer: the record says
-  `interrupted`, exit 128 + the signal.
+- SIGTERM or SIGINT during training whose Python handler has not run within `SIGNAL_GRACE_S` (the main thread is
+  inside C++), or that was taken but no step boundary came to act on it while the dispatcher does not answer: the
+  record says `interrupted`, exit 128 + the signal.
 
 It ends the process with `os._exit`: the only way out while the main thread sits in C++ (`sys.exit` in a thread
 ends the thread; an async exception is delivered only when the main thread runs Python again). Nothing is
@@ -106,6 +106,9 @@ class ServiceWatch(threading.Thread):
                 self.signalled = self.signalled or (signum, time.monotonic())
 
     def _check_signal(self, now: float) -> None:
+        if not getattr(self.stop, "training", False):  # only training waits on the service; elsewhere a long C++
+            self.signalled = None                      # call (an export) ends, and the handler stops the run
+            return
         if self.signalled is None or now - self.signalled[1] < SIGNAL_GRACE_S:
             return
         signum = self.signalled[0]
@@ -122,9 +125,10 @@ class ServiceWatch(threading.Thread):
         self.training_since = self.training_since or now
         last = max(self.stop.last_step or 0.0, self.training_since)
         if now - last >= self.progress_timeout:
-            self._finish(ServiceStalled(self.address, f"no training step ended for {now - last:.0f} s (the "
-                                        f"dispatcher answers; are its workers running?); data.service.progress_timeout="
-                                        f"{self.progress_timeout:g}"), 1)
+            why = "the dispatcher answers; are its workers running?" if self.silent_since is None else \
+                "nor does the dispatcher answer"
+            self._finish(ServiceStalled(self.address, f"no training step ended for {now - last:.0f} s ({why}); "
+                                        f"data.service.progress_timeout={self.progress_timeout:g}"), 1)
         if now < self.next_probe:
             return
         problem = probe(self.host, self.port, timeout=min(CONNECT_TIMEOUT_S, self.timeout))
