@@ -1,12 +1,18 @@
 """`data.service.address`: the training pipeline on TensorFlow's tf.data service, on loopback with one
-dispatcher and two workers started by `python -m tfhydra.data.service`; an unreachable address is one line
-within seconds."""
+dispatcher and two workers started by `python -m tfhydra.data.service`; an unreachable address, or one where
+something else listens, is one line within seconds; a service that goes away mid-run ends the run in one line, and
+SIGTERM ends a run blocked on it (tfhydra/data/service_watch.py)."""
 from __future__ import annotations
 
+import json
+import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,23 +41,33 @@ def wait_listening(port: int, seconds: float = 60) -> None:
     raise AssertionError(f"nothing listens on {port}")
 
 
-@pytest.fixture(scope="module")
-def service():
+def start_service(workers: int = 2) -> tuple[str, list[subprocess.Popen]]:
+    """A real dispatcher and `workers` workers on loopback: (its address, the processes)."""
     dispatcher = free_port()
     module = [sys.executable, "-m", "tfhydra.data.service"]
     processes = [subprocess.Popen([*module, "dispatcher", "--port", str(dispatcher)], cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     wait_listening(dispatcher)
-    for _ in range(2):
+    for _ in range(workers):
         port = free_port()
         processes.append(subprocess.Popen([*module, "worker", "--port", str(port), "--dispatcher",
                                            f"localhost:{dispatcher}"], cwd=ROOT, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
         wait_listening(port)
-    yield f"grpc://localhost:{dispatcher}"
+    return f"grpc://localhost:{dispatcher}", processes
+
+
+def kill_all(processes: list[subprocess.Popen]) -> None:
     for process in processes:
         process.kill()
         process.wait()
+
+
+@pytest.fixture(scope="module")
+def service():
+    address, processes = start_service()
+    yield address
+    kill_all(processes)
 
 
 def records(tmp_path):
@@ -133,3 +149,177 @@ def test_cli_a_run_on_the_data_service_completes(service, tmp_path):
     assert result.returncode == 0, last_line(result.stderr)
     record = read_run_record(run_dir)
     assert record["status"] == "completed" and record["data"]["pipeline"]["service"] == service
+
+
+# --- Nothing waits forever (issue 35 item 5): a wrong server, a service gone mid-run, a signal while blocked ---
+
+class SilentServer:
+    """Accepts every connection and never says a word (a port some other program holds open)."""
+
+    def __init__(self):
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen()
+        self.port, self.held = self.socket.getsockname()[1], []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                self.held.append(self.socket.accept()[0])
+            except OSError:
+                return
+
+    def close(self):
+        self.socket.close()
+        for connection in self.held:
+            connection.close()
+
+
+class Http1Server:
+    """A plain HTTP/1.1 server (Python's own) on loopback."""
+
+    def __init__(self):
+        import http.server
+
+        class Quiet(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(params=["silent", "http1"])
+def wrong_server(request):
+    server = SilentServer() if request.param == "silent" else Http1Server()
+    yield request.param, server.port
+    server.close()
+
+
+def test_a_real_dispatcher_answers_the_http2_probe(service):
+    from tfhydra.data.service import dispatcher_host_port, probe
+
+    assert probe(*dispatcher_host_port(service)) is None
+
+
+@pytest.mark.slow  # the silent server is given the whole 5 s
+def test_a_server_that_is_not_a_dispatcher_is_one_line(wrong_server):
+    from tfhydra.data.service import check_reachable
+
+    kind, port = wrong_server
+    with pytest.raises(ConfigError) as error:
+        check_reachable(f"grpc://127.0.0.1:{port}")
+    why = "no HTTP/2 answer within 5 s" if kind == "silent" else "it answered "
+    assert str(error.value).startswith(f"data.service.address=grpc://127.0.0.1:{port}: something listens on "
+                                       f"127.0.0.1:{port} but it is not a tf.data service dispatcher ({why}")
+
+
+@pytest.mark.slow
+def test_cli_a_wrong_server_ends_the_run_in_one_line(wrong_server, tmp_path):
+    kind, port = wrong_server
+    run_dir = tmp_path / "run"
+    started = time.perf_counter()
+    result = run_cli("model=mlp", *records(tmp_path), f"data.service.address=grpc://127.0.0.1:{port}", *FAST,
+                     f"hydra.run.dir={run_dir}", env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")}, timeout=600)
+    print(f"{kind}: ended in {time.perf_counter() - started:.1f} s")  # docs/distribute.md quotes these
+    assert result.returncode == 1
+    line = last_line(result.stderr)
+    assert line.startswith(f"Error: data.service.address=grpc://127.0.0.1:{port}: something listens on "
+                           f"127.0.0.1:{port} but it is not a tf.data service dispatcher"), line
+    assert "Traceback" not in result.stderr
+    record = read_run_record(run_dir)
+    assert record["status"] == "failed" and record["error"] == line.removeprefix("Error: ")
+
+
+def start_training(tmp_path, address: str, *overrides: str) -> tuple[subprocess.Popen, Path]:
+    """`python train.py` on the service for many epochs, in the background, once its first epoch is recorded."""
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "TFHYDRA_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("HYDRA_FULL_ERROR", None)
+    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "model=mlp", *records(tmp_path),
+                                f"data.service.address={address}", "trainer.epochs=500", "logging.histogram_freq=0",
+                                f"hydra.run.dir={run_dir}", *overrides], cwd=ROOT, env=env, text=True,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    history, deadline = run_dir / "checkpoints" / "history.json", time.time() + 500
+
+    def epochs() -> int:
+        try:
+            return len(json.loads(history.read_text())["epochs"])
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    while epochs() < 1:
+        assert process.poll() is None and time.time() < deadline, "the run did not start training"
+        time.sleep(0.5)
+    return process, run_dir
+
+
+@pytest.mark.slow
+def test_cli_a_service_killed_mid_run_ends_it_failed_in_one_line(tmp_path):
+    address, processes = start_service()
+    try:
+        process, run_dir = start_training(tmp_path, address, "data.service.timeout=5")
+    finally:
+        kill_all(processes)  # SIGKILL: dispatcher and workers gone mid-training
+    killed = time.perf_counter()
+    _, stderr = process.communicate(timeout=300)
+    print(f"ended {time.perf_counter() - killed:.1f} s after the kill: {last_line(stderr)}")  # docs quote it
+    assert process.returncode == 1
+    line = last_line(stderr)
+    assert line.startswith(f"Error: data.service.address={address}: "), line
+    assert "the same command resumes" in line and "Traceback" not in stderr
+    record = read_run_record(run_dir)
+    assert record["status"] == "failed" and record["error"] == line.removeprefix("Error: ")
+    assert record["epochs_run"] >= 1 and (run_dir / "checkpoints" / "state").is_dir()  # what the resume starts from
+
+
+@pytest.mark.slow
+def test_cli_sigterm_ends_a_run_blocked_on_a_dead_service(tmp_path):
+    address, processes = start_service()
+    try:
+        process, run_dir = start_training(tmp_path, address, "data.service.timeout=600")
+    finally:
+        kill_all(processes)
+    time.sleep(3)  # the main thread is now waiting inside TensorFlow for a batch that never comes
+    process.send_signal(signal.SIGTERM)
+    signalled = time.perf_counter()
+    _, stderr = process.communicate(timeout=300)
+    print(f"ended {time.perf_counter() - signalled:.1f} s after SIGTERM: {last_line(stderr)}")  # docs quote it
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert last_line(stderr).startswith("Stopped: interrupted by SIGTERM") and "Traceback" not in stderr
+    record = read_run_record(run_dir)
+    assert record["status"] == "interrupted" and "SIGTERM" in record["error"]
+
+
+@pytest.mark.parametrize("key", ["data.service.timeout", "data.service.progress_timeout"])
+@pytest.mark.parametrize("value", ["0", "-5", "soon"])
+def test_a_service_deadline_that_is_not_a_positive_number_is_refused_by_the_plan(compose_cfg, key, value):
+    from tfhydra.plan import plan_run
+
+    with pytest.raises(ConfigError, match=f"^{key}={value}: .*accepted: a number > 0"):
+        plan_run(compose_cfg([f"{key}={value}"]))
+
+
+@pytest.mark.slow
+def test_cli_workers_killed_mid_run_end_it_at_the_progress_deadline(tmp_path):
+    """The dispatcher lives and answers; its workers are gone: no batch comes, and no probe fails."""
+    address, processes = start_service()
+    try:
+        process, run_dir = start_training(tmp_path, address, "data.service.timeout=600",
+                                          "data.service.progress_timeout=10")
+        kill_all(processes[1:])
+        killed = time.perf_counter()
+        _, stderr = process.communicate(timeout=300)
+    finally:
+        kill_all(processes)
+    print(f"ended {time.perf_counter() - killed:.1f} s after the workers' kill: {last_line(stderr)}")
+    assert process.returncode == 1, stderr[-2000:]
+    line = last_line(stderr)
+    assert line.startswith(f"Error: data.service.address={address}: no training step ended for "), line
+    assert read_run_record(run_dir)["status"] == "failed"

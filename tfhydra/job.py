@@ -23,6 +23,7 @@ from tfhydra.compression.plan import phase_config
 from tfhydra.compression.phases import compress_model
 from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
+from tfhydra.data.service_watch import watch_service
 from tfhydra.hydra_files import hydra_overrides, hydra_run_dir, under_hydra, without_hydra, write_hydra_files
 from tfhydra.job_errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.export import export_model
@@ -113,8 +114,15 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
         limit_gpu_memory()  # both before the runtime starts: the first job of a process sets what all keep
         record.threads = set_threads(cfg.trainer.threads or threads)
         record.worker = worker_record(record.threads)
+
+        def end(error: BaseException, interrupted: bool) -> None:  # the service watchdog's way out: the record first
+            if chief:
+                _record_ending(record, recorder, cfg, examples_per_epoch[0], error, started, paths)
+
         # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise at once.
-        with policy_scope(cfg.precision) as policy, StopOnSignal() as stop, numeric_checks(cfg.trainer):
+        # On the tf.data service, a watchdog ends a run that waits on it for good (tfhydra/data/service_watch.py).
+        with policy_scope(cfg.precision) as policy, StopOnSignal() as stop, numeric_checks(cfg.trainer), \
+                watch_service(cfg.data.get("service"), stop, end):
             strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs
             stop.reinstall()
             record.update(**describe_devices(strategy), policy=policy.name)

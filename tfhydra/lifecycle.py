@@ -26,7 +26,8 @@ from tfhydra.rundir import STAGES, RunPaths, SweepPaths
 
 log = logging.getLogger("tfhydra")
 # Keys that may change when an unfinished run is continued: they do not change what is trained.
-RESUMABLE_CHANGES = ("trainer.epochs", "trainer.verbose", "trainer.resume", "logging.", "logger.", "export.")
+RESUMABLE_CHANGES = ("trainer.epochs", "trainer.verbose", "trainer.resume", "logging.", "logger.", "export.",
+                     "data.service.timeout", "data.service.progress_timeout")
 
 
 def is_complete(run_dir: str | Path) -> bool:

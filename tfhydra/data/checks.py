@@ -109,6 +109,8 @@ RULES: dict[str, Rule] = {
     "data.train_size": integer(1),
     "data.val_size": integer(1),
     "data.shape": list_of(integer(1)),
+    "data.service.timeout": number(0),
+    "data.service.progress_timeout": number(0),
     "data.cache_dir": optional(Rule("the directory of the Keras dataset cache (files in <dir>/datasets/)",
                                     lambda v: isinstance(v, str) and v.strip() != "", refusal="not a path")),
     "data.data_dir": optional(Rule("the directory TFDS prepared the dataset in",

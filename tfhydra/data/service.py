@@ -39,16 +39,52 @@ def dispatcher_host_port(address) -> tuple[str, int]:
     return parsed.hostname, port
 
 
-def check_reachable(address: str) -> None:
-    """Connect once to the dispatcher's port, so a wrong address is one line within seconds."""
-    host, port = dispatcher_host_port(address)
+# The client's half of HTTP/2's connection preface (RFC 9113 3.4) and an empty SETTINGS frame: a gRPC server (the
+# dispatcher) answers with its own SETTINGS frame at once; anything else listening there does not.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+SETTINGS_FRAME = 4
+
+
+def probe(host: str, port: int, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
+    """None if a gRPC server answers at host:port within `timeout` seconds, else what is wrong, in words.
+
+    A TCP connect alone is not an answer: anything listening accepts it, and TensorFlow would then wait on the
+    gRPC channel for good. Once connected, the client preface must be answered by a SETTINGS frame (9-byte
+    header: 3 bytes length, 1 byte type)."""
     try:
-        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+        connection = socket.create_connection((host, port), timeout=timeout)
     except OSError as error:
+        return f"cannot connect to {host}:{port} within {timeout:g} s ({error.strerror or error})"
+    wrong = f"something listens on {host}:{port} but it is not a tf.data service dispatcher"
+    header = b""
+    with connection:
+        try:
+            connection.sendall(HTTP2_PREFACE)
+            while len(header) < 9:
+                chunk = connection.recv(9 - len(header))
+                if not chunk:
+                    break
+                header += chunk
+        except socket.timeout:
+            return f"{wrong} (no HTTP/2 answer within {timeout:g} s)"
+        except OSError as error:
+            return f"{wrong} ({error.strerror or error})"
+    if not header:
+        return f"{wrong} (it closed the connection)"
+    if len(header) < 9 or header[3] != SETTINGS_FRAME:
+        said = header.decode("ascii", "replace").splitlines()[0].strip()
+        return f"{wrong} (it answered {said!r}, not HTTP/2)"
+    return None
+
+
+def check_reachable(address: str) -> None:
+    """Reach the dispatcher once and hear a gRPC answer, so a wrong address is one line within seconds: a refused
+    or unreachable port, and a port where something else listens (a web server, a silent one)."""
+    host, port = dispatcher_host_port(address)
+    problem = probe(host, port)
+    if problem:
         raise ConfigError("data.service.address", address, "the address of a running tf.data service dispatcher "
-                          "(python -m tfhydra.data.service dispatcher --port <port>)",
-                          f"cannot connect to {host}:{port} within {CONNECT_TIMEOUT_S} s "
-                          f"({error.strerror or error})") from None
+                          "(python -m tfhydra.data.service dispatcher --port <port>)", problem)
 
 
 def distribute(dataset, cfg_service, batch_size: int, size: int):

@@ -16,10 +16,12 @@
 """
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import tensorflow as tf
@@ -61,7 +63,9 @@ class Interrupted(KeyboardInterrupt):
 class StopOnSignal:
     """While active (a `with` block around training), SIGTERM, SIGUSR2 and SIGINT set `signum`; the training
     loop calls `check(save)` at each step boundary, which saves and raises `Interrupted`.
-    A second signal, or one outside training, raises at once."""
+    A second signal, or one outside training, raises at once.
+    What a watchdog thread reads (tfhydra/data/service_watch.py): `handled`, the signals whose handler ran (one the
+    main thread never took is stuck in C++), and `last_step`, when a loop last reached a step boundary."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)
 
@@ -69,6 +73,8 @@ class StopOnSignal:
         self.signum: int | None = None
         self.training = False
         self._previous: dict = {}
+        self.handled: collections.Counter = collections.Counter()
+        self.last_step: float | None = None
 
     def __enter__(self) -> "StopOnSignal":
         if threading.current_thread() is threading.main_thread():  # Python delivers signals to the main thread only
@@ -87,6 +93,7 @@ class StopOnSignal:
             signal.signal(signum, handler)
 
     def _handle(self, signum, frame) -> None:
+        self.handled[signum] += 1
         if self.signum is not None or not self.training:
             raise Interrupted(signum, None, self._previous.get(signum))
         self.signum = signum
@@ -95,6 +102,7 @@ class StopOnSignal:
 
     def check(self, save) -> None:
         """`save()` returns where the state went (a description for the user); called only on a signal."""
+        self.last_step = time.monotonic()
         if self.signum is not None:
             signum, self.signum = self.signum, None
             saved = save()
@@ -138,6 +146,7 @@ class StopWithCluster:
                                                                            termination_config=config)
 
     def check(self, save) -> None:
+        self.stop.last_step = time.monotonic()
         self.manager.save_now = save
         self.handler.save_checkpoint_if_preempted()
 
