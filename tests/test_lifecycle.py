@@ -79,7 +79,8 @@ def conf_keys() -> set[str]:
 
 # `.get(key, default)` calls whose key is spelled like a conf/ key but reads something else (file, key: what).
 NOT_CONFIG = {("tfhydra/sweep/jobs.py", "epochs"): "checkpoints/history.json's epoch list",
-              ("tfhydra/trainer/checks.py", "name"): "a metric node's name, else its _target_'s last part"}
+              ("tfhydra/trainer/checks.py", "name"): "a metric node's name, else its _target_'s last part",
+              ("tfhydra/optimizer/build.py", "lr"): "a _target_ optimizer's own node: else its constructor's default"}
 
 
 def test_no_default_of_a_conf_key_is_repeated_in_code():

@@ -34,7 +34,7 @@ def build_target_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epoc
     `optimizer.lr` then changes it. One that takes none is refused when `lr` or a schedule is set: they would be
     dropped without a word."""
     schedule = cfg_optimizer.get("schedule")
-    scheduled = schedule is not None and schedule.get("name", "constant") != "constant"
+    scheduled = schedule is not None and schedule.get("name") not in (None, "constant")
     default = _learning_rate_default(locate(cfg_optimizer._target_))
     if default is _TAKES_NONE:
         if scheduled or "lr" in cfg_optimizer:
