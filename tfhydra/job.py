@@ -23,6 +23,7 @@ from tfhydra.compression.plan import phase_config
 from tfhydra.compression.phases import compress_model
 from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
+from tfhydra.data.splits import sizes as split_sizes
 from tfhydra.hydra_files import hydra_overrides, hydra_run_dir, under_hydra, without_hydra, write_hydra_files
 from tfhydra.job_errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.export import export_model
@@ -44,7 +45,7 @@ from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progre
 from tfhydra.trainer.debugging import numeric_checks
 from tfhydra.trainer.ema import ema_options
 from tfhydra.trainer.recovery import scale_for_recovery, train_with_recovery
-from tfhydra.trainer.weights import load_last_weights, prepare_resume, restore_best
+from tfhydra.trainer.weights import load_last_weights, measure_test, prepare_resume, restore_best
 from tfhydra.trainer.objectives import build_loss, build_metrics
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
 
@@ -177,11 +178,12 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     examples_per_epoch[0] = datasets.examples_per_epoch
     check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
     datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
+    datasets.test = shard(datasets.test, cfg.strategy) if datasets.test is not None else None
     model, compression = build_model_and_optimizer(cfg, strategy, datasets, paths)
     record.update(model=model.name, params=int(model.count_params()),
                   data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
-    log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
-             record.params, cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
+    log.info("model %s: %d parameters; data %s: %s", model.name, record.params, cfg.data.get("name"),
+             split_sizes(datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size))
 
     recorder.best_from = compression.settled_epoch  # e.g. pruning: the export is an epoch at the target sparsity
     extra = plateau_callback(cfg.optimizer.get("schedule"), cfg.trainer.monitor,
@@ -216,6 +218,8 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     else:
         with run_directory_writes(paths, "the trained state"):
             exported = restore_best(model, paths, strategy, record)
+            record.update(test=measure_test(model, datasets, exported, cfg.trainer.ema.decay is not None,
+                                            compression.scheme, cfg.trainer.validation_steps))
             exports, figures = export_model(cfg.export, compression, model, datasets, paths.root)
             if earlier:
                 figures["phases"] = phase_summaries(paths, earlier)
@@ -273,6 +277,12 @@ def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch
 
 
 def _monitored(record: RunRecord) -> str:
-    return f"best {record.monitor}={record.best_monitored} at epoch {(record.best or {}).get('epoch')}"
+    """The end line: the chosen epoch's validation figure beside the kept weights' test figure (same metric)."""
+    said = f"best {record.monitor}={record.best_monitored} at epoch {(record.best or {}).get('epoch')}"
+    test = (record.test or {}).get("metrics") or {}
+    name = record.monitor[4:] if record.monitor.startswith("val_") else record.monitor
+    if name in test:
+        return f"{said}; test {name}={test[name]:.4f} ({record.test['examples']} examples, not used to choose)"
+    return f"{said}; no test split" if record.status == Status.COMPLETED else said
 
 

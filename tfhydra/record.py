@@ -31,7 +31,10 @@ from typing import Any
 from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 2 added the test split: `test`, and `data.test_size`. A record of an earlier version has no test
+# figures (its run validated on what is now the test split of some sources); readers say so (`before_test_split`).
+TEST_SPLIT_VERSION = 2
 
 
 class Status(str, enum.Enum):
@@ -111,6 +114,9 @@ class RunRecord:
     epochs_run: int = 0
     best: dict | None = None  # {epoch, **logs} of the best epoch by `monitor` (exported, unless `exported` says otherwise)
     exported: dict | None = None  # {epoch, weights, reason}: the epoch whose weights were exported, and from which file
+    # {split, examples, metrics, weights: {epoch, file, ema, compression}}: the exported weights measured once on
+    # the test split after training (nothing chose on it); null: no test split, or the run did not complete
+    test: dict | None = None
     final: dict | None = None  # {epoch, **logs} of the last epoch
     history: list = field(default_factory=list)  # logs of every epoch
     diverged: dict | None = None  # {epoch, step, loss} where training stopped as diverged (+ op, where, input, code)
@@ -145,6 +151,17 @@ class RunRecord:
     @property
     def best_monitored(self) -> float | None:
         return (self.best or {}).get(self.monitor)
+
+    @property
+    def before_test_split(self) -> bool:
+        """Written by a tfhydra before the three splits (schema_version < 2): no test figures to show."""
+        return self.schema_version < TEST_SPLIT_VERSION
+
+    def test_metric(self, metric: str) -> float | None:
+        """The test figure of a validation metric (`val_accuracy` -> the test block's `accuracy`); None without."""
+        name = metric[4:] if metric.startswith("val_") else metric
+        value = ((self.test or {}).get("metrics") or {}).get(name)
+        return None if value is None else float(value)
 
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
