@@ -34,7 +34,7 @@ from tfhydra.model import build_model
 from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.plan import plan_run
 from tfhydra.precision import float32_output, loss_scale, policy_scope
-from tfhydra.record import RunRecord, Status, provenance, read_record, run_status
+from tfhydra.record import RunRecord, Status, provenance, read_record, run_status, test_name
 from tfhydra.report import epoch_summary
 from tfhydra.rundir import RunPaths
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
@@ -279,10 +279,9 @@ def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch
 def _monitored(record: RunRecord) -> str:
     """The end line: the chosen epoch's validation figure beside the kept weights' test figure (same metric)."""
     said = f"best {record.monitor}={record.best_monitored} at epoch {(record.best or {}).get('epoch')}"
-    test = (record.test or {}).get("metrics") or {}
-    name = record.monitor[4:] if record.monitor.startswith("val_") else record.monitor
-    if name in test:
-        return f"{said}; test {name}={test[name]:.4f} ({record.test['examples']} examples, not used to choose)"
+    test, name = record.test_metric(record.monitor), test_name(record.monitor)
+    if test is not None:
+        return f"{said}; test {name}={test:.4f} ({record.test['examples']} examples, not used to choose)"
     return f"{said}; no test split" if record.status == Status.COMPLETED else said
 
 

@@ -159,12 +159,16 @@ class RunRecord:
 
     def test_metric(self, metric: str) -> float | None:
         """The test figure of a validation metric (`val_accuracy` -> the test block's `accuracy`); None without."""
-        name = metric[4:] if metric.startswith("val_") else metric
-        value = ((self.test or {}).get("metrics") or {}).get(name)
+        value = ((self.test or {}).get("metrics") or {}).get(test_name(metric))
         return None if value is None else float(value)
 
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
+
+
+def test_name(monitor: str) -> str:
+    """The test block's name of a validation metric: `val_accuracy` -> `accuracy` (a training metric as it is)."""
+    return monitor[4:] if monitor.startswith("val_") else monitor
 
 
 def read_record(run_dir: str | Path) -> RunRecord | None:
