@@ -154,3 +154,52 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
     captured = capsys.readouterr()
     assert "recorded before the test split (metrics.json schema_version 1)" in captured.err
     assert "before the test split" in json.loads(captured.out.strip().splitlines()[-1])["note"]
+
+
+def test_resuming_a_run_recorded_before_the_test_split_reads_its_record_and_says_why_not(tmp_path):
+    """An unfinished run of an older tfhydra (schema_version 1, a config without the split keys) trained on another
+    split of the data: its record is read without error, and the refusal says so in its one line."""
+    from tfhydra.errors import ConfigError
+    from tfhydra.hydra_files import without_hydra
+    from tfhydra.lifecycle import check_continuable
+    from tfhydra.rundir import RunPaths
+
+    job = without_hydra(tfhydra.compose(["model=mlp"]))
+    old = OmegaConf.to_container(job)
+    del old["data"]["test_fraction"], old["data"]["split_seed"]
+    paths = RunPaths(tmp_path)
+    paths.config.parent.mkdir(parents=True)
+    paths.config.write_text(OmegaConf.to_yaml(OmegaConf.create(old)))
+    paths.metrics.write_text(json.dumps({"schema_version": 1, "status": "interrupted", "monitor": "val_accuracy"}))
+    with pytest.raises(ConfigError) as refused:
+        check_continuable(tmp_path, job, key="run_dir")
+    assert "differs in data.split_seed, data.test_fraction (recorded before the test split, metrics.json " \
+           "schema_version 1: it trained on another split of the data" in str(refused.value)
+    paths.config.write_text(OmegaConf.to_yaml(job))  # its config as today's (hand-edited): it continues
+    check_continuable(tmp_path, job, key="run_dir")
+
+
+@pytest.mark.slow
+def test_a_three_job_sweep_ranks_on_validation_and_shows_test(tmp_path):
+    import csv
+
+    from conftest import run_cli
+
+    sweep = tmp_path / "sweep"
+    done = run_cli("-m", "optimizer.lr=0.003,0.0003,0.00003", "model=mlp", "trainer.epochs=2",
+                   "logging.histogram_freq=0", "export.formats=[]", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+                   timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    records = {r["directory"]: read_run_record(sweep / r["directory"]) for r in rows}
+    validation = [float(r["best_val_accuracy"]) for r in rows]
+    assert [r["rank"] for r in rows] == ["1", "2", "3"] and validation == sorted(validation, reverse=True)
+    for row in rows:  # each job's own test figure, beside its validation figure; all tested on the same 360
+        record = records[row["directory"]]
+        assert float(row["test_accuracy"]) == pytest.approx(record["test"]["metrics"]["accuracy"])
+        assert record["test"]["examples"] == 360 and record["data"]["test_size"] == 360
+    markdown = (sweep / "summary.md").read_text()
+    assert "| test accuracy |" in markdown and "it was not used to choose" in markdown
+    best = rows[0]
+    assert f"best job: {best['directory']} (val_accuracy={float(best['best_val_accuracy']):.4f} at epoch " \
+           f"{best['best_epoch']}; test accuracy={float(best['test_accuracy']):.4f}, not used to choose)" in done.stdout
