@@ -80,7 +80,7 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
             phase_cfg = phase_config(cfg, phase, start, formats=[])
             phase_paths.hydra.mkdir(parents=True, exist_ok=True)  # what compression.from_run reads back
             OmegaConf.save(phase_cfg, phase_paths.config)
-            train_phase(phase_cfg, phase_paths, threads, time.perf_counter())
+            train_phase(phase_cfg, phase_paths, threads, time.perf_counter(), test=False)
             if not is_complete(phase_paths.root):
                 raise RuntimeError(f"phase {phase_paths.root} ended {run_status(phase_paths.root)}: "
                                    "nothing to continue from")
@@ -93,8 +93,10 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
 
 
 def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
-                earlier: tuple[PhasePlan, ...] = (), callbacks: Sequence = (), track: bool = False) -> float:
-    """One phase, trained in `paths`: the whole run when there are no earlier phases.
+                earlier: tuple[PhasePlan, ...] = (), callbacks: Sequence = (), track: bool = False,
+                test: bool = True) -> float:
+    """One phase, trained in `paths`: the whole run when there are no earlier phases. `test`: measure the kept
+    weights on the test split at the end (the run's last phase only: the test split is measured once).
 
     Every way it ends writes the record: completed, diverged, failed (export included), interrupted; then
     the experiment trackers (`track`: the run's own phase; earlier phases are part of it) end with its status.
@@ -124,14 +126,14 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
                     recorder = RunRecorder(worker.history, max_loss=loss_bound(cfg.trainer))
                     with run_directory_writes(worker, "the state saved last"):
                         train_and_export(cfg, strategy, stop, worker, record, recorder, examples_per_epoch,
-                                         earlier, callbacks)
+                                         earlier, callbacks, test=test)
                 shutil.rmtree(worker.checkpoints, ignore_errors=True)  # the chief's record is final
                 return _returned(record)
             if track:
                 trackers = start_trackers(cfg.get("logger"), paths, run_info(cfg, paths))
             with run_directory_writes(paths, "the state saved last"):  # resuming, training, exporting
                 train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier,
-                                 callbacks, trackers)
+                                 callbacks, trackers, test=test)
         record.update(wall_seconds=time.perf_counter() - started)
         record.write(paths.root)
     except BaseException as error:
@@ -169,7 +171,7 @@ def _returned(record: RunRecord) -> float:
 
 def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPaths, record: RunRecord,
                      recorder: RunRecorder, examples_per_epoch: list[int], earlier: tuple[PhasePlan, ...],
-                     callbacks: Sequence = (), trackers: Trackers | None = None) -> None:
+                     callbacks: Sequence = (), trackers: Trackers | None = None, test: bool = True) -> None:
     """The recipe: seeds, data, model, compression, optimizer, training, export; each room's section into `record`."""
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     prepare_resume(cfg.trainer, paths)
@@ -178,7 +180,8 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     examples_per_epoch[0] = datasets.examples_per_epoch
     check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
     datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
-    datasets.test = shard(datasets.test, cfg.strategy) if datasets.test is not None else None
+    # the test split: the run's last phase only (an earlier phase's weights are not the ones kept), never a callback
+    datasets.test = shard(datasets.test, cfg.strategy) if datasets.test is not None and test else None
     model, compression = build_model_and_optimizer(cfg, strategy, datasets, paths)
     record.update(model=model.name, params=int(model.count_params()),
                   data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
@@ -282,6 +285,7 @@ def _monitored(record: RunRecord) -> str:
     test, name = record.test_metric(record.monitor), test_name(record.monitor)
     if test is not None:
         return f"{said}; test {name}={test:.4f} ({record.test['examples']} examples, not used to choose)"
-    return f"{said}; no test split" if record.status == Status.COMPLETED else said
+    none = record.status == Status.COMPLETED and not (record.data or {}).get("test_size")
+    return f"{said}; no test split (data.test_fraction=0)" if none else said
 
 
