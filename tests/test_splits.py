@@ -203,3 +203,22 @@ def test_a_three_job_sweep_ranks_on_validation_and_shows_test(tmp_path):
     best = rows[0]
     assert f"best job: {best['directory']} (val_accuracy={float(best['best_val_accuracy']):.4f} at epoch " \
            f"{best['best_epoch']}; test accuracy={float(best['test_accuracy']):.4f}, not used to choose)" in done.stdout
+
+
+@pytest.mark.slow
+def test_optuna_trials_carry_their_test_figures_and_are_told_their_validation_value(tmp_path):
+    optuna = pytest.importorskip("optuna")
+    from conftest import run_cli
+
+    sweep = tmp_path / "search"
+    done = run_cli("-m", "hparams_search=optuna_mlp", "hydra.sweeper.n_trials=2", "trainer.epochs=1",
+                   "optimizer.lr=tag(log,interval(1e-4,1e-2))", "logging.histogram_freq=0", "export.formats=[]",
+                   f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = optuna.load_study(study_name="tfhydra_mlp", storage=f"sqlite:///{sweep / 'optuna.db'}")
+    records = {d.name: read_run_record(d) for d in sweep.iterdir() if (d / "metrics.json").is_file()}
+    assert len(study.trials) == len(records) == 2
+    for trial in study.trials:
+        record = next(r for r in records.values() if f"+optuna_trial={trial.number}" in r["overrides"])
+        assert trial.value == pytest.approx(record["best"]["val_accuracy"])  # the objective: validation
+        assert trial.user_attrs["test_accuracy"] == pytest.approx(record["test"]["metrics"]["accuracy"])
