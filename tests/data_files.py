@@ -63,11 +63,12 @@ def write_tfrecords(folder: Path, prefix: str, n: int = 64, shards: int = 4, sha
 
 
 def write_image_folder(root: Path, classes=("cat", "dog", "owl"), per_class: int = 8, size=(20, 24),
-                       val_per_class: int = 0) -> Path:
-    """root/train/<class>/<i>.png (RGB PNGs of `size`), and root/val/<class>/... when val_per_class > 0."""
+                       val_per_class: int = 0, test_per_class: int = 0) -> Path:
+    """root/train/<class>/<i>.png (RGB PNGs of `size`), and root/val/<class>/... (root/test/<class>/...) when
+    val_per_class (test_per_class) > 0."""
     import tensorflow as tf
 
-    for split, count in [("train", per_class), ("val", val_per_class)]:
+    for split, count in [("train", per_class), ("val", val_per_class), ("test", test_per_class)]:
         if not count:
             continue
         images, labels = class_images(count * len(classes), (*size, 3), len(classes), seed=len(split))

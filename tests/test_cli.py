@@ -20,9 +20,10 @@ def test_default_run_reaches_097_on_digits_and_leaves_the_run_contract(tmp_path)
     metrics = read_run_record(run_dir)
     assert metrics["status"] == "completed" and metrics["overrides"] == []
     assert metrics["best"]["val_accuracy"] >= 0.97
+    assert metrics["test"]["examples"] == 360 and metrics["test"]["metrics"]["accuracy"] >= 0.96  # measured 0.9750
     assert (run_dir / ".hydra" / "config.yaml").is_file() and (run_dir / ".hydra" / "overrides.yaml").is_file()
     log = (run_dir / "train.log").read_text()
-    assert "epoch 20/20" in log and "completed: best val_accuracy=" in log
+    assert "epoch 20/20" in log and "completed: best val_accuracy=" in log and "; test accuracy=" in log
     assert "Saved artifact" not in result.stdout  # export details stay out of the console
     assert (run_dir / "checkpoints" / "best.weights.h5").is_file()
     assert (run_dir / "export" / "saved_model" / "saved_model.pb").is_file()

@@ -83,7 +83,7 @@ def test_image_folder_with_unreadable_images(tmp_path, compose_cfg):
 def test_npz_missing_an_expected_array(tmp_path, compose_cfg):
     path = data_files.write_npz(tmp_path / "d.npz", n_train=8, n_test=4, x_test="x_val")
     assert error_of(compose_cfg, ["data=npz", f"data.path={path}"]) == (
-        f"data.x_val=x_test: no array of that name in {path}; accepted: one of x_train, y_train, x_val, y_test")
+        f"data.x_test=x_test: no array of that name in {path}; accepted: one of x_train, y_train, x_val, y_test")
 
 
 def test_npz_that_is_not_an_npz(tmp_path, compose_cfg):

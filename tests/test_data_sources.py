@@ -18,16 +18,20 @@ def examples(dataset):
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def test_npz_scales_integer_images_adds_a_channel_and_validates_on_the_test_arrays(tmp_path, compose_cfg):
+def test_npz_scales_integer_images_adds_a_channel_and_tests_on_the_test_arrays(tmp_path, compose_cfg):
+    """Issue 34: x_test is the test split; validation is 0.2 of x_train (10 of 48), no longer x_test."""
     path = data_files.write_npz(tmp_path / "mnist.npz", n_train=48, n_test=16, shape=(12, 10), classes=4)
     datasets = build_datasets(compose_cfg(["data=npz", f"data.path={path}", "data.batch_size=16", *PLAIN]).data, 0)
     assert datasets.spec.input_shape == (12, 10, 1) and datasets.spec.dtype == "float32"
-    assert (datasets.spec.train_size, datasets.spec.val_size, datasets.spec.num_classes) == (48, 16, 4)
+    spec = datasets.spec
+    assert (spec.train_size, spec.val_size, spec.test_size, spec.num_classes) == (38, 10, 16, 4)
     assert datasets.spec.class_names == ("0", "1", "2", "3")
     with np.load(path) as stored:
-        x, y = examples(datasets.validation)
+        x, y = examples(datasets.test)
         np.testing.assert_allclose(x[..., 0], stored["x_test"] / 255.0, rtol=1e-6)
         np.testing.assert_array_equal(y, stored["y_test"])
+        validated = {np.round(v[..., 0] * 255).astype(np.uint8).tobytes() for v in examples(datasets.validation)[0]}
+        assert validated <= {v.tobytes() for v in stored["x_train"]}
 
 
 def test_npz_array_names_are_configurable_and_without_validation_arrays_a_split_is_held_out(tmp_path, compose_cfg):
@@ -44,10 +48,14 @@ def test_npz_array_names_are_configurable_and_without_validation_arrays_a_split_
 def test_tfrecord_reads_sharded_png_records_with_their_labels(tmp_path, compose_cfg):
     train = data_files.write_tfrecords(tmp_path, "train", n=40, shards=4, shape=(14, 12, 1), classes=4, seed=1)
     val = data_files.write_tfrecords(tmp_path, "val", n=12, shards=2, shape=(14, 12, 1), classes=4, seed=2)
-    cfg = compose_cfg(["data=tfrecord", f"data.train={train}", f"data.validation={val}", "data.batch_size=8", *PLAIN])
+    test = data_files.write_tfrecords(tmp_path, "test", n=8, shards=1, shape=(14, 12, 1), classes=4, seed=3)
+    cfg = compose_cfg(["data=tfrecord", f"data.train={train}", f"data.validation={val}", f"data.test={test}",
+                       "data.batch_size=8", *PLAIN])
     datasets = build_datasets(cfg.data, 0)
     assert datasets.spec.input_shape == (14, 12, 1) and datasets.spec.num_classes == 4
-    assert (datasets.spec.train_size, datasets.spec.val_size) == (40, 12)
+    assert (datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size) == (40, 12, 8)
+    tested = examples(datasets.test)[1]
+    assert sorted(tested) == sorted(data_files.class_images(8, (14, 12, 1), 4, seed=3)[1])
     x, y = examples(datasets.train)
     images, labels = data_files.class_images(40, (14, 12, 1), 4, seed=1)
     assert sorted(y) == sorted(labels)
@@ -64,20 +72,24 @@ def test_tfrecord_raw_encoding_custom_keys_and_a_split_without_validation_files(
                        "data.val_fraction=0.25", *PLAIN])
     datasets = build_datasets(cfg.data, 0)
     assert datasets.spec.input_shape == (8, 8, 2)
-    assert (datasets.spec.train_size, datasets.spec.val_size) == (30, 10)
-    assert len(examples(datasets.train)[1]) == 30 and sorted(set(examples(datasets.validation)[1])) == [0, 1]
+    # issue 34: test (0.2 of all 40) first, then validation (0.25 of all: 10 of the 32 left), 22 to train
+    assert (datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size) == (22, 10, 8)
+    assert len(examples(datasets.train)[1]) == 22 and sorted(set(examples(datasets.validation)[1])) == [0, 1]
+    assert sorted(set(examples(datasets.test)[1])) == [0, 1]
 
 
 def test_image_folder_takes_classes_from_folder_names_and_val_from_val(tmp_path, compose_cfg):
-    root = data_files.write_image_folder(tmp_path / "pets", per_class=6, val_per_class=2, size=(20, 24))
+    root = data_files.write_image_folder(tmp_path / "pets", per_class=6, val_per_class=2, test_per_class=1,
+                                         size=(20, 24))
     cfg = compose_cfg(["data=image_folder", f"data.path={root}", "data.image_size=[16,16]",
                        "data.color_mode=grayscale", *PLAIN])
     datasets = build_datasets(cfg.data, 0)
     spec = datasets.spec
     assert spec.class_names == ("cat", "dog", "owl") and spec.input_shape == (16, 16, 1)
-    assert (spec.train_size, spec.val_size) == (18, 6)
+    assert (spec.train_size, spec.val_size, spec.test_size) == (18, 6, 3)  # train/, val/ and test/ as they are
     x, y = examples(datasets.validation)
     assert x.shape == (6, 16, 16, 1) and 0.0 <= x.min() and x.max() <= 1.0 and sorted(y) == [0, 0, 1, 1, 2, 2]
+    assert sorted(examples(datasets.test)[1]) == [0, 1, 2]
 
 
 def test_image_folder_of_class_folders_keeps_the_stored_size_and_splits_by_seed(tmp_path, compose_cfg):
@@ -85,8 +97,11 @@ def test_image_folder_of_class_folders_keeps_the_stored_size_and_splits_by_seed(
     flat = tmp_path / "flat"
     (root / "train").rename(flat)  # <path>/<class>/*.png, no train/ level
     cfg = compose_cfg(["data=image_folder", f"data.path={flat}", "data.image_size=null", *PLAIN])
-    first, again, other = (build_datasets(cfg.data, seed) for seed in (0, 0, 1))
-    assert first.spec.input_shape == (20, 24, 3) and (first.spec.train_size, first.spec.val_size) == (24, 6)
+    first, again = (build_datasets(cfg.data, seed) for seed in (0, 1))  # trainer.seed does not move the split
+    cfg.data.split_seed = 1
+    other = build_datasets(cfg.data, 0)
+    spec = first.spec
+    assert spec.input_shape == (20, 24, 3) and (spec.train_size, spec.val_size, spec.test_size) == (18, 6, 6)
     np.testing.assert_array_equal(examples(first.validation)[0], examples(again.validation)[0])
     assert not np.array_equal(examples(first.validation)[0], examples(other.validation)[0])
 
@@ -138,7 +153,7 @@ def test_text_csv_vocabulary_size_is_capped(tmp_path, compose_cfg):
     ("cifar10", (32, 32, 3), 10, "c10_0"), ("cifar100", (32, 32, 3), 100, "fine0")])
 def test_keras_datasets_are_read_from_the_keras_cache_without_network(tmp_path, compose_cfg, monkeypatch,
                                                                       name, shape, classes, first_name):
-    data_files.write_keras_cache(tmp_path / "keras", name, n_train=40, n_test=20)
+    data_files.write_keras_cache(tmp_path / "keras", name, n_train=5 * classes, n_test=20)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
     def refuse(*args):
         raise AssertionError("downloaded although the files are cached")
@@ -147,8 +162,9 @@ def test_keras_datasets_are_read_from_the_keras_cache_without_network(tmp_path, 
     datasets = build_datasets(compose_cfg([f"data={name}", *PLAIN]).data, 0)
     spec = datasets.spec
     assert (spec.input_shape, spec.num_classes, spec.class_names[0]) == (shape, classes, first_name)
-    assert (spec.train_size, spec.val_size) == (40, 20)
-    x, _ = examples(datasets.validation)
+    # issue 34: the cached test images are the test split; validation is 0.2 of the training images
+    assert (spec.train_size, spec.val_size, spec.test_size) == (4 * classes, classes, 20)
+    x, _ = examples(datasets.test)
     assert x.shape == (20, *shape) and 0.0 <= x.min() and x.max() <= 1.0
 
 

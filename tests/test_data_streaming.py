@@ -43,7 +43,7 @@ def test_auto_caches_a_split_that_fits_in_its_stored_dtype_and_streams_one_that_
                                                                                         caplog):
     pattern = raw_records(tmp_path)
     caplog.set_level(logging.INFO, "tfhydra")
-    fits = build(tfrecord_cfg(compose_cfg, pattern, "data.val_fraction=0.25"))
+    fits = build(tfrecord_cfg(compose_cfg, pattern, "data.val_fraction=0.25", "data.test_fraction=0"))  # 30 / 10
     plan = fits.spec.pipeline
     # uint8 8x8x3 images (192 bytes) and an int64 label, plus tf.data's per-tensor overhead: stored size, not 4x
     assert plan["train"]["cache"] == "memory" and plan["train"]["estimated_bytes"] == 30 * (192 + 8 + 2 * 96)
@@ -53,7 +53,8 @@ def test_auto_caches_a_split_that_fits_in_its_stored_dtype_and_streams_one_that_
     x, _ = next(iter(fits.train))
     assert x.dtype.name == "float32" and float(x.numpy().max()) <= 1.0  # scaled after the cache
 
-    small = build(tfrecord_cfg(compose_cfg, pattern, "data.val_fraction=0.25", "data.cache_budget=1kB"))
+    small = build(tfrecord_cfg(compose_cfg, pattern, "data.val_fraction=0.25", "data.test_fraction=0",
+                               "data.cache_budget=1kB"))
     assert small.spec.pipeline["train"]["cache"] == "off"
     assert small.spec.pipeline["train"]["reason"].startswith("about 11.8 kB as stored is more than the memory "
                                                              "cache budget of 1.0 kB left (data.cache_budget=1kB)")
@@ -139,7 +140,7 @@ def test_labels_are_read_once_per_dataset_and_a_changed_shard_is_read_again(tmp_
     caplog.clear()
     changed = build(tfrecord_cfg(compose_cfg, pattern))
     assert "read the labels of 1 of 4 file(s) (1 changed since the index was written)" in caplog.text
-    assert changed.spec.train_size + changed.spec.val_size == 50
+    assert changed.spec.train_size + changed.spec.val_size + changed.spec.test_size == 50
     entries = json.loads(index.read_text())["files"]
     assert [len(e["labels"]) for e in entries] == [10, 20, 10, 10]
 
@@ -175,14 +176,15 @@ def test_a_shard_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path, 
 def test_an_index_file_that_is_not_a_valid_index_is_ignored_and_rebuilt(tmp_path, compose_cfg, caplog, index_dir,
                                                                       content):
     pattern = raw_records(tmp_path, n=16, shards=2)
-    build(tfrecord_cfg(compose_cfg, pattern))
+    split = "data.test_fraction=0"  # 16 records of 4 classes: too few for a test split too
+    build(tfrecord_cfg(compose_cfg, pattern, split))
     index = next(index_dir.glob("labels-*.json"))
     index.write_text(content)
     caplog.set_level(logging.INFO, "tfhydra")
-    rebuilt = build(tfrecord_cfg(compose_cfg, pattern))
+    rebuilt = build(tfrecord_cfg(compose_cfg, pattern, split))
     assert f"data: ignoring the label index {index} (" in caplog.text
     assert "read the labels of 2 of 2 file(s)" in caplog.text
-    assert rebuilt.spec.train_size + rebuilt.spec.val_size == 16
+    assert rebuilt.spec.train_size + rebuilt.spec.val_size + rebuilt.spec.test_size == 16
     assert json.loads(index.read_text())["version"] == 2
 
 
@@ -220,7 +222,7 @@ def test_image_folder_checks_files_cheaply_up_front_and_names_a_bad_file_found_l
     (root / "train" / "cat" / "0000.png").unlink()
     bad = root / "train" / "dog" / "0009.png"
     png_that_does_not_decode(bad)
-    datasets = build(compose_cfg([*base, "data.val_fraction=0.25"]))  # passes the cheap check
+    datasets = build(compose_cfg([*base, "data.val_fraction=0.25", "data.test_fraction=0"]))  # passes the cheap check
     with pytest.raises(tf.errors.InvalidArgumentError) as found:
         for _ in datasets.train:
             pass
@@ -235,8 +237,8 @@ def test_image_folder_skips_a_bad_file_found_later_and_keeps_the_epoch_length(tm
     cfg = compose_cfg(["data=image_folder", f"data.path={root}", "data.image_size=[8,8]", "data.val_fraction=0.25",
                        "data.on_bad_file=skip", "data.cache=false"])
     datasets = build(cfg)
-    seen = len(labels_of(datasets.train)) + len(labels_of(datasets.validation))
-    assert seen == datasets.spec.train_size + datasets.spec.val_size == 12
+    seen = len(labels_of(datasets.train)) + len(labels_of(datasets.validation)) + len(labels_of(datasets.test))
+    assert seen == datasets.spec.train_size + datasets.spec.val_size + datasets.spec.test_size == 12
     assert (f'data.on_bad_file=skip: left out "{root / "train" / "dog" / "0009.png"}" (cannot decode it as an image)'
             in capfd.readouterr().err)
 

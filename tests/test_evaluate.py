@@ -23,21 +23,26 @@ def finished_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_evaluate_reproduces_the_runs_validation_figures(finished_run):
-    result = evaluate(finished_run)
+def test_evaluate_reproduces_the_runs_test_and_validation_figures(finished_run):
+    result = evaluate(finished_run)  # the test split by default (issue 34)
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
-    best = read_run_record(finished_run)["best"]
-    assert figures["examples"] == 360 and figures["input"] == "raw"  # the deployed path: digits as stored
-    assert figures["metrics"]["accuracy"] == pytest.approx(best["val_accuracy"], abs=1e-6)
-    assert figures["metrics"]["loss"] == pytest.approx(best["val_loss"], rel=1e-4)
+    record = read_run_record(finished_run)
+    assert figures["split"] == "test" and figures["examples"] == 360 and figures["input"] == "raw"  # as stored
+    assert figures["metrics"]["accuracy"] == pytest.approx(record["test"]["metrics"]["accuracy"], abs=1e-6)
+    assert figures["metrics"]["loss"] == pytest.approx(record["test"]["metrics"]["loss"], rel=1e-4)
+    validated = evaluate("--split", "validation", finished_run)
+    assert validated.returncode == 0, validated.stderr[-2000:]
+    best, figures_val = record["best"], json.loads(validated.stdout.strip().splitlines()[-1])
+    assert figures_val["metrics"]["accuracy"] == pytest.approx(best["val_accuracy"], abs=1e-6)
+    assert figures_val["metrics"]["loss"] == pytest.approx(best["val_loss"], rel=1e-4)
     written = json.loads((finished_run / "evaluations" / figures["written_to"].rsplit("/", 1)[-1]).read_text())
     assert written["metrics"] == figures["metrics"]
 
 
 @pytest.mark.slow
 def test_evaluate_on_another_dataset(finished_run):
-    result = evaluate(finished_run, "data=synthetic", "data.val_size=200", "data.signal=0.0")
+    result = evaluate(finished_run, "data=synthetic", "data.test_size=200", "data.signal=0.0")  # its test split
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["data"] == "synthetic" and figures["examples"] == 200

@@ -50,10 +50,11 @@ def test_a_crafted_cifar_cache_runs_no_code(tmp_path, compose_cfg):
 def test_a_genuine_cifar_cache_still_reads(tmp_path, compose_cfg):
     from tfhydra.data import build_datasets
 
-    data_files.write_keras_cache(tmp_path / "keras", "cifar10", n_train=40, n_test=20)
+    data_files.write_keras_cache(tmp_path / "keras", "cifar10", n_train=50, n_test=20)
     datasets = build_datasets(compose_cfg(["data=cifar10", f"data.cache_dir={tmp_path / 'keras'}"]).data, 0)
     assert datasets.spec.input_shape == (32, 32, 3) and datasets.spec.num_classes == 10
-    assert datasets.spec.train_size == 40 and datasets.spec.val_size == 20
+    # issue 34: the test batch is the test split, validation 0.2 of the training batches
+    assert (datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size) == (40, 10, 20)
 
 
 UNSAFE = {r"\bpickle\.loads?\(": "pickle.load", r"\beval\(": "eval", r"\bexec\(": "exec",
@@ -94,8 +95,8 @@ def test_evaluate_refuses_a_target_named_by_the_run_unless_trusted(run_with_user
     assert f"Warning: --trust-run: {run_with_user_loss} is trusted" in captured.err
     figures = json.loads(captured.out.strip().splitlines()[-1])
     assert figures["trusted"] is True
-    assert figures["metrics"]["accuracy"] == pytest.approx(read_run_record(run_with_user_loss)["best"]["val_accuracy"],
-                                                            abs=1e-6)
+    recorded = read_run_record(run_with_user_loss)["test"]["metrics"]["accuracy"]  # evaluate measures test
+    assert figures["split"] == "test" and figures["metrics"]["accuracy"] == pytest.approx(recorded, abs=1e-6)
 
 
 @pytest.mark.parametrize("line,problem", [
@@ -152,7 +153,7 @@ def test_one_hot_labels_are_class_indices(tmp_path, compose_cfg):
     path = npz_with(tmp_path / "d.npz", y_train=np.eye(4, dtype=np.float32)[y_train], y_test=np.eye(4)[y_test])
     datasets = build(compose_cfg, path)
     assert datasets.spec.num_classes == 4
-    labels = np.concatenate([y.numpy() for _, y in datasets.validation])
+    labels = np.concatenate([y.numpy() for _, y in datasets.test])  # x_test/y_test: the test split
     assert list(labels) == list(y_test)
 
 

@@ -65,8 +65,11 @@ def test_a_run_from_python_keeps_hydra_files_provenance_and_evaluates(tmp_path):
 
     from tfhydra.evaluate import evaluate_run
 
-    evaluated = evaluate_run(tmp_path, [])
-    assert evaluated["metrics"]["accuracy"] == pytest.approx(record["best"]["val_accuracy"], abs=1e-6)
+    evaluated = evaluate_run(tmp_path, [])  # the test split by default (issue 34): the record's test figures
+    assert evaluated["split"] == "test" and evaluated["examples"] == record["test"]["examples"] == 360
+    assert evaluated["metrics"]["accuracy"] == pytest.approx(record["test"]["metrics"]["accuracy"], abs=1e-6)
+    validated = evaluate_run(tmp_path, [], split="validation")
+    assert validated["metrics"]["accuracy"] == pytest.approx(record["best"]["val_accuracy"], abs=1e-6)
 
 
 def test_a_record_outside_git_says_so(tmp_path):

@@ -44,8 +44,8 @@ def test_a_declared_dataset_too_big_is_refused_by_the_plan(compose_cfg):
 
     with pytest.raises(ConfigError) as refused:
         plan_run(compose_cfg(["data=synthetic", "data.train_size=10000000000"]))
-    assert str(refused.value).startswith("data.train_size=10000000000: 7.84e+12 float32 values (train_size + "
-                                         "val_size times the shape) need about ")
+    assert str(refused.value).startswith("data.train_size=10000000000: 7.84e+12 float32 values (train, validation "
+                                         "and test sizes times the shape) need about ")
     plan_run(compose_cfg(["data=synthetic", "data.train_size=100000"]))  # 0.9 GB: fits
 
 

@@ -36,7 +36,9 @@ def test_metrics_json_records_the_run(finished_run):
     assert metrics["best"]["val_accuracy"] > 0.8  # 3 epochs of the seed CNN on digits
     assert metrics["params"] == 121930  # the seed CNN at 28x28x1, 10 classes
     assert metrics["examples_per_second"] > 0 and metrics["wall_seconds"] > 0
-    assert metrics["data"]["train_size"] + metrics["data"]["val_size"] == 1797
+    data = metrics["data"]  # three splits (issue 34): they add up to digits' examples
+    assert (data["train_size"], data["val_size"], data["test_size"]) == (1077, 360, 360)
+    assert metrics["test"]["examples"] == 360 and metrics["test"]["metrics"]["accuracy"] > 0.8
     assert metrics["policy"] == "float32" and metrics["replicas"] == 1
     assert metrics["exports"] == {"saved_model": "export/saved_model"}
 

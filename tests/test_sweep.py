@@ -81,11 +81,11 @@ def test_tensorboard_shows_every_job_in_the_hparams_dashboard(mixed_sweep, tmp_p
     for job in (JOBS[0], JOBS[2]):  # the failed job stopped before its first epoch
         assert "epoch_loss" in tags[f"{job}/tensorboard/train"]
         assert "epoch_accuracy" in tags[f"{job}/tensorboard/validation"]
-    assert "best_val_accuracy" in tags[f"{JOBS[0]}/tensorboard/validation"]
+    assert {"best_val_accuracy", "test_accuracy"} <= set(tags[f"{JOBS[0]}/tensorboard/validation"])
     assert [h["name"] for h in experiment["hparamInfos"]] == ["optimizer.lr"]
     assert sorted(experiment["hparamInfos"][0]["domainDiscrete"]) == [0.0005, 0.001, 10000.0]
     shown = {m["displayName"] for m in experiment["metricInfos"]}
-    assert {"val_accuracy", "val_loss", "best val_accuracy"} <= shown
+    assert {"val_accuracy", "val_loss", "best val_accuracy", "test accuracy (not used to choose)"} <= shown
     by_name = {g["name"]: g for g in groups}  # trials are named by their job directory
     assert sorted(by_name) == JOBS
     assert [by_name[j]["hparams"]["optimizer.lr"] for j in JOBS] == [0.001, 0.0005, 10000.0]

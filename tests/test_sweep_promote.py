@@ -49,6 +49,14 @@ def test_the_best_completed_screen_jobs_are_promoted_ties_by_job_number():
     assert [j.num for j in promoted(jobs, "max", 5)] == [0, 2, 4]  # fewer completed than asked: those
 
 
+def test_promotion_is_decided_on_validation_whatever_the_test_figures_say():
+    """Screen jobs whose test figures rank the other way round: the promoted ones are validation's best."""
+    jobs = [job(0, Status.COMPLETED, [0.9]), job(1, Status.COMPLETED, [0.5]), job(2, Status.COMPLETED, [0.7])]
+    for screen_job_, test in zip(jobs, (0.1, 0.99, 0.5)):
+        screen_job_.test = test
+    assert [j.num for j in promoted(jobs, "max", 2)] == [0, 2]
+
+
 def test_a_screen_job_runs_its_setting_on_the_screens_share_and_epochs_without_export():
     stages = Stages(0.1, 3, 2)
     assert screen_job(["optimizer.lr=0.001", "trainer.epochs=20", "export.formats=[saved_model]"], stages) == [

@@ -117,7 +117,9 @@ def test_a_job_that_raises_before_training_is_recorded_and_returns_nan(as_hydra_
     assert set(accumulator.Tags()["tensors"]) == {"_hparams_/session_start_info", "_hparams_/session_end_info"}
 
 
-def write_job(sweep, num, name, overrides, status=None, history=(), wall=None, error=None, partial=False):
+def write_job(sweep, num, name, overrides, status=None, history=(), wall=None, error=None, partial=False, test=None):
+    """A job as it lands on disk; without `test` its record predates the test split (no schema_version), with it a
+    version-2 record whose test block says `test` is the test loss."""
     job = sweep / f"{num}_{name}"
     (job / ".hydra").mkdir(parents=True)
     (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
@@ -129,6 +131,8 @@ def write_job(sweep, num, name, overrides, status=None, history=(), wall=None, e
     elif status:
         record = {"status": status, "history": epochs, "wall_seconds": wall, "monitor": "val_loss",
                   "monitor_mode": "min", "overrides": overrides, "error": error}
+        if test is not None:
+            record.update(schema_version=2, test={"split": "test", "examples": 10, "metrics": {"loss": test}})
         (job / "metrics.json").write_text(json.dumps(record))
     return job
 
@@ -273,7 +277,8 @@ def seeded_sweep(tmp_path, task=("trainer.seed=1,2,3", "optimizer.lr=1,2")):
     for seed in (1, 2, 3):
         for lr in (1, 2):
             overrides = [f"trainer.seed={seed}", f"optimizer.lr={lr}"]
-            write_job(sweep, num, ",".join(overrides), overrides, "completed", [0.9, best[seed, lr]], 1.0)
+            write_job(sweep, num, ",".join(overrides), overrides, "completed", [0.9, best[seed, lr]], 1.0,
+                      test=best[seed, lr] + 0.1 * seed)
             num += 1
     return sweep
 
@@ -284,14 +289,20 @@ def test_jobs_that_differ_only_by_seed_are_ranked_as_groups(tmp_path):
     summary = summarize(seeded_sweep(tmp_path))
     assert [(g.label, g.n, round(g.mean, 6), round(g.std, 6)) for g in summary.groups] == [
         ("optimizer.lr=2", 3, 0.3, 0.1), ("optimizer.lr=1", 3, 0.6, 0.1)]
+    # test losses: best + 0.1 * seed, so lr=2: 0.4, 0.4, 0.7 (mean 0.5, std 0.1732); lr=1: 0.6, 0.8, 1.0 (0.8, 0.2)
+    assert [(round(g.test_mean, 4), round(g.test_std, 4)) for g in summary.groups] == [(0.5, 0.1732), (0.8, 0.2)]
     markdown = (tmp_path / "seeds" / "summary.md").read_text()
-    assert "| 1 | `optimizer.lr=2` | 0.3 | 0.1 | 3 |" in markdown
-    assert "| 2 | `optimizer.lr=1` | 0.6 | 0.1 | 3 |" in markdown
+    assert "| 1 | `optimizer.lr=2` | 0.3 | 0.1 | 0.5 ± 0.1732 | 3 |" in markdown
+    assert "| 2 | `optimizer.lr=1` | 0.6 | 0.1 | 0.8 ± 0.2 | 3 |" in markdown
+    assert "Chosen on validation (`val_loss`)" in markdown and "not used to choose" in markdown
+    assert "before the test split" not in markdown  # every record has its test block
     rows = list(csv.DictReader((tmp_path / "seeds" / "summary.csv").open()))
     assert len(rows) == 6  # every job is still listed
     assert [(r["group_rank"], r["group_n"], r["group_overrides"]) for r in rows[:3]] == [("1", "3", "optimizer.lr=2")] * 3
     assert float(rows[0]["group_mean_val_loss"]) == pytest.approx(0.3) and float(rows[0]["group_std_val_loss"]) == \
         pytest.approx(0.1)
+    assert float(rows[0]["group_mean_test_loss"]) == pytest.approx(0.5) and float(rows[0]["test_loss"]) == \
+        pytest.approx(0.4)
     assert (tmp_path / "seeds" / "summary.png").stat().st_size > 0
 
 
@@ -321,3 +332,42 @@ def test_threads_follow_the_cpus_a_cluster_launcher_reserves_per_job(as_hydra_jo
 
     as_hydra_job(hydra_job_config(launcher))
     assert auto_threads() == expected
+
+
+def test_the_summary_ranks_on_validation_and_shows_test_beside_it(tmp_path):
+    """Test figures that would rank the jobs the other way round change nothing: the choice is validation's."""
+    from tfhydra.sweep.summary import summarize
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
+        "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
+        "hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+                  "overrides": {"task": ["optimizer.lr=1,2,3"]}}}))
+    for num, (val, test) in enumerate([(0.5, 0.1), (0.3, 0.9), (0.4, 0.2)]):
+        write_job(sweep, num, f"optimizer.lr={num + 1}", [f"optimizer.lr={num + 1}"], "completed", [0.9, val], 1.0,
+                  test=test)
+    summary = summarize(sweep)
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    assert [(r["rank"], r["job"], r["best_val_loss"], r["test_loss"]) for r in rows] == [
+        ("1", "1", "0.3", "0.9"), ("2", "2", "0.4", "0.2"), ("3", "0", "0.5", "0.1")]
+    assert summary.best.name == "1_optimizer.lr=2" and summary.best.test == pytest.approx(0.9)
+    assert "best job: 1_optimizer.lr=2 (val_loss=0.3 at epoch 2; test loss=0.9, not used to choose)" in \
+        summary.report()
+    markdown = (sweep / "summary.md").read_text()
+    assert "| test loss |" in markdown and "| 0.3 | 2 | 0.3 | 0.9 |" in markdown
+    assert "Chosen on validation (`val_loss`): the ranking, the best job and any promotion never read the test" \
+        in markdown
+
+
+def test_records_from_before_the_test_split_are_summarised_and_said(hand_made_sweep):
+    """Records without a test block (schema_version < 2, here none at all) read as before, with a note."""
+    from tfhydra.sweep.summary import summarize
+
+    summary = summarize(hand_made_sweep)
+    rows = list(csv.DictReader((hand_made_sweep / "summary.csv").open()))
+    assert [(r["rank"], r["test_val_loss" if "test_val_loss" in r else "test_loss"]) for r in rows[:2]] == [
+        ("1", ""), ("2", "")]
+    markdown = (hand_made_sweep / "summary.md").read_text()
+    assert "3 job(s) recorded before the test split (metrics.json schema_version < 2) have no test figure" in markdown
+    assert any("before the test split" in note for note in summary.notes)

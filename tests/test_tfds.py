@@ -47,21 +47,25 @@ def test_a_prepared_tfds_dataset_goes_through_the_shared_pipeline(data_dir, comp
                        "data.batch_size=12", "data.shuffle_buffer=0"])
     datasets = build_datasets(cfg.data, 0)
     spec = datasets.spec
-    assert (spec.input_shape, spec.class_names, spec.train_size, spec.val_size) == ((12, 10, 3), ("a", "b", "c"),
-                                                                                    36, 12)
+    # issue 34: the `test` split is the test split, validation 0.2 of `train` (8 of 36), no longer `test`
+    assert (spec.input_shape, spec.class_names, spec.train_size, spec.val_size, spec.test_size) == (
+        (12, 10, 3), ("a", "b", "c"), 28, 8, 12)
     assert spec.pipeline["train"]["cache"] == "memory"  # decoded from files: auto keeps what fits (uint8)
-    assert spec.pipeline["train"]["estimated_bytes"] == 36 * (12 * 10 * 3 + 8 + 2 * 96)
-    x = np.concatenate([b.numpy() for b, _ in datasets.validation])
+    assert spec.pipeline["train"]["estimated_bytes"] == 28 * (12 * 10 * 3 + 8 + 2 * 96)
+    x = np.concatenate([b.numpy() for b, _ in datasets.test])
     images, labels = data_files.class_images(12, (12, 10, 3), 3, seed=2)
     assert x.dtype == np.float32 and sorted(np.round(x * 255).astype(np.uint8).sum(axis=(1, 2, 3))) == \
         sorted(images.astype(np.int64).sum(axis=(1, 2, 3)))
     assert datasets.serving.raw.dtype.name == "uint8" and tuple(datasets.serving.raw.shape) == (12, 10, 3)
     raw, raw_labels = datasets.serving.raw_validation  # read on first use only
-    assert raw.shape == (12, 12, 10, 3) and sorted(raw_labels) == sorted(labels)
+    assert raw.shape == (8, 12, 10, 3)
 
     tenth = build_datasets(compose_cfg(["data=tfds", "data.dataset=tfhydra_toy_images", f"data.data_dir={data_dir}",
                                         "data.validation_split=null", "data.val_fraction=0.25"]).data, 0)
-    assert (tenth.spec.train_size, tenth.spec.val_size) == (27, 9)
+    assert (tenth.spec.train_size, tenth.spec.val_size, tenth.spec.test_size) == (27, 9, 12)
+    swapped = build_datasets(compose_cfg(["data=tfds", "data.dataset=tfhydra_toy_images", f"data.data_dir={data_dir}",
+                                          "data.validation_split=test", "data.test_split=null"]).data, 0)
+    assert (swapped.spec.train_size, swapped.spec.val_size, swapped.spec.test_size) == (28, 12, 8)  # test held out
 
 
 def test_a_tfds_dataset_that_is_not_prepared_names_the_data_dir_and_the_command(compose_cfg, tmp_path):

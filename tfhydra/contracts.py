@@ -25,11 +25,13 @@ class DataSpec:
     val_size: int
     dtype: str = "float32"  # of one example: float32 images/features, int32/int64 token ids
     vocab_size: int | None = None  # token-id sources only: ids are in [0, vocab_size)
+    test_size: int = 0  # the test split's examples (tfhydra/data/splits.py); 0: no test split
 
     def as_dict(self) -> dict:
         return {"input_shape": list(self.input_shape), "num_classes": self.num_classes,
                 "class_names": list(self.class_names), "train_size": self.train_size,
-                "val_size": self.val_size, "dtype": self.dtype, "vocab_size": self.vocab_size}
+                "val_size": self.val_size, "test_size": self.test_size, "dtype": self.dtype,
+                "vocab_size": self.vocab_size}
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,15 @@
 """Evaluate a finished run's exported model on a dataset, without retraining.
 
-    python -m tfhydra.evaluate <run_dir> [data=<source> data.<key>=<value> ...]
+    python -m tfhydra.evaluate [--split test|validation|train] <run_dir> [data=<source> data.<key>=<value> ...]
 
 The run directory is checked before use (a completed run: metrics.json status completed,
-readable .hydra/ files, export/saved_model or, for a run that exported only TFLite,
-export/tflite/model.tflite), each problem a one-line error. The run's own
+readable .hydra/ files, export/saved_model), each problem a one-line error. The run's own
 overrides (`.hydra/overrides.yaml`) are composed again from the config directory the run
-was made with, followed by the new ones; with none it evaluates on the run's own validation
-split. The exported SavedModel is loaded as a SavedModel (no Python code from the run
+was made with, followed by the new ones; with none it evaluates on the run's own test split (`--split` chooses another:
+the same examples the run was tested, validated or trained on, docs/data.md), and says when the run has none. The exported SavedModel is loaded as a SavedModel (no Python code from the run
 directory is executed), wrapped, and compiled with the run's loss and metrics, so the
-figures mean what they meant during training. A TFLite-only run's model.tflite is run by LiteRT
-(tfhydra/export/served.py, the export's own predictor) on the pipeline's inputs, wrapped and compiled the same
-way. The result (`export` says which) is printed as one JSON line and written to `<run_dir>/evaluations/`.
-TensorFlow's start-up lines are held back as in training (tfhydra/terminal.py).
+figures mean what they meant during training. The result is printed as
+one JSON line and written to `<run_dir>/evaluations/`.
 """
 from __future__ import annotations
 
@@ -25,8 +22,9 @@ import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
 from tfhydra.rundir import RunPaths, contained
 
-USAGE = ("usage: tfhydra-evaluate [--trust-run] [--config-dir DIR] RUN_DIR [data=<source>] [data.<key>=<value> ...]"
-         " (also python -m tfhydra.evaluate)")
+USAGE = ("usage: tfhydra-evaluate [--trust-run] [--split test|validation|train] [--config-dir DIR] RUN_DIR "
+         "[data=<source>] [data.<key>=<value> ...] (also python -m tfhydra.evaluate)")
+SPLITS = ("test", "validation", "train")  # the first is the default: the figure nothing chose on
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,10 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     trust_run = "--trust-run" in argv
     argv = [a for a in argv if a != "--trust-run"]
-    from tfhydra.terminal import QUIET
-
-    QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
     try:
+        split, argv = split_flag(argv)
         from tfhydra.project import import_from_working_directory, project_config_dir, without_config_dir_flags
 
         project = project_config_dir(argv)  # the project's own conf/, as tfhydra-train finds it
@@ -48,14 +44,29 @@ def main(argv: list[str] | None = None) -> int:
         if not argv:
             print(USAGE, file=sys.stderr)
             return 2
-        result = evaluate_run(Path(argv[0]), argv[1:], trust_run=trust_run, project=project)
+        result = evaluate_run(Path(argv[0]), argv[1:], trust_run=trust_run, project=project, split=split)
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
-    finally:
-        QUIET.release()
     print(json.dumps(result))
     return 0
+
+
+def split_flag(argv: list[str]) -> tuple[str, list[str]]:
+    """`--split NAME` or `--split=NAME` anywhere on the line: (the split, the other arguments)."""
+    split, rest, i = SPLITS[0], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--split" or arg.startswith("--split="):
+            value = arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else None)
+            i += 1 if "=" in arg else 2
+            if value not in SPLITS:
+                raise ConfigError("--split", value, list(SPLITS), "unknown split")
+            split = value
+            continue
+        rest.append(arg)
+        i += 1
+    return split, rest
 
 
 RUN_ACCEPTED = "the directory of a completed run with .hydra/ and export/saved_model or export/tflite/model.tflite"
@@ -141,34 +152,70 @@ def _served_model_layer():
     return ServedModel
 
 
-def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None) -> dict:
+def chosen_split(datasets, split: str, run_dir: Path):
+    """(the split's batched model inputs, a function giving its raw examples and labels as stored or None, how
+    many examples): `--split`. A run without a test split is one line saying so."""
+    serving = datasets.serving
+    if split == "test":
+        if datasets.test is None:
+            raise ConfigError("--split", "test", "--split validation (the run has no test split)",
+                              f"{run_dir} has no test split (data.test_fraction=0)")
+        raw = (lambda: serving.raw_test) if serving is not None and serving.raw_test is not None else None
+        return datasets.test, raw, datasets.spec.test_size
+    if split == "validation":
+        return datasets.validation, (lambda: serving.raw_validation) if serving else None, datasets.spec.val_size
+    return datasets.train, None, datasets.spec.train_size
+
+
+def recorded_before_test_split(run_dir: Path) -> str | None:
+    """A run recorded before the three splits (schema_version < 2) may have trained or validated on what is now
+    the test split: said on stderr and in the result, then measured as asked."""
+    from tfhydra.record import read_record
+
+    record = read_record(run_dir)
+    if record is None or not record.before_test_split:
+        return None
+    note = (f"{run_dir} was recorded before the test split (metrics.json schema_version {record.schema_version}): "
+            "it has no test figures, and its training may have seen some of these examples")
+    print(f"Note: {note}", file=sys.stderr, flush=True)
+    return note
+
+
+def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None,
+                 split: str = SPLITS[0]) -> dict:
     cfg = load_run_config(run_dir, overrides, trust_run, project)  # before TensorFlow is imported: a bad directory is a quick error
     contained(RunPaths(run_dir).evaluations, run_dir)  # where the result goes, checked before the work
+    note = recorded_before_test_split(run_dir)
     from tfhydra.data import build_datasets
     from tfhydra.export.served import TFLITE, served_export
     from tfhydra.report import write_json
     from tfhydra.trainer.objectives import build_loss, build_metrics
 
+    if split == "train":  # every training example once: no shuffle, no augmentation, no dropped batch
+        cfg.data.shuffle_buffer, cfg.data.augment, cfg.data.drop_remainder = 0, [], False
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
+    measured, raw_examples, count = chosen_split(datasets, split, run_dir)
     export, _ = served_export(run_dir)
-    model, validation, given = (tflite_evaluated if export == TFLITE else saved_model_evaluated)(run_dir, cfg, datasets)
+    evaluated = tflite_evaluated if export == TFLITE else saved_model_evaluated
+    model, batches, given = evaluated(run_dir, cfg, datasets, measured, raw_examples)
     model.compile(loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing), metrics=build_metrics(cfg.trainer.metrics))
     started = time.perf_counter()
-    figures = model.evaluate(validation, verbose=0, return_dict=True)
+    figures = model.evaluate(batches, verbose=0, return_dict=True)
     result = {"run_dir": str(run_dir), "overrides": list(overrides), "trusted": trust_run, "data": cfg.data.get("name"),
-              "export": export, "input": given, "examples": datasets.spec.val_size,
+              "split": split, "export": export, "input": given, "examples": count,
               "metrics": {k: float(v) for k, v in figures.items()},
-              "seconds": time.perf_counter() - started}
+              "seconds": time.perf_counter() - started, **({"note": note} if note else {})}
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
-    out = contained(RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{stamp}.json", run_dir)
+    out = contained(RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{split}_{stamp}.json", run_dir)
     out.parent.mkdir(exist_ok=True)
     write_json(out, result)
     result["written_to"] = str(out)
     return result
 
 
-def saved_model_evaluated(run_dir: Path, cfg, datasets):
-    """(the SavedModel as a Keras model, the batches it is evaluated on, "raw" or "features")."""
+def saved_model_evaluated(run_dir: Path, cfg, datasets, measured, raw_examples):
+    """(the SavedModel as a Keras model, the batches of the chosen split it is evaluated on, "raw" or "features");
+    `raw_examples`: the split's examples as stored, for the export's own preprocessing (None: none kept)."""
     import tensorflow as tf
     import tf_keras as keras
 
@@ -177,14 +224,14 @@ def saved_model_evaluated(run_dir: Path, cfg, datasets):
     spec = datasets.spec
     # The deployed path when there is one: the data as stored, through the export's own preprocessing (other data
     # stored differently, e.g. 28x28 uint8 images for a model trained on 8x8 floats, go through their pipeline).
-    raw = datasets.serving is not None and "serve_raw" in served.signatures and _takes(
+    raw = raw_examples is not None and "serve_raw" in served.signatures and _takes(
         served.signatures["serve_raw"], tuple(datasets.serving.raw.shape), datasets.serving.raw.dtype.name)
     if raw:
         signature = served.signatures["serve_raw"]
-        examples, stored = tf.data.Dataset.from_tensor_slices(datasets.serving.raw_validation), datasets.serving.raw
+        examples, stored = tf.data.Dataset.from_tensor_slices(raw_examples()), datasets.serving.raw
         validation, given = examples.batch(datasets.batch_size), (tuple(stored.shape), stored.dtype.name)
     else:
-        validation, given = datasets.prefetched(datasets.validation), (tuple(spec.input_shape), spec.dtype)
+        validation, given = datasets.prefetched(measured), (tuple(spec.input_shape), spec.dtype)
     expected = tuple(signature.structured_input_signature[1].values())[0]
     check_takes(cfg, datasets, (tuple(expected.shape[1:]), expected.dtype.name), given,
                 tuple(signature.structured_outputs.values())[0].shape[-1])
@@ -193,9 +240,9 @@ def saved_model_evaluated(run_dir: Path, cfg, datasets):
         "raw" if raw else "features"
 
 
-def tflite_evaluated(run_dir: Path, cfg, datasets):
+def tflite_evaluated(run_dir: Path, cfg, datasets, measured, raw_examples=None):
     """(the run's TFLite file, run by LiteRT through the export's own predictor, as a Keras model; the pipeline's
-    validation batches, which are what the file takes; "features")."""
+    batches of the chosen split, which are what the file takes; "features")."""
     import tensorflow as tf
     import tf_keras as keras
 
@@ -212,7 +259,7 @@ def tflite_evaluated(run_dir: Path, cfg, datasets):
     inputs = keras.Input(tflite.input_shape, dtype=tflite.input_dtype)
     probabilities = keras.layers.Lambda(lambda x: tf.ensure_shape(
         tf.numpy_function(predict, [x], tf.float32, stateful=True), [None, tflite.classes]))(inputs)
-    return keras.Model(inputs, probabilities), datasets.prefetched(datasets.validation), "features"
+    return keras.Model(inputs, probabilities), datasets.prefetched(measured), "features"
 
 
 def check_takes(cfg, datasets, expected: tuple, given: tuple, classes: int) -> None:

@@ -24,6 +24,7 @@ from tfhydra.compression.phases import compress_model
 from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
+from tfhydra.data.splits import sizes as split_sizes
 from tfhydra.hydra_files import hydra_overrides, hydra_run_dir, under_hydra, without_hydra, write_hydra_files
 from tfhydra.job_errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.export import export_model
@@ -35,7 +36,7 @@ from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.plan import plan_run
 from tfhydra.precision import float32_output, loss_scale, policy_scope
-from tfhydra.record import RunRecord, Status, provenance, read_record, run_status
+from tfhydra.record import RunRecord, Status, provenance, read_record, run_status, test_name
 from tfhydra.report import epoch_summary
 from tfhydra.rundir import RunPaths
 from tfhydra.startclock import mark, start_job, startup
@@ -48,7 +49,7 @@ from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progre
 from tfhydra.trainer.debugging import numeric_checks
 from tfhydra.trainer.ema import ema_options
 from tfhydra.trainer.recovery import scale_for_recovery, train_with_recovery
-from tfhydra.trainer.weights import load_last_weights, prepare_resume, restore_best
+from tfhydra.trainer.weights import load_last_weights, measure_test, prepare_resume, restore_best
 from tfhydra.trainer.objectives import build_loss, build_metrics
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
 
@@ -85,7 +86,7 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
             phase_cfg = phase_config(cfg, phase, start, formats=[])
             phase_paths.hydra.mkdir(parents=True, exist_ok=True)  # what compression.from_run reads back
             OmegaConf.save(phase_cfg, phase_paths.config)
-            train_phase(phase_cfg, phase_paths, threads, time.perf_counter())
+            train_phase(phase_cfg, phase_paths, threads, time.perf_counter(), test=False)
             if not is_complete(phase_paths.root):
                 raise RuntimeError(f"phase {phase_paths.root} ended {run_status(phase_paths.root)}: "
                                    "nothing to continue from")
@@ -98,8 +99,10 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
 
 
 def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
-                earlier: tuple[PhasePlan, ...] = (), callbacks: Sequence = (), track: bool = False) -> float:
-    """One phase, trained in `paths`: the whole run when there are no earlier phases.
+                earlier: tuple[PhasePlan, ...] = (), callbacks: Sequence = (), track: bool = False,
+                test: bool = True) -> float:
+    """One phase, trained in `paths`: the whole run when there are no earlier phases. `test`: measure the kept
+    weights on the test split at the end (the run's last phase only: the test split is measured once).
 
     Every way it ends writes the record: completed, diverged, failed (export included), interrupted; then
     the experiment trackers (`track`: the run's own phase; earlier phases are part of it) end with its status.
@@ -119,8 +122,7 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
             if chief:
                 _record_ending(record, recorder, cfg, examples_per_epoch[0], error, started, paths)
 
-        # SIGTERM/SIGINT: during training, save the state and stop (tfhydra/trainer/state.py); otherwise at once.
-        # On the tf.data service, a watchdog ends a run that waits on it for good (tfhydra/data/service_watch.py).
+        # SIGTERM/SIGINT: save the state and stop (trainer/state.py); a dead tf.data service: data/service_watch.py
         with policy_scope(cfg.precision) as policy, StopOnSignal() as stop, numeric_checks(cfg.trainer), \
                 watch_service(cfg.data.get("service"), stop, end):
             strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op runs
@@ -129,21 +131,20 @@ def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, started: float,
             log.info("devices: %s (%d replica(s)), policy %s", record.devices, record.replicas, policy.name)
             chief = is_chief(strategy)
             if not chief:  # every worker runs the same steps; only the chief keeps what it writes ...
-                with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:
-                    # ... but each keeps its own checkpoints/ until the run ends: a stopped cluster resumes
-                    # every worker from the same step, with no shared file system
+                with tempfile.TemporaryDirectory(prefix="tfhydra-worker-") as scratch:  # ... but its checkpoints/
+                    # stay in its run directory: a stopped cluster resumes every worker from the same step
                     worker = RunPaths(scratch, checkpoints_root=paths.root)
                     recorder = RunRecorder(worker.history, max_loss=loss_bound(cfg.trainer))
                     with run_directory_writes(worker, "the state saved last"):
                         train_and_export(cfg, strategy, stop, worker, record, recorder, examples_per_epoch,
-                                         earlier, callbacks)
+                                         earlier, callbacks, test=test)
                 shutil.rmtree(worker.checkpoints, ignore_errors=True)  # the chief's record is final
                 return _returned(record)
             if track:
                 trackers = start_trackers(cfg.get("logger"), paths, run_info(cfg, paths))
             with run_directory_writes(paths, "the state saved last"):  # resuming, training, exporting
                 train_and_export(cfg, strategy, stop, paths, record, recorder, examples_per_epoch, earlier,
-                                 callbacks, trackers)
+                                 callbacks, trackers, test=test)
         record.update(wall_seconds=time.perf_counter() - started)
         record.write(paths.root)
     except BaseException as error:
@@ -181,23 +182,19 @@ def _returned(record: RunRecord) -> float:
 
 def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPaths, record: RunRecord,
                      recorder: RunRecorder, examples_per_epoch: list[int], earlier: tuple[PhasePlan, ...],
-                     callbacks: Sequence = (), trackers: Trackers | None = None) -> None:
+                     callbacks: Sequence = (), trackers: Trackers | None = None, test: bool = True) -> None:
     """The recipe: seeds, data, model, compression, optimizer, training, export; each room's section into `record`."""
     seed_everything(cfg.trainer.seed, cfg.trainer.deterministic)
     prepare_resume(cfg.trainer, paths)
-    datasets = build_datasets(cfg.data, cfg.trainer.seed)
-    datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)  # debug=fast
+    datasets = prepared_data(cfg, strategy, test)
     examples_per_epoch[0] = datasets.examples_per_epoch
-    mark("data")
-    check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
-    datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
     check_model_fits(cfg, datasets.spec)  # before Keras allocates a weight: a model too big is one line
     model, compression = build_model_and_optimizer(cfg, strategy, datasets, paths)
     mark("model")
     record.update(model=model.name, params=int(model.count_params()),
                   data={"name": cfg.data.get("name"), **datasets.spec.as_dict()})
-    log.info("model %s: %d parameters; data %s: %d train / %d validation examples", model.name,
-             record.params, cfg.data.get("name"), datasets.spec.train_size, datasets.spec.val_size)
+    log.info("model %s: %d parameters; data %s: %s", model.name, record.params, cfg.data.get("name"),
+             split_sizes(datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size))
 
     recorder.best_from = compression.settled_epoch  # e.g. pruning: the export is an epoch at the target sparsity
     extra = plateau_callback(cfg.optimizer.get("schedule"), cfg.trainer.monitor,
@@ -232,11 +229,25 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
     else:
         with run_directory_writes(paths, "the trained state"):
             exported = restore_best(model, paths, strategy, record)
+            record.update(test=measure_test(model, datasets, exported, cfg.trainer.ema.decay is not None,
+                                            compression.scheme, cfg.trainer.validation_steps))
             exports, figures = export_model(cfg.export, compression, model, datasets, paths.root)
             if earlier:
                 figures["phases"] = phase_summaries(paths, earlier)
             record.update(exports=exports, exported=exported, compression=figures, status=Status.COMPLETED)
     record.update(loss_scale=loss_scale(model.optimizer))
+
+
+def prepared_data(cfg: DictConfig, strategy, test: bool):
+    """The phase's data: built, capped for debugging (debug=fast), each split sharded for the strategy. The test
+    split only in the run's last phase (an earlier phase's weights are not the ones kept); no callback gets it."""
+    datasets = build_datasets(cfg.data, cfg.trainer.seed)
+    datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
+    check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
+    datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))
+    datasets.test = shard(datasets.test, cfg.strategy) if datasets.test is not None and test else None
+    mark("data")
+    return datasets
 
 
 def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPaths):
@@ -290,6 +301,12 @@ def _training_figures(recorder: RunRecorder, cfg: DictConfig, examples_per_epoch
 
 
 def _monitored(record: RunRecord) -> str:
-    return f"best {record.monitor}={figure(record.best_monitored)} at epoch {(record.best or {}).get('epoch')}"
+    """The end line: the chosen epoch's validation figure beside the kept weights' test figure (same metric)."""
+    said = f"best {record.monitor}={figure(record.best_monitored)} at epoch {(record.best or {}).get('epoch')}"
+    test, name = record.test_metric(record.monitor), test_name(record.monitor)
+    if test is not None:
+        return f"{said}; test {name}={figure(test)} ({record.test['examples']} examples, not used to choose)"
+    none = record.status == Status.COMPLETED and not (record.data or {}).get("test_size")
+    return f"{said}; no test split (data.test_fraction=0)" if none else said
 
 

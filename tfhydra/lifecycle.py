@@ -55,7 +55,7 @@ def check_continuable(run_dir: Path, job: DictConfig, key: str = "hydra.run.dir"
         if differing:
             raise ConfigError(key, str(run_dir), "the config of the run being continued, a new directory, "
                               "or trainer.resume=false to start it over",
-                              f"its saved config differs in {', '.join(differing)}")
+                              f"its saved config differs in {', '.join(differing)}{before_test_split(run_dir)}")
 
 
 def check_sweep_job_dir(cfg: DictConfig, job_dir: Path) -> None:
@@ -79,7 +79,18 @@ def check_sweep_job_dir(cfg: DictConfig, job_dir: Path) -> None:
         raise ConfigError("hydra.sweep.dir", str(sweep_dir), "the command line that made that sweep (tfhydra-sweep "
                           "resume <sweep dir> repeats it), or a new hydra.sweep.dir",
                           f"its job {name} was run with another config: it differs in "
-                          f"{', '.join(differing[:8])}" + (f" and {len(differing) - 8} more" if len(differing) > 8 else ""))
+                          f"{', '.join(differing[:8])}" + (f" and {len(differing) - 8} more" if len(differing) > 8 else "")
+                          + before_test_split(job_dir))
+
+
+def before_test_split(run_dir: Path) -> str:
+    """Why a run recorded before the three splits (schema_version < 2) differs from today's config: it has no
+    data.test_fraction or data.split_seed, and its epochs trained on another split of the data (docs/data.md)."""
+    record = read_record(run_dir)
+    if record is None or not record.before_test_split:
+        return ""
+    return (f" (recorded before the test split, metrics.json schema_version {record.schema_version}: it trained on "
+            "another split of the data, so it is not continued on the three splits)")
 
 
 def resume_command(run_dir: str | Path) -> str:

@@ -32,7 +32,10 @@ from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.report import write_json
 from tfhydra.rundir import RunPaths
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 2 added the test split: `test`, and `data.test_size`. A record of an earlier version has no test
+# figures (its run validated on what is now the test split of some sources); readers say so (`before_test_split`).
+TEST_SPLIT_VERSION = 2
 
 
 class Status(str, enum.Enum):
@@ -112,6 +115,9 @@ class RunRecord:
     epochs_run: int = 0
     best: dict | None = None  # {epoch, **logs} of the best epoch by `monitor` (exported, unless `exported` says otherwise)
     exported: dict | None = None  # {epoch, weights, reason}: the epoch whose weights were exported, and from which file
+    # {split, examples, metrics, weights: {epoch, file, ema, compression}}: the exported weights measured once on
+    # the test split after training (nothing chose on it); null: no test split, or the run did not complete
+    test: dict | None = None
     final: dict | None = None  # {epoch, **logs} of the last epoch
     history: list = field(default_factory=list)  # logs of every epoch
     diverged: dict | None = None  # {epoch, step, loss} where training stopped as diverged (+ op, where, input, code)
@@ -148,8 +154,23 @@ class RunRecord:
     def best_monitored(self) -> float | None:
         return (self.best or {}).get(self.monitor)
 
+    @property
+    def before_test_split(self) -> bool:
+        """Written by a tfhydra before the three splits (schema_version < 2): no test figures to show."""
+        return self.schema_version < TEST_SPLIT_VERSION
+
+    def test_metric(self, metric: str) -> float | None:
+        """The test figure of a validation metric (`val_accuracy` -> the test block's `accuracy`); None without."""
+        value = ((self.test or {}).get("metrics") or {}).get(test_name(metric))
+        return None if value is None else float(value)
+
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
+
+
+def test_name(monitor: str) -> str:
+    """The test block's name of a validation metric: `val_accuracy` -> `accuracy` (a training metric as it is)."""
+    return monitor[4:] if monitor.startswith("val_") else monitor
 
 
 def read_record(run_dir: str | Path) -> RunRecord | None:

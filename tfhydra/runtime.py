@@ -156,3 +156,14 @@ def seed_everything(seed: int, deterministic: bool) -> None:
         if tf_config.is_op_determinism_enabled():
             tf_config.disable_op_determinism()
         keras.backend.experimental.disable_tf_random_generator()
+
+
+def cluster_size() -> int:
+    """The workers `TF_CONFIG` names (chief and workers); 1 without it, or when it cannot be read."""
+    import json
+
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+        return sum(len(cluster.get(role) or []) for role in ("chief", "worker"))
+    except (ValueError, AttributeError, TypeError):
+        return 1

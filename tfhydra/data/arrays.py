@@ -9,20 +9,25 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.data.source import (DATA, Serving, Source, check_examples, check_finite, class_labels, image_size,
-                                 source_from_arrays, stratified_split)
+                                 source_from_arrays)
+from tfhydra.data.splits import hold_out, wants_test
 from tfhydra.errors import ConfigError
 
 
-def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, int] | None = None) -> Source:
+def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, int] | None = None,
+                 test: tuple[np.ndarray, np.ndarray] | None = None) -> Source:
     """Images as stored (integers, or floats already in [0, 1]), converted in the pipeline.
 
     Integer images are scaled to [0, 1] by 255 when every training pixel fits in 8 bits
     (8-bit images in any integer dtype), else by their dtype's maximum (e.g. 65535 for
     uint16). A grayscale (N, H, W) array gets a channel axis. Scaling and resizing run in
-    the pipeline's parallel map, so the arrays stay in their compact stored dtype.
+    the pipeline's parallel map, so the arrays stay in their compact stored dtype. `test`: (x_test, y_test) as
+    stored, or None (no test split).
     """
-    stored_val = x_val
+    stored_val, stored_test = x_val, test
     x_train, x_val = (x[..., np.newaxis] if x.ndim == 3 else x for x in (x_train, x_val))
+    if test is not None:
+        test = (test[0][..., np.newaxis] if test[0].ndim == 3 else test[0], test[1])
     if x_train.dtype.kind in "iub":
         scale = 255.0 if x_train.size == 0 or int(x_train.max()) <= 255 else float(np.iinfo(x_train.dtype).max)
     else:
@@ -40,9 +45,10 @@ def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, i
     def prepare(raw):
         return to_model_input(raw[..., tf.newaxis] if stored_val.ndim == 3 else raw)
 
-    source = source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=to_unit_range)
+    source = source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=to_unit_range, test=test)
     source.serving = Serving(tf.TensorSpec(stored_val.shape[1:], tf.as_dtype(stored_val.dtype)), prepare,
-                             (stored_val, np.asarray(y_val)), description=(
+                             (stored_val, np.asarray(y_val)), raw_test=stored_test and (
+                                 stored_test[0], np.asarray(stored_test[1])), description=(
                                  f"{stored_val.dtype.name} images of shape {stored_val.shape[1:]} as stored"
                                  f"{f', scaled by 1/{scale:g}' if scale != 1 else ''}"
                                  f"{f' and resized to {list(size)}' if size else ''} in the graph"))
@@ -56,9 +62,10 @@ def build_digits(cfg, seed: int) -> Source:
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32)  # (1797, 8, 8) in [0, 1]
     y = digits.target
-    train_idx, val_idx = stratified_split(y, cfg.val_fraction, seed)
-    return image_source(x[train_idx], y[train_idx], x[val_idx], y[val_idx], [str(c) for c in digits.target_names],
-                        size=image_size(cfg.image_size))
+    held = hold_out(y, cfg, seed)  # one split: validation and test held out of all 1,797 (tfhydra/data/splits.py)
+    return image_source(x[held.train], y[held.train], x[held.validation], y[held.validation],
+                        [str(c) for c in digits.target_names], size=image_size(cfg.image_size),
+                        test=(x[held.test], y[held.test]) if len(held.test) else None)
 
 
 @DATA.register("synthetic")
@@ -77,37 +84,42 @@ def build_synthetic(cfg, seed: int) -> Source:
 
     x_train, y_train = sample(cfg.train_size)
     x_val, y_val = sample(cfg.val_size)
-    return source_from_arrays(x_train, y_train, x_val, y_val, [str(c) for c in range(classes)])
+    # Drawn after the others, so the training and validation examples do not depend on whether there is a test split
+    test = sample(cfg.test_size) if wants_test(cfg) and cfg.get("test_size") else None
+    return source_from_arrays(x_train, y_train, x_val, y_val, [str(c) for c in range(classes)], test=test)
 
 
 @DATA.register("npz")
 def build_npz(cfg, seed: int) -> Source:
-    """A `.npz` in the Keras mnist.npz layout; without `x_val`, a stratified split of the training arrays."""
+    """A `.npz` in the Keras mnist.npz layout: `x_test` is the test split, validation is held out of the training
+    arrays unless `x_val` names one; without `x_test`, test is held out of them too (tfhydra/data/splits.py)."""
     path = Path(cfg.path).expanduser()
-    if (cfg.x_val is None) != (cfg.y_val is None):
-        raise ConfigError("data.x_val", cfg.x_val, "both data.x_val and data.y_val, or both null",
-                          f"data.y_val is {cfg.y_val}")
-    wanted = {key: cfg[key] for key in ("x_train", "y_train", "x_val", "y_val") if cfg[key] is not None}
-    arrays = read_npz(path, wanted)
+    for split in ("val", "test"):
+        if (cfg[f"x_{split}"] is None) != (cfg[f"y_{split}"] is None):
+            raise ConfigError(f"data.x_{split}", cfg[f"x_{split}"], f"both data.x_{split} and data.y_{split}, or "
+                              "both null", f"data.y_{split} is {cfg[f'y_{split}']}")
+    keys = ("x_train", "y_train", "x_val", "y_val") + (("x_test", "y_test") if wants_test(cfg) else ())
+    arrays = read_npz(path, {key: cfg[key] for key in keys if cfg[key] is not None})
     x_train, y_train = arrays["x_train"], arrays["y_train"]
-    for key in ("x_train", "x_val"):
+    for key in ("x_train", "x_val", "x_test"):
         if key in arrays:
             check_real_numbers(arrays[key], f"{path}[{cfg[key]}]")
     check_examples(x_train, arrays.get("x_val"), str(path), (cfg.x_train, cfg.x_val))
-    for key in ("x_train", "x_val"):
+    check_examples(x_train, arrays.get("x_test"), str(path), (cfg.x_train, cfg.x_test))
+    for key in ("x_train", "x_val", "x_test"):
         if key in arrays:
             check_finite(arrays[key], f"{path}[{cfg[key]}]")
     if len(x_train) != len(y_train):
         raise ConfigError(str(path), None, "as many labels as images", f"{cfg.x_train} has {len(x_train)} "
                           f"examples but {cfg.y_train} has {len(y_train)}")
     y_train, names = class_labels(y_train, f"{path}[{cfg.y_train}]", cfg.class_names, cfg.num_classes)
-    if "x_val" in arrays:
-        x_val = arrays["x_val"]
-        y_val, _ = class_labels(arrays["y_val"], f"{path}[{cfg.y_val}]", names)
-    else:
-        train_idx, val_idx = stratified_split(y_train, cfg.val_fraction, seed)
-        x_train, y_train, x_val, y_val = x_train[train_idx], y_train[train_idx], x_train[val_idx], y_train[val_idx]
-    return image_source(x_train, y_train, x_val, y_val, names)
+    shipped = {split: (arrays[f"x_{split}"], class_labels(arrays[f"y_{split}"], f"{path}[{cfg[f'y_{split}']}]",
+                                                          names)[0])
+               for split in ("val", "test") if f"x_{split}" in arrays}
+    held = hold_out(y_train, cfg, seed, ships_validation="val" in shipped, ships_test="test" in shipped)
+    validation = shipped.get("val") or (x_train[held.validation], y_train[held.validation])
+    test = shipped.get("test") or ((x_train[held.test], y_train[held.test]) if len(held.test) else None)
+    return image_source(x_train[held.train], y_train[held.train], *validation, names, test=test)
 
 
 # NumPy dtype kinds the pipeline turns into float32 pixels: booleans, signed and unsigned integers, and floats

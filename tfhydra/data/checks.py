@@ -77,23 +77,36 @@ def check_declared_size(cfg: DictConfig) -> None:
     from tfhydra.hostmemory import available_memory, human
 
     data = cfg.data
-    if data.get("name") != "synthetic" or not all(is_int(n) for n in (data.train_size, data.val_size, *data.shape)):
+    sizes = (data.get("train_size"), data.get("val_size"), data.get("test_size"))
+    if data.get("name") != "synthetic" or not all(is_int(n) for n in (*sizes, *data.shape)):
         return
-    values = (data.train_size + data.val_size) * int(np.prod([int(n) for n in data.shape], dtype=np.float64))
+    values = sum(sizes) * int(np.prod([int(n) for n in data.shape], dtype=np.float64))
     needed, (available, where) = values * 4 * 3, available_memory()
     if needed > available:
         raise ConfigError("data.train_size", data.train_size, f"sizes whose arrays fit the {human(available)} this "
-                          f"process may take ({where})", f"{values:.3g} float32 values (train_size + val_size times "
-                          f"the shape) need about {human(needed)} to make")
+                          f"process may take ({where})", f"{values:.3g} float32 values (train, validation and test "
+                          f"sizes times the shape) need about {human(needed)} to make")
 
 
-CHECKS = (check_augment, check_features, check_streaming, check_declared_size)
+def check_split_fractions(cfg: DictConfig) -> None:
+    """A one-split source holds out validation and test from all its examples: both shares must leave some to
+    train on (tfhydra/data/splits.py)."""
+    val, test = cfg.data.get("val_fraction"), cfg.data.get("test_fraction")
+    if isinstance(val, (int, float)) and isinstance(test, (int, float)) and val + test >= 1:
+        raise ConfigError("data.test_fraction", test, f"below {1 - val:g} (1 - data.val_fraction={val:g})",
+                          "validation and test together leave no training examples")
+
+
+CHECKS = (check_augment, check_features, check_streaming, check_split_fractions, check_declared_size)
 
 
 # The data section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
 RULES: dict[str, Rule] = {
     "data.batch_size": integer(1),
     "data.val_fraction": number(0, 1),
+    "data.test_fraction": number(0, 1, low_open=False),
+    "data.split_seed": optional(integer(0)),
+    "data.test_size": integer(0),
     "data.fraction": number(0, 1, high_open=False),
     "data.shuffle_buffer": integer(0),
     "data.cache": Rule("auto, memory, false, or a path prefix for cache files",
@@ -119,6 +132,7 @@ RULES: dict[str, Rule] = {
                       refusal="no such file or directory"),
     "data.train": Rule("a glob pattern of TFRecord files, or a list of them", is_globs),
     "data.validation": optional(Rule("a glob pattern of TFRecord files, or a list of them", is_globs)),
+    "data.test": optional(Rule("a glob pattern of TFRecord files, or a list of them", is_globs)),
     "data.encoding": choice("png", "jpeg", "raw"),
     "data.channels": choice(0, 1, 3, 4),
     "data.raw_shape": optional(list_of(integer(1))),

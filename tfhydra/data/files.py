@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Source, class_labels, image_size, stratified_split,
+from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Source, class_labels, image_size,
                                  take_examples)
+from tfhydra.data.splits import hold_out, wants_test
 from tfhydra.errors import ConfigError, first_line
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")  # what tf.io.decode_image reads
@@ -31,13 +32,17 @@ def float_image(image: tf.Tensor, size: tuple[int, int] | None, shape: tuple[int
     return image if shape is None else tf.ensure_shape(image, shape)
 
 
-def split_or_validation(train, labels: np.ndarray, validation, val_labels, cfg, seed: int):
-    """(train, validation, train labels, validation size): the given validation data, else a stratified split."""
-    if validation is not None:
-        return train, validation, labels, len(val_labels)
-    train_idx, val_idx = (np.sort(i) for i in stratified_split(labels, cfg.val_fraction, seed))
-    return (take_examples(train, train_idx, len(labels)), take_examples(train, val_idx, len(labels)),
-            labels[train_idx], len(val_idx))
+def split_or_shipped(train, labels: np.ndarray, shipped: dict, cfg, seed: int):
+    """(train, validation, test, train labels, validation size, test size): the shipped `val` and `test` splits
+    ({split: (dataset, size)}), and what is not shipped held out of `train` (tfhydra/data/splits.py)."""
+    held = hold_out(labels, cfg, seed, ships_validation="val" in shipped, ships_test="test" in shipped)
+    count = len(labels)
+    out = {split: shipped.get(split) or (take_examples(train, getattr(held, attr), count), len(getattr(held, attr)))
+           for split, attr in (("val", "validation"), ("test", "test"))}
+    if "test" not in shipped and not len(held.test):
+        out["test"] = (None, 0)
+    return (take_examples(train, held.train, count), out["val"][0], out["test"][0], labels[held.train],
+            out["val"][1], out["test"][1])
 
 
 # --- image_folder -----------------------------------------------------------------------------------------
@@ -47,8 +52,9 @@ def split_or_validation(train, labels: np.ndarray, validation, val_labels, cfg, 
 def build_image_folder(cfg, seed: int) -> Source:
     """`<path>/train/<class>/*.png` (+ optional `<path>/val/<class>/...`), or `<path>/<class>/*.png`.
 
-    A `train/` sub-folder selects the first layout; without `val/`, a stratified split of
-    train by `data.val_fraction`. Class names are the sorted folder names.
+    A `train/` sub-folder selects the first layout; `val/` and `test/` beside it are the validation and test
+    splits, and what is missing is held out of train (tfhydra/data/splits.py). Class names are the sorted
+    folder names.
     """
     root = Path(cfg.path).expanduser()
     if not root.is_dir():
@@ -60,21 +66,22 @@ def build_image_folder(cfg, seed: int) -> Source:
                           "train/dog/*.png", f"found {len(names)} class folder(s){': ' if names else ''}"
                           f"{', '.join(names)}")
     paths, labels = list_images(train_dir, names)
-    validation = val_paths = val_labels = None
-    if train_dir != root and (root / "val").is_dir():
-        val_paths, val_labels = list_images(root / "val", names, required=False)
-        validation = tf.data.Dataset.from_tensor_slices((val_paths, val_labels))
     channels, size = CHANNELS[cfg.color_mode], image_size(cfg.image_size)
     if cfg.verify:
         paths, labels = readable_files(paths, labels, cfg.on_bad_file)
-        if val_paths:
-            val_paths, val_labels = readable_files(val_paths, val_labels, cfg.on_bad_file)
-            validation = tf.data.Dataset.from_tensor_slices((val_paths, val_labels))
-    check_image_headers(paths + list(val_paths or []), cfg.max_pixels, size is None)
+    shipped, shipped_paths = {}, []  # the val/ and test/ folders beside train/ (test/ only while the test split is on)
+    for split in ("val", "test") if wants_test(cfg) else ("val",):
+        if train_dir != root and (root / split).is_dir():
+            split_paths, split_labels = list_images(root / split, names, required=False)
+            if cfg.verify:
+                split_paths, split_labels = readable_files(split_paths, split_labels, cfg.on_bad_file)
+            shipped[split] = (tf.data.Dataset.from_tensor_slices((split_paths, split_labels)), len(split_labels))
+            shipped_paths += list(split_paths)
+    check_image_headers(paths + shipped_paths, cfg.max_pixels, size is None)
     if size is None:
         size = first_size(paths[0], channels)
-    train, validation, train_labels, val_size = split_or_validation(
-        tf.data.Dataset.from_tensor_slices((paths, labels)), labels, validation, val_labels, cfg, seed)
+    train, validation, test, train_labels, val_size, test_size = split_or_shipped(
+        tf.data.Dataset.from_tensor_slices((paths, labels)), labels, shipped, cfg, seed)
 
     def decode(path, label):
         image = tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
@@ -83,8 +90,8 @@ def build_image_folder(cfg, seed: int) -> Source:
     def prepare(image, label):
         return float_image(image, size, (*size, channels)), label
 
-    spec = DataSpec((*size, channels), len(names), names, len(train_labels), val_size)
-    return Source(train, validation, spec, decode=decode, train_labels=train_labels, prepare=prepare,
+    spec = DataSpec((*size, channels), len(names), names, len(train_labels), val_size, test_size=test_size)
+    return Source(train, validation, spec, decode=decode, train_labels=train_labels, prepare=prepare, test=test,
                   decode_all=lambda dataset, count: guarded_decode(dataset, decode, count, cfg.on_bad_file, channels))
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from tfhydra.data.arrays import image_source, read_npz
 from tfhydra.data.source import DATA, Source, class_labels
+from tfhydra.data.splits import hold_out, wants_test
 from tfhydra.errors import ConfigError
 
 DOWNLOAD_TIMEOUT_S = 60  # per socket operation: an unreachable host fails instead of hanging
@@ -166,7 +167,7 @@ def keras_cache_root(cache_dir: str | None) -> Path:
 
 
 def build_keras_dataset(cfg, seed: int) -> Source:
-    """The Keras test split is the validation split (`data.val_fraction` does not apply)."""
+    """The Keras test split is the test split; validation is `data.val_fraction` of the training split."""
     dataset = KERAS_DATASETS[cfg.name]
     root = keras_cache_root(cfg.cache_dir)
     datasets = root / "datasets"
@@ -186,7 +187,9 @@ def build_keras_dataset(cfg, seed: int) -> Source:
     x_train, y_train, x_test, y_test, names = dataset.read(datasets, cfg)
     y_train, names = class_labels(y_train, f"{datasets}: {cfg.name} training labels", names)
     y_test, _ = class_labels(y_test, f"{datasets}: {cfg.name} test labels", names)
-    return image_source(x_train, y_train, x_test, y_test, names)
+    held = hold_out(y_train, cfg, seed, ships_test=True)
+    return image_source(x_train[held.train], y_train[held.train], x_train[held.validation], y_train[held.validation],
+                        names, test=(x_test, y_test) if wants_test(cfg) else None)
 
 
 for _name in KERAS_DATASETS:

@@ -31,7 +31,7 @@ from tfhydra.data.caching import CacheBudget
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Serving, Source, deterministic_reads, stratified_subset,
                                  take_examples)
-from tfhydra.runtime import data_threads
+from tfhydra.runtime import cluster_size, data_threads
 from tfhydra.errors import ConfigError
 
 log = logging.getLogger("tfhydra")
@@ -46,6 +46,7 @@ class Datasets:
     validation: tf.data.Dataset
     spec: DataSpec
     batch_size: int
+    test: tf.data.Dataset | None = None  # batched like validation; read once, after training (tfhydra/data/splits.py)
     drop_remainder: bool = False  # training batches only: validation always covers every example
     prefetch: int | None = None  # batches prepared ahead (tf.data.AUTOTUNE = -1); None = off
     serving: Serving | None = None  # how the export takes the data as stored (tfhydra/data/source.py)
@@ -109,9 +110,15 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
     validation = with_pipeline_options(validation, sharding[0], True)  # in the order Serving.raw_validation has
     recorded = {"train": train_plan.as_dict(), "validation": val_plan.as_dict(), "sharding": sharding[1],
                 "service": service.address, "deterministic_reads": deterministic_reads()}
+    test = None  # read like validation: in order, every example, never shuffled or augmented
+    if source.test is not None:
+        test, recorded["test"], done = stored_split(source.test, source, cfg_data, seed, "test", spec.test_size, budget)
+        test = with_pipeline_options(prepared(test, source, done).batch(cfg_data.batch_size), sharding[0], True)
+        recorded["test"] = recorded["test"].as_dict()
     spec = RecordedSpec(**{f.name: getattr(spec, f.name) for f in fields(DataSpec)}, pipeline=recorded)
     buffer = None if cfg_data.prefetch == 0 else AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
-    return Datasets(train, validation, spec, cfg_data.batch_size, cfg_data.drop_remainder, buffer, source.serving)
+    return Datasets(train, validation, spec, cfg_data.batch_size, test, cfg_data.drop_remainder, buffer,
+                    source.serving)
 
 
 CACHED = {"off": "not cached", "memory": "cached in memory", "file": "cached in files"}  # a CachePlan's kind, said
@@ -172,16 +179,6 @@ def shard_policy(source: Source) -> tuple[tf.data.experimental.AutoShardPolicy, 
     return policy, reason
 
 
-def cluster_size() -> int:
-    import json
-
-    try:
-        cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
-        return sum(len(cluster.get(role) or []) for role in ("chief", "worker"))
-    except (ValueError, AttributeError, TypeError):
-        return 1
-
-
 def augmented(train: tf.data.Dataset, augment) -> tf.data.Dataset:
     """Training batches through the augmentation layers. Their random generator is state outside the pipeline,
     which a checkpointed iterator (the custom loop's resumable state) refuses by default: it is left out
@@ -222,8 +219,9 @@ def limit_steps(datasets: Datasets, steps_per_epoch: int | None, validation_step
         limited.train = datasets.train.repeat().take(steps_per_epoch)
         limited.steps_per_epoch = steps_per_epoch
         limited.examples_per_epoch = steps_per_epoch * datasets.batch_size
-    if validation_steps:
+    if validation_steps:  # the test split too: a debugging cap measures fewer examples, and the record says how many
         limited.validation = datasets.validation.take(validation_steps)
+        limited.test = datasets.test.take(validation_steps) if datasets.test is not None else None
     return limited
 
 

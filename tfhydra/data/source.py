@@ -24,18 +24,21 @@ class Serving:
 
     `prepare(batch)` maps a batch of raw examples to the model's inputs exactly as the training pipeline does;
     `layers` are the fitted layers it uses (their statistics and vocabularies are saved with the model);
-    `raw_validation` are the validation split's raw examples and labels, in the pipeline's order (checks, evaluate).
+    `raw_validation` are the validation split's raw examples and labels, in the pipeline's order (checks, evaluate);
+    `raw_test` the test split's (None: no test split).
     """
     raw: tf.TensorSpec  # one raw example: shape and dtype as stored
     prepare: Callable[[tf.Tensor], tf.Tensor]
     raw_validation: tuple[np.ndarray, np.ndarray]
     layers: tuple = ()
     description: str = ""  # what the served signature takes, for the record and the docs
+    raw_test: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
 class Source:
-    """Two unbatched datasets in a fixed order, and what the pipeline needs to subset them cheaply.
+    """Two unbatched datasets in a fixed order (three with a test split: tfhydra/data/splits.py), and what the
+    pipeline needs to subset them cheaply.
 
     With `decode`, the datasets hold raw elements (file paths, serialized records, uint8
     arrays) and `build_datasets` maps `decode(element) -> (x, y)` only after it has taken
@@ -57,19 +60,23 @@ class Source:
     files: Sequence[str] | None = None  # the training shards, when the source reads files (sharding by file)
     # `decode_all(dataset, count)` instead of a map of `decode` (a source that must name a file it cannot decode)
     decode_all: Callable | None = None
+    test: tf.data.Dataset | None = None  # elements as `validation`'s; None: no test split (spec.test_size 0)
 
 
-def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None) -> Source:
+def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None,
+                       test=None) -> Source:
     """Wrap in-memory arrays; `preprocess(x, y)` runs in a parallel map after the fraction and the cache (a
-    cache holds the arrays' stored dtype)."""
+    cache holds the arrays' stored dtype). `test`: (x_test, y_test), or None (no test split)."""
     def to_dataset(x, y):
         return tf.data.Dataset.from_tensor_slices((x, np.asarray(y).astype(np.int64)))
 
     train = to_dataset(x_train, y_train)
     example = (train.map(preprocess) if preprocess else train).element_spec[0]
     spec = DataSpec(tuple(int(d) for d in example.shape), len(class_names), tuple(class_names), len(x_train),
-                    len(x_val), dtype=example.dtype.name, vocab_size=vocab_size)
-    return Source(train, to_dataset(x_val, y_val), spec, train_labels=np.asarray(y_train), prepare=preprocess)
+                    len(x_val), dtype=example.dtype.name, vocab_size=vocab_size,
+                    test_size=len(test[0]) if test is not None else 0)
+    return Source(train, to_dataset(x_val, y_val), spec, train_labels=np.asarray(y_train), prepare=preprocess,
+                  test=to_dataset(*test) if test is not None else None)
 
 
 def deterministic_reads() -> bool:

@@ -1,8 +1,8 @@
 """Sources read from one CSV file with a header row: `csv` (numeric features) and `text_csv`.
 
-Both hold out a stratified `data.val_fraction` of the rows, then fit what they learn from
-the data (feature mean and deviation; the text vocabulary) on the training rows only, so
-nothing about the validation rows leaks into training.
+Both hold out a stratified `data.test_fraction` and `data.val_fraction` of the rows (tfhydra/data/splits.py),
+then fit what they learn from the data (feature mean and deviation; the text vocabulary) on the training rows
+only, so nothing about the validation or test rows leaks into training.
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.source import DATA, Serving, Source, class_labels, source_from_arrays, stratified_split
+from tfhydra.data.source import DATA, Serving, Source, class_labels, source_from_arrays
+from tfhydra.data.splits import hold_out
 from tfhydra.errors import ConfigError
 
 
@@ -55,22 +56,22 @@ def column(columns: dict[str, list[str]], name: str, key: str, path: Path) -> li
 
 
 def split_rows(cfg, path: Path, columns: dict[str, list[str]], seed: int):
-    """(labels, class names, train row indices, validation row indices)."""
+    """(labels, class names, HeldOut: train, validation and test row indices)."""
     cells = column(columns, cfg.label, "data.label", path)
     empty = next((row for row, cell in enumerate(cells) if not cell.strip()), None)
     if empty is not None:  # it would become a class of its own, and the split would blame data.val_fraction
         raise ConfigError(f"{path}:{empty + 2}", None, f"a label in every row of column {cfg.label}",
                           f"the {cfg.label} cell is empty")
     labels, names = class_labels(cells, f"{path} ({cfg.label} column)", cfg.class_names, cfg.num_classes)
-    train_idx, val_idx = stratified_split(labels, cfg.val_fraction, seed)
-    return labels, names, np.sort(train_idx), np.sort(val_idx)
+    return labels, names, hold_out(labels, cfg, seed)
 
 
 @DATA.register("csv")
 def build_csv(cfg, seed: int) -> Source:
     """Numeric feature columns standardised with the training rows' mean and standard deviation."""
     path, columns = read_table(cfg.path, cfg.delimiter)
-    labels, names, train_idx, val_idx = split_rows(cfg, path, columns, seed)
+    labels, names, held = split_rows(cfg, path, columns, seed)
+    train_idx, val_idx, test_idx = held.train, held.validation, held.test
     features = list(cfg.features) if cfg.features is not None else [c for c in columns if c != cfg.label]
     if not features:
         raise ConfigError("data.features", features, "at least one feature column", f"{path} has no other column")
@@ -78,7 +79,8 @@ def build_csv(cfg, seed: int) -> Source:
     mean, std = raw[train_idx].mean(axis=0), raw[train_idx].std(axis=0)
     std = np.where(std > 0, std, 1.0)  # a constant column becomes zeros
     x = ((raw - mean) / std).astype(np.float32)
-    source = source_from_arrays(x[train_idx], labels[train_idx], x[val_idx], labels[val_idx], names)
+    source = source_from_arrays(x[train_idx], labels[train_idx], x[val_idx], labels[val_idx], names,
+                                test=(x[test_idx], labels[test_idx]) if len(test_idx) else None)
     import tf_keras as keras
 
     # The same statistics as a Keras layer, saved with the export: (x - mean) / sqrt(variance)
@@ -87,7 +89,8 @@ def build_csv(cfg, seed: int) -> Source:
     source.serving = Serving(tf.TensorSpec((len(features),), tf.float32), standardize,
                              (raw[val_idx].astype(np.float32), labels[val_idx]), (standardize,),
                              f"the {len(features)} raw feature columns {features} as float32, standardised with "
-                             "the training rows' mean and deviation in the graph")
+                             "the training rows' mean and deviation in the graph",
+                             (raw[test_idx].astype(np.float32), labels[test_idx]) if len(test_idx) else None)
     return source
 
 
@@ -115,7 +118,8 @@ def build_text_csv(cfg, seed: int) -> Source:
     import tf_keras as keras
 
     path, columns = read_table(cfg.path, cfg.delimiter)
-    labels, names, train_idx, val_idx = split_rows(cfg, path, columns, seed)
+    labels, names, held = split_rows(cfg, path, columns, seed)
+    train_idx, val_idx, test_idx = held.train, held.validation, held.test
     texts = np.array(column(columns, cfg.text, "data.text", path), dtype=object)
     vectorize = keras.layers.TextVectorization(max_tokens=cfg.vocab_size, output_sequence_length=cfg.sequence_length)
     vectorize.adapt(texts[train_idx], batch_size=1024)
@@ -124,9 +128,11 @@ def build_text_csv(cfg, seed: int) -> Source:
                           "no word to learn a vocabulary from (the texts are empty or punctuation only)")
     ids = vectorize(texts).numpy()
     source = source_from_arrays(ids[train_idx], labels[train_idx], ids[val_idx], labels[val_idx], names,
-                                vocab_size=int(vectorize.vocabulary_size()))
+                                vocab_size=int(vectorize.vocabulary_size()),
+                                test=(ids[test_idx], labels[test_idx]) if len(test_idx) else None)
     source.serving = Serving(tf.TensorSpec((), tf.string), vectorize,
                              (texts[val_idx].astype(str), labels[val_idx]), (vectorize,),
                              f"raw text (one string per example), split into the {vectorize.vocabulary_size()}-word "
-                             "vocabulary fitted on the training rows in the graph")
+                             "vocabulary fitted on the training rows in the graph",
+                             (texts[test_idx].astype(str), labels[test_idx]) if len(test_idx) else None)
     return source

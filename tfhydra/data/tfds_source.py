@@ -1,6 +1,7 @@
 """`tfds`: a TensorFlow Datasets dataset prepared in `data.data_dir`, through its supervised keys.
 
-`python train.py data=tfds data.dataset=<dataset> data.split=train data.validation_split=test`. The dataset
+`python train.py data=tfds data.dataset=<dataset> data.split=train data.test_split=test` (validation is held
+out of the training split unless `data.validation_split` names one). The dataset
 must be prepared (`tfds build <dataset> --data_dir <data.data_dir>`, or once with `data.download=true`);
 a dataset tfhydra has no code for is read from its prepared files (dataset_info.json says what they hold).
 Images are read as their encoded bytes and decoded in the pipeline (to uint8: what a cache holds), then
@@ -11,10 +12,13 @@ or `data.fraction` needs them. The `tensorflow-datasets` package is the `tfds` e
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Serving, Source, image_size, stratified_split, take_examples
+from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Serving, Source, image_size, take_examples
+from tfhydra.data.splits import hold_out, wants_test
 from tfhydra.errors import ConfigError, first_line, suggestion
 
 
@@ -74,8 +78,8 @@ def build_tfds(cfg, seed: int) -> Source:
                           f"its label {y_key} is a {type(label).__name__}")
     names = tuple(label.names)
     splits = {s: info.splits[s].num_examples for s in info.splits}
-    for key in ("split", "validation_split"):
-        if cfg[key] is not None and cfg[key].split("[")[0] not in splits:
+    for key in ("split", "validation_split", "test_split"):
+        if cfg.get(key) is not None and cfg[key].split("[")[0] not in splits:
             raise ConfigError(f"data.{key}", cfg[key], sorted(splits), f"no such split of {cfg.dataset}")
     image = isinstance(feature, tfds.features.Image)
     decoders = {x_key: tfds.decode.SkipDecoding()} if image else None
@@ -90,21 +94,35 @@ def build_tfds(cfg, seed: int) -> Source:
                                     read_config=read, shuffle_files=False).map(lambda e: e[y_key])
         return np.concatenate([b.numpy() for b in labels.batch(4096)] or [np.zeros(0, np.int64)])
 
-    train, size = split_of(cfg.split), int(builder.info.splits[cfg.split].num_examples)
-    train_labels = None
-    if cfg.validation_split is None:
-        train_labels = labels_of(cfg.split)
-        train_idx, val_idx = (np.sort(i) for i in stratified_split(train_labels, cfg.val_fraction, seed))
-        train, validation = take_examples(train, train_idx, size), take_examples(split_of(cfg.split), val_idx, size)
-        train_labels, size, val_size = train_labels[train_idx], len(train_idx), len(val_idx)
-    else:
-        validation = split_of(cfg.validation_split)
-        val_size = int(builder.info.splits[cfg.validation_split].num_examples)
-        if cfg.fraction < 1:
-            train_labels = labels_of(cfg.split)
-    if image:
-        return image_source(cfg, feature, train, validation, names, size, val_size, train_labels)
-    return text_source(cfg, train, validation, names, size, val_size, train_labels)
+    train, validation, test, sizes, train_labels = three_splits(cfg, seed, builder, split_of, labels_of)
+    source = (image_source(cfg, feature, train, validation, names, sizes[0], sizes[1], train_labels) if image else
+              text_source(cfg, train, validation, names, sizes[0], sizes[1], train_labels))
+    source.test, source.spec = test, replace(source.spec, test_size=sizes[2])
+    return source
+
+
+def three_splits(cfg, seed: int, builder, split_of, labels_of):
+    """(train, validation, test, (their sizes), train labels or None): `data.validation_split` and
+    `data.test_split` when given, and what is not held out of `data.split` (tfhydra/data/splits.py)."""
+    def count(name):
+        return int(builder.info.splits[name].num_examples)
+
+    ships_test = cfg.get("test_split") is not None or not wants_test(cfg)
+    ships_validation = cfg.validation_split is not None
+    train, size = split_of(cfg.split), count(cfg.split)
+    test, test_size = (split_of(cfg.test_split), count(cfg.test_split)) if ships_test and wants_test(cfg) \
+        else (None, 0)
+    if ships_validation and ships_test:
+        validation, val_size = split_of(cfg.validation_split), count(cfg.validation_split)
+        return train, validation, test, (size, val_size, test_size), labels_of(cfg.split) if cfg.fraction < 1 else None
+    labels = labels_of(cfg.split)
+    held = hold_out(labels, cfg, seed, ships_validation=ships_validation, ships_test=ships_test)
+    validation, val_size = (split_of(cfg.validation_split), count(cfg.validation_split)) if ships_validation else \
+        (take_examples(split_of(cfg.split), held.validation, size), len(held.validation))
+    if not ships_test:
+        test, test_size = take_examples(split_of(cfg.split), held.test, size), len(held.test)
+    return (take_examples(train, held.train, size), validation, test, (len(held.train), val_size, test_size),
+            labels[held.train])
 
 
 def image_source(cfg, feature, train, validation, names, size, val_size, train_labels) -> Source:

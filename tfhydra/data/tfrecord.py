@@ -24,8 +24,8 @@ from google.protobuf.message import DecodeError
 
 from tfhydra.data.files import float_image
 from tfhydra.data.index import indexed_labels
-from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Source, class_labels, deterministic_reads, image_size,
-                                 stratified_split)
+from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, class_labels, deterministic_reads, image_size
+from tfhydra.data.splits import hold_out, wants_test
 from tfhydra.errors import ConfigError, first_line
 
 CYCLE_LENGTH = 16  # shards read at once: enough to hide one file's latency, few enough to bound open files
@@ -43,18 +43,16 @@ def build_tfrecord(cfg, seed: int) -> Source:
     labels, names = class_labels(np.concatenate(per_file), f"{cfg.train} ({cfg.label_key} feature)",
                                  cfg.class_names, cfg.num_classes)
     counts = [len(p) for p in per_file]
-    if cfg.validation is not None:
-        val_files = matching_files(cfg.validation, "data.validation")
-        first_record(val_files, cfg)
-        val_per_file = indexed_labels(val_files, cfg.label_key, lambda f: scan_file(f, cfg.label_key))
-        class_labels(np.concatenate(val_per_file), f"{cfg.validation} ({cfg.label_key} feature)", names)
-        validation = read_records(val_files, [len(p) for p in val_per_file], deterministic=True)
-        train_idx, val_size = np.arange(len(labels)), sum(len(p) for p in val_per_file)
-        subset = ShardSubset(train_files, counts, None)
-    else:
-        train_idx, val_idx = (np.sort(i) for i in stratified_split(labels, cfg.val_fraction, seed))
-        validation, val_size = read_records(train_files, counts, val_idx, deterministic=True), len(val_idx)
-        subset = ShardSubset(train_files, counts, train_idx)
+    shipped = {key: shipped_records(cfg, key, names) for key in ("validation", "test")
+               if cfg.get(key) is not None and (key == "validation" or wants_test(cfg))}
+    held = hold_out(labels, cfg, seed, ships_validation="validation" in shipped, ships_test="test" in shipped)
+    train_idx = held.train
+    validation, val_size = shipped.get("validation") or (
+        read_records(train_files, counts, held.validation, deterministic=True), len(held.validation))
+    test, test_size = shipped.get("test") or (
+        (read_records(train_files, counts, held.test, deterministic=True), len(held.test)) if len(held.test)
+        else (None, 0))
+    subset = ShardSubset(train_files, counts, None if len(train_idx) == len(labels) else train_idx)
     size = image_size(cfg.image_size)
     decode = example_decoder(cfg)
     try:
@@ -64,9 +62,19 @@ def build_tfrecord(cfg, seed: int) -> Source:
                           "data.raw_shape and data.raw_dtype", f"cannot decode the first image of {first_file} "
                           f"({first_line(error)})") from None
     shape = tuple(int(d) for d in image.shape)
-    spec = DataSpec(shape, len(names), names, len(train_idx), val_size)
+    spec = DataSpec(shape, len(names), names, len(train_idx), val_size, test_size=test_size)
     return Source(subset(None), validation, spec, decode=decode, train_labels=labels[train_idx],
-                  prepare=lambda x, y: (float_image(x, size, shape), y), subset=subset, files=train_files)
+                  prepare=lambda x, y: (float_image(x, size, shape), y), subset=subset, files=train_files, test=test)
+
+
+def shipped_records(cfg, key: str, names) -> tuple[tf.data.Dataset, int]:
+    """`data.validation` or `data.test`: the records of those files (labels checked against the classes), and
+    how many."""
+    files = matching_files(cfg[key], f"data.{key}")
+    first_record(files, cfg)
+    per_file = indexed_labels(files, cfg.label_key, lambda f: scan_file(f, cfg.label_key))
+    class_labels(np.concatenate(per_file), f"{cfg[key]} ({cfg.label_key} feature)", names)
+    return read_records(files, [len(p) for p in per_file], deterministic=True), sum(len(p) for p in per_file)
 
 
 class ShardSubset:

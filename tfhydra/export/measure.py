@@ -21,9 +21,10 @@ from tfhydra.rundir import RunPaths
 
 
 def measure_artefacts(paths: RunPaths, written: dict[str, str], validation: tf.data.Dataset, cfg_tflite: DictConfig,
-                      compression: Compression) -> dict:
-    """Size of every artefact; for TFLite and ONNX files also their runtime's accuracy, for TFLite files the ratios
-    to the float32 reference."""
+                      compression: Compression, test: tf.data.Dataset | None = None) -> dict:
+    """Size of every artefact; for TFLite and ONNX files also their runtime's accuracy (`val_accuracy` on the
+    validation split, `test_accuracy` on the test split when the run has one), for TFLite files the ratios to the
+    float32 reference."""
     artefacts = {written[name]: file_sizes(paths.export_format(name)) for name in written
                  if name not in ("tflite", "onnx")}
     if "onnx" in written:
@@ -31,7 +32,8 @@ def measure_artefacts(paths: RunPaths, written: dict[str, str], validation: tf.d
         with runtime_errors("onnx", written, paths.export_format("onnx")):
             predict, runtime = onnx_predict(file)
             measured = accuracy(predict, validation)
-        artefacts[paths.relative(file)] = {**file_sizes(file), "val_accuracy": measured, "runtime": runtime}
+            tested = {"test_accuracy": accuracy(predict, test)} if test is not None else {}
+        artefacts[paths.relative(file)] = {**file_sizes(file), "val_accuracy": measured, **tested, "runtime": runtime}
     if "tflite" not in written:
         return {"artefacts": artefacts}
     folder = paths.export_format("tflite")
@@ -41,8 +43,9 @@ def measure_artefacts(paths: RunPaths, written: dict[str, str], validation: tf.d
         with runtime_errors("tflite", written, folder):
             interpreter = tflite_interpreter(file)
             measured = accuracy(tflite_predict(interpreter), validation)
+            tested = {"test_accuracy": accuracy(tflite_predict(interpreter), test)} if test is not None else {}
         entry = {**file_sizes(file), "input_type": np.dtype(interpreter.get_input_details()[0]["dtype"]).name,
-                 "val_accuracy": measured, "runtime": tflite_runtime()[1]}
+                 "val_accuracy": measured, **tested, "runtime": tflite_runtime()[1]}
         entry.update(ratio=reference_bytes / entry["bytes"], gzip_ratio=reference_bytes / entry["gzip_bytes"])
         if file.name == TFLITE_MODEL:
             entry["quantization"] = "int8" if compression.quantization_aware else cfg_tflite.quantization

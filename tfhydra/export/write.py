@@ -41,9 +41,12 @@ def export_model(cfg_export: DictConfig, compression: Compression, trained: kera
         written[name] = paths.relative(target)
     if "saved_model" in written:
         serving_layout(paths)
+    test = getattr(datasets, "test", None)  # measured after training, on the kept model: nothing chooses on it
+    keras_predict = lambda x: deployable(x, training=False).numpy()  # noqa: E731
     figures = {"scheme": compression.scheme, **compression.measure(deployable),
-               "keras_val_accuracy": accuracy(lambda x: deployable(x, training=False).numpy(), datasets.validation)}
-    figures.update(measure_artefacts(paths, written, datasets.validation, cfg_export.tflite, compression))
+               "keras_val_accuracy": accuracy(keras_predict, datasets.validation),
+               **({"keras_test_accuracy": accuracy(keras_predict, test)} if test is not None else {})}
+    figures.update(measure_artefacts(paths, written, datasets.validation, cfg_export.tflite, compression, test))
     return written, figures
 
 

@@ -31,7 +31,7 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.plugins.hparams import summary_v2 as hp
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from tfhydra.record import Status
+from tfhydra.record import Status, test_name
 
 Value = Any  # bool | int | float | str
 
@@ -69,7 +69,10 @@ def metric_names(monitor: str, metrics: Iterable[str]) -> list[api_pb2.MetricInf
     # The trial lives in the job's validation run (Trial): its metrics are in that run itself (group "").
     infos = [hp.Metric(f"epoch_{name}", display_name=f"val_{name}").as_proto() for name in ["loss", *metrics]]
     infos.append(hp.Metric(f"best_{monitor}", display_name=f"best {monitor}").as_proto())
+    name = test_name(monitor)  # the kept weights on the test split: beside the choice, not part of it
+    infos.append(hp.Metric(f"test_{name}", display_name=f"test {name} (not used to choose)").as_proto())
     return infos
+
 
 
 def domain(values: list[Value]) -> hp.Domain | None:
@@ -109,10 +112,13 @@ class Trial:
         self.events = EventFile(log_dir)
         self.events.write(hp.hparams_pb({k: plain(v) for k, v in values.items()}, trial_id=trial_id))
 
-    def end(self, status: str, monitor: str, best: float | None, best_epoch: int | None) -> None:
-        if best is not None and math.isfinite(best):
-            value = summary_pb2.Summary.Value(tag=f"best_{monitor}", simple_value=best)
-            self.events.write(summary_pb2.Summary(value=[value]), step=max(0, (best_epoch or 1) - 1))
+    def end(self, status: str, monitor: str, best: float | None, best_epoch: int | None,
+            test: float | None = None) -> None:
+        """`test`: the monitored metric on the test split (the record's test block), shown beside `best`."""
+        for tag, figure in ((f"best_{monitor}", best), (f"test_{test_name(monitor)}", test)):
+            if figure is not None and math.isfinite(figure):
+                value = summary_pb2.Summary.Value(tag=tag, simple_value=figure)
+                self.events.write(summary_pb2.Summary(value=[value]), step=max(0, (best_epoch or 1) - 1))
         end = plugin_data_pb2.SessionEndInfo(status=self.STATUS[Status(status).hparams],
                                              end_time_secs=time.time())
         data = plugin_data_pb2.HParamsPluginData(session_end_info=end)

@@ -34,6 +34,9 @@ class Job:
     monitor: str | None = None  # what the job itself monitored (its metrics.json)
     monitor_mode: str | None = None
     stage: str | None = None  # a staged sweep's job: "screen" or "promote" (its directory's folder), else None
+    # The monitored metric measured once on the test split (the record's `test` block): shown, never ranked on
+    test: float | None = None
+    before_test_split: bool = False  # its record predates the test split (schema_version < 2): no test figure
 
     def best(self, mode: str) -> tuple[float | None, int | None]:
         """(best value, its epoch from 1) of the monitored metric."""
@@ -55,6 +58,7 @@ class Group:
     jobs: list[Job]
     values: list[float]  # best monitored value of each completed job
     rank: int | None = None
+    test_values: list[float] = field(default_factory=list)  # the completed jobs' test figures (shown, not ranked on)
 
     @property
     def n(self) -> int:
@@ -67,14 +71,27 @@ class Group:
     @property
     def std(self) -> float | None:
         """Sample standard deviation (n - 1); 0 for a single value."""
-        if not self.values:
-            return None
-        mean = self.mean
-        return math.sqrt(sum((v - mean) ** 2 for v in self.values) / (self.n - 1)) if self.n > 1 else 0.0
+        return _sample_std(self.values)
+
+    @property
+    def test_mean(self) -> float | None:
+        return sum(self.test_values) / len(self.test_values) if self.test_values else None
+
+    @property
+    def test_std(self) -> float | None:
+        return _sample_std(self.test_values)
 
     @property
     def label(self) -> str:
         return " ".join(self.overrides) or "(no other override)"
+
+
+def _sample_std(values: list[float]) -> float | None:
+    """Sample standard deviation (n - 1); 0 for a single value, None for none."""
+    if not values:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
 
 
 def read_job(job_dir: Path) -> Job:
@@ -127,7 +144,8 @@ def merge_jobs(expected: list[Job], found: list[Job]) -> list[Job]:
 def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, error: str | None) -> Job:
     return Job(_job_number(job_dir), job_dir.name, [str(o) for o in overrides], status,
                wall_seconds=record.wall_seconds, error=error, monitor=record.monitor or None,
-               monitor_mode=record.monitor_mode or None)
+               monitor_mode=record.monitor_mode or None, test=record.test_metric(record.monitor),
+               before_test_split=record.before_test_split and RunPaths(job_dir).metrics.is_file())
 
 
 def _job_number(job_dir: Path) -> int | None:

@@ -162,6 +162,9 @@ def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable
                      for number, params in batch]
         for (number, _), returned in zip(batch, launch(overrides, batch[0][0])):
             state, value = outcome(returned)
+            for key, figure in test_figures(returned).items():  # shown beside the value; the search never reads them
+                trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)  # noqa: SLF001
+                study._storage.set_trial_user_attr(trial_id, key, figure)  # noqa: SLF001
             study.tell(number, value if state == TrialState.COMPLETE else None, state=state)
 
     # Trials a kill left running: their jobs resume from the state they saved (same numbers, same directories).
@@ -185,16 +188,30 @@ def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if complete:
         best = study.best_trial
-        log.info("best trial %d: %s=%s %s", best.number, config.trainer.monitor, figure(best.value), best.params)
+        tested = {k: v for k, v in best.user_attrs.items() if k.startswith("test_")}
+        log.info("best trial %d: %s=%s %s; test (not used to choose): %s", best.number, config.trainer.monitor,
+                 figure(best.value), best.params, {k: figure(v) for k, v in tested.items()} or "none")
+
+
+def _record_of(returned):
+    output_dir = OmegaConf.select(returned.hydra_cfg, "hydra.runtime.output_dir", default=None) \
+        if getattr(returned, "hydra_cfg", None) is not None else None
+    return read_record(Path(output_dir)) if output_dir else None
+
+
+def test_figures(returned) -> dict[str, float]:
+    """A completed job's test figures as the trial's user attributes (`test_accuracy`, `test_loss` ...): reported
+    beside the objective, which stays the validation figure (the sampler and the pruner never see test)."""
+    record = _record_of(returned)
+    metrics = ((record.test or {}).get("metrics") or {}) if record is not None else {}
+    return {f"test_{name}": float(value) for name, value in metrics.items() if isinstance(value, (int, float))}
 
 
 def outcome(returned) -> tuple[Any, float | None]:
     """(TrialState, value) of a launched job, from its record: completed with a finite value, pruned, or failed."""
     from optuna.trial import TrialState
 
-    output_dir = OmegaConf.select(returned.hydra_cfg, "hydra.runtime.output_dir", default=None) \
-        if getattr(returned, "hydra_cfg", None) is not None else None
-    record = read_record(Path(output_dir)) if output_dir else None
+    record = _record_of(returned)
     value = getattr(returned, "_return_value", None)
     if record is not None and record.status == Status.PRUNED:
         return TrialState.PRUNED, None

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfhydra.record import Status
+from tfhydra.record import Status, test_name
 from tfhydra.report import write_atomically
 from tfhydra.rundir import SweepPaths
 from tfhydra.sweep.jobs import (Group, Job, expected_jobs, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs,
@@ -39,7 +39,8 @@ def seed_groups(summary: Summary) -> list[Group]:
     groups = []
     for setting, jobs in by_setting.items():
         values = [j.best(summary.mode)[0] for j in jobs if j.status == Status.COMPLETED]
-        groups.append(Group(list(setting), jobs, [v for v in values if v is not None]))
+        tests = [j.test for j in jobs if j.status == Status.COMPLETED and j.test is not None]
+        groups.append(Group(list(setting), jobs, [v for v in values if v is not None], test_values=tests))
     ranked = sorted((g for g in groups if g.values), key=lambda g: -g.mean if summary.mode == "max" else g.mean)
     for rank, group in enumerate(ranked, start=1):
         group.rank = rank
@@ -88,7 +89,9 @@ class Summary:
         best = self.best
         if best is not None:
             value, epoch = best.best(self.mode)
-            lines.append(f"best job: {best.name} ({self.monitor}={figure(value)} at epoch {epoch})")
+            test = f"; test {test_name(self.monitor)}={figure(best.test)}, not used to choose" if best.test is not None \
+                else ""
+            lines.append(f"best job: {best.name} ({self.monitor}={figure(value)} at epoch {epoch}{test})")
             lines.append(f"reproduce: {self.reproduce(best)}")
         else:
             lines.append(f"best job: none (no {'promoted ' if self.stages else ''}job completed)")
@@ -111,6 +114,16 @@ class Summary:
             lines.append(f"promoted {len(self.promotions)} instead of sweep.promote={self.stages.promote}: only "
                          f"{len(self.promotions)} of the {len(screened)} screen jobs completed")
         return lines
+
+
+def test_notes(jobs: list[Job], monitor: str) -> list[str]:
+    """Which jobs have no test figure because their record predates the test split (read, and said)."""
+    notes = []
+    old = [j.name for j in jobs if j.before_test_split]
+    if old:
+        notes.append(f"{len(old)} job(s) recorded before the test split (metrics.json schema_version < 2) have "
+                     f"no test figure: {', '.join(old[:5])}{' ...' if len(old) > 5 else ''}")
+    return notes
 
 
 def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
@@ -139,6 +152,7 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
                   *rank_jobs([j for j in jobs if j.stage != PROMOTE], mode)]
         summary = Summary(sweep_dir, monitor, mode, sorted(keys), ranked, stages=stages, promotions=promotions,
                           screened=decided)
+    summary.notes += test_notes(jobs, monitor)
     if write:
         write_summary(summary)
     return summary

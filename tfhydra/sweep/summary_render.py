@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tfhydra.record import Status
+from tfhydra.record import Status, test_name
 from tfhydra.report import atomic_path
 from tfhydra.sweep.jobs import split_override
 from tfhydra.terminal import figure
@@ -19,11 +19,12 @@ SEED_KEY = "trainer.seed"
 
 
 def to_csv(summary: Any) -> str:
-    monitor = summary.monitor
+    monitor, test = summary.monitor, f"test_{test_name(summary.monitor)}"
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    grouped = [f"group_{name}" for name in ("rank", f"mean_{monitor}", f"std_{monitor}", "n", "overrides")]
-    writer.writerow(["rank", "job", "status", f"best_{monitor}", "best_epoch", f"final_{monitor}", "epochs",
+    grouped = [f"group_{name}" for name in ("rank", f"mean_{monitor}", f"std_{monitor}", "n", "overrides",
+                                            f"mean_{test}", f"std_{test}")]
+    writer.writerow(["rank", "job", "status", f"best_{monitor}", "best_epoch", f"final_{monitor}", test, "epochs",
                      "wall_seconds", *summary.swept_keys, "overrides", "directory", "error",
                      *(grouped if summary.groups else []), *(["stage", "promoted"] if summary.stages else [])])
     partner = {id(a): b for pair in summary.promotions for a, b in (pair, pair[::-1])}  # the other stage's job
@@ -34,10 +35,11 @@ def to_csv(summary: Any) -> str:
         values = dict(split_override(o) for o in job.overrides)
         group = group_of.get(id(job))
         writer.writerow([_blank(job.rank), _blank(job.num), job.status, _blank(best), _blank(epoch), _blank(job.final),
-                         len(job.history), _blank(job.wall_seconds and round(job.wall_seconds, 2)),
+                         _blank(job.test), len(job.history), _blank(job.wall_seconds and round(job.wall_seconds, 2)),
                          *(values.get(k, "") for k in summary.swept_keys), " ".join(job.swept), job.name,
                          job.error or "", *([_blank(group.rank), _blank(group.mean), _blank(group.std), group.n,
-                                             group.label] if group else []),
+                                             group.label, _blank(group.test_mean), _blank(group.test_std)]
+                                            if group else []),
                          *([job.stage, _partner(partner.get(id(job)))] if summary.stages else [])])
     return out.getvalue()
 
@@ -51,13 +53,20 @@ def to_markdown(summary: Any, plot: bool) -> str:
                   *_job_table(summary.jobs, monitor, mode)]
     else:
         lines += _staged_tables(summary, order)
+    test = test_name(monitor)
+    lines += ["", f"Chosen on validation (`{monitor}`): the ranking, the best job and any promotion never read the test "
+              f"split. `test {test}` is each completed job's exported weights measured once on the test split, after "
+              "training; it was not used to choose (docs/sweeps.md)."]
     if summary.groups:
         lines += ["", f"## Settings over seeds (jobs that differ only by `{SEED_KEY}`)", "",
                   f"Ranked by the mean of the best `{monitor}` of their completed jobs; std is the sample standard "
-                  "deviation.", "", f"| rank | setting | mean {monitor} | std | n | jobs |", "|---:|---|---:|---:|---:|---|"]
+                  "deviation.", "", f"| rank | setting | mean {monitor} | std | test {test} (mean ± std) | n | jobs |",
+                  "|---:|---|---:|---:|---:|---:|---|"]
         for group in summary.groups:
+            tested = "—" if group.test_mean is None else f"{figure(group.test_mean)} ± {figure(group.test_std)}"
             lines.append(f"| {_blank(group.rank) or '—'} | `{_cell(group.label)}` | {_number(group.mean)} | "
-                         f"{_number(group.std)} | {group.n} | {', '.join(_cell(j.name or str(j.num)) for j in group.jobs)} |")
+                         f"{_number(group.std)} | {tested} | {group.n} | "
+                         f"{', '.join(_cell(j.name or str(j.num)) for j in group.jobs)} |")
     best = summary.best
     if best is not None:
         lines += ["", f"Best job: `{best.name}`. Reproduce it with:", "", "```bash", summary.reproduce(best), "```"]
@@ -74,8 +83,9 @@ def to_markdown(summary: Any, plot: bool) -> str:
 def _job_table(jobs: list, monitor: str, mode: str, partner: dict | None = None) -> list[str]:
     """One row per job; `partner`: a staged sweep's screen table, {id(screen job): the job it was promoted to}."""
     extra = ("| promoted to ", "---|") if partner is not None else ("", "")
-    lines = [f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | epochs | wall time "
-             f"{extra[0]}|", "|---:|---|---|---|---:|---:|---:|---:|---:|" + extra[1]]
+    lines = [f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | test "
+             f"{test_name(monitor)} | epochs | wall time {extra[0]}|", "|---:|---|---|---|---:|---:|---:|---:|---:|---:|"
+             + extra[1]]
     for job in jobs:
         best, epoch = job.best(mode)
         name = f"[{_cell(job.name)}](<{job.name}/>)" if job.name else "—"
@@ -84,7 +94,8 @@ def _job_table(jobs: list, monitor: str, mode: str, partner: dict | None = None)
             other = partner.get(id(job))
             cell = f" {_cell(other.name or f'job {other.num} (not started)') if other else '—'} |"
         lines.append(f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
-                     f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {len(job.history)} | "
+                     f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {_number(job.test)} | "
+                     f"{len(job.history)} | "
                      f"{_seconds(job.wall_seconds)} |{cell}")
     return lines
 

@@ -67,7 +67,7 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
     if trial is not None:
         record = read_record(run_dir) or RunRecord(status=Status.FAILED)
         trial.end(record.status, cfg.trainer.monitor, (record.best or {}).get(cfg.trainer.monitor),
-                  (record.best or {}).get("epoch"))
+                  (record.best or {}).get("epoch"), record.test_metric(cfg.trainer.monitor))
     return result
 
 

@@ -14,6 +14,7 @@ from tfhydra.errors import clip, first_line
 from tfhydra.record import RunRecord
 from tfhydra.trainer.callbacks import read_history
 from tfhydra.rundir import RunPaths
+from tfhydra.terminal import figure
 
 log = logging.getLogger("tfhydra")
 
@@ -81,3 +82,25 @@ def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strateg
     copy.load_weights(str(path))
     for layer, loaded in zip(model.layers, copy.layers, strict=True):
         layer.set_weights(loaded.get_weights())
+
+
+def measure_test(model: keras.Model, datasets, exported: dict, ema: bool, scheme: str,
+                 validation_steps: int | None = None) -> dict | None:
+    """The record's `test` block: the kept weights (restored best epoch, EMA averages when on, the compressed
+    model of the last phase) measured once on the test split; None when the run has none.
+
+    Called after training and after the best weights are restored, with no callback: nothing that chooses
+    (best epoch, early stopping, recovery, a pruner, a sweep) has seen or will see these figures.
+    `validation_steps` (trainer.validation_steps, a debugging cap) caps the test batches too."""
+    if datasets.test is None:
+        return None
+    figures = model.evaluate(datasets.test, verbose=0, return_dict=True)
+    examples = datasets.spec.test_size
+    if validation_steps:
+        examples = min(examples, validation_steps * datasets.batch_size)
+    block = {"split": "test", "examples": examples, "metrics": {k: float(v) for k, v in figures.items()},
+             "weights": {"epoch": exported.get("epoch"), "file": exported.get("weights"), "ema": ema,
+                         "compression": scheme}}
+    log.info("test (%d examples, measured once on the exported weights): %s", examples,
+             ", ".join(f"{k}={figure(v)}" for k, v in block["metrics"].items()))
+    return block

@@ -1,0 +1,79 @@
+"""Three splits for every source: training, validation (every choice: best epoch, early stopping, ranking,
+promotion, pruners) and test (measured once, on the weights that are kept; nothing that chooses sees it).
+
+A source that ships a test split keeps it as the test split (Keras datasets, npz `x_test`, TFRecord `data.test`,
+image_folder `test/`, TFDS `data.test_split`) and holds validation out of its training split, unless it ships
+a validation split too. A source with one split holds out `data.test_fraction` and `data.val_fraction` of all its
+examples. Both hold-outs are stratified and seeded by `data.split_seed`, not `trainer.seed`: every job of a
+sweep and every seed is validated and tested on the same examples (`data.split_seed=null` follows trainer.seed).
+`data.test_fraction=0` turns the test split off, for every source.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfhydra.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Sorted indices into the examples a source split: training, validation and test (empty when not held out
+    here: the source ships that split, or the test split is off)."""
+    train: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+
+
+def wants_test(cfg) -> bool:
+    """The test split is on (`data.test_fraction` > 0): sources that ship one read it only then."""
+    return float(cfg.get("test_fraction") or 0) > 0
+
+
+def split_seed(cfg, seed: int) -> int:
+    """`data.split_seed`, or the run's seed when it is null."""
+    value = cfg.get("split_seed")
+    return seed if value is None else int(value)
+
+
+def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False,
+             ships_test: bool = False) -> HeldOut:
+    """Split `labels`' examples into what the source does not ship.
+
+    One split (ships neither): test is `data.test_fraction` and validation `data.val_fraction` of all the
+    examples. A shipped test split: validation is `data.val_fraction` of these (the training split's) examples.
+    Test is taken first, so changing `data.val_fraction` never moves an example into or out of the test split.
+    """
+    labels = np.asarray(labels)
+    rest, seed = np.arange(len(labels)), split_seed(cfg, seed)
+    test = np.array([], dtype=np.int64)
+    if not ships_test and wants_test(cfg):
+        rest, test = _split(labels, rest, float(cfg.test_fraction), seed, "data.test_fraction")
+    validation = np.array([], dtype=np.int64)
+    if not ships_validation:
+        share = float(cfg.val_fraction)
+        if not ships_test and wants_test(cfg):  # a share of all the examples, not of what test left
+            share = share / (1.0 - float(cfg.test_fraction))
+        rest, validation = _split(labels, rest, share, seed, "data.val_fraction")
+    return HeldOut(np.sort(rest), np.sort(validation), np.sort(test))
+
+
+def _split(labels: np.ndarray, among: np.ndarray, fraction: float, seed: int, key: str):
+    """(kept, held out) indices from `among`, every class in both."""
+    from sklearn.model_selection import train_test_split
+
+    if not 0 < fraction < 1:
+        raise ConfigError(key, fraction, "data.val_fraction + data.test_fraction below 1",
+                          "it leaves no training examples")
+    try:
+        return train_test_split(among, test_size=fraction, random_state=seed, stratify=labels[among])
+    except ValueError as error:
+        raise ConfigError(key, fraction, "a fraction leaving every class in every split",
+                          f"cannot split {len(among)} examples ({error})") from None
+
+
+def sizes(train: int, validation: int, test: int) -> str:
+    """The three split sizes, as the log says them."""
+    return f"{train} train / {validation} validation / {test} test examples" if test else \
+        f"{train} train / {validation} validation examples (no test split)"
