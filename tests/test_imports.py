@@ -20,7 +20,7 @@ ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", 
                  "hydra_files", "plan", "sweep", "preload",
                  "evaluate", "predict"}
 NEUTRAL = {"contracts", "registry", "errors", "record", "rundir", "project", "report", "schema", "terminal", "trust",
-           "lifecycle", "command", "hydra_api", "runtime"}
+           "lifecycle", "command", "hydra_api", "runtime", "dirlock"}
 
 
 def room_of(module: str) -> str:

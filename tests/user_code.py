@@ -270,3 +270,21 @@ class WeightsSeen(keras.callbacks.Callback):
         np.savez(self.path, **{f"raw_{i}": w for i, w in enumerate(self.raw)},
                  **{f"ema_{i}": w for i, w in enumerate(self.ema)})
 
+
+class WaitForFile(keras.callbacks.Callback):
+    """At the start of training, writes the file `started` and waits until the file `go` exists (at most an hour):
+    a test does something while this run is certainly training, then lets it finish."""
+
+    def __init__(self, started: str, go: str):
+        super().__init__()
+        self.started, self.go = started, go
+
+    def on_train_begin(self, logs=None):
+        import os
+        import time
+
+        with open(self.started, "w") as file:
+            file.write(str(os.getpid()))
+        deadline = time.monotonic() + 3600
+        while not os.path.exists(self.go) and time.monotonic() < deadline:
+            time.sleep(0.05)
