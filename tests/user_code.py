@@ -196,6 +196,41 @@ def build_nan_model(spec, after: int = 3):
     return keras.Model(inputs, outputs, name="nan_model")
 
 
+class NanOnce(keras.layers.Layer):
+    """Adds log(-1) = NaN to its input at the `at`-th training call of the model's life in this process, and only
+    then: the call counter is kept out of the layer's weights (in a plain namespace Keras does not track), so a
+    restored state (trainer.recovery) does not bring the NaN back. A real blow-up: NaN loss, gradients, weights
+    and, with EMA, averages; made by a Log op (check_numerics names it)."""
+
+    def __init__(self, at: int, counter, **kwargs):
+        super().__init__(**kwargs)
+        self.at, self.counter = at, counter
+
+    def call(self, x, training=None):
+        import tensorflow as tf
+
+        if not training:
+            return x
+        self.counter.calls.assign_add(1)
+        return x + tf.math.log(tf.where(tf.equal(self.counter.calls, self.at), -1.0, 1.0))
+
+
+def build_nan_once_model(spec, at: int = 85):
+    """A small model whose layer `nan_once` makes a NaN at training step `at` (1-based, counted over this model's
+    training calls in this process), once."""
+    import types
+
+    import tensorflow as tf
+
+    counter = types.SimpleNamespace(calls=tf.Variable(0, dtype=tf.int64, trainable=False, name="nan_once_calls"))
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Flatten()(inputs)
+    x = keras.layers.Dense(16, activation="relu")(x)
+    x = NanOnce(at, counter, name="nan_once")(x)
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="nan_once_model")
+
+
 class SignalOnce(keras.callbacks.Callback):
     """Sends this process SIGTERM at the end of epoch `epoch` (0-based) the first time only (`marker` says it was
     sent): the run saves its state and stops as interrupted, and the same config then resumes it."""
@@ -281,3 +316,22 @@ def build_own_step_model(spec, units: int = 8):
     x = keras.layers.Dense(units, activation="relu")(keras.layers.Flatten()(inputs))
     outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
     return OwnStepModel(inputs, outputs, name="own_step")
+
+
+class WaitForFile(keras.callbacks.Callback):
+    """At the start of training, writes the file `started` and waits until the file `go` exists (at most an hour):
+    a test does something while this run is certainly training, then lets it finish."""
+
+    def __init__(self, started: str, go: str):
+        super().__init__()
+        self.started, self.go = started, go
+
+    def on_train_begin(self, logs=None):
+        import os
+        import time
+
+        with open(self.started, "w") as file:
+            file.write(str(os.getpid()))
+        deadline = time.monotonic() + 3600
+        while not os.path.exists(self.go) and time.monotonic() < deadline:
+            time.sleep(0.05)

@@ -25,6 +25,7 @@ from tfhydra.contracts import Phase, PhasePlan
 from tfhydra.data import build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
 from tfhydra.data.splits import sizes as split_sizes
+from tfhydra.dirlock import check_free, writing
 from tfhydra.hydra_files import hydra_overrides, hydra_run_dir, under_hydra, without_hydra, write_hydra_files
 from tfhydra.job_errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.export import export_model
@@ -71,10 +72,18 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
     mark("tensorflow")  # imported with this module
     plan = plan_run(cfg)
     paths = RunPaths(run_dir) if run_dir is not None else RunPaths(hydra_run_dir())
-    if not under_hydra():  # started from Python: keep .hydra/ as Hydra would, so evaluate and resume can use it
-        job_cfg = without_hydra(cfg)
-        check_continuable(paths.root, job_cfg, key="run_dir")
+    if under_hydra():  # the command's Hydra callback holds the run's (or its sweep's) directory: tfhydra/dirlock.py
+        return run_phases(cfg, plan, paths, threads, started, callbacks)
+    job_cfg = without_hydra(cfg)  # started from Python: one writer, and .hydra/ kept as Hydra would keep it
+    check_free(paths.root)  # as the command's pre-flight: another writer is the answer, not its half-written config
+    check_continuable(paths.root, job_cfg, key="run_dir")
+    with writing(paths.root, "run"):
         write_hydra_files(paths, job_cfg, cfg)
+        return run_phases(cfg, plan, paths, threads, started, callbacks)
+
+
+def run_phases(cfg: DictConfig, plan, paths: RunPaths, threads: int, started: float, callbacks: Sequence) -> float:
+    """Each earlier phase (a run of its own in phases/, kept once completed), then the run's own phase."""
     paths.root.mkdir(parents=True, exist_ok=True)
     start = cfg.compression.from_run
     if plan.earlier_phases and not cfg.trainer.resume:

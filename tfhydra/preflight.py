@@ -136,7 +136,7 @@ def _check_job(cfg: DictConfig, defaults: DictConfig, job: list[str], number: in
 
     plan_run(cfg, defaults)
     _check_output_dirs(cfg, multirun)
-    _check_run_dir(cfg, multirun)
+    _check_run_dir(cfg, multirun, first=number == 0)
     if multirun and str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
         _check_sweep_job_dir(cfg, job, number, swept, stage)
 
@@ -297,12 +297,19 @@ def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
         check_creatable("data.cache", cache, Path(cache).expanduser().parent)
 
 
-def _check_run_dir(cfg: DictConfig, multirun: bool) -> None:
+def _check_run_dir(cfg: DictConfig, multirun: bool, first: bool = True) -> None:
+    """Another process writing the directory (tfhydra/dirlock.py) is said first: its config may be half-written.
+    A sweep's directory (and its jobs') is asked once, with its first job."""
+    from tfhydra.dirlock import check_free, check_sweep_free
     from tfhydra.lifecycle import check_continuable
 
-    if not multirun:
-        job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-        check_continuable(Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or "."), job)
+    if multirun:
+        if first:
+            check_sweep_free(OmegaConf.select(cfg, "hydra.sweep.dir", default="") or ".")
+        return
+    run_dir = Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or ".")
+    check_free(run_dir)
+    check_continuable(run_dir, OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
 
 
 def _check_sweep_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str], stage: str | None = None

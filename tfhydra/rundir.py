@@ -9,7 +9,8 @@ they ask `RunPaths(run_dir)` or `SweepPaths(sweep_dir)`. The layout (README, "Th
             export/<format>     phases/<index>_<label>/  (earlier phases: each a run of its own)
             evaluations/<data>_<stamp>.json
             trackers.json  metrics.csv  wandb/   (the experiment trackers of logger=[...]: docs/loggers.md)
-    <sweep>/ multirun.yaml  summary.{csv,md,png}  trusted.log  events.out.tfevents.* (HParams)  trackers.json  <n>_<overrides>/ (a run each)
+            .tfhydra.lock  (one writer at a time: tfhydra/dirlock.py)
+    <sweep>/ .tfhydra.lock  multirun.yaml  summary.{csv,md,png}  trusted.log  events.out.tfevents.* (HParams)  trackers.json  <n>_<overrides>/ (a run each)
              screen/<n>_<overrides>/  promote/<n>_<overrides>/  (a staged sweep's jobs: sweep.promote)
 
 Nothing here imports TensorFlow or another tfhydra room.
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfhydra.errors import ConfigError
+
+LOCK_FILE = ".tfhydra.lock"  # in a run and in a sweep directory: whoever writes it holds its flock (tfhydra/dirlock.py)
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,10 @@ class RunPaths:
     @property
     def hydra_config(self) -> Path:
         return self.hydra / "hydra.yaml"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
 
     @property
     def train_log(self) -> Path:
@@ -165,6 +172,10 @@ class SweepPaths:
     def multirun(self) -> Path:
         """Hydra's record of the sweep's command (its overrides and sweeper settings)."""
         return self.root / "multirun.yaml"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
 
     @property
     def summary_csv(self) -> Path:

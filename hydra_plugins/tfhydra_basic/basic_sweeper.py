@@ -38,27 +38,31 @@ class BasicSweeper(Sweeper):
     def sweep(self, arguments: List[str]) -> Any:
         from tfhydra.sweep.stages import run_stages, stages_of
 
-        stages = stages_of(self.config)
-        if stages is None:
-            return self.basic.sweep(arguments)
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
+        from tfhydra.errors import sweep_error_line
         from tfhydra.hydra_api import split_sweep
+        from tfhydra.sweep.rerun import check_batch
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + list(arguments))
         grid = [list(job) for batch in split_sweep(parsed) for job in batch]  # every setting, as Hydra's sweeper
-        from tfhydra.errors import sweep_error_line
-
+        stages = stages_of(self.config)
         with sweep_error_line():
+            if stages is None:  # job directories already there hold these jobs' configs, before multirun.yaml is
+                check_batch(self.config, self.hydra_context, grid, 0)  # written again (tfhydra/sweep/rerun.py)
+                return self.basic.sweep(arguments)
             return run_stages(self.config, stages, grid, self._launch)
 
     def _launch(self, batch: List[List[str]], first: int) -> List[Any]:
         """One stage's jobs, in chunks of `max_batch_size` (all at once when unset), as Hydra's basic sweeper does."""
+        from tfhydra.sweep.rerun import check_batch
+
         size = self.max_batch_size if self.max_batch_size and self.max_batch_size > 0 else max(len(batch), 1)
         returns = []
         for start in range(0, len(batch), size):
             chunk = [tuple(job) for job in batch[start:start + size]]
             self.validate_batch_is_legal(chunk)
+            check_batch(self.config, self.hydra_context, chunk, first + start)
             returns += list(self.launcher.launch(chunk, initial_job_idx=first + start))
         return returns

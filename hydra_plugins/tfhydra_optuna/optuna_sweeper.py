@@ -22,17 +22,20 @@ class OptunaSweeper(Sweeper):
                          "params": dict(params or {})}
         self.config: Optional[DictConfig] = None
         self.launcher: Any = None
+        self.hydra_context: Optional[HydraContext] = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        self.config = config
+        self.config, self.hydra_context = config, hydra_context
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> None:
         from tfhydra.errors import sweep_error_line  # here, not at import: Hydra imports every plugin it finds
+        from tfhydra.sweep.rerun import check_batch
         from tfhydra.sweep.search import run_search
 
         def launch(overrides: Sequence[Sequence[str]], first_number: int) -> list:
+            check_batch(self.config, self.hydra_context, overrides, first_number)  # a trial's directory already there
             return list(self.launcher.launch([tuple(o) for o in overrides], initial_job_idx=first_number))
 
         with sweep_error_line():

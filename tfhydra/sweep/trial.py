@@ -38,7 +38,7 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
     kept = kept_record(run_dir)
-    if kept is not None:  # a sweep run again: the pre-flight checked its config
+    if kept is not None:  # a sweep run again: its config was checked before launch (tfhydra/sweep/rerun.py)
         name = job_name(run_dir, Path(str(hydra_cfg.sweep.dir)))
         log.info("job %s completed in an earlier run of this sweep: kept as it is", name)
         print(f"kept: {name} (completed in an earlier run of this sweep)", flush=True)

@@ -190,6 +190,7 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
     callbacks.append(BestCheckpoint(
         str(paths.best_weights), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
         save_best_only=True, save_weights_only=True, verbose=0, from_epoch=recorder.best_from,
+        diverged=lambda: recorder.diverged is not None,
         initial_value_threshold=best_so_far(recorder.epochs, cfg_trainer.monitor, cfg_trainer.monitor_mode,
                                             recorder.best_from)))
     if cfg_trainer.ema.decay is not None:  # after the best checkpoint, which keeps the averaged weights
@@ -222,19 +223,21 @@ class BestCheckpoint(keras.callbacks.ModelCheckpoint):
     """ModelCheckpoint that considers only the epochs from `from_epoch` (0-based) on (RunRecorder.best_from),
     and writes each new best to a temporary file renamed over the old one: a kill mid-write keeps
     the previous best intact, and a write that fails (a full disk) leaves no partial file taking the space
-    the run's record still needs."""
+    the run's record still needs. An epoch the recorder (before it in the list) found diverged is never a best:
+    its monitored value may still look good (val_accuracy of NaN outputs), and trainer.recovery trains on with
+    this callback's `best`."""
 
-    def __init__(self, filepath: str, *args, from_epoch: int = 0, **kwargs):
+    def __init__(self, filepath: str, *args, from_epoch: int = 0, diverged=lambda: False, **kwargs):
         self.final_path = Path(filepath)
         self.partial_path = self.final_path.with_name(".best.partial.weights.h5")
         # Keras formats the path with the epoch and logs (`str.format`): a directory named by a sweep over a
         # dict value (`data.augment=[{name:...}]`) holds braces, which are doubled so they stay literal.
         literal = str(self.partial_path).replace("{", "{{").replace("}", "}}")
         super().__init__(literal, *args, **kwargs)
-        self.from_epoch = from_epoch
+        self.from_epoch, self.diverged = from_epoch, diverged
 
     def on_epoch_end(self, epoch, logs=None):
-        if epoch >= self.from_epoch:
+        if epoch >= self.from_epoch and not self.diverged():
             try:
                 super().on_epoch_end(epoch, logs)
             except BaseException:

@@ -44,6 +44,7 @@ class GradientSummaries(keras.callbacks.Callback):
             return
         if self.batch is None:
             self.batch = next(iter(self.train))
+        if self.writer is None:  # closed at each training call's end; trainer.recovery calls the loop again
             self.writer = tf.summary.create_file_writer(self.log_dir)
         write_gradient_summaries(self.model, self.batch, self.writer, epoch)
 

@@ -7,6 +7,13 @@ a tenth of a short epoch. `buckets` counts with `tf.math.bincount` instead (3.7 
 and returns the identical `[k, 3]` tensor of (left edge, right edge, count), edge cases included: no values,
 or one distinct value. `TensorBoard` is Keras' callback with its weight histograms written by one compiled call
 per epoch for all weights, under the same tags (`<weight>/histogram`); docs/performance.md has the figures.
+
+Divergence beats logging (docs/reliability.md): a histogram counts the finite values only, so the epoch a run
+blows up in (NaN or infinite weights or gradients) is written, not an error that would end the run `failed`
+instead of `diverged` (TensorBoard's own bucketing writes meaningless edges for such a tensor; ours leaves the
+non-finite values out, and a tensor with none finite is written as an empty one). The compiled writer is bound
+to the summary writer it was traced with: a second `fit` on the same callback (trainer.recovery trains again)
+gets a new one.
 """
 from __future__ import annotations
 
@@ -18,8 +25,10 @@ BUCKETS = 30  # TensorBoard's default bucket count
 
 
 def buckets(data, bucket_count: int = BUCKETS) -> tf.Tensor:
-    """`summary_v2._buckets(data, bucket_count)` value for value, counted with bincount (no one-hot matrix)."""
+    """`summary_v2._buckets(data, bucket_count)` value for value, counted with bincount (no one-hot matrix), of
+    the finite values of `data` (NaN and infinities are left out: a diverged model's weights)."""
     data = tf.cast(tf.reshape(data, [-1]), tf.float64)
+    data = tf.boolean_mask(data, tf.math.is_finite(data))
     size = tf.size(data)
 
     def spread():
@@ -51,18 +60,19 @@ def write_histogram(tag: str, data, step) -> None:
 
 
 class HistogramWriter:
-    """One compiled function writing the histograms of a fixed list of (tag, variable) at a step."""
+    """One compiled function writing the histograms of a fixed list of (tag, variable) at a step, through
+    `writer`: the trace holds that writer's resource, so it serves that writer only."""
 
-    def __init__(self, tagged: list[tuple[str, tf.Variable]]) -> None:
-        self.tagged = tagged
+    def __init__(self, tagged: list[tuple[str, tf.Variable]], writer) -> None:
+        self.tagged, self.writer = tagged, writer
         self._write = tf.function(self._write_all, autograph=False)
 
     def _write_all(self, step):
         for tag, variable in self.tagged:
             write_histogram(tag, variable, step)
 
-    def __call__(self, writer, step: int) -> None:
-        with writer.as_default(), tf.summary.record_if(True):
+    def __call__(self, step: int) -> None:
+        with self.writer.as_default(), tf.summary.record_if(True):
             self._write(tf.constant(step, tf.int64))
 
 
@@ -74,8 +84,9 @@ class TensorBoard(keras.callbacks.TensorBoard):
     def _log_weights(self, epoch):
         if self.write_images:  # weights as images too: Keras' own (eager) path
             return super()._log_weights(epoch)
-        if self._histograms is None:
+        writer = self._train_writer  # Keras makes a new one for each fit (its writers are closed at the end)
+        if self._histograms is None or self._histograms.writer is not writer:
             self._histograms = HistogramWriter([(f"{weight.name.replace(':', '_')}/histogram", weight)
-                                                for layer in self.model.layers for weight in layer.weights])
-        self._histograms(self._train_writer, epoch)
+                                                for layer in self.model.layers for weight in layer.weights], writer)
+        self._histograms(epoch)
         self._train_writer.flush()
