@@ -172,3 +172,17 @@ def test_the_sweep_resume_command_takes_the_config_dir_from_the_command_not_the_
     assert command[1:6] == ["-m", "tfhydra", "--config-dir", str(project), "-m"]
     assert command[6:] == ["model=tiny", "optimizer.lr=1e-3,1e-4", f"hydra.sweep.dir={sweep.resolve()}"]
     assert resume_command(sweep, trusted=True)[3:5] == ["--config-dir", str(elsewhere)]
+
+def test_tfhydras_plugins_stay_visible_to_hydra_after_a_sys_path_change(tmp_path, monkeypatch):
+    """Hydra lists plugins by walking the `hydra_plugins` namespace, whose `__path__` Python computes again
+    from sys.path after every change: tfhydra's four must be in every recomputed one (docs/project.md)."""
+    import pkgutil
+
+    import hydra_plugins
+
+    import tfhydra  # noqa: F401  (what a command imports first)
+
+    own = {"tfhydra_basic", "tfhydra_conf", "tfhydra_launcher", "tfhydra_optuna"}
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path / "elsewhere"))
+    assert own <= {name for _, name, _ in pkgutil.iter_modules(hydra_plugins.__path__)}, list(hydra_plugins.__path__)

@@ -13,11 +13,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep C++ info logs out of 
 from tfhydra.preflight import check_command_line  # noqa: E402  (light: Hydra and OmegaConf only)
 from tfhydra.startup import end_process  # noqa: E402
 from tfhydra.errors import ConfigError  # noqa: E402
-from tfhydra.project import CONFIG_DIR, find_own_plugins  # noqa: E402  (tfhydra's conf/: the checkout's, or the wheel's)
+from tfhydra.project import CONFIG_DIR  # noqa: E402  (tfhydra's conf/: the checkout's, or the wheel's)
 from tfhydra.sweep import register_resolvers  # noqa: E402
 
 register_resolvers()  # conf/tfhydra.yaml names sweep job directories with them
-find_own_plugins()  # an editable install's plugins, from any working directory
 
 __all__ = ["run", "compose", "check_command_line", "end_process", "ConfigError"]
 __version__ = "0.1.0"
