@@ -56,10 +56,21 @@ def nested_venv(environment: Path) -> Path:
     return environment / "bin"
 
 
+def offline_build() -> list[str]:
+    """Build with the outer environment's setuptools when it has one that makes PEP 660 editable installs
+    (a venv of Python 3.11 does; 3.12's has none): then nothing is fetched. Else pip fetches it, as the
+    README's install line did."""
+    try:
+        import setuptools
+    except ImportError:
+        return []
+    return ["--no-build-isolation", "--no-index"] if int(setuptools.__version__.split(".")[0]) >= 64 else []
+
+
 def pip_install(bin_dir: Path, *args: str) -> None:
     """`pip install --no-deps` into the nested venv (its dependencies are the outer environment's)."""
-    result = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--no-deps", "--no-index",
-                             "--no-build-isolation", "--disable-pip-version-check", "--quiet", *args],
+    result = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--no-deps", *offline_build(),
+                             "--disable-pip-version-check", "--quiet", *args],
                             capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=bin_dir.parent)
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -73,7 +84,7 @@ def editable_install(environment: Path) -> Path:
 
 def wheel_install(environment: Path, wheels: Path) -> Path:
     """bin/ of a fresh venv holding the wheel `pip wheel` builds from this checkout."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "--quiet",
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", *offline_build(), "--quiet",
                     "--wheel-dir", str(wheels)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
     (wheel,) = wheels.glob("tfhydra-*.whl")
     bin_dir = nested_venv(environment)
