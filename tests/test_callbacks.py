@@ -193,14 +193,23 @@ def test_resumable_backup_saves_on_a_signal_and_says_where(tmp_path):
 
 # ---- EpochProgress ---------------------------------------------------------------------------------------------
 
-def test_the_progress_bar_counts_the_steps_reported_and_closes_its_thread(capsys):
+def redrawn(progress, steps: int) -> None:
+    """Wait for the bar's redraw thread to show `steps` (a loaded machine may hold the thread back: no fixed
+    sleep decides; a bar that never redraws fails the assertion after the wait)."""
     import time
 
+    for _ in range(1000):
+        if progress.bar.n == steps:
+            return
+        time.sleep(0.01)
+
+
+def test_the_progress_bar_counts_the_steps_reported_and_closes_its_thread(capsys):
     progress = attached(EpochProgress(batch_size=32), epochs=1, steps=10)
     progress.REDRAW_SECONDS = 0.01
     progress.on_epoch_begin(0)
     progress.on_train_batch_end(5, {"loss": 0.25})
-    time.sleep(0.2)
+    redrawn(progress, steps=6)
     assert progress.bar.n == 6 and progress.bar.postfix.startswith("loss=0.25,")
     thread = progress._thread
     progress.on_epoch_end(0)
@@ -210,8 +219,6 @@ def test_the_progress_bar_counts_the_steps_reported_and_closes_its_thread(capsys
 
 
 def test_the_progress_bar_takes_keras_tensors_so_batch_logs_are_not_copied_to_numpy():
-    import time
-
     import tensorflow as tf
     import tf_keras as keras
 
@@ -220,7 +227,7 @@ def test_the_progress_bar_takes_keras_tensors_so_batch_logs_are_not_copied_to_nu
     progress.REDRAW_SECONDS = 0.01
     progress.on_epoch_begin(0)
     progress.on_train_batch_end(2, {"loss": tf.constant(0.125)})
-    time.sleep(0.2)
+    redrawn(progress, steps=3)
     assert progress.bar.n == 3 and progress.bar.postfix.startswith("loss=0.125,")
     progress.on_epoch_end(0)
     progress.on_train_end()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +18,10 @@ import tensorflow as tf
 import data_files
 import tfhydra
 from conftest import FAST
+
+# TensorFlow's `saved_model_cli` command, through the entry point its console script calls: a venv used
+# without activating it (`.venv/bin/python -m pytest`) has no bin/ on PATH.
+SAVED_MODEL_CLI = [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
 
 
 def served_run(tmp_path, data: list[str]):
@@ -48,10 +53,10 @@ def predictions_agree(cfg, run_dir) -> tuple[float, np.ndarray, np.ndarray]:
 def saved_model_cli_classes(run_dir, raw: np.ndarray, tmp_path) -> np.ndarray:
     """`saved_model_cli run` on an .npy of raw inputs, as a user would check a TF Serving directory."""
     np.save(tmp_path / "raw.npy", raw)
-    result = subprocess.run(["saved_model_cli", "run", "--dir", str(run_dir / "export" / "serving" / "1"),
+    result = subprocess.run([*SAVED_MODEL_CLI, "run", "--dir", str(run_dir / "export" / "serving" / "1"),
                              "--tag_set", "serve", "--signature_def", "serving_default",
                              "--inputs", f"inputs={tmp_path / 'raw.npy'}"],
-                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+                            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-2000:]
     printed = result.stdout.split("Result for output key output_0:", 1)[1]
     values = np.array([float(v) for v in re.findall(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\d+(?:[eE][-+]?\d+)?",
@@ -90,8 +95,8 @@ def test_the_serving_layout_and_its_signatures(tmp_path):
     cfg, run_dir = served_run(tmp_path, [])
     version = run_dir / "export" / "serving" / "1"
     assert version.is_symlink() and version.resolve() == (run_dir / "export" / "saved_model").resolve()
-    shown = subprocess.run(["saved_model_cli", "show", "--dir", str(version), "--all"], capture_output=True,
-                           text=True, timeout=120, stdin=subprocess.DEVNULL).stdout
+    shown = subprocess.run([*SAVED_MODEL_CLI, "show", "--dir", str(version), "--all"], capture_output=True,
+                           text=True, timeout=600, stdin=subprocess.DEVNULL).stdout
     blocks = {block.split("'", 1)[0]: block for block in shown.split("signature_def['")[1:]}
     shapes = {name: re.search(r"inputs\['inputs'\].*?shape: \(([^)]*)\)", block, flags=re.S).group(1)
               for name, block in blocks.items() if name != "__saved_model_init_op"}

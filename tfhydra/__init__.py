@@ -13,13 +13,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep C++ info logs out of 
 from tfhydra.preflight import check_command_line  # noqa: E402  (light: Hydra and OmegaConf only)
 from tfhydra.startup import end_process  # noqa: E402
 from tfhydra.errors import ConfigError  # noqa: E402
-from tfhydra.project import CONFIG_DIR, find_own_plugins  # noqa: E402  (tfhydra's conf/: the checkout's, or the wheel's)
+from tfhydra.project import CONFIG_DIR  # noqa: E402  (tfhydra's conf/: the checkout's, or the wheel's)
 from tfhydra.sweep import register_resolvers  # noqa: E402
 from tfhydra.api import compose, run, resume_hint  # noqa: E402,F401  (the Python API: compose a config, run it)
 from tfhydra.notebook import Result, load_result, multirun, train  # noqa: E402  (... and get the run back)
 
 register_resolvers()  # conf/tfhydra.yaml names sweep job directories with them
-find_own_plugins()  # an editable install's plugins, from any working directory
 
 __all__ = ["train", "multirun", "Result", "load_result", "run", "compose", "check_command_line", "end_process",
            "ConfigError"]

@@ -68,19 +68,6 @@ def primary_config_dir(hydra_node) -> str | None:
     return None
 
 
-def find_own_plugins() -> None:
-    """Make Hydra find tfhydra's own plugins (hydra_plugins/: the search path plugin that adds `CONFIG_DIR`,
-    the Optuna sweeper) from any working directory. Hydra discovers plugins by walking the `hydra_plugins`
-    namespace package's directories; a wheel installs them into site-packages, but an editable install
-    (`pip install -e .`) reaches them only through an import hook, which that walk does not follow, so from
-    outside the checkout a project's `defaults: [tfhydra, _self_]` found no `tfhydra` config."""
-    import hydra_plugins
-
-    own = Path(__file__).resolve().parent.parent / "hydra_plugins"
-    if (own / "tfhydra_conf").is_dir() and str(own) not in list(hydra_plugins.__path__):
-        hydra_plugins.__path__.append(str(own))
-
-
 def import_from_working_directory() -> None:
     """The project's own modules named by its configs (`_target_: mymodels.build_tiny`) import from the
     working directory, as under `python -m`, but at the end of `sys.path`: they cannot shadow an installed

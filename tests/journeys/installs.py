@@ -1,0 +1,101 @@
+"""What the journeys install, and the user's project they run in: fresh virtual environments made from this
+interpreter, each holding tfhydra one way (an editable install of this checkout, or a wheel built from it).
+
+A nested venv does not download TensorFlow again: a `.pth` file in it names the site-packages directories of
+the environment running the tests (the outer venv's, or the system's in CI without one), as plain paths, so
+their own `.pth` files (an editable tfhydra of the outer environment) are not run. `--system-site-packages`
+cannot do this from inside a venv: it would see the base interpreter's packages, not the venv's.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY_BUILDER = '''
+import tensorflow as tf
+
+def build_tiny(spec, units=8):
+    """A user's own model: one hidden layer, named so the test can tell it from tfhydra's."""
+    inputs = tf.keras.Input(spec.input_shape)
+    x = tf.keras.layers.Dense(units, activation="relu")(tf.keras.layers.Flatten()(inputs))
+    outputs = tf.keras.layers.Dense(spec.num_classes, activation="softmax", dtype="float32")(x)
+    return tf.keras.Model(inputs, outputs, name="users_tiny")
+'''
+
+
+def write_project(directory: Path, units: int = 8, config: str | None = None) -> Path:
+    """A user's project: conf/model/tiny.yaml naming mymodels.build_tiny, mymodels.py, maybe conf/config.yaml."""
+    (directory / "conf" / "model").mkdir(parents=True)
+    (directory / "conf" / "model" / "tiny.yaml").write_text(f"_target_: mymodels.build_tiny\nunits: {units}\n")
+    (directory / "mymodels.py").write_text(TINY_BUILDER)
+    if config is not None:
+        (directory / "conf" / "config.yaml").write_text(textwrap.dedent(config))
+    return directory
+
+
+def outer_site_dirs() -> list[str]:
+    """The site-packages directories this interpreter imports from (a venv's own and any it shares)."""
+    return [p for p in sys.path if Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")
+            and not Path(p).resolve().is_relative_to(ROOT)]
+
+
+def nested_venv(environment: Path) -> Path:
+    """bin/ of a fresh venv (no pip of its own: the outer one imports through the .pth) that sees the
+    outer environment's packages after its own."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(environment)], check=True,
+                   capture_output=True, stdin=subprocess.DEVNULL)
+    python = environment / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "_outer_environment.pth").write_text("\n".join(outer_site_dirs()) + "\n")
+    return environment / "bin"
+
+
+def offline_build() -> list[str]:
+    """Build with the outer environment's setuptools when it has one that makes PEP 660 editable installs
+    (a venv of Python 3.11 does; 3.12's has none): then nothing is fetched. Else pip fetches it, as the
+    README's install line did."""
+    try:
+        import setuptools
+    except ImportError:
+        return []
+    return ["--no-build-isolation", "--no-index"] if int(setuptools.__version__.split(".")[0]) >= 64 else []
+
+
+def pip_install(bin_dir: Path, *args: str) -> None:
+    """`pip install --no-deps` into the nested venv (its dependencies are the outer environment's)."""
+    result = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--no-deps", *offline_build(),
+                             "--disable-pip-version-check", "--quiet", *args],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=bin_dir.parent)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def editable_install(environment: Path) -> Path:
+    """bin/ of a fresh venv holding `pip install -e <checkout>` (the README's line, dependencies shared)."""
+    bin_dir = nested_venv(environment)
+    pip_install(bin_dir, "-e", str(ROOT))
+    return bin_dir
+
+
+def wheel_install(environment: Path, wheels: Path) -> Path:
+    """bin/ of a fresh venv holding the wheel `pip wheel` builds from this checkout."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", *offline_build(), "--quiet",
+                    "--wheel-dir", str(wheels)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    (wheel,) = wheels.glob("tfhydra-*.whl")
+    bin_dir = nested_venv(environment)
+    pip_install(bin_dir, str(wheel))
+    return bin_dir
+
+
+def run_in(bin_dir: Path, command: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """A command of the venv run as its user would: from the project's directory, nothing of the tests' set-up
+    in the environment (no PYTHONPATH, no HYDRA_FULL_ERROR, no TFHYDRA_CONFIG_DIR)."""
+    full_env = {k: v for k, v in os.environ.items()
+                if k not in ("PYTHONPATH", "HYDRA_FULL_ERROR", "TFHYDRA_CONFIG_DIR", "VIRTUAL_ENV")}
+    return subprocess.run([str(bin_dir / command), *args], cwd=cwd, env={**full_env, **(env or {})}, text=True,
+                          capture_output=True, timeout=900, stdin=subprocess.DEVNULL)
