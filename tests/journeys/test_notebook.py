@@ -144,8 +144,6 @@ def test_the_sweep_from_python_returns_a_result_per_job(executed):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="hydra_plugins found through a __path__ append that a sys.path change "
-                                       "undoes (issue 33 item 1, helper h1's branch): remove this marker with that fix")
 def test_a_kernel_that_changes_sys_path_before_its_first_compose_still_composes(tmp_path):
     """The order the example does not take: the code folder goes on sys.path first, then tfhydra composes."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
