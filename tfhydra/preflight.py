@@ -52,7 +52,7 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
 
         preload_job()  # after the pre-flight: a mistake is answered without TensorFlow's start-up lines
     elif multirun and launcher == TFHYDRA_LAUNCHER:
-        from tfhydra.sweep.fork_server import start_fork_server
+        from tfhydra.launch.fork_server import start_fork_server
 
         start_fork_server()  # its TensorFlow import runs beside Hydra's composition of the sweep
 

@@ -47,7 +47,7 @@ WORKER_ENV = ("TFHYDRA_WORKER_INDEX", "TFHYDRA_WORKER_THREADS", "TFHYDRA_WORKER_
 
 
 def worker_threads() -> int | None:
-    """The threads tfhydra's launcher gave this worker process (tfhydra/sweep/placement.py: the cores split
+    """The threads tfhydra's launcher gave this worker process (tfhydra/launch/placement.py: the cores split
     between its workers; 0: TensorFlow decides); None outside its workers."""
     text = os.environ.get(WORKER_ENV[1], "")
     return int(text) if text.isdigit() else None
@@ -126,7 +126,7 @@ def worker_record(threads: int) -> dict:
     """metrics.json's `worker`: the process that ran the job and what it had. `index` and `job` (1 = the worker's
     first) under tfhydra's launcher, else null; `threads`: intra-op, inter-op and tf.data threads (0: TensorFlow
     decides); the GPUs it was shown and how it shares their memory; `tensorflow_preloaded`: whether the worker was
-    forked with TensorFlow imported (tfhydra/sweep/fork_server.py), null outside tfhydra's launcher."""
+    forked with TensorFlow imported (tfhydra/launch/fork_server.py), null outside tfhydra's launcher."""
     import tensorflow as tf
 
     index, job = (os.environ.get(WORKER_ENV[i], "") for i in (0, 2))

@@ -1,7 +1,7 @@
 """Hydra's entry to tfhydra's launcher (`hydra/launcher=tfhydra`, the default of `-m` in conf/tfhydra.yaml).
 
 Hydra instantiates launchers only from the `hydra_plugins` package, so the class and its config live here; the
-work is tfhydra/sweep/launcher.py's (placement: tfhydra/sweep/placement.py, workers: tfhydra/sweep/workers.py).
+work is tfhydra/launch/launcher.py's (placement: tfhydra/launch/placement.py, workers: tfhydra/launch/workers.py).
 """
 
 from dataclasses import dataclass
@@ -40,6 +40,6 @@ class TfhydraLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
-        from tfhydra.sweep.launcher import launch_jobs
+        from tfhydra.launch.launcher import launch_jobs
 
         return launch_jobs(self, job_overrides, initial_job_idx)

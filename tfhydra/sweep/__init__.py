@@ -14,11 +14,16 @@ as `hydra.job.env_set.TFHYDRA_SWEPT_KEYS` (`handover_overrides`): Hydra composes
 the sweep's `hydra.overrides.hydra` under every launcher, and sets the variable while the job
 runs, for the job's own code.
 
-The rest of the room: trial.py (one job of a sweep: HParams, failures recorded instead of
-raised), hparams.py (TensorBoard HParams records), summary.py (summary.csv/.md/.png),
-callback.py (the Hydra callback tying them together), stages.py and checks.py (screen, then promote:
-`sweep.promote`, run by tfhydra's default sweeper in hydra_plugins/tfhydra_basic/), __main__.py
-(`python -m tfhydra.sweep`).
+The rest of the room (how its jobs run as processes is tfhydra/launch/'s):
+- __main__.py: `python -m tfhydra.sweep` (tfhydra-sweep: summary, resume);
+- callback.py: the Hydra callback tying a sweep together (swept keys, summary, MLflow parent run);
+- checks.py: what the run plan checks in the `sweep` section (screen, then promote);
+- trial.py: one job of a sweep (HParams, failures recorded instead of raised, Optuna's trial);
+- hparams.py: TensorBoard HParams records;
+- search.py: tfhydra's Optuna search (hydra_plugins/tfhydra_optuna hands over); pruning.py: its Keras callback;
+- stages.py: screen, then promote (`sweep.promote`, run by tfhydra's default sweeper, hydra_plugins/tfhydra_basic/);
+- jobs.py: a sweep's jobs read back from their directories (ranked, merged, expected);
+- summary.py and summary_render.py: summary.csv/.md/.png.
 Nothing here imports TensorFlow: a sweep's launching process never needs it.
 """
 from __future__ import annotations

@@ -61,7 +61,7 @@ class SweepCallback(Callback):
 
 def finish_sweep(config: DictConfig, lost_line: str | None = None) -> None:
     """The sweep's end: summary files, the best job, its trackers ended, and exit 1 with one `Error:` line when
-    any job did not complete. `lost_line`: what a launcher lost (tfhydra/sweep/launch_errors.py), said instead."""
+    any job did not complete. `lost_line`: what a launcher lost (tfhydra/launch/launch_errors.py), said instead."""
     from tfhydra.sweep.summary import summarize
 
     sweep_dir = Path(config.hydra.sweep.dir)
