@@ -19,10 +19,9 @@ from omegaconf import DictConfig, OmegaConf
 from tfhydra.composition import check_group_values, compose_choices, group_options, is_group_choice, with_values
 from tfhydra.errors import ConfigError, short_list, suggestion
 from tfhydra.rundir import STAGES, SweepPaths, check_creatable
+from tfhydra.sweep_kind import GRID_SWEEPERS, expands_grid, launcher_kind, plugin_target, sweeper_kind
 
 SCREEN, PROMOTE = STAGES
-TFHYDRA_LAUNCHER = "hydra_plugins.tfhydra_launcher.tfhydra_launcher.TfhydraLauncher"  # the default: reused workers
-STAGED_SWEEPER = "hydra_plugins.tfhydra_basic.basic_sweeper.BasicSweeper"  # tfhydra's default: it screens and promotes
 
 # Flags that print something and exit without running a job.
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
@@ -51,7 +50,7 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
         from tfhydra.startup import preload_job
 
         preload_job()  # after the pre-flight: a mistake is answered without TensorFlow's start-up lines
-    elif multirun and launcher == TFHYDRA_LAUNCHER:
+    elif multirun and launcher == "tfhydra":
         from tfhydra.launch.fork_server import start_fork_server
 
         start_fork_server()  # its TensorFlow import runs beside Hydra's composition of the sweep
@@ -69,7 +68,7 @@ def _overrides_of(argv: list[str]) -> list[str]:
 
 def check_overrides(config_dir: str | Path, config_name: str, overrides: list[str],
                     multirun: bool = False) -> str | None:
-    """Raise ConfigError at the first misconfigured job; return the sweep's launcher (`_target_`), if any."""
+    """Raise ConfigError at the first misconfigured job; return the sweep's launcher (its kind), if any."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -115,7 +114,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             if number == 0 and multirun:
                 _check_sweeper_can_expand(cfg, parsed)
                 _check_launcher_can_submit(cfg)
-                launcher = OmegaConf.select(cfg, "hydra.launcher._target_", default=None)
+                launcher = launcher_kind(cfg)
             if number == 0:  # after its plan, which checks the sweep section's values
                 plan_run(cfg, defaults)
                 stages = check_stages_command(cfg, parsed, multirun)
@@ -137,7 +136,7 @@ def _check_job(cfg: DictConfig, defaults: DictConfig, job: list[str], number: in
     plan_run(cfg, defaults)
     _check_output_dirs(cfg, multirun)
     _check_run_dir(cfg, multirun)
-    if multirun and str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
+    if multirun and expands_grid(cfg):
         _check_sweep_job_dir(cfg, job, number, swept, stage)
 
 
@@ -160,11 +159,10 @@ def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
         return None
     if stages is None:
         return None
-    sweeper = str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "")
-    if sweeper != STAGED_SWEEPER:
+    sweeper = sweeper_kind(cfg)
+    if sweeper != "tfhydra_basic":
         key = next(k for k in KEYS if OmegaConf.select(cfg, k, default=None) is not None)
-        name = "basic" if sweeper.endswith(".BasicSweeper") else next(  # Hydra's own basic sweeper, or a search
-            (n for n in ("tfhydra_optuna", "optuna") if f"{n}." in sweeper), sweeper)
+        name = sweeper if sweeper != "other" else plugin_target(cfg, "sweeper")
         raise ConfigError(key, OmegaConf.select(cfg, key), "tfhydra's default sweeper (hydra/sweeper=tfhydra_basic) "
                           "for screen-then-promote; a search screens with experiment=prescreen and prunes instead",
                           f"hydra/sweeper={name} does not screen and promote")
@@ -203,11 +201,11 @@ def _check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
     Optuna search needs the optional extra."""
     import importlib.util
 
-    sweeper = str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "")
-    if "tfhydra_optuna" in sweeper and importlib.util.find_spec("optuna") is None:
+    sweeper = sweeper_kind(cfg)
+    if sweeper == "tfhydra_optuna" and importlib.util.find_spec("optuna") is None:
         raise ConfigError("hydra/sweeper", "tfhydra_optuna", "pip install -e '.[optuna]' (Optuna 4 or later), then the same "
                           "command", "Optuna is not installed")
-    if not sweeper.endswith("BasicSweeper"):
+    if sweeper not in GRID_SWEEPERS:
         return
     for override in parsed:
         if override.is_sweep_override() and not override.is_discrete_sweep():
@@ -222,8 +220,7 @@ def _check_launcher_can_submit(cfg: DictConfig) -> None:
     traceback once the sweep has started."""
     import shutil
 
-    launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_", default="") or "")
-    if launcher.endswith("submitit_launcher.SlurmLauncher") and shutil.which("srun") is None:
+    if launcher_kind(cfg) == "submitit_slurm" and shutil.which("srun") is None:
         raise ConfigError("hydra/launcher", "submitit_slurm", "a machine of a SLURM cluster (its login node), or "
                           "hydra/launcher=submitit_local to run the same jobs here", "SLURM's srun is not on PATH")
 

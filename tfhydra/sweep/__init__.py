@@ -34,7 +34,8 @@ import re
 import sys
 from typing import Iterable, Sequence
 
-from tfhydra.runtime import auto_threads, available_cores, in_sweep, launcher_cpus, parallel_jobs  # noqa: F401
+from tfhydra.runtime import auto_threads, available_cores, launcher_cpus, parallel_jobs  # noqa: F401
+from tfhydra.sweep_kind import in_sweep  # noqa: F401
 
 _UNSAFE = re.compile(r"[/\\:*?\"<>|\s]")
 MAX_NAME = 180  # leaves room under the usual 255-byte limit for the job number
@@ -87,13 +88,13 @@ def recorded_swept_keys(hydra_node=None) -> set[str] | None:
     return None
 
 
-def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "") -> list[str]:
+def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "none") -> list[str]:
     """Hydra overrides that carry what each job must know about its sweep to every launcher (Hydra composes
     every job again from the sweep's `hydra.overrides.hydra`): the swept keys, and under Ray's launcher
-    (`launcher`: its `_target_`) an absolute sweep directory, because a Ray worker runs in the directory
+    (`launcher`: its kind, tfhydra/sweep_kind.py) an absolute sweep directory, because a Ray worker runs in the directory
     `ray start` ran in; the others run their jobs in the launching directory."""
     overrides = [f"++hydra.job.env_set.{SWEPT_KEYS_ENV}={override_quoted(json.dumps(sorted(swept)))}"]
-    if "hydra_ray_launcher" in launcher and not os.path.isabs(sweep_dir):
+    if launcher == "ray" and not os.path.isabs(sweep_dir):
         overrides.append(f"hydra.sweep.dir={override_quoted(os.path.abspath(sweep_dir))}")
     return overrides
 
