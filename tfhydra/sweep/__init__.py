@@ -18,6 +18,8 @@ The rest of the room (how its jobs run as processes is tfhydra/launch/'s):
 - __main__.py: `python -m tfhydra.sweep` (tfhydra-sweep: summary, resume);
 - callback.py: the Hydra callback tying a sweep together (swept keys, summary, MLflow parent run);
 - checks.py: what the run plan checks in the `sweep` section (screen, then promote);
+- preflight_checks.py: what the pre-flight checks of a `-m` command line (the jobs, the sweeper and launcher,
+  screen-then-promote, a sweep run again into its directory);
 - trial.py: one job of a sweep (HParams, failures recorded instead of raised, Optuna's trial);
 - hparams.py: TensorBoard HParams records;
 - search.py: tfhydra's Optuna search (hydra_plugins/tfhydra_optuna hands over); pruning.py: its Keras callback;
