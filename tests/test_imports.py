@@ -17,11 +17,11 @@ PACKAGE = ROOT / "tfhydra"
 
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
 ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "job_errors",
-                 "hydra_files", "plan", "sweep", "preload", "help",
+                 "hydra_files", "plan", "sweep", "launch", "preload", "help",
                  "evaluate", "predict", "api", "notebook"}
 NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project",
            "report", "schema", "terminal", "trust",
-           "lifecycle", "command", "hydra_api", "runtime", "dirlock"}
+           "lifecycle", "command", "hydra_api", "runtime", "dirlock", "sweep_kind"}
 
 
 def room_of(module: str) -> str:
@@ -75,6 +75,8 @@ def violations(files: dict[str, set[str]]) -> list[str]:
                 found.append(f"{module} imports {target}: a neutral module imports a room")
             elif {room, other} == {"job", "sweep"}:
                 found.append(f"{module} imports {target}: job and sweep must not import each other")
+            elif (room, other) == ("sweep", "launch"):
+                found.append(f"{module} imports {target}: the sweep room never imports the launch room")
     return sorted(found)
 
 
@@ -101,11 +103,21 @@ def test_imports_point_one_way():
     ("tfhydra.compression.plan", "tfhydra.job", "a group room imports orchestration"),
     ("tfhydra.contracts", "tfhydra.model", "a neutral module imports a room"),
     ("tfhydra.job", "tfhydra.sweep.trial", "job and sweep must not import each other"),
+    ("tfhydra.sweep.callback", "tfhydra.launch.workers", "the sweep room never imports the launch room"),
 ])
 def test_the_rule_fails_when_a_room_imports_what_it_must_not(module, target, rule):
     files = tfhydra_files()
     files[module] = files[module] | {target}
     assert any(rule in v and v.startswith(f"{module} imports {target}") for v in violations(files))
+
+
+def test_every_package_is_in_the_wheel():
+    """pyproject.toml lists the packages the wheel carries: a room moved into a new package must be listed."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {".".join(init.parent.relative_to(ROOT).parts) for init in PACKAGE.rglob("__init__.py")}
+    assert packages - listed == set()
 
 
 def test_the_run_plan_imports_no_tensorflow():

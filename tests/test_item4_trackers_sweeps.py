@@ -241,7 +241,7 @@ def test_a_submitit_job_killed_by_sigkill_leaves_the_summary_and_one_line(tmp_pa
 def test_only_a_launcher_s_own_exceptions_count_as_a_lost_job():
     from submitit.core.utils import UncompletedJobError
 
-    from tfhydra.sweep.launch_errors import is_lost_job, launcher_reason
+    from tfhydra.launch.launch_errors import is_lost_job, launcher_reason
 
     error = UncompletedJobError("Job 7_1 (task: 0) with path /x/7_1_0_result.pkl\nhas not produced any output "
                                 "(state: OUT_OF_MEMORY)\nError stream produced:\n----\nKilled\n")

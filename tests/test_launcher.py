@@ -13,7 +13,7 @@ import pytest
 
 from conftest import FAST, ROOT, TESTS, read_run_record, run_cli
 from tfhydra.errors import ConfigError
-from tfhydra.sweep.placement import (cpu_only, launcher_gpus, plan_workers, split_threads, visible_gpus, worker_count,
+from tfhydra.launch.placement import (cpu_only, launcher_gpus, plan_workers, split_threads, visible_gpus, worker_count,
                                      WORKER_THREADS_ENV)
 
 TINY = [*FAST, "debug=fast", "model=mlp", "logging.write_graph=false"]

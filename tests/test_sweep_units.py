@@ -33,11 +33,12 @@ def test_a_job_config_carries_its_swept_keys_and_an_absolute_sweep_dir(monkeypat
     job's directory is named from its own config, in a process with neither the variable nor the command line
     (a Ray worker)."""
     from tfhydra.sweep import SWEPT_KEYS_ENV, current_swept_keys, handover_overrides
+    from tfhydra.sweep_kind import launcher_kind
 
     monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
     monkeypatch.setattr(sys, "argv", ["default_worker.py", "--node-ip-address=127.0.0.1"])
     monkeypatch.chdir(tmp_path)
-    ray = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
+    ray = launcher_kind({"hydra": {"launcher": {"_target_": "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"}}})
     handed = handover_overrides({"data.batch_size", "optimizer.lr"}, "outputs/it's a sweep", ray)
     cfg = hydra_job_config([*handed, "hydra.job.num=3", "optimizer.lr=0.001", "data.batch_size=64", "trainer.epochs=2"])
     assert cfg.hydra.job.env_set[SWEPT_KEYS_ENV] == '["data.batch_size", "optimizer.lr"]'

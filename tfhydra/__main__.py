@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> None:
         import hydra
 
         sys.argv = [sys.argv[0], *argv]  # Hydra reads the command line from sys.argv
-        from tfhydra.sweep.launch_errors import guarded_launchers
+        from tfhydra.launch.launch_errors import guarded_launchers
 
-        with guarded_launchers():  # a job a cluster killed: the summary and one line (tfhydra/sweep/launch_errors.py)
+        with guarded_launchers():  # a job a cluster killed: the summary and one line (tfhydra/launch/launch_errors.py)
             hydra.main(config_path=str(project or CONFIG_DIR), config_name="config", version_base="1.3")(tfhydra.run)()
     finally:
         QUIET.release()  # also for a run that ends before training: what it said is passed on first

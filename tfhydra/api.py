@@ -40,7 +40,8 @@ def run(cfg, run_dir=None):
     (tfhydra/sweep/trial.py); the sweep's exit code reports it at the end.
     """
     from tfhydra.console import one_line_errors
-    from tfhydra.runtime import auto_threads, in_sweep
+    from tfhydra.runtime import auto_threads
+    from tfhydra.sweep_kind import in_sweep
 
     def job(cfg, run_dir=None, callbacks=()):
         from tfhydra.job import run_job  # imports TensorFlow: inside, so a sweep records even that failing

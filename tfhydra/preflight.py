@@ -5,7 +5,8 @@ Hydra reports composition errors over several lines with its search path; users 
 one line naming the key, the bad value and what is accepted instead. A sweep is
 checked job by job, so a bad value in a sweep stops it before the first job starts.
 How a composition error reads is tfhydra/composition.py's; whether an existing run or
-sweep directory may be written into is tfhydra/lifecycle.py's.
+sweep directory may be written into is tfhydra/lifecycle.py's; what only a `-m` command line needs checked (its
+jobs, sweeper, launcher, stages, a sweep run again) is tfhydra/sweep/preflight_checks.py's.
 """
 from __future__ import annotations
 
@@ -16,18 +17,17 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.composition import check_group_values, compose_choices, group_options, is_group_choice, with_values
+from tfhydra.composition import check_group_values, compose_choices, is_group_choice, with_values
 from tfhydra.errors import ConfigError, short_list, suggestion
-from tfhydra.rundir import STAGES, SweepPaths, check_creatable
+from tfhydra.rundir import STAGES, check_creatable
+from tfhydra.sweep import preflight_checks as sweep_checks
+from tfhydra.sweep_kind import expands_grid
 
 SCREEN, PROMOTE = STAGES
-TFHYDRA_LAUNCHER = "hydra_plugins.tfhydra_launcher.tfhydra_launcher.TfhydraLauncher"  # the default: reused workers
-STAGED_SWEEPER = "hydra_plugins.tfhydra_basic.basic_sweeper.BasicSweeper"  # tfhydra's default: it screens and promotes
 
 # Flags that print something and exit without running a job.
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
 _NO_JOB_FLAGS = {"--cfg", "-c", "--resolve", "--package", "-p"}  # print the config; no job runs
-MAX_CHECKED_JOBS = 256  # beyond this a sweep's values are checked one override at a time
 
 
 def check_command_line(config_dir: str | Path, config_name: str = "config", argv: Sequence[str] | None = None) -> None:
@@ -51,8 +51,8 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
         from tfhydra.startup import preload_job
 
         preload_job()  # after the pre-flight: a mistake is answered without TensorFlow's start-up lines
-    elif multirun and launcher == TFHYDRA_LAUNCHER:
-        from tfhydra.sweep.fork_server import start_fork_server
+    elif multirun and launcher == "tfhydra":
+        from tfhydra.launch.fork_server import start_fork_server
 
         start_fork_server()  # its TensorFlow import runs beside Hydra's composition of the sweep
 
@@ -69,7 +69,7 @@ def _overrides_of(argv: list[str]) -> list[str]:
 
 def check_overrides(config_dir: str | Path, config_name: str, overrides: list[str],
                     multirun: bool = False) -> str | None:
-    """Raise ConfigError at the first misconfigured job; return the sweep's launcher (`_target_`), if any."""
+    """Raise ConfigError at the first misconfigured job; return the sweep's launcher (its kind), if any."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -81,16 +81,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
         override = getattr(error, "override", "an override")
         raise ConfigError(override, None, "key=value in Hydra's override syntax",
                           f"cannot parse it ({str(error).splitlines()[0]})") from None
-    several = next((o for o in parsed if o.is_sweep_override()), None)
-    if several is not None and not multirun:
-        raise ConfigError(several.get_key_element(), several.input_line.split("=", 1)[1], "one value, or -m before "
-                          f"the overrides to run one job per value (python train.py -m {several.input_line})",
-                          "several values without -m")
-    jobs = _expand_jobs(parsed) if multirun else [overrides]
-    if not jobs:
-        swept = " ".join(o.input_line for o in parsed if o.is_sweep_override())
-        raise ConfigError(swept, None, "sweeps with at least one value each, e.g. optimizer.lr=1e-3,1e-4 or "
-                          "range(1,4)", "the sweep expands to no job")
+    jobs = sweep_checks.jobs_of(parsed, overrides, multirun)
 
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
         return None
@@ -101,7 +92,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
 
     with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
         groups = sorted({p.name for d in {Path(config_dir), CONFIG_DIR} for p in d.iterdir() if p.is_dir()})
-        _check_globs(parsed)
+        sweep_checks.check_globs(parsed)
         check_group_values(parsed, groups)
         composed: dict[tuple[str, ...], DictConfig] = {}  # jobs of a sweep often share their group choices
         stages, swept = None, {o.get_key_element() for o in parsed if o.is_sweep_override()}
@@ -113,12 +104,10 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             _check_keys_exist(defaults, job)
             cfg = with_values(defaults, [o for o in job if not is_group_choice(o)], groups)
             if number == 0 and multirun:
-                _check_sweeper_can_expand(cfg, parsed)
-                _check_launcher_can_submit(cfg)
-                launcher = OmegaConf.select(cfg, "hydra.launcher._target_", default=None)
+                launcher = sweep_checks.check_plugins(cfg, parsed)
             if number == 0:  # after its plan, which checks the sweep section's values
                 plan_run(cfg, defaults)
-                stages = check_stages_command(cfg, parsed, multirun)
+                stages = sweep_checks.check_stages_command(cfg, parsed, multirun)
             _check_job(cfg, defaults, job, number, swept, multirun, stage=PROMOTE if stages else None)
             if stages is not None:  # its screen job too: the screen's epochs and share of the data
                 screen = screen_job(job, stages)
@@ -137,95 +126,8 @@ def _check_job(cfg: DictConfig, defaults: DictConfig, job: list[str], number: in
     plan_run(cfg, defaults)
     _check_output_dirs(cfg, multirun)
     _check_run_dir(cfg, multirun, first=number == 0)
-    if multirun and str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
-        _check_sweep_job_dir(cfg, job, number, swept, stage)
-
-
-def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
-    """Screen, then promote (tfhydra/sweep/stages.py) as far as the command line decides it: sweep.* is one value
-    for the whole sweep, the sweeper must be tfhydra's, and the grid must have more settings than it promotes. A
-    single run ignores the section (said, not refused: a staged sweep's job is a run with sweep.* set). Returns
-    the sweep's Stages, None when it is not staged."""
-    from tfhydra.sweep.stages import KEYS, check_promote, set_values, stages_of
-
-    swept = next((o for o in parsed if o.is_sweep_override() and o.get_key_element() in KEYS), None)
-    if swept is not None:
-        raise ConfigError(swept.get_key_element(), swept.input_line.split("=", 1)[1], "one value: the sweep's "
-                          "stages are set once for the whole sweep", "several values (a sweep of sweeps)")
-    stages = stages_of(cfg)
-    if not multirun:
-        if set_values(cfg):
-            print(f"Warning: {' '.join(set_values(cfg))}: read by -m sweeps only (screen, then promote); this single "
-                  "run ignores them", file=sys.stderr, flush=True)
-        return None
-    if stages is None:
-        return None
-    sweeper = str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "")
-    if sweeper != STAGED_SWEEPER:
-        key = next(k for k in KEYS if OmegaConf.select(cfg, k, default=None) is not None)
-        name = "basic" if sweeper.endswith(".BasicSweeper") else next(  # Hydra's own basic sweeper, or a search
-            (n for n in ("tfhydra_optuna", "optuna") if f"{n}." in sweeper), sweeper)
-        raise ConfigError(key, OmegaConf.select(cfg, key), "tfhydra's default sweeper (hydra/sweeper=tfhydra_basic) "
-                          "for screen-then-promote; a search screens with experiment=prescreen and prunes instead",
-                          f"hydra/sweeper={name} does not screen and promote")
-    settings = _grid_size(parsed)
-    if settings is not None:
-        check_promote(stages.promote, settings)
-    return stages
-
-
-def _grid_size(parsed) -> int | None:
-    """How many settings a grid sweep runs; None where it cannot be told without the config (glob())."""
-    from tfhydra.hydra_api import split_sweep
-
-    try:
-        return sum(len(batch) for batch in split_sweep(parsed))
-    except Exception:  # noqa: BLE001  (glob() needs the config loader: the sweeper checks it, tfhydra/sweep/stages.py)
-        return None
-
-
-def _check_globs(parsed) -> None:
-    """`model=glob(zz*)` that matches no option would run a sweep of zero jobs and exit 0."""
-    from hydra.core.override_parser.types import Glob
-
-    for override in parsed:
-        value = override.value() if override.is_sweep_override() else None
-        if isinstance(value, Glob):
-            group = override.get_key_element().lstrip("+~")
-            options = group_options(group)
-            if options and not value.filter(options):
-                raise ConfigError(group, override.input_line.split("=", 1)[1], f"a glob that matches an option of "
-                                  f"{group}: {', '.join(options)}", "it matches no option, so the sweep has no job")
-
-
-def _check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
-    """interval() is for search sweepers (Optuna): Hydra's basic sweeper fails on it with a traceback. tfhydra's
-    Optuna search needs the optional extra."""
-    import importlib.util
-
-    sweeper = str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "")
-    if "tfhydra_optuna" in sweeper and importlib.util.find_spec("optuna") is None:
-        raise ConfigError("hydra/sweeper", "tfhydra_optuna", "pip install -e '.[optuna]' (Optuna 4 or later), then the same "
-                          "command", "Optuna is not installed")
-    if not sweeper.endswith("BasicSweeper"):
-        return
-    for override in parsed:
-        if override.is_sweep_override() and not override.is_discrete_sweep():
-            raise ConfigError(override.get_key_element(), override.input_line.split("=", 1)[1],
-                              "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
-                              "with a search sweeper (hparams_search=optuna, or hydra/sweeper=tfhydra_optuna)",
-                              "the basic sweeper cannot expand it")
-
-
-def _check_launcher_can_submit(cfg: DictConfig) -> None:
-    """submitit's SLURM launcher needs SLURM's commands (submitit looks for srun): elsewhere it fails with a
-    traceback once the sweep has started."""
-    import shutil
-
-    launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_", default="") or "")
-    if launcher.endswith("submitit_launcher.SlurmLauncher") and shutil.which("srun") is None:
-        raise ConfigError("hydra/launcher", "submitit_slurm", "a machine of a SLURM cluster (its login node), or "
-                          "hydra/launcher=submitit_local to run the same jobs here", "SLURM's srun is not on PATH")
+    if multirun and expands_grid(cfg):
+        sweep_checks.check_rerun_job_dir(cfg, job, number, swept, stage)
 
 
 def _warn_unread_additions(parsed) -> None:
@@ -242,24 +144,6 @@ def _warn_unread_additions(parsed) -> None:
 # Sections whose keys only tfhydra reads: an added key there is read by nobody (group options may be
 # replaced by a user's _target_, whose callable takes its own keys, so they are left out).
 _SECTIONS_WITHOUT_TARGET = ("trainer", "logging", "export")
-
-
-def _expand_jobs(parsed) -> list[list[str]]:
-    """The override lists of each job a basic sweep would launch (or one value at a time if huge)."""
-    from tfhydra.hydra_api import split_sweep
-
-    sweeps = [o for o in parsed if o.is_sweep_override()]
-    if any(not o.is_discrete_sweep() for o in sweeps):  # ranges/intervals belong to a search plugin
-        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
-    try:
-        batches = split_sweep(parsed)
-    except Exception:  # glob() and friends need the config loader: check the fixed overrides only
-        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
-    jobs = [list(job) for batch in batches for job in batch]
-    if len(jobs) <= MAX_CHECKED_JOBS:
-        return jobs
-    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
-    return [fixed + [f"{o.get_key_element()}={v}"] for o in sweeps for v in o.sweep_string_iterator()]
 
 
 def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
@@ -310,29 +194,6 @@ def _check_run_dir(cfg: DictConfig, multirun: bool, first: bool = True) -> None:
     run_dir = Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or ".")
     check_free(run_dir)
     check_continuable(run_dir, OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
-
-
-def _check_sweep_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str], stage: str | None = None
-                         ) -> None:
-    """A sweep run again into its directory: each job directory already there must hold this job's config
-    (tfhydra/lifecycle.py decides). A staged sweep's jobs are in their stage's folder; which number a promoted
-    setting has depends on the screen, so any promoted job of this setting (its directory's name after the
-    number) is checked against the setting's full config."""
-    from tfhydra.lifecycle import check_sweep_job_dir
-    from tfhydra.sweep import job_dirname
-
-    sweep_dir = OmegaConf.select(cfg, "hydra.sweep.dir", default=None)
-    if not sweep_dir or not Path(sweep_dir).is_dir():
-        return
-    name = job_dirname(job, swept=swept)
-    if stage == PROMOTE:
-        folder = SweepPaths(sweep_dir).stage(PROMOTE)
-        found = [d for d in folder.iterdir() if d.is_dir() and d.name.partition("_")[2] == name] \
-            if folder.is_dir() else []
-    else:
-        found = [(SweepPaths(sweep_dir).stage(stage) if stage else Path(sweep_dir)) / f"{number}_{name}"]
-    for directory in found:
-        check_sweep_job_dir(cfg, directory)
 
 
 _ABSENT = object()

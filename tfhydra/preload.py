@@ -1,4 +1,4 @@
-"""What the fork server of tfhydra's launcher imports (tfhydra/sweep/fork_server.py's PRELOAD), and nothing else.
+"""What the fork server of tfhydra's launcher imports (tfhydra/launch/fork_server.py's PRELOAD), and nothing else.
 
 The import is silent: TensorFlow's start-up lines (oneDNN, the CUDA stub) go to the server's standard error,
 which is the launching command's, and a check that fails after the pre-flight (a damaged Optuna study, say)

@@ -10,15 +10,9 @@ from __future__ import annotations
 import logging
 import os
 
+from tfhydra.sweep_kind import in_sweep, launcher_kind
+
 log = logging.getLogger("tfhydra")
-
-
-def in_sweep() -> bool:
-    """True inside a job of `python train.py -m ...` (any launcher, any sweeper)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def available_cores() -> int:
@@ -33,12 +27,9 @@ def parallel_jobs() -> int:
     joblib launcher (joblib's convention: -1 = one per core, -2 = all cores but one), else 1."""
     from hydra.core.hydra_config import HydraConfig
 
-    if not in_sweep():
+    if not in_sweep() or launcher_kind() != "joblib":
         return 1
-    launcher = HydraConfig.get().launcher
-    if "joblib" not in str(launcher.get("_target_", "")):
-        return 1
-    n_jobs = int(launcher.get("n_jobs") or 1)
+    n_jobs = int(HydraConfig.get().launcher.get("n_jobs") or 1)
     return n_jobs if n_jobs > 0 else max(1, available_cores() + 1 + n_jobs)
 
 
@@ -47,7 +38,7 @@ WORKER_ENV = ("TFHYDRA_WORKER_INDEX", "TFHYDRA_WORKER_THREADS", "TFHYDRA_WORKER_
 
 
 def worker_threads() -> int | None:
-    """The threads tfhydra's launcher gave this worker process (tfhydra/sweep/placement.py: the cores split
+    """The threads tfhydra's launcher gave this worker process (tfhydra/launch/placement.py: the cores split
     between its workers; 0: TensorFlow decides); None outside its workers."""
     text = os.environ.get(WORKER_ENV[1], "")
     return int(text) if text.isdigit() else None
@@ -82,11 +73,10 @@ def launcher_cpus() -> int | None:
 
     if not in_sweep():
         return None
-    launcher = HydraConfig.get().launcher
-    target = str(launcher.get("_target_", ""))
-    if "submitit" in target:
+    launcher, kind = HydraConfig.get().launcher, launcher_kind()
+    if kind in ("submitit_slurm", "submitit_local"):
         cpus = launcher.get("cpus_per_task")
-    elif "hydra_ray_launcher" in target:
+    elif kind == "ray":
         cpus = OmegaConf.select(launcher, "ray.remote.num_cpus", default=None) or 1
     else:
         return None
@@ -126,7 +116,7 @@ def worker_record(threads: int) -> dict:
     """metrics.json's `worker`: the process that ran the job and what it had. `index` and `job` (1 = the worker's
     first) under tfhydra's launcher, else null; `threads`: intra-op, inter-op and tf.data threads (0: TensorFlow
     decides); the GPUs it was shown and how it shares their memory; `tensorflow_preloaded`: whether the worker was
-    forked with TensorFlow imported (tfhydra/sweep/fork_server.py), null outside tfhydra's launcher."""
+    forked with TensorFlow imported (tfhydra/launch/fork_server.py), null outside tfhydra's launcher."""
     import tensorflow as tf
 
     index, job = (os.environ.get(WORKER_ENV[i], "") for i in (0, 2))

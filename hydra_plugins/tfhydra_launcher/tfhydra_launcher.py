@@ -1,7 +1,7 @@
 """Hydra's entry to tfhydra's launcher (`hydra/launcher=tfhydra`, the default of `-m` in conf/tfhydra.yaml).
 
 Hydra instantiates launchers only from the `hydra_plugins` package, so the class and its config live here; the
-work is tfhydra/sweep/launcher.py's (placement: tfhydra/sweep/placement.py, workers: tfhydra/sweep/workers.py).
+work is tfhydra/launch/launcher.py's (placement: tfhydra/launch/placement.py, workers: tfhydra/launch/workers.py).
 """
 
 from dataclasses import dataclass
@@ -12,10 +12,12 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from tfhydra.sweep_kind import TFHYDRA_LAUNCHER
+
 
 @dataclass
 class TfhydraLauncherConf:
-    _target_: str = "hydra_plugins.tfhydra_launcher.tfhydra_launcher.TfhydraLauncher"
+    _target_: str = TFHYDRA_LAUNCHER  # its kind: tfhydra/sweep_kind.py
     workers: Any = "auto"  # worker processes: auto (from the cores or GPUs and the job count) | a number
     threads: Any = "auto"  # threads of each worker: auto (the cores split between the workers) | 0 | a number
     gpus: Any = "auto"  # auto (CUDA_VISIBLE_DEVICES, else `nvidia-smi -L`) | none | a list of GPU ids
@@ -40,6 +42,6 @@ class TfhydraLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
-        from tfhydra.sweep.launcher import launch_jobs
+        from tfhydra.launch.launcher import launch_jobs
 
         return launch_jobs(self, job_overrides, initial_job_idx)

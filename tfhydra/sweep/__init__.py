@@ -14,11 +14,18 @@ as `hydra.job.env_set.TFHYDRA_SWEPT_KEYS` (`handover_overrides`): Hydra composes
 the sweep's `hydra.overrides.hydra` under every launcher, and sets the variable while the job
 runs, for the job's own code.
 
-The rest of the room: trial.py (one job of a sweep: HParams, failures recorded instead of
-raised), hparams.py (TensorBoard HParams records), summary.py (summary.csv/.md/.png),
-callback.py (the Hydra callback tying them together), stages.py and checks.py (screen, then promote:
-`sweep.promote`, run by tfhydra's default sweeper in hydra_plugins/tfhydra_basic/), __main__.py
-(`python -m tfhydra.sweep`).
+The rest of the room (how its jobs run as processes is tfhydra/launch/'s):
+- __main__.py: `python -m tfhydra.sweep` (tfhydra-sweep: summary, resume);
+- callback.py: the Hydra callback tying a sweep together (swept keys, summary, MLflow parent run);
+- checks.py: what the run plan checks in the `sweep` section (screen, then promote);
+- preflight_checks.py: what the pre-flight checks of a `-m` command line (the jobs, the sweeper and launcher,
+  screen-then-promote, a sweep run again into its directory);
+- trial.py: one job of a sweep (HParams, failures recorded instead of raised, Optuna's trial);
+- hparams.py: TensorBoard HParams records;
+- search.py: tfhydra's Optuna search (hydra_plugins/tfhydra_optuna hands over); pruning.py: its Keras callback;
+- stages.py: screen, then promote (`sweep.promote`, run by tfhydra's default sweeper, hydra_plugins/tfhydra_basic/);
+- jobs.py: a sweep's jobs read back from their directories (ranked, merged, expected);
+- summary.py and summary_render.py: summary.csv/.md/.png.
 Nothing here imports TensorFlow: a sweep's launching process never needs it.
 """
 from __future__ import annotations
@@ -29,7 +36,8 @@ import re
 import sys
 from typing import Iterable, Sequence
 
-from tfhydra.runtime import auto_threads, available_cores, in_sweep, launcher_cpus, parallel_jobs  # noqa: F401
+from tfhydra.runtime import auto_threads, available_cores, launcher_cpus, parallel_jobs  # noqa: F401
+from tfhydra.sweep_kind import in_sweep  # noqa: F401
 
 _UNSAFE = re.compile(r"[/\\:*?\"<>|\s]")
 MAX_NAME = 180  # leaves room under the usual 255-byte limit for the job number
@@ -82,13 +90,13 @@ def recorded_swept_keys(hydra_node=None) -> set[str] | None:
     return None
 
 
-def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "") -> list[str]:
+def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "none") -> list[str]:
     """Hydra overrides that carry what each job must know about its sweep to every launcher (Hydra composes
     every job again from the sweep's `hydra.overrides.hydra`): the swept keys, and under Ray's launcher
-    (`launcher`: its `_target_`) an absolute sweep directory, because a Ray worker runs in the directory
+    (`launcher`: its kind, tfhydra/sweep_kind.py) an absolute sweep directory, because a Ray worker runs in the directory
     `ray start` ran in; the others run their jobs in the launching directory."""
     overrides = [f"++hydra.job.env_set.{SWEPT_KEYS_ENV}={override_quoted(json.dumps(sorted(swept)))}"]
-    if "hydra_ray_launcher" in launcher and not os.path.isabs(sweep_dir):
+    if launcher == "ray" and not os.path.isabs(sweep_dir):
         overrides.append(f"hydra.sweep.dir={override_quoted(os.path.abspath(sweep_dir))}")
     return overrides
 

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from tfhydra.rundir import SweepPaths
 from tfhydra.sweep import handover_overrides, override_quoted
+from tfhydra.sweep_kind import launcher_kind
 from tfhydra.trainer.checks import metric_names
 
 log = logging.getLogger("tfhydra")
@@ -45,7 +46,7 @@ class SweepCallback(Callback):
         swept = swept_values(config)
         with read_write(config.hydra):  # the launcher composes each job with these (Hydra's load_sweep_config)
             config.hydra.overrides.hydra.extend(handover_overrides(swept, str(config.hydra.sweep.dir),
-                                                                   str(config.hydra.launcher.get("_target_", ""))))
+                                                                   launcher_kind(config)))
             join_ray_cluster(config)
             config.hydra.overrides.hydra.extend(tracker_handover(config))
         if config.logging.tensorboard:  # the composed value (logger=tensorboard sets it): conf/ is its one default
@@ -61,7 +62,7 @@ class SweepCallback(Callback):
 
 def finish_sweep(config: DictConfig, lost_line: str | None = None) -> None:
     """The sweep's end: summary files, the best job, its trackers ended, and exit 1 with one `Error:` line when
-    any job did not complete. `lost_line`: what a launcher lost (tfhydra/sweep/launch_errors.py), said instead."""
+    any job did not complete. `lost_line`: what a launcher lost (tfhydra/launch/launch_errors.py), said instead."""
     from tfhydra.sweep.summary import summarize
 
     sweep_dir = Path(config.hydra.sweep.dir)

@@ -1,6 +1,6 @@
 """What the run plan checks in the `sweep` section (screen, then promote: tfhydra/sweep/stages.py): ranges, and
 a promotion with nothing to screen. No TensorFlow. What needs the command line (a single run, the sweeper, how
-many settings the grid has) is the pre-flight's (tfhydra/preflight.py: `check_stages_command`)."""
+many settings the grid has) is the pre-flight's (tfhydra/sweep/preflight_checks.py: `check_stages_command`)."""
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf

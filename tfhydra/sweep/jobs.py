@@ -17,6 +17,7 @@ from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.record import RunRecord, Status, read_record
 from tfhydra.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
+from tfhydra.sweep_kind import expands_grid
 from tfhydra.trust import plain_file
 
 
@@ -181,7 +182,7 @@ def expected_jobs(sweep: Any) -> list[Job]:
         return []
     hydra = sweep.get("hydra") or {}
     sweeper = hydra.get("sweeper") or {}
-    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+    if not expands_grid(sweep):
         return []
     from tfhydra.hydra_api import split_sweep
     from hydra.core.override_parser.overrides_parser import OverridesParser

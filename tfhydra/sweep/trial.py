@@ -114,7 +114,7 @@ def record_failure(run_dir: Path, cfg: DictConfig, overrides: list[str], error: 
 
 
 def record_lost(run_dir: Path, overrides: list[str], reason: str) -> bool:
-    """A job its launcher lost (killed by SIGKILL on a cluster: tfhydra/sweep/launch_errors.py) recorded as failed
+    """A job its launcher lost (killed by SIGKILL on a cluster: tfhydra/launch/launch_errors.py) recorded as failed
     with the launcher's reason; False when its record says it ended on its own (completed, failed ...)."""
     record = read_record(run_dir)
     if record is not None and record.status.finished:

@@ -1,7 +1,7 @@
 """The worker processes of tfhydra's launcher (hydra_plugins/tfhydra_launcher): forked once per sweep from a fork
-server that has imported TensorFlow but never started its runtime (tfhydra/sweep/fork_server.py: the launching
+server that has imported TensorFlow but never started its runtime (tfhydra/launch/fork_server.py: the launching
 process stays free of TensorFlow, and a forked TensorFlow runtime deadlocks), each with its placement
-(tfhydra/sweep/placement.py) in its environment before the runtime starts, and each reused for job after job:
+(tfhydra/launch/placement.py) in its environment before the runtime starts, and each reused for job after job:
 TensorFlow is imported once per sweep, not once per worker or job.
 
 A worker takes the next job from one shared queue as soon as it is free (short jobs do not wait behind long
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tfhydra.runtime import WORKER_ENV
-from tfhydra.sweep.fork_server import start_fork_server, worker_environment
-from tfhydra.sweep.placement import WorkerPlan
+from tfhydra.launch.fork_server import start_fork_server, worker_environment
+from tfhydra.launch.placement import WorkerPlan
 from tfhydra.terminal import TaggedLines
 
 log = logging.getLogger("tfhydra")
@@ -176,7 +176,7 @@ def lost_job_return(sweep_dir: Path, idx: int, overrides: Sequence[str], process
     """A job whose worker died: recorded as failed (its directory, when Hydra made one), NaN returned."""
     from hydra.core.utils import JobReturn, JobStatus
 
-    from tfhydra.sweep.launch_errors import job_dir
+    from tfhydra.launch.launch_errors import job_dir
     from tfhydra.sweep.trial import record_lost
 
     directory = job_dir(Path(sweep_dir), idx)

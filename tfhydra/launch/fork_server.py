@@ -6,7 +6,7 @@ Why a fork server and not `spawn`: a spawned worker imports TensorFlow itself, a
 sweep do it at the same moment. Why not a plain `fork` of the launching process: that process never imports
 TensorFlow (a config error is answered without it), and a fork of a process whose TensorFlow runtime has
 started (devices, thread pools) deadlocks. The server only imports: its runtime never starts, so each fork
-sets its own threads and devices as a fresh process does (tfhydra/sweep/placement.py's environment is read when
+sets its own threads and devices as a fresh process does (tfhydra/launch/placement.py's environment is read when
 the runtime starts, not at import).
 
 The server imports what the launching process would: it is started with the launcher's `sys.path` as its

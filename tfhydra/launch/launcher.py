@@ -1,5 +1,5 @@
 """tfhydra's launcher (hydra_plugins/tfhydra_launcher): a sweep's jobs in reused worker processes, as many at once
-as the machine runs faster (tfhydra/sweep/placement.py), in the order Hydra gave them. The launching process
+as the machine runs faster (tfhydra/launch/placement.py), in the order Hydra gave them. The launching process
 never imports TensorFlow."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from tfhydra.runtime import available_cores
 from tfhydra.sweep import current_swept_keys
-from tfhydra.sweep.placement import cpu_only, launcher_gpus, plan_workers
+from tfhydra.launch.placement import cpu_only, launcher_gpus, plan_workers
 
 log = logging.getLogger("tfhydra")
 
@@ -21,7 +21,7 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
 
-    from tfhydra.sweep.workers import MAX_JOBS_ENV, WorkerPool
+    from tfhydra.launch.workers import MAX_JOBS_ENV, WorkerPool
 
     setup_globals()
     config = launcher.config

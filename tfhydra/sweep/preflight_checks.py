@@ -1,0 +1,173 @@
+"""What the pre-flight (tfhydra/preflight.py) checks of a `-m` command line, before Hydra creates a directory:
+the jobs the sweep expands to, what its sweeper and launcher can do here, screen-then-promote as far as the
+command line decides it, and a sweep run again into its directory. Each raises ConfigError at the first mistake,
+which the pre-flight prints as one line; none imports TensorFlow.
+
+Which sweeper and launcher the sweep has is tfhydra/sweep_kind.py's answer; whether an existing job directory
+may be written into is tfhydra/lifecycle.py's.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfhydra.errors import ConfigError
+from tfhydra.rundir import STAGES, SweepPaths
+from tfhydra.sweep_kind import GRID_SWEEPERS, launcher_kind, plugin_target, sweeper_kind
+
+SCREEN, PROMOTE = STAGES
+MAX_CHECKED_JOBS = 256  # beyond this a sweep's values are checked one override at a time
+
+
+def jobs_of(parsed, overrides: list[str], multirun: bool) -> list[list[str]]:
+    """The override lists of the command's jobs: one without -m (several values then need -m), else those a
+    basic sweep would launch; a sweep of no job is refused."""
+    several = next((o for o in parsed if o.is_sweep_override()), None)
+    if several is not None and not multirun:
+        raise ConfigError(several.get_key_element(), several.input_line.split("=", 1)[1], "one value, or -m before "
+                          f"the overrides to run one job per value (python train.py -m {several.input_line})",
+                          "several values without -m")
+    jobs = _expand_jobs(parsed) if multirun else [overrides]
+    if not jobs:
+        swept = " ".join(o.input_line for o in parsed if o.is_sweep_override())
+        raise ConfigError(swept, None, "sweeps with at least one value each, e.g. optimizer.lr=1e-3,1e-4 or "
+                          "range(1,4)", "the sweep expands to no job")
+    return jobs
+
+
+def _expand_jobs(parsed) -> list[list[str]]:
+    """The override lists of each job a basic sweep would launch (or one value at a time if huge)."""
+    from tfhydra.hydra_api import split_sweep
+
+    sweeps = [o for o in parsed if o.is_sweep_override()]
+    if any(not o.is_discrete_sweep() for o in sweeps):  # ranges/intervals belong to a search plugin
+        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
+    try:
+        batches = split_sweep(parsed)
+    except Exception:  # glob() and friends need the config loader: check the fixed overrides only
+        return [[o.input_line for o in parsed if not o.is_sweep_override()]]
+    jobs = [list(job) for batch in batches for job in batch]
+    if len(jobs) <= MAX_CHECKED_JOBS:
+        return jobs
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    return [fixed + [f"{o.get_key_element()}={v}"] for o in sweeps for v in o.sweep_string_iterator()]
+
+
+def check_globs(parsed) -> None:
+    """`model=glob(zz*)` that matches no option would run a sweep of zero jobs and exit 0."""
+    from hydra.core.override_parser.types import Glob
+
+    from tfhydra.composition import group_options
+
+    for override in parsed:
+        value = override.value() if override.is_sweep_override() else None
+        if isinstance(value, Glob):
+            group = override.get_key_element().lstrip("+~")
+            options = group_options(group)
+            if options and not value.filter(options):
+                raise ConfigError(group, override.input_line.split("=", 1)[1], f"a glob that matches an option of "
+                                  f"{group}: {', '.join(options)}", "it matches no option, so the sweep has no job")
+
+
+def check_plugins(cfg: DictConfig, parsed) -> str:
+    """The sweep's sweeper can expand its values and its launcher can submit from here; returns the launcher's
+    kind (tfhydra/sweep_kind.py)."""
+    check_sweeper_can_expand(cfg, parsed)
+    check_launcher_can_submit(cfg)
+    return launcher_kind(cfg)
+
+
+def check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
+    """interval() is for search sweepers (Optuna): Hydra's basic sweeper fails on it with a traceback. tfhydra's
+    Optuna search needs the optional extra."""
+    import importlib.util
+
+    sweeper = sweeper_kind(cfg)
+    if sweeper == "tfhydra_optuna" and importlib.util.find_spec("optuna") is None:
+        raise ConfigError("hydra/sweeper", "tfhydra_optuna", "pip install -e '.[optuna]' (Optuna 4 or later), then the same "
+                          "command", "Optuna is not installed")
+    if sweeper not in GRID_SWEEPERS:
+        return
+    for override in parsed:
+        if override.is_sweep_override() and not override.is_discrete_sweep():
+            raise ConfigError(override.get_key_element(), override.input_line.split("=", 1)[1],
+                              "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
+                              "with a search sweeper (hparams_search=optuna, or hydra/sweeper=tfhydra_optuna)",
+                              "the basic sweeper cannot expand it")
+
+
+def check_launcher_can_submit(cfg: DictConfig) -> None:
+    """submitit's SLURM launcher needs SLURM's commands (submitit looks for srun): elsewhere it fails with a
+    traceback once the sweep has started."""
+    import shutil
+
+    if launcher_kind(cfg) == "submitit_slurm" and shutil.which("srun") is None:
+        raise ConfigError("hydra/launcher", "submitit_slurm", "a machine of a SLURM cluster (its login node), or "
+                          "hydra/launcher=submitit_local to run the same jobs here", "SLURM's srun is not on PATH")
+
+
+def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
+    """Screen, then promote (tfhydra/sweep/stages.py) as far as the command line decides it: sweep.* is one value
+    for the whole sweep, the sweeper must be tfhydra's, and the grid must have more settings than it promotes. A
+    single run ignores the section (said, not refused: a staged sweep's job is a run with sweep.* set). Returns
+    the sweep's Stages, None when it is not staged."""
+    from tfhydra.sweep.stages import KEYS, check_promote, set_values, stages_of
+
+    swept = next((o for o in parsed if o.is_sweep_override() and o.get_key_element() in KEYS), None)
+    if swept is not None:
+        raise ConfigError(swept.get_key_element(), swept.input_line.split("=", 1)[1], "one value: the sweep's "
+                          "stages are set once for the whole sweep", "several values (a sweep of sweeps)")
+    stages = stages_of(cfg)
+    if not multirun:
+        if set_values(cfg):
+            print(f"Warning: {' '.join(set_values(cfg))}: read by -m sweeps only (screen, then promote); this single "
+                  "run ignores them", file=sys.stderr, flush=True)
+        return None
+    if stages is None:
+        return None
+    sweeper = sweeper_kind(cfg)
+    if sweeper != "tfhydra_basic":
+        key = next(k for k in KEYS if OmegaConf.select(cfg, k, default=None) is not None)
+        name = sweeper if sweeper != "other" else plugin_target(cfg, "sweeper")
+        raise ConfigError(key, OmegaConf.select(cfg, key), "tfhydra's default sweeper (hydra/sweeper=tfhydra_basic) "
+                          "for screen-then-promote; a search screens with experiment=prescreen and prunes instead",
+                          f"hydra/sweeper={name} does not screen and promote")
+    settings = _grid_size(parsed)
+    if settings is not None:
+        check_promote(stages.promote, settings)
+    return stages
+
+
+def _grid_size(parsed) -> int | None:
+    """How many settings a grid sweep runs; None where it cannot be told without the config (glob())."""
+    from tfhydra.hydra_api import split_sweep
+
+    try:
+        return sum(len(batch) for batch in split_sweep(parsed))
+    except Exception:  # noqa: BLE001  (glob() needs the config loader: the sweeper checks it, tfhydra/sweep/stages.py)
+        return None
+
+
+def check_rerun_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str], stage: str | None = None
+                        ) -> None:
+    """A sweep run again into its directory: each job directory already there must hold this job's config
+    (tfhydra/lifecycle.py decides). A staged sweep's jobs are in their stage's folder; which number a promoted
+    setting has depends on the screen, so any promoted job of this setting (its directory's name after the
+    number) is checked against the setting's full config."""
+    from tfhydra.lifecycle import check_sweep_job_dir
+    from tfhydra.sweep import job_dirname
+
+    sweep_dir = OmegaConf.select(cfg, "hydra.sweep.dir", default=None)
+    if not sweep_dir or not Path(sweep_dir).is_dir():
+        return
+    name = job_dirname(job, swept=swept)
+    if stage == PROMOTE:
+        folder = SweepPaths(sweep_dir).stage(PROMOTE)
+        found = [d for d in folder.iterdir() if d.is_dir() and d.name.partition("_")[2] == name] \
+            if folder.is_dir() else []
+    else:
+        found = [(SweepPaths(sweep_dir).stage(stage) if stage else Path(sweep_dir)) / f"{number}_{name}"]
+    for directory in found:
+        check_sweep_job_dir(cfg, directory)
