@@ -100,9 +100,10 @@ def test_evaluate_refuses_a_target_named_by_the_run_unless_trusted(run_with_user
 
 
 @pytest.mark.parametrize("line,problem", [
-    ("hydra.searchpath=[pkg://evilpkg]", "it holds hydra.searchpath=[pkg://evilpkg], a hydra setting, which a run's "
-                                         "own overrides never hold"),
-    ("hydra/launcher=basic", "it holds hydra/launcher=basic, a hydra setting, which a run's own overrides never hold"),
+    ("hydra.searchpath=[pkg://evilpkg]", "it holds hydra.searchpath=[pkg://evilpkg], a hydra setting, which tfhydra "
+                                         "takes only from your own command line, never from a file"),
+    ("hydra/launcher=basic", "it holds hydra/launcher=basic, a hydra setting, which tfhydra takes only from your own "
+                             "command line, never from a file"),
     ("+trainer.callbacks=[{_target_:os.system}]", "it holds +trainer.callbacks=[{_target_:os.system}], which names "
                                                   "code to import and call (the key _target_)"),
     ("data.name=${oc.env:HOME}", "it holds data.name=${oc.env:HOME}, whose interpolation would run"),

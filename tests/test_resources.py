@@ -57,3 +57,22 @@ def test_cli_a_layer_of_two_to_the_31_units_is_one_line_and_a_failed_record(tmp_
     assert last_line(result.stderr).startswith("Error: model=mlp: it needs at least ")
     record = read_run_record(run)
     assert record["status"] == "failed" and "parameters with gradients" in record["error"]
+
+
+def test_the_estimate_leaves_the_seeded_initial_weights_as_they_were():
+    """The symbolic build draws no random number the real one would have drawn (a seeded run's first weights are
+    the same with the check as without: tests/test_trainer.py compares them with a model built by hand)."""
+    import numpy as np
+    import tf_keras as keras
+    from omegaconf import OmegaConf
+
+    from tfhydra.model import build_model
+    from tfhydra.model.memory import estimated_bytes
+
+    cfg = OmegaConf.create({"name": "mlp", "units": [16], "dropout": 0.0, "activation": "relu"})
+    keras.utils.set_random_seed(0)
+    alone = build_model(cfg, SPEC).get_weights()
+    keras.utils.set_random_seed(0)
+    estimated_bytes(cfg, SPEC, 32, slots=2)
+    after = build_model(cfg, SPEC).get_weights()
+    assert all(np.array_equal(a, b) for a, b in zip(alone, after))

@@ -85,6 +85,8 @@ def check_group_values(parsed: list, groups: list[str]) -> None:
         key = override.get_key_element().lstrip("+~")
         if "." in key or (key not in groups and not key.startswith("hydra/")) or override.is_delete():
             continue
+        if override.is_sweep_override() and not hasattr(override.value(), "list"):
+            continue  # glob(), range(), interval(): Hydra's own sweep syntax, checked by the sweep room
         values = override.value()
         values = getattr(values, "list", values)  # a sweep's choices
         names = values if isinstance(values, list) else [values]

@@ -18,6 +18,9 @@ model with no static shapes) is not estimated: it is built as before.
 from __future__ import annotations
 
 import logging
+import random
+
+import numpy as np
 
 from omegaconf import DictConfig
 
@@ -35,6 +38,7 @@ def estimated_bytes(cfg_model: DictConfig, spec: DataSpec, batch_size: int, slot
 
     from tfhydra.model.build import build_model
 
+    states = _random_states()  # the real build then draws the same initial weights as without this one
     try:
         with tf.Graph().as_default():
             model = build_model(cfg_model, spec)
@@ -45,8 +49,26 @@ def estimated_bytes(cfg_model: DictConfig, spec: DataSpec, batch_size: int, slot
     except Exception as error:  # noqa: BLE001  (user code that only runs eagerly: not estimated)
         log.debug("model memory not estimated (%s: %s)", type(error).__name__, error)
         return None
+    finally:
+        _restore_random_states(states)
     total = parameters * 4 * (2 + slots) + per_example * batch_size * activation_bytes * 2
     return total, parameters, per_example
+
+
+def _random_states() -> tuple:
+    """Python's, NumPy's and tf_keras' seed generator (what `keras.utils.set_random_seed` seeds and an initializer
+    without a seed draws from: tf_keras.src.backend._SEED_GENERATOR, private) as they are before the symbolic build."""
+    from tf_keras.src import backend
+
+    generator = getattr(backend._SEED_GENERATOR, "generator", None)
+    return random.getstate(), np.random.get_state(), generator, generator.getstate() if generator else None
+
+
+def _restore_random_states(states: tuple) -> None:
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    if states[2] is not None:
+        states[2].setstate(states[3])
 
 
 def _values(layer) -> int:
