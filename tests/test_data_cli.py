@@ -9,29 +9,29 @@ LEAN = [*FAST, "model=mlp", "export.formats=[]", "logging.tensorboard=false", "d
 
 
 def npz(tmp_path):
-    return ["data=npz", f"data.path={data_files.write_npz(tmp_path / 'mnist.npz')}"], ("0", "1", "2", "3"), 64
+    return ["data=npz", f"data.path={data_files.write_npz(tmp_path / 'mnist.npz')}"], ("0", "1", "2", "3"), 51  # x_test is the test split: validation is 0.2 of x_train
 
 
 def tfrecord(tmp_path):
     train = data_files.write_tfrecords(tmp_path, "train", n=64, shards=4)
     val = data_files.write_tfrecords(tmp_path, "val", n=16, shards=2, seed=1)
-    return ["data=tfrecord", f"data.train={train}", f"data.validation={val}"], ("0", "1", "2", "3"), 64
+    return ["data=tfrecord", f"data.train={train}", f"data.validation={val}"], ("0", "1", "2", "3"), 51  # test: 0.2
 
 
 def image_folder(tmp_path):
     root = data_files.write_image_folder(tmp_path / "pets", per_class=20, val_per_class=4)
-    return ["data=image_folder", f"data.path={root}", "data.image_size=[16,16]"], ("cat", "dog", "owl"), 60
+    return ["data=image_folder", f"data.path={root}", "data.image_size=[16,16]"], ("cat", "dog", "owl"), 48  # test: 0.2 of train/
 
 
 def csv(tmp_path):
     return ["data=csv", f"data.path={data_files.write_csv(tmp_path / 'iris.csv', n=80)}"], \
-        ("setosa", "versicolor", "virginica"), 64
+        ("setosa", "versicolor", "virginica"), 48  # one split: 0.2 validation, 0.2 test
 
 
 def text_csv(tmp_path):
     path = data_files.write_text_csv(tmp_path / "reviews.csv", n=80)
     return ["data=text_csv", f"data.path={path}", "data.sequence_length=12", "model=lstm", "model.units=[8]",
-            "model.embedding_dim=8"], ("neg", "pos"), 64
+            "model.embedding_dim=8"], ("neg", "pos"), 48
 
 
 @pytest.mark.slow
