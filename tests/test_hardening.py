@@ -207,7 +207,7 @@ def test_a_nan_pixel_the_loader_cannot_see_ends_diverged_not_completed(tmp_path)
     """Raw float32 TFRecords are decoded in the graph, after the load: the weights check ends the run."""
     images, labels = data_files.class_images(64, (12, 12, 1), 4)
     images = images.astype(np.float32) / 255
-    images[3, 5, 5, 0] = np.nan
+    images[::2, 5, 5, 0] = np.nan  # every other image: some are training examples whatever the hold-outs draw
     with tf.io.TFRecordWriter(str(tmp_path / "train-0.tfrecord")) as writer:
         for record in data_files.serialized_examples(images, labels, encoding="raw"):
             writer.write(record)

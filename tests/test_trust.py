@@ -197,4 +197,6 @@ def test_evaluate_with_trust_run_runs_and_records_it(finished_sweep, tmp_path):
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["trusted"] is True
     assert json.loads(Path(figures["written_to"]).read_text())["trusted"] is True
-    assert figures["metrics"]["accuracy"] == pytest.approx(read_run_record(run)["best"]["val_accuracy"], abs=1e-6)
+    assert figures["split"] == "test"  # evaluate's default: the split nothing chose on (issue 34)
+    assert figures["metrics"]["accuracy"] == pytest.approx(read_run_record(run)["test"]["metrics"]["accuracy"],
+                                                           abs=1e-6)
