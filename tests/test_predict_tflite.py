@@ -62,11 +62,14 @@ def test_a_tflite_only_run_is_predicted_and_evaluated_through_litert(tflite_run,
     assert "by export/tflite" in last_line(result.stderr)
     assert not any(noise in result.stderr for noise in NOISE), result.stderr
 
-    evaluated = command("tfhydra.evaluate", run_dir)
+    evaluated = command("tfhydra.evaluate", "--split", "validation", run_dir)  # the split x.npy holds
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     figures = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert (figures["export"], figures["input"], figures["examples"]) == ("tflite", "features", len(y))
     assert figures["metrics"]["accuracy"] == pytest.approx(measured["val_accuracy"], abs=1e-6)
+    tested = json.loads(command("tfhydra.evaluate", run_dir).stdout.strip().splitlines()[-1])  # default: test
+    assert tested["split"] == "test" and tested["metrics"]["accuracy"] == pytest.approx(measured["test_accuracy"],
+                                                                                        abs=1e-6)
     assert figures["metrics"]["loss"] == pytest.approx(record.best["val_loss"], rel=1e-3)  # TFLite vs Keras float
     assert not any(noise in evaluated.stderr for noise in NOISE), evaluated.stderr
 

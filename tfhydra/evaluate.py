@@ -2,14 +2,17 @@
 
     python -m tfhydra.evaluate [--split test|validation|train] <run_dir> [data=<source> data.<key>=<value> ...]
 
-The run directory is checked before use (a completed run: metrics.json status completed,
-readable .hydra/ files, export/saved_model), each problem a one-line error. The run's own
-overrides (`.hydra/overrides.yaml`) are composed again from the config directory the run
-was made with, followed by the new ones; with none it evaluates on the run's own test split (`--split` chooses another:
-the same examples the run was tested, validated or trained on, docs/data.md), and says when the run has none. The exported SavedModel is loaded as a SavedModel (no Python code from the run
-directory is executed), wrapped, and compiled with the run's loss and metrics, so the
-figures mean what they meant during training. The result is printed as
-one JSON line and written to `<run_dir>/evaluations/`.
+The run directory is checked before use (a completed run: metrics.json status completed, readable .hydra/
+files, export/saved_model or, for a run that exported only TFLite, export/tflite/model.tflite), each problem a
+one-line error. The run's own overrides (`.hydra/overrides.yaml`) are composed again from the config directory
+the run was made with, followed by the new ones; with none it evaluates on the run's own test split (`--split`
+chooses another: the same examples the run was tested, validated or trained on, docs/data.md), and says when
+the run has none. The exported SavedModel is loaded as a SavedModel (no Python code from the run directory is
+executed), wrapped, and compiled with the run's loss and metrics, so the figures mean what they meant during
+training. A TFLite-only run's model.tflite is run by LiteRT (tfhydra/export/served.py, the export's own
+predictor) on the pipeline's inputs, wrapped and compiled the same way. The result (`export` and `split` say
+which) is printed as one JSON line and written to `<run_dir>/evaluations/`. TensorFlow's start-up lines are held
+back as in training (tfhydra/terminal.py).
 """
 from __future__ import annotations
 
@@ -34,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     trust_run = "--trust-run" in argv
     argv = [a for a in argv if a != "--trust-run"]
+    from tfhydra.terminal import QUIET
+
+    QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
     try:
         split, argv = split_flag(argv)
         from tfhydra.project import import_from_working_directory, project_config_dir, without_config_dir_flags
@@ -48,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
+    finally:
+        QUIET.release()
     print(json.dumps(result))
     return 0
 
