@@ -18,9 +18,15 @@ from tfhydra.trainer.histograms import write_histogram
 def write_gradient_summaries(model: keras.Model, batch, writer, epoch: int) -> None:
     """Norms and histograms of the loss's gradients on `batch` (x, y), through `writer` at step `epoch`."""
     x, y = batch
-    with tf.GradientTape() as tape:
-        loss = model.compute_loss(x, y, model(x, training=False), None)
-    pairs = [(v, g) for v, g in zip(model.trainable_variables, tape.gradient(loss, model.trainable_variables))
+    strategy = model.distribute_strategy or tf.distribute.get_strategy()
+
+    def gradients(x, y):  # in a replica: a strategy's variables are read there (each replica sees the whole batch)
+        with tf.GradientTape() as tape:
+            loss = _loss(model, x, y)
+        return tape.gradient(loss, model.trainable_variables)
+
+    found = strategy.run(gradients, args=(x, y))
+    pairs = [(v, strategy.experimental_local_results(g)[0]) for v, g in zip(model.trainable_variables, found)
              if g is not None]
     with writer.as_default(step=epoch):
         tf.summary.scalar("gradient_norm/global", tf.linalg.global_norm([g for _, g in pairs]))
@@ -29,6 +35,15 @@ def write_gradient_summaries(model: keras.Model, batch, writer, epoch: int) -> N
             tf.summary.scalar(f"gradient_norm/{name}", tf.norm(gradient))
             write_histogram(f"gradients/{name}", gradient, epoch)
     writer.flush()
+
+
+def _loss(model: keras.Model, x, y):
+    """The compiled loss (plus the model's regularization losses) without `compute_loss`, which also updates the
+    loss tracker: a SyncOnRead variable that a distribution strategy refuses to update outside a replica
+    (`logging.gradients` under `strategy=mirrored` failed the run at the first epoch's end)."""
+    loss_fn = model.loss if callable(model.loss) else keras.losses.get(model.loss)
+    value = tf.reduce_mean(loss_fn(y, model(x, training=False)))
+    return value + tf.add_n(model.losses) if model.losses else value
 
 
 class GradientSummaries(keras.callbacks.Callback):
