@@ -63,9 +63,9 @@ def runs(tmp_path_factory):
     return run
 
 
-def evaluate_classes(run_dir) -> tuple[list[str], object]:
-    """(the class names the served model gives on the run's validation split, as tfhydra-evaluate feeds it, the
-    composed config). Evaluate prints metrics, not classes: this is its input path with argmax for the metrics."""
+def evaluate_classes(run_dir, split: str = "validation") -> tuple[list[str], object]:
+    """(the class names the served model gives on the run's `split` (validation or test), as tfhydra-evaluate feeds
+    it, the composed config). Evaluate prints metrics, not classes: this is its input path with argmax."""
     from tfhydra.data import build_datasets
     from tfhydra.evaluate import _takes, load_run_config, load_served_model
     from tfhydra.record import load_record
@@ -75,13 +75,13 @@ def evaluate_classes(run_dir) -> tuple[list[str], object]:
     served, _ = load_served_model(run_dir)
     serving = datasets.serving
     if serving is not None and _takes(served.signatures["serve_raw"], tuple(serving.raw.shape), serving.raw.dtype.name):
-        raw, _ = serving.raw_validation
+        raw, _ = serving.raw_test if split == "test" else serving.raw_validation
         batches = [served.serve_raw(tf.constant(raw[i:i + 16])) for i in range(0, len(raw), 16)]
     else:
-        batches = [served.serve(x) for x, _ in datasets.validation]
+        batches = [served.serve(x) for x, _ in (datasets.test if split == "test" else datasets.validation)]
     names = load_record(run_dir).data["class_names"]
     classes = [names[i] for i in np.concatenate([b.numpy().argmax(-1) for b in batches])]
-    assert len(classes) == datasets.spec.val_size
+    assert len(classes) == (datasets.spec.test_size if split == "test" else datasets.spec.val_size)
     return classes, cfg
 
 
@@ -90,7 +90,7 @@ def held_out_rows(cfg, tmp_path, extra_id: bool = True):
     from tfhydra.data.tables import read_table, split_rows
 
     path, columns = read_table(cfg.data.path, ",")
-    _, _, _, val_idx = split_rows(cfg.data, path, columns, cfg.trainer.seed)
+    val_idx = split_rows(cfg.data, path, columns, cfg.trainer.seed)[2].validation
     out = tmp_path / "held_out.csv"
     with open(out, "w", newline="") as file:
         writer = csv.writer(file)
@@ -103,7 +103,7 @@ def held_out_rows(cfg, tmp_path, extra_id: bool = True):
 @pytest.mark.slow
 def test_npz_arrays_and_their_pngs_predict_the_evaluated_classes(runs, tmp_path):
     run_dir = runs("npz")
-    expected, cfg = evaluate_classes(run_dir)
+    expected, cfg = evaluate_classes(run_dir, "test")  # x_test is the npz's test split (issue 34)
     found = rows(predict(run_dir, f"{cfg.data.path}:x_test", "--top-k", "2"))
     assert [r["input"] for r in found] == [f"{cfg.data.path}:x_test[{i}]" for i in range(len(expected))]
     assert [r["class_1"] for r in found] == expected

@@ -23,7 +23,9 @@ def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
     import signal
 
     process, sweep, kept = interrupt_after_first_job(tmp_path, signal.SIGKILL)
-    resumed = subprocess.run([sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep)], cwd=tmp_path,
+    # the sweep ran with hydra/launcher=basic: resume takes hydra settings only from its own command line (issue 35)
+    resumed = subprocess.run([sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep), "hydra/launcher=basic"],
+                             cwd=tmp_path,
                              capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
                              env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "tests")})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
