@@ -76,7 +76,8 @@ def records(tmp_path):
     val = data_files.write_tfrecords(tmp_path / "d", "val", n=16, shards=2, shape=(6, 6, 1), classes=4,
                                      encoding="raw", seed=1)
     return ["data=tfrecord", f"data.train={train}", f"data.validation={val}", "data.encoding=raw",
-            "data.raw_shape=[6,6,1]", "data.cache=false", "data.batch_size=16"]
+            "data.raw_shape=[6,6,1]", "data.cache=false", "data.batch_size=16",
+            "data.test_fraction=0"]  # every one of the 96 training records trains: each is seen once an epoch
 
 
 def test_distributed_epoch_sees_each_training_example_once_per_epoch(service, tmp_path, compose_cfg, monkeypatch):
