@@ -285,7 +285,7 @@ def _compose_first_job(overrides: list[str]):
     except Exception:  # noqa: BLE001  (the resumed command's pre-flight refuses it in one line)
         return None
     callbacks = {str(c.get("_target_")) for c in (cfg.hydra.callbacks or {}).values()}
-    assert callbacks <= {"tfhydra.sweep.callback.SweepCallback"}, callbacks
+    assert callbacks <= {"tfhydra.sweep.callback.SweepCallback", "tfhydra.dirlock.DirectoryLock"}, callbacks  # conf/'s own
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
 
 
