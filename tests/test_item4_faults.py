@@ -76,12 +76,13 @@ def test_a_full_disk_while_training_is_one_line_with_the_file_and_the_free_space
 
 @pytest.mark.slow
 def test_a_file_size_quota_while_training_is_one_line(tmp_path):
-    """RLIMIT_FSIZE (EFBIG) at the end of epoch 1: TensorBoard's events file (the graph in it: over 64 KiB) is the
-    first write that no longer fits; the record (a few KiB) still does. Anyone can set it, root or not."""
+    """RLIMIT_FSIZE (EFBIG) at the end of epoch 1: the best weights (over 64 KiB) are the first write that no longer
+    fits (TensorBoard's events file no longer holds Keras' graph, issue 33: the model's graph is written once, at the
+    start); the record (a few KiB) still does. Anyone can set it, root or not."""
     run_dir = tmp_path / "run"
     result = run_cli(*BASE, "trainer.epochs=2", callbacks("FileSizeLimit", limit_bytes=65536),
                      f"hydra.run.dir={run_dir}")
-    assert_one_line(result, run_dir, f"{run_dir}/tensorboard/train/events.out.tfevents.", "File too large)")
+    assert_one_line(result, run_dir, f"{run_dir}/checkpoints/.best.partial.weights.h5", "File too large)")
 
 
 def test_a_full_disk_under_tensorboard_is_one_line(small_disk):

@@ -97,7 +97,7 @@ def test_the_command_trains_with_adamw_at_the_rate_and_schedule_and_records_them
     assert result.returncode == 0, result.stderr[-2000:]
     record = json.loads((tmp_path / "run" / "metrics.json").read_text())
     rates = [epoch["learning_rate"] for epoch in record["history"]]
-    steps = math.ceil(1437 / 32)  # digits: 1437 training examples, batch 32
+    steps = math.ceil(1077 / 32)  # digits: 1077 training examples (360 validate, 360 test), batch 32
     # the rate of each epoch's last step, the cosine from 3e-3 over the run's 2 * steps steps
     expected = [3e-3 * 0.5 * (1 + math.cos(math.pi * (e * steps - 1) / (2 * steps))) for e in (1, 2)]
     assert rates == pytest.approx(expected, rel=1e-4, abs=1e-9)

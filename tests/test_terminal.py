@@ -86,7 +86,7 @@ def test_without_a_terminal_the_output_is_the_logs_lines(tmp_path):
     messages = [line.split("] - ", 1)[1] for line in result.stdout.splitlines()]
     assert [m.split(" ", 2)[:2] for m in messages] == [
         ["run", "directory"], ["devices:", "['/device:CPU:0']"], ["data.cache=auto:", "train"], ["model", "mlp:"],
-        ["epoch", "1/2"], ["epoch", "2/2"],
+        ["epoch", "1/2"], ["epoch", "2/2"], ["test", "(360"],  # the kept weights, measured once on the test split
         ["completed:", "best"], ["exported", "(in"], ["look", "further:"]]
     assert messages[0] == f"run directory {tmp_path / 'run'}; overrides: model=mlp trainer.epochs=2 " \
                           "logging.histogram_freq=0"
