@@ -67,7 +67,7 @@ def hold(directory: str | os.PathLike, kind: str) -> bool:
             break
         except BlockingIOError:
             pid, held_as = _holder(fd)
-            if (pid and _alive(pid)) or time.monotonic() > deadline:
+            if (pid and process_alive(pid)) or time.monotonic() > deadline:
                 os.close(fd)
                 raise busy(directory, held_as or kind, pid) from None
             time.sleep(0.02)
@@ -189,7 +189,8 @@ def _holder(fd: int) -> tuple[int | None, str | None]:
     return pid, words[1] if len(words) > 1 else None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a live process (one owned by another user counts), without signalling it."""
     try:
         os.kill(pid, 0)
         return True

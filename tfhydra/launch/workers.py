@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from tfhydra.dirlock import process_alive
 from tfhydra.runtime import WORKER_ENV
 from tfhydra.launch.fork_server import start_fork_server, worker_environment
 from tfhydra.launch.placement import WorkerPlan
@@ -287,22 +288,12 @@ def _watch_launcher(launcher: int) -> None:
     except ProcessLookupError:
         pidfd = None  # gone already
     except (AttributeError, OSError):  # no pidfd here: poll
-        while _alive(launcher):
+        while process_alive(launcher):
             time.sleep(0.2)
         pidfd = None
     if pidfd is not None:
         select.select([pidfd], [], [])  # readable once the process has ended
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def execute_job(idx: int, overrides: Sequence[str], hydra_context: Any, config: Any, task_function: Any,
