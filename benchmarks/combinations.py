@@ -3,7 +3,7 @@
     python benchmarks/combinations.py --cases 50 [--seed N]
 
 Prints each case and what happened, and the failures at the end (exit 1 if any). CI runs a few of the same cases
-(tests/test_combinations.py); this is the long run the issue asks for, not a timing."""
+(tests/properties/test_combinations.py); this is the long run the issue asks for, not a timing."""
 from __future__ import annotations
 
 import argparse

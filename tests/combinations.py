@@ -9,7 +9,7 @@ or SIGKILL once an epoch is recorded. The contract, whatever the combination:
   with them; SIGTERM: the process exits 143 with an `interrupted` record and a `Stopped:` line; SIGKILL: no
   record claims the run finished; after a signal the same command finishes the run (`completed`);
 - never a traceback on stderr, never a record that says `completed` without the export it promises.
-Used by tests/test_combinations.py (a few drawn cases in CI, seed in pytest's header) and by
+Used by tests/properties/test_combinations.py (a few drawn cases in CI, seed in pytest's header) and by
 benchmarks/combinations.py (as many as you like, locally).
 """
 from __future__ import annotations

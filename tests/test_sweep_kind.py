@@ -1,5 +1,5 @@
 """Which sweeper, which launcher: tfhydra/sweep_kind.py answers for everyone, and no other module reads a sweeper's
-or launcher's `_target_` (parsed with ast, as tests/test_trust.py does for YAML readers)."""
+or launcher's `_target_` (parsed with ast, as tests/trust/test_trust.py does for YAML readers)."""
 import ast
 import re
 from pathlib import Path

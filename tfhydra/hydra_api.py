@@ -1,7 +1,7 @@
 """Every use of Hydra's private API (`hydra._internal`), in one place, so a Hydra upgrade is checked here.
 
 Checked against hydra-core 1.3.2 and 1.3.8 (pyproject.toml pins `>=1.3.2,<1.4`). Each function names what it
-borrows and why tfhydra cannot do without it; tests/test_imports.py fails on `hydra._internal` anywhere else.
+borrows and why tfhydra cannot do without it; tests/structure/test_imports.py fails on `hydra._internal` anywhere else.
 """
 from __future__ import annotations
 

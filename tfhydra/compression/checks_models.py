@@ -1,7 +1,7 @@
 """Which built-in compression schemes the Model Optimization Toolkit can apply to which built-in model. No TensorFlow.
 
 Measured with tensorflow-model-optimization 0.8.1 on tf_keras 2.21 (each scheme applied to the model built
-from the option's config and trained one epoch on a text CSV; tests/test_item4_data_models.py):
+from the option's config and trained one epoch on a text CSV; tests/data/test_bad_data_and_models.py):
 
 - Quantization-aware training (quantize, prune_quantize, cluster_quantize) of the token models (lstm, with
   either cell, and transformer) fails with a TypeError traceback: the toolkit puts a fake-quant layer on the

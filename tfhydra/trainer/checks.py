@@ -8,7 +8,7 @@ from tfhydra.schema import Rule, choice, integer, is_int, is_target, number, opt
 
 # The names tf_keras resolves to a loss or a metric it can build with no arguments, so a misspelling is
 # refused before TensorFlow is imported (Keras' own `metrics.get` accepts any string and fails at the first
-# training step). tests/test_trainer_checks.py checks both sets against the installed tf_keras.
+# training step). tests/test_plan_group_checks.py checks both sets against the installed tf_keras.
 KERAS_LOSSES = frozenset({
     "BinaryCrossentropy", "BinaryFocalCrossentropy", "CategoricalCrossentropy", "CategoricalFocalCrossentropy",
     "CategoricalHinge", "CosineSimilarity", "Hinge", "Huber", "KLD", "KLDivergence", "LogCosh", "MAE", "MAPE", "MSE",

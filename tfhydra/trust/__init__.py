@@ -4,7 +4,7 @@ Those files are data, not code (tfhydra/trust/allowlist.py says what they may ho
 readers here are the only way into them: evaluate and predict (`run_overrides`, `completed_run`),
 `compression.from_run` (`completed_run`), the pre-flight's checks of an existing run or sweep directory
 (`run_config` against the config about to run), `tfhydra-sweep resume` (`sweep_command`) and the sweep
-summary (`plain_file`, which only displays). tests/test_trust.py fails on any other module that opens
+summary (`plain_file`, which only displays). tests/trust/test_trust.py fails on any other module that opens
 them. `trusted=True` (`--trust-run`, `--trust-sweep`) skips the allowlist, never the plain-YAML parse.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The trainer's callbacks and recorders tested directly, with fake logs, in the style of Keras' own callback tests
 (`callbacks/*_test.py`): milliseconds each, no training run. What they promise a full run is tested elsewhere
-(tests/test_faults.py, tests/test_resume.py); here each piece alone, so a failure names the piece.
+(tests/contract/test_faults.py, tests/contract/test_resume.py); here each piece alone, so a failure names the piece.
 """
 from __future__ import annotations
 
@@ -12,22 +12,10 @@ import numpy as np
 import pytest
 import tf_keras as keras
 
+from callback_harness import attached, tiny_model
 from conftest import compose_config
 from tfhydra.trainer.callbacks import BestCheckpoint, EpochProgress, RunRecorder, best_so_far, read_history
 from tfhydra.trainer.state import Interrupted, ResumableBackup, StopOnSignal
-
-
-def tiny_model() -> keras.Model:
-    inputs = keras.Input((3,))
-    model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(inputs))
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
-    return model
-
-
-def attached(callback, model=None, epochs=3, steps=4):
-    callback.set_model(model or tiny_model())
-    callback.set_params({"epochs": epochs, "steps": steps, "verbose": 0})
-    return callback
 
 
 # ---- the divergence check (RunRecorder) ---------------------------------------------------------------------

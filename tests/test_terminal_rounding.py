@@ -27,7 +27,7 @@ def test_the_end_line_is_rounded_and_the_record_is_not():
 def test_the_epoch_line_is_rounded_and_the_history_is_not(tmp_path, caplog):
     import logging
 
-    from test_callbacks import attached
+    from callback_harness import attached
     from tfhydra.trainer.callbacks import RunRecorder, read_history
 
     recorder = attached(RunRecorder(tmp_path / "history.json"))

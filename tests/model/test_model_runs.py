@@ -22,7 +22,7 @@ RUNS = {
     "keras_app": (["model=keras_app", "model.arch=MobileNetV2", "+model.arch_args.alpha=0.35"], IMAGES,
                   410208 + 1280 * 3 + 3),
     # embedding 50*16 + 4 gates * (16*16 + 16*16 + 16) + head 16*2+2 (bidirectional doubles the tracing time:
-    # tests/test_model.py checks its structure without training)
+    # tests/model/test_model.py checks its structure without training)
     "lstm": (["model=lstm", "model.units=[16]", "model.embedding_dim=16"], TOKENS, 800 + 2112 + 34),
     "transformer": (["model=transformer", "model.width=16", "model.heads=2", "model.blocks=1", "model.mlp_dim=32"],
                     # embedding 50*16 + block (2 norms 64, attention 4*272, MLP 544+528) + final norm 32 + head 16*2+2

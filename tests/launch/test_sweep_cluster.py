@@ -4,20 +4,15 @@ started on 127.0.0.1. Named job directories, the summary, a failed job recorded 
 threads from what the launcher reserves per job, and the swept keys carried in each job's config
 (a Ray worker inherits neither the launching shell's environment nor its directory)."""
 import csv
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import TESTS, read_run_record, run_cli
-from tb_server import free_port
+from conftest import read_run_record, run_cli
+from ray_head import SWEPT_KEYS_ENV, ray_cluster  # noqa: F401  (a fixture: a Ray head on 127.0.0.1)
 
-SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"
 QUICK = ["model=mlp", "debug=fast"]
 FAIL_AT_5E4 = "trainer.callbacks=[{_target_: sweep_code.FailAtLearningRate, lr: 0.0005}]"
 
@@ -65,38 +60,6 @@ def test_each_submitit_job_uses_its_cpus_per_task_as_threads_and_gets_the_swept_
     for job in job_dirs(sweep):
         assert read_run_record(sweep / job)["threads"] == 2, job  # hydra.launcher.cpus_per_task
         assert handed_over_keys(sweep / job) == '["optimizer.lr"]'
-
-
-@pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory):
-    """A one-node Ray cluster on 127.0.0.1, started like a user starts one (`ray start --head`), in a directory
-    of its own and from an environment without the sweep's variables; stopped with its process group."""
-    home = tmp_path_factory.mktemp("ray")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != SWEPT_KEYS_ENV}
-    # RAY_AUTH_MODE=disabled on both sides: a token file some other Ray command left in ~/.ray (`ray get-auth-token
-    # --generate`) makes the head demand it while the sweep's client does not send it (AuthenticationError)
-    env.update(PYTHONPATH=str(TESTS), RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
-    log = (home / "head.log").open("w")
-    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
-                             "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                             f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
-                             f"--temp-dir={home / 't'}"],
-                            cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 90
-        while "Ray runtime started" not in (home / "head.log").read_text():
-            assert head.poll() is None and time.monotonic() < deadline, (home / "head.log").read_text()[-3000:]
-            time.sleep(0.5)
-        yield f"127.0.0.1:{port}"
-    finally:
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops the cluster's processes when it ends
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-        log.close()
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """How configuration errors are reported: the traceback on request, mistakes found inside the job, completed
-runs never overwritten, and the TF-free flags. The table of bad inputs itself is tests/test_bad_inputs.py."""
+runs never overwritten, and the TF-free flags. The table of bad inputs itself is tests/contract/test_bad_inputs.py."""
 import json
 import subprocess
 import sys

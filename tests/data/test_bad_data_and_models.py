@@ -198,7 +198,7 @@ def test_a_cache_another_program_writes_is_refused_while_it_has_the_files_open(t
 
 
 def test_a_stale_lockfile_beside_a_complete_cache_is_removed_and_the_cache_read(tmp_path, compose_cfg, caplog):
-    """What the old check refused for ever (tests/test_data_pipeline.py wrote the lockfile by hand)."""
+    """What the old check refused for ever (tests/data/test_data_pipeline.py wrote the lockfile by hand)."""
     overrides = ["data=synthetic", "data.train_size=8", "data.val_size=8", f"data.cache={tmp_path}/c"]
     first = images_of(build(compose_cfg, overrides).train)
     (written,) = tmp_path.glob("c.train-*.index")
@@ -225,7 +225,7 @@ class PauseWhileMarker(keras.callbacks.Callback):
 
 @pytest.mark.slow
 def test_cli_a_run_killed_while_writing_its_cache_does_not_block_the_same_command(tmp_path):
-    from test_faults import kill, start, wait_for
+    from run_processes import kill, start, wait_for
 
     cache, marker = tmp_path / "cache" / "c", tmp_path / "hold"
     marker.touch()

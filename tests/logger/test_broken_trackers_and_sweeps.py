@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import last_line, read_run_record, run_cli
-from test_sweep_cluster import ray_cluster  # noqa: F401  (a fixture: a Ray head on 127.0.0.1)
+from ray_head import ray_cluster  # noqa: F401  (a fixture: a Ray head on 127.0.0.1)
 
 TINY = ["model=mlp", "logging.histogram_freq=0", "trainer.epochs=1", "export.formats=[]"]
 TRACKER_VARIABLES = ("MLFLOW_TRACKING_URI", "WANDB_MODE", "WANDB_API_KEY", "WANDB_DIR", "WANDB_CACHE_DIR",

@@ -2,77 +2,17 @@
 checkpoint, or hitting a full disk or an unwritable export directory. Each time the same command, run
 again, finishes the run: status `completed`, every epoch recorded once, a SavedModel that loads and
 predicts. Everything here is a real `python train.py` process."""
-import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
-from test_trainer import weights_digest
-
-# The seed MLP on digits with small batches: about 180 steps an epoch, so a signal lands mid-run.
-BASE = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0"]
-
-
-def start(run_dir: Path, *args: str, signal_log: Path | None = None, command=(str(ROOT / "train.py"),)) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    env.pop("HYDRA_FULL_ERROR", None)
-    out = open(signal_log or run_dir.parent / f"{run_dir.name}.stderr", "w")  # noqa: SIM115 (closed by the process end)
-    return subprocess.Popen([sys.executable, *command, *args, f"hydra.run.dir={run_dir}"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL, text=True)
-
-
-def wait_for(process: subprocess.Popen, condition, timeout: float = 240) -> bool:
-    """Poll `condition()` every few milliseconds while the process runs; True once it holds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process.poll() is None:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return False
-
-
-def kill(process: subprocess.Popen, signum=signal.SIGKILL) -> int:
-    if process.poll() is None:
-        process.send_signal(signum)
-    return process.wait(timeout=120)
-
-
-def epochs_recorded(run_dir: Path) -> int:
-    try:
-        return len(json.loads((run_dir / "checkpoints" / "history.json").read_text())["epochs"])
-    except (OSError, ValueError, KeyError):
-        return 0
-
-
-def finish(run_dir: Path, *args: str, epochs: int) -> dict:
-    """Run the same command again: it must end the run completely."""
-    result = run_cli(*args, f"hydra.run.dir={run_dir}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return check_complete(run_dir, epochs)
-
-
-def check_complete(run_dir: Path, epochs: int) -> dict:
-    import tensorflow as tf
-
-    record = read_run_record(run_dir)
-    assert record["status"] == "completed" and record["epochs_run"] == epochs == len(record["history"])
-    assert not (run_dir / "checkpoints" / "state").exists()  # finished: nothing left to resume
-    served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
-    shape = [1, *record["data"]["input_shape"]]
-    probabilities = served.serve(tf.zeros(shape)).numpy()
-    assert probabilities.shape == (1, record["data"]["num_classes"])
-    np.testing.assert_allclose(probabilities.sum(), 1.0, rtol=1e-5)
-    assert not [p for p in (run_dir / "export").iterdir() if p.name.startswith(".")]  # no partial export left
-    return record
-
+from run_processes import BASE, epochs_recorded, finish, kill, start, wait_for, weights_digest
 
 def in_progress_files(run_dir: Path) -> list[str]:
     """Files a writer has not finished: TensorFlow's `*_temp` checkpoint folders, our `.partial` weights."""

@@ -5,7 +5,6 @@ processes on the loopback interface; each needs a fresh process, so they go thro
 """
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import tfhydra
+from cluster_workers import free_ports, start_the_cluster_again, stop_a_cluster_after_one_epoch
 from conftest import ROOT, TESTS, assert_failed_record, last_line, read_run_record, run_cli
 
 # One optimizer step per epoch on one fixed global batch: the loss after that step shows
@@ -41,16 +41,6 @@ def test_mirrored_on_two_cpus_matches_one_device(tmp_path, loop):
     assert second["loss"] == pytest.approx(first["loss"], rel=1e-5)  # the step's forward pass
     assert second["val_loss"] == pytest.approx(first["val_loss"], rel=1e-5)  # after the combined update
     assert (tmp_path / "mirrored" / "export" / "saved_model" / "saved_model.pb").is_file()
-
-
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def consecutive_free_ports(count):
@@ -114,19 +104,6 @@ def test_multi_worker_on_loopback_matches_one_process(tmp_path):
     assert_two_workers_match_one_process(tmp_path)
 
 
-def start_workers(tmp_path, args, environments, attempt):
-    """Worker processes of a cluster, each in tmp_path/worker<i>; stderr into tmp_path/worker<i>.<attempt>.stderr."""
-    processes = []
-    for index, environment in enumerate(environments):
-        env = {**os.environ, "PYTHONPATH": str(TESTS), **environment}
-        env.pop("HYDRA_FULL_ERROR", None)
-        err = open(tmp_path / f"worker{index}.{attempt}.stderr", "w")  # noqa: SIM115 (closed with the process)
-        processes.append(subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args,
-                                           f"hydra.run.dir={tmp_path / f'worker{index}'}"], cwd=ROOT, env=env,
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err))
-    return processes
-
-
 def saved_step(directory, loop):
     """(epoch, step) that the newest checkpoint of `loop` in `directory` was saved at, and how the loop's
     "resumed from" line says it (tfhydra/trainer/state.py, tfhydra/trainer/custom.py)."""
@@ -135,39 +112,6 @@ def saved_step(directory, loop):
     epoch, step = (int(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE")) for name in names)
     return (epoch, step), (f"(saved at epoch {epoch + 1}, step {step + 1})" if loop == "fit"
                            else f"at epoch {epoch + 1}, step {step}")
-
-
-def stop_a_cluster_after_one_epoch(tmp_path, loop: str):
-    """Two loopback workers training 3 epochs; once the chief recorded an epoch, SIGTERM to the non-chief only.
-    Returns the workers' exit codes, (args, environments) to start them again, and their run directories."""
-    from test_faults import epochs_recorded, kill, wait_for
-
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    environments = [{"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})}
-                    for i in range(2)]
-    args = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0", "trainer.epochs=3", "strategy=multi_worker",
-            f"trainer.loop={loop}"]
-    processes = start_workers(tmp_path, args, environments, attempt=1)
-    try:
-        assert wait_for(processes[0], lambda: epochs_recorded(tmp_path / "worker0") >= 1), "the cluster ended early"
-        processes[1].send_signal(signal.SIGTERM)
-        codes = [p.wait(timeout=180) for p in processes]
-    finally:
-        for p in processes:
-            kill(p)
-    return codes, (args, environments), (tmp_path / "worker0", tmp_path / "worker1")
-
-
-def start_the_cluster_again(tmp_path, args, environments) -> list[int]:
-    """The same two workers started again (attempt 2); their exit codes."""
-    from test_faults import kill
-
-    processes = start_workers(tmp_path, args, environments, attempt=2)
-    try:
-        return [p.wait(timeout=300) for p in processes]
-    finally:
-        for p in processes:
-            kill(p)
 
 
 @pytest.mark.slow

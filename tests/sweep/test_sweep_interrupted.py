@@ -16,7 +16,7 @@ from conftest import ROOT, TESTS, read_run_record
 LRS = ["0.001", "0.0005", "0.0002", "0.0001"]
 # Long enough per job (several seconds) that job 1 is still training when the test sees it start.
 # One job after another (Hydra's basic launcher): the kill finds exactly one job training and two not started.
-# The concurrent default launcher's interruption is tested in tests/test_launcher.py.
+# The concurrent default launcher's interruption is tested in tests/launch/test_launcher.py.
 SWEEP = ["-m", "hydra/launcher=basic", f"optimizer.lr={','.join(LRS)}", "model=mlp", "trainer.epochs=15", "logging.histogram_freq=0",
          "logging.write_graph=false", "export.formats=[]"]
 JOBS = [f"{n}_optimizer.lr={lr}" for n, lr in enumerate(LRS)]

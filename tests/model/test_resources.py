@@ -61,7 +61,7 @@ def test_cli_a_layer_of_two_to_the_31_units_is_one_line_and_a_failed_record(tmp_
 
 def test_the_estimate_leaves_the_seeded_initial_weights_as_they_were():
     """The symbolic build draws no random number the real one would have drawn (a seeded run's first weights are
-    the same with the check as without: tests/test_trainer.py compares them with a model built by hand)."""
+    the same with the check as without: tests/trainer/test_trainer.py compares them with a model built by hand)."""
     import numpy as np
     import tf_keras as keras
     from omegaconf import OmegaConf

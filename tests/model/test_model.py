@@ -55,7 +55,7 @@ def test_target_returning_something_else_is_refused(compose_cfg):
         build_model(cfg.model, DIGITS)
 
 
-# ---- data the new model options are built for (no training here: tests/test_model_runs.py trains each option) ----
+# ---- data the new model options are built for (no training here: tests/model/test_model_runs.py trains each option) ----
 CIFAR = DataSpec((32, 32, 3), 10, tuple("0123456789"), 64, 32)
 TOKENS = DataSpec((16,), 2, ("neg", "pos"), 64, 32, dtype="int32", vocab_size=50)
 

@@ -1,6 +1,4 @@
 """Training engine: both loops, clipping, schedules, early stopping, divergence, determinism."""
-import hashlib
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,22 +6,13 @@ import tensorflow as tf
 import tfhydra
 from tfhydra.optimizer import build_optimizer, build_schedule
 from conftest import read_run_record
+from run_processes import weights_digest
 
 FAST = ["logging.histogram_freq=0"]
 
 
 def metrics_of(run_dir):
     return read_run_record(run_dir)
-
-
-def weights_digest(path):
-    import h5py
-
-    digest = hashlib.sha256()
-    with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: digest.update(name.encode() + np.asarray(obj).tobytes())
-                     if isinstance(obj, h5py.Dataset) else None)
-    return digest.hexdigest()
 
 
 @pytest.mark.slow

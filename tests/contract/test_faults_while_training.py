@@ -12,7 +12,7 @@ import pytest
 
 from conftest import last_line, read_run_record, run_cli
 from fault_code import unlock_directory
-from test_faults import BASE, finish
+from run_processes import BASE, finish
 
 FINISH = "; finish the run with: python train.py "
 
@@ -203,7 +203,7 @@ def prefixes(directory: Path) -> list[Path]:
 def test_one_worker_with_a_damaged_newest_checkpoint_resumes_with_the_others(tmp_path, loop):
     """Two workers stopped at one step (SIGTERM, as test_distribute does); the non-chief's newest checkpoint is then
     cut in half. Started again, both resume from the previous checkpoint, the newest both can read: the same step."""
-    from test_distribute import start_the_cluster_again, stop_a_cluster_after_one_epoch
+    from cluster_workers import start_the_cluster_again, stop_a_cluster_after_one_epoch
 
     codes, (args, environments), (chief_dir, worker_dir) = stop_a_cluster_after_one_epoch(tmp_path, loop)
     assert codes == [143, 143], [(tmp_path / f"worker{i}.1.stderr").read_text()[-1500:] for i in range(2)]

@@ -9,7 +9,7 @@ import pytest
 
 import tfhydra
 from conftest import CONFIG_DIR, last_line, read_run_record, run_cli
-from test_faults import BASE, epochs_recorded, finish, kill, start, wait_for
+from run_processes import BASE, epochs_recorded, finish, kill, start, wait_for
 from tfhydra.errors import ConfigError
 
 TINY = ["model=mlp", "logging.histogram_freq=0"]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
-from test_trainer import weights_digest
+from run_processes import weights_digest
 
 ARGS = ["trainer.loop=custom", "trainer.deterministic=true", "trainer.epochs=4", "trainer.save_every=7",
         "model=mlp",
