@@ -62,3 +62,17 @@ def test_the_layout_guards_fail_when_broken():
     planted = [TESTS / "test_item4_cli.py", TESTS / "helpers" / "test_x.py", TESTS / "data" / "test_data.py"]
     assert len(misplaced(planted, rooms())) == 2
     assert named_after_an_issue(planted) == ["test_item4_cli.py"]
+
+
+def undocumented_files(package: Path) -> list[str]:
+    """A package's modules that its `__init__.py` docstring does not name (`name.py`)."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    return sorted(p.name for p in package.glob("*.py") if p.name != "__init__.py" and p.name not in doc)
+
+
+def test_every_room_says_in_its_docstring_what_each_of_its_files_is():
+    """docs/design.md's map names the rooms; each room's own docstring names its files (issue 36, item 7)."""
+    missing = {p.parent.name: undocumented_files(p.parent) for p in PACKAGE.glob("*/__init__.py")}
+    assert {room: files for room, files in missing.items() if files} == {}

@@ -8,6 +8,7 @@ them instead of starting new ones.
 
 Rooms: checks.py (what the run plan checks, no TensorFlow), trackers.py (the tracker type, the registry, CSV),
 mlflow_run.py and wandb_run.py (imported lazily: mlflow and wandb are optional extras), callback.py (the Keras
-callback that hands each epoch over). This package's import stays TensorFlow-free, and names nothing: the
-run plan reads checks.py, the job imports trackers.py and callback.py.
+callback that hands each epoch over), start.py (starts the trackers the `logger` list selects; importing the
+implementations registers them). This package's import stays TensorFlow-free, and names nothing: the
+run plan reads checks.py, the job imports start.py and callback.py.
 """

@@ -17,6 +17,10 @@ fit the model (one RGB PNG among grayscale ones, a truncated file) is, by defaul
 `Skipped <file>: <why>` line on stderr while the others are predicted, and the exit code is 1; `--on-error fail`
 stops at the first, as one `Error:` line. TensorFlow's start-up lines are held back as in training.
 
+Files: __main__.py (`python -m tfhydra.predict`), inputs.py (the INPUTs as one stream), tables.py (CSV and text
+INPUTs), stream.py (the one element type), layout.py (what the served model takes), output.py (batches through
+the model, written as CSV or JSON Lines).
+
 Trust, as in tfhydra-evaluate: the run directory is read through tfhydra/trust only (`completed_run`, the
 same check of a completed run with `export/saved_model` that evaluate makes), its config comes back inert (plain
 values, nothing composed, resolved or imported) and `--trust-run` lifts the allowlist, loudly. The one thing
