@@ -15,8 +15,12 @@ def test_the_recipe_sets_its_parts_and_the_command_line_still_wins(compose_cfg):
     assert cfg.data.batch_size == 64 and cfg.trainer.label_smoothing == 0.0  # measured and left out
     assert cfg.optimizer.schedule.name == "cosine" and cfg.optimizer.schedule.warmup_epochs == 1.0
     assert cfg.optimizer.lr == 0.01  # typed by the user, so it wins over the preset
+    # shifts of 10% (chosen on the digits proxies, issue 37 item 4), which data.augment=[] turns off
+    assert [dict(item) for item in cfg.data.augment] == [
+        {"name": "random_translation", "height_factor": 0.1, "width_factor": 0.1}]
+    assert list(compose_cfg(["recipe=fast", "data.augment=[]"]).data.augment) == []
     plain = compose_cfg([])
-    assert plain.data.batch_size == 32 and plain.optimizer.schedule.name == "constant"
+    assert plain.data.batch_size == 32 and plain.optimizer.schedule.name == "constant" and not plain.data.augment
 
 
 def test_the_recipe_with_debug_fast_is_a_valid_smoke_test():
