@@ -5,9 +5,10 @@ eighth of the training size) at sizes `--factors` times `--examples` (default 1,
 temporary directory under /tmp (removed at the end), and runs, alternately, tfhydra with its defaults
     python train.py model=mlp data=tfrecord data.encoding=raw trainer.epochs=N data.batch_size=128
 and a hand-written streaming tf.data script (interleave, parallel map, shuffle, batch, prefetch; the same
-MLP, optimizer and steps_per_execution; it streams every epoch, it caches nothing). The label index is built before the timed runs (the goal is
-"time to first step with the index already built"). Then one tfhydra run on the largest size under a
-memory limit below the stored size (a cgroup v1/v2 made for it; needs root) must complete.
+MLP, optimizer and steps_per_execution; it streams every epoch, it caches nothing). The label index is
+built before the timed runs (the goal is "time to first step with the index already built"). Then one
+tfhydra run on the largest size under a memory limit below the stored size (a cgroup v1/v2 made for it;
+needs root) must complete, unless `--no-capped`.
 
     python benchmarks/data_scale.py [--examples 40000] [--factors 1,4,16] [--epochs 1] [--repeats 1]
                                     [--cap-mb 1500] [--no-capped]
