@@ -22,7 +22,7 @@ from tfhydra.lifecycle import check_continuable, is_complete, record_stopped
 from tfhydra.compression.plan import phase_config
 from tfhydra.compression.phases import compress_model
 from tfhydra.contracts import Phase, PhasePlan
-from tfhydra.data import build_datasets, limit_steps
+from tfhydra.data import Reads, build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
 from tfhydra.data.splits import sizes as split_sizes
 from tfhydra.dirlock import check_free, writing
@@ -250,7 +250,8 @@ def train_and_export(cfg: DictConfig, strategy, stop: StopOnSignal, paths: RunPa
 def prepared_data(cfg: DictConfig, strategy, test: bool):
     """The phase's data: built, capped for debugging (debug=fast), each split sharded for the strategy. The test
     split only in the run's last phase (an earlier phase's weights are not the ones kept); no callback gets it."""
-    datasets = build_datasets(cfg.data, cfg.trainer.seed)
+    reads = Reads(cfg.trainer.epochs, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)  # data.cache=auto
+    datasets = build_datasets(cfg.data, cfg.trainer.seed, reads)
     datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
     check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's count
     datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import data_files
-from conftest import FAST, last_line, read_run_record, run_cli
+from conftest import last_line, read_run_record, run_cli
 from tfhydra.errors import ConfigError
 
 
@@ -73,7 +73,7 @@ def test_a_memory_cache_forced_beyond_the_budget_is_a_warning_with_the_figures(t
 
 def test_sources_already_in_memory_are_not_copied_again_by_auto(compose_cfg):
     datasets = build(compose_cfg(["data=synthetic", "data.train_size=16", "data.val_size=8"]))
-    assert datasets.spec.pipeline["train"] == {"cache": "off", "estimated_bytes": None,
+    assert datasets.spec.pipeline["train"] == {"cache": "off", "estimated_bytes": None, "passes": None,
                                                "reason": "the examples are in memory already (the source decodes "
                                                          "nothing)"}
 
@@ -249,7 +249,8 @@ def test_cli_tfrecord_run_records_the_cache_decision_and_streams_under_a_small_b
     val = raw_records(tmp_path, n=16, shards=2, seed=1, prefix="val")
     run_dir = tmp_path / "run"
     result = run_cli("model=mlp", "data=tfrecord", f"data.train={train}", f"data.validation={val}",
-                     "data.encoding=raw", "data.raw_shape=[8,8,3]", "data.cache_budget=8kB", *FAST,
+                     "data.encoding=raw", "data.raw_shape=[8,8,3]", "data.cache_budget=8kB", "trainer.epochs=2",
+                     "logging.histogram_freq=0",  # two epochs: validation is read again (one epoch caches nothing)
                      f"hydra.run.dir={run_dir}", env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")})
     assert result.returncode == 0, last_line(result.stderr)
     pipeline = read_run_record(run_dir)["data"]["pipeline"]

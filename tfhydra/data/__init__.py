@@ -19,7 +19,8 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {"DATA": "source", "DataSpec": "source", "Source": "source", "source_from_arrays": "source",
-         "stratified_split": "source", "Datasets": "pipeline", "build_datasets": "pipeline", "limit_steps": "pipeline"}
+         "stratified_split": "source", "Datasets": "pipeline", "build_datasets": "pipeline", "limit_steps": "pipeline",
+         "Reads": "caching"}
 
 
 def __getattr__(name: str):

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 
 from tfhydra.rundir import check_creatable
 from tfhydra.data.augment import build_augmentation
-from tfhydra.data.caching import CacheBudget
+from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Serving, Source, deterministic_reads, stratified_subset,
                                  take_examples)
@@ -76,7 +76,9 @@ def check_classes(source: Source, name: str | None) -> None:
                           f"the training split holds {len(shown)} class(es): {', '.join(map(str, shown[:3]))}")
 
 
-def build_datasets(cfg_data, seed: int) -> Datasets:
+def build_datasets(cfg_data, seed: int, reads: Reads | None = None) -> Datasets:
+    """The run's splits through the one pipeline; `reads` (how often the run reads each split) lets
+    `data.cache=auto` leave a split read once uncached (tfhydra/data/caching.py)."""
     source = DATA.build(cfg_data, seed=seed)
     spec, train = source.spec, source.train
     check_classes(source, cfg_data.get("name"))
@@ -89,7 +91,7 @@ def build_datasets(cfg_data, seed: int) -> Datasets:
         raise ConfigError("data.batch_size", cfg_data.batch_size, f"at most {spec.train_size} (the training "
                           "examples) with data.drop_remainder=true", "no complete training batch")
     augment = build_augmentation(cfg_data.augment, spec, seed)
-    budget, service = CacheBudget(cfg_data.cache_budget), cfg_data.service
+    budget, service = CacheBudget(cfg_data.cache_budget, reads, cfg_data.batch_size), cfg_data.service
     train, train_plan, train_done = stored_split(train, source, cfg_data, seed, "train", spec.train_size, budget,
                                                  remote=bool(service.address))
     validation, val_plan, val_done = stored_split(source.validation, source, cfg_data, seed, "validation",
