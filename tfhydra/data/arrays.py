@@ -57,15 +57,27 @@ def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, i
 
 @DATA.register("digits")
 def build_digits(cfg, seed: int) -> Source:
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    x = (digits.images / 16.0).astype(np.float32)  # (1797, 8, 8) in [0, 1]
-    y = digits.target
+    images, y = read_digits()
+    x = (images / 16.0).astype(np.float32)  # (1797, 8, 8) in [0, 1]
     held = hold_out(y, cfg, seed)  # one split: validation and test held out of all 1,797 (tfhydra/data/splits.py)
     return image_source(x[held.train], y[held.train], x[held.validation], y[held.validation],
-                        [str(c) for c in digits.target_names], size=image_size(cfg.image_size),
+                        [str(c) for c in range(10)], size=image_size(cfg.image_size),
                         test=(x[held.test], y[held.test]) if len(held.test) else None)
+
+
+def read_digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 1,797 8x8 digits (images 0-16, labels) as `sklearn.datasets.load_digits` reads them, from
+    the file scikit-learn ships, without importing scikit-learn: its import (with SciPy's) takes 0.6 s to several
+    seconds before the first step (docs/performance.md). tests/data/test_split_parity.py compares the two."""
+    import gzip
+    from importlib.util import find_spec
+
+    spec = find_spec("sklearn")  # where the package is, without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("data", "digits", "an installed scikit-learn (it ships the digits)", "it is not installed")
+    with gzip.open(Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz", "rt") as file:
+        table = np.loadtxt(file, delimiter=",")
+    return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(int)
 
 
 @DATA.register("synthetic")

@@ -96,11 +96,10 @@ def image_size(value) -> tuple[int, int] | None:
 
 def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Index arrays (train, validation), the same for the same seed, every class in both."""
-    from sklearn.model_selection import train_test_split
+    from tfhydra.data.splits import stratified_shuffle_split
 
-    indices = np.arange(len(y))
     try:
-        return train_test_split(indices, test_size=val_fraction, random_state=seed, stratify=y)
+        return stratified_shuffle_split(np.asarray(y), val_fraction, seed)
     except ValueError as error:
         raise ConfigError("data.val_fraction", val_fraction, "a fraction leaving every class in both splits",
                           f"cannot split {len(y)} examples ({error})") from None

@@ -61,16 +61,58 @@ def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False,
 
 def _split(labels: np.ndarray, among: np.ndarray, fraction: float, seed: int, key: str):
     """(kept, held out) indices from `among`, every class in both."""
-    from sklearn.model_selection import train_test_split
-
     if not 0 < fraction < 1:
         raise ConfigError(key, fraction, "data.val_fraction + data.test_fraction below 1",
                           "it leaves no training examples")
     try:
-        return train_test_split(among, test_size=fraction, random_state=seed, stratify=labels[among])
+        kept, held = stratified_shuffle_split(labels[among], fraction, seed)
+        return among[kept], among[held]
     except ValueError as error:
         raise ConfigError(key, fraction, "a fraction leaving every class in every split",
                           f"cannot split {len(among)} examples ({error})") from None
+
+
+def stratified_shuffle_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (kept, held out) into `labels`, `fraction` of them held out, every class in both: the very
+    split (and order) of scikit-learn's `train_test_split(..., test_size=fraction, random_state=seed,
+    stratify=labels)`, so a run's splits are what they were, without importing scikit-learn (0.6 s to several
+    seconds, before the first step: docs/performance.md). tests/data/test_split_parity.py holds it to it."""
+    labels = np.asarray(labels)
+    n_held = int(np.ceil(fraction * len(labels)))
+    n_kept = len(labels) - n_held
+    classes, positions, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    if counts.min() < 2:
+        raise ValueError(f"the least populated classes have only 1 member: {classes[counts < 2].tolist()}")
+    if n_kept == 0 or n_kept < len(classes) or n_held < len(classes):
+        raise ValueError(f"{n_kept} kept and {n_held} held out for {len(classes)} classes")
+    by_class = np.split(np.argsort(positions.reshape(-1), kind="stable"), np.cumsum(counts)[:-1])
+    rng = np.random.RandomState(seed)
+    kept_per_class = _approximate_mode(counts, n_kept, rng)
+    held_per_class = _approximate_mode(counts - kept_per_class, n_held, rng)
+    kept, held = [], []
+    for members, n_k, n_h in zip(by_class, kept_per_class, held_per_class):
+        shuffled = members.take(rng.permutation(len(members)), mode="clip")
+        kept.extend(shuffled[:n_k])
+        held.extend(shuffled[n_k:n_k + n_h])
+    return rng.permutation(kept), rng.permutation(held)
+
+
+def _approximate_mode(counts: np.ndarray, draws: int, rng: np.random.RandomState) -> np.ndarray:
+    """How many of `draws` each class gets: its share rounded down, the rest to the largest remainders, ties
+    broken by `rng` (scikit-learn's `_approximate_mode`, draw for draw)."""
+    continuous = counts / counts.sum() * draws
+    floored = np.floor(continuous)
+    need = int(draws - floored.sum())
+    if need > 0:
+        remainder = continuous - floored
+        for value in np.sort(np.unique(remainder))[::-1]:
+            (tied,) = np.where(remainder == value)
+            now = min(len(tied), need)
+            floored[rng.choice(tied, size=now, replace=False)] += 1
+            need -= now
+            if need == 0:
+                break
+    return floored.astype(int)
 
 
 def sizes(train: int, validation: int, test: int) -> str:
