@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from tfhydra.monitor import Monitor
+
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
@@ -63,7 +65,6 @@ def epoch_summary(epochs: list[dict], monitor: str, mode: str, from_epoch: int =
     """Best and final epoch's metrics (epochs are numbered from 1); the best is one from `from_epoch` (0-based) on."""
     if not epochs:
         return {"best": None, "final": None}
-    scored = [(i, e) for i, e in enumerate(epochs) if i >= from_epoch and math.isfinite(e.get(monitor, math.nan))]
-    pick = max if mode == "max" else min
-    best_index, best = pick(scored, key=lambda ie: ie[1][monitor]) if scored else (len(epochs) - 1, epochs[-1])
-    return {"best": {"epoch": best_index + 1, **best}, "final": {"epoch": len(epochs), **epochs[-1]}}
+    _, epoch = Monitor(monitor, mode).best_of_epochs(epochs, from_epoch)
+    best = epoch or len(epochs)  # no figure from `from_epoch` on: the last epoch stands for the run
+    return {"best": {"epoch": best, **epochs[best - 1]}, "final": {"epoch": len(epochs), **epochs[-1]}}

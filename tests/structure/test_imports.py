@@ -21,7 +21,7 @@ ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", 
                  "evaluate", "predict", "api", "notebook"}
 NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project",
            "report", "schema", "terminal", "trust",
-           "lifecycle", "command", "hydra_api", "runtime", "dirlock", "sweep_kind"}
+           "lifecycle", "command", "hydra_api", "runtime", "dirlock", "sweep_kind", "monitor"}
 
 
 def room_of(module: str) -> str:

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
+from tfhydra.monitor import Monitor
 from tfhydra.record import Status
 from tfhydra.sweep.jobs import Job
 from tfhydra.sweep.stages import Stages, promoted, screen_job
@@ -20,6 +21,7 @@ FIXED = ["model=mlp", "trainer.epochs=3", "trainer.steps_per_epoch=2", "trainer.
          "logging.histogram_freq=0", "logging.write_graph=false", "export.formats=[]"]
 STAGED = ["sweep.screen.fraction=0.1", "sweep.screen.epochs=2", "sweep.promote=2"]
 MONITOR = "val_accuracy"
+HIGHER, LOWER = Monitor(MONITOR, "max"), Monitor(MONITOR, "min")
 
 
 def sweep_argv(sweep, *extra):
@@ -44,9 +46,9 @@ def job(num, status, values):
 def test_the_best_completed_screen_jobs_are_promoted_ties_by_job_number():
     jobs = [job(0, Status.COMPLETED, [0.5, 0.7]), job(1, Status.DIVERGED, [0.9, None]),
             job(2, Status.COMPLETED, [0.7]), job(3, Status.FAILED, []), job(4, Status.COMPLETED, [0.6])]
-    assert [j.num for j in promoted(jobs, "max", 2)] == [0, 2]  # 0.7 twice: the lower job number first
-    assert [j.num for j in promoted(jobs, "min", 2)] == [0, 4]  # lowest best value (0.5, then 0.6) first
-    assert [j.num for j in promoted(jobs, "max", 5)] == [0, 2, 4]  # fewer completed than asked: those
+    assert [j.num for j in promoted(jobs, HIGHER, 2)] == [0, 2]  # 0.7 twice: the lower job number first
+    assert [j.num for j in promoted(jobs, LOWER, 2)] == [0, 4]  # lowest best value (0.5, then 0.6) first
+    assert [j.num for j in promoted(jobs, HIGHER, 5)] == [0, 2, 4]  # fewer completed than asked: those
 
 
 def test_promotion_is_decided_on_validation_whatever_the_test_figures_say():
@@ -54,7 +56,7 @@ def test_promotion_is_decided_on_validation_whatever_the_test_figures_say():
     jobs = [job(0, Status.COMPLETED, [0.9]), job(1, Status.COMPLETED, [0.5]), job(2, Status.COMPLETED, [0.7])]
     for screen_job_, test in zip(jobs, (0.1, 0.99, 0.5)):
         screen_job_.test = test
-    assert [j.num for j in promoted(jobs, "max", 2)] == [0, 2]
+    assert [j.num for j in promoted(jobs, HIGHER, 2)] == [0, 2]
 
 
 def test_a_screen_job_runs_its_setting_on_the_screens_share_and_epochs_without_export():

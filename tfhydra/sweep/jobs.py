@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tfhydra.bounded import load_json_bounded, read_text_bounded
+from tfhydra.monitor import MODES, Monitor, is_figure
 from tfhydra.record import RunRecord, Status, read_record
 from tfhydra.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
@@ -38,14 +39,16 @@ class Job:
     # The monitored metric measured once on the test split (the record's `test` block): shown, never ranked on
     test: float | None = None
     before_test_split: bool = False  # its record predates the test split (schema_version < 2): no test figure
+    # The record's best (value, epoch) of `monitor`: the epoch it exported (or would have), chosen among the epochs
+    # that may be exported (after pruning has reached its target); None when the record has no best block
+    recorded_best: tuple[float | None, int | None] | None = None
 
-    def best(self, mode: str) -> tuple[float | None, int | None]:
-        """(best value, its epoch from 1) of the monitored metric."""
-        scored = [(v, i + 1) for i, v in enumerate(self.history) if v is not None and math.isfinite(v)]
-        if not scored:
-            return None, None
-        pick = max if mode == "max" else min
-        return pick(scored, key=lambda ve: (ve[0], -ve[1]) if mode == "max" else (ve[0], ve[1]))
+    def best(self, monitor: Monitor) -> tuple[float | None, int | None]:
+        """(best value, its epoch from 1) of the monitored metric: the record's own choice when it made one for
+        this metric; otherwise (killed before its record said, or ranked by another metric) the history's."""
+        if self.recorded_best is not None and self.monitor == monitor.name:
+            return self.recorded_best
+        return monitor.best(self.history)
 
     @property
     def final(self) -> float | None:
@@ -146,7 +149,20 @@ def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, erro
     return Job(_job_number(job_dir), job_dir.name, [str(o) for o in overrides], status,
                wall_seconds=record.wall_seconds, error=error, monitor=record.monitor or None,
                monitor_mode=record.monitor_mode or None, test=record.test_metric(record.monitor),
-               before_test_split=record.before_test_split and RunPaths(job_dir).metrics.is_file())
+               before_test_split=record.before_test_split and RunPaths(job_dir).metrics.is_file(),
+               recorded_best=recorded_best(record))
+
+
+def recorded_best(record: RunRecord) -> tuple[float | None, int | None] | None:
+    """(value, epoch) of the record's best block for its own monitor; (None, None) when the block names no figure
+    (every epoch NaN); None when there is no block to read (a record still `running`: what a kill left)."""
+    best = record.best
+    if record.status == Status.RUNNING or not isinstance(best, dict) or not record.monitor:
+        return None
+    value, epoch = best.get(record.monitor), best.get("epoch")
+    if not is_figure(value):
+        return None, None
+    return float(value), epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
 
 
 def _job_number(job_dir: Path) -> int | None:
@@ -171,7 +187,7 @@ def sweep_monitor(sweep: Any, jobs: list[Job]) -> tuple[str, str]:
     trainer = (sweep.get("trainer") or {}) if isinstance(sweep, dict) else {}
     candidates = [(trainer.get("monitor"), trainer.get("monitor_mode"))] + [(j.monitor, j.monitor_mode) for j in jobs]
     for monitor, mode in candidates:
-        if isinstance(monitor, str) and "${" not in monitor and mode in ("min", "max"):
+        if isinstance(monitor, str) and "${" not in monitor and mode in MODES:
             return monitor, mode
     return "val_accuracy", "max"  # conf/tfhydra.yaml's default
 
@@ -209,12 +225,13 @@ def swept_keys_of(sweep: Any, jobs: list[Job]) -> set[str]:
     return {k for k in keys if len({v.get(k) for v in values}) > 1}
 
 
-def rank_jobs(jobs: list[Job], mode: str) -> list[Job]:
-    """Completed jobs with a monitored value ranked (`rank` from 1, ties by job number), then the others by job
-    number: the summary's order, and which screen jobs a staged sweep promotes (tfhydra/sweep/stages.py)."""
+def rank_jobs(jobs: list[Job], monitor: Monitor) -> list[Job]:
+    """Completed jobs with a monitored value ranked by their record's best (`rank` from 1, ties by job number),
+    then the others by job number: the summary's order, and which screen jobs a staged sweep promotes
+    (tfhydra/sweep/stages.py)."""
     order = lambda j: (j.num if j.num is not None else 1 << 30, j.name)  # noqa: E731
-    ranked = [j for j in jobs if j.status == Status.COMPLETED and j.best(mode)[0] is not None]
-    ranked.sort(key=lambda j: (-j.best(mode)[0] if mode == "max" else j.best(mode)[0], order(j)))
+    ranked = [j for j in jobs if j.status == Status.COMPLETED and j.best(monitor)[0] is not None]
+    ranked.sort(key=lambda j: (monitor.sort_key(j.best(monitor)[0]), order(j)))
     for rank, job in enumerate(ranked, start=1):
         job.rank = rank
     return ranked + sorted((j for j in jobs if j.rank is None), key=order)

@@ -3,8 +3,9 @@
 `python train.py -m optimizer.lr=1e-3,5e-4,1e-4 data.batch_size=32,64 sweep.screen.fraction=0.1
 sweep.screen.epochs=3 sweep.promote=2`: stage 1 (`screen/`) runs every setting of the grid with
 `data.fraction`, `trainer.epochs` set to the screen's and no export; stage 2 (`promote/`) runs the best
-`sweep.promote` of them, by `trainer.monitor` and `trainer.monitor_mode` as the summary ranks them (completed
-jobs only, ties by job number), with their own overrides: all the data, the run's own epochs and export.
+`sweep.promote` of them, by `trainer.monitor` and `trainer.monitor_mode` as the summary ranks them (each screen
+record's best epoch, tfhydra/monitor.py; completed jobs only, ties by job number), with their own overrides: all
+the data, the run's own epochs and export.
 
 The stages are launched by tfhydra's default sweeper (hydra_plugins/tfhydra_basic/) on whatever launcher the
 config chose. Job numbers go on across the stages (screen 0..N-1, promote N..N+K-1), so a job number names
@@ -22,6 +23,7 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
+from tfhydra.monitor import Monitor
 from tfhydra.record import Status
 from tfhydra.rundir import STAGES, SweepPaths
 from tfhydra.schema import is_int, is_number
@@ -100,9 +102,9 @@ def run_stages(config: DictConfig, stages: Stages, grid: list[list[str]],
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, SweepPaths(sweep_dir).multirun)  # as Hydra's basic sweeper does: what resume reads
     returns = [launch([[*screen_job(job, stages), stage_subdir(SCREEN, config)] for job in grid], 0)]
-    monitor, mode = config.trainer.monitor, config.trainer.monitor_mode
-    chosen = promoted(screen_jobs(sweep_dir, monitor, grid, stages), mode, stages.promote)
-    print(promotion_line(chosen, len(grid), stages, monitor, mode), flush=True)
+    monitor = Monitor(config.trainer.monitor, config.trainer.monitor_mode)
+    chosen = promoted(screen_jobs(sweep_dir, monitor.name, grid, stages), monitor, stages.promote)
+    print(promotion_line(chosen, len(grid), stages, monitor), flush=True)
     if chosen:
         returns.append(launch([[*grid[job.num], stage_subdir(PROMOTE, config)] for job in chosen], len(grid)))
     return returns
@@ -118,8 +120,8 @@ def screen_jobs(sweep_dir: Path, monitor: str, grid: list[list[str]], stages: St
     return jobs
 
 
-def staged_jobs(sweep_dir: Path, grid: list[Job], found: list[Job], stages: Stages, monitor: str,
-                mode: str) -> tuple[list[Job], list[tuple[Job, Job]], bool]:
+def staged_jobs(sweep_dir: Path, grid: list[Job], found: list[Job], stages: Stages,
+                monitor: Monitor) -> tuple[list[Job], list[tuple[Job, Job]], bool]:
     """For the summary: every job of a staged sweep (the screen's, then the promoted ones; not started until a
     directory says otherwise), the (screen job, promoted job) pairs, best first, and whether the screen has
     decided (every screen job ended: a summary of a sweep killed during its screen promotes nothing yet). `grid`: the settings the
@@ -129,30 +131,31 @@ def staged_jobs(sweep_dir: Path, grid: list[Job], found: list[Job], stages: Stag
                          for j in grid], [j for j in found if j.stage == SCREEN])
     for job in screen:
         job.stage = SCREEN
-        job.history = history(paths.job(job.name), monitor) if job.name else []
+        job.history = history(paths.job(job.name), monitor.name) if job.name else []
     decided = all(j.status not in UNDECIDED for j in screen)  # an unfinished screen has promoted nothing yet
-    chosen, first = promoted(screen, mode, stages.promote) if decided else [], len(grid) or len(screen)
+    chosen, first = promoted(screen, monitor, stages.promote) if decided else [], len(grid) or len(screen)
     settings = {j.num: j.overrides for j in grid}
     planned = [Job(first + rank, "", settings[job.num], Status.NOT_STARTED, stage=PROMOTE)
                for rank, job in enumerate(chosen) if job.num in settings]
     promote = merge_jobs(planned, [j for j in found if j.stage == PROMOTE])
     for job in promote:
         job.stage = PROMOTE
-        job.history = history(paths.job(job.name), monitor) if job.name else []
+        job.history = history(paths.job(job.name), monitor.name) if job.name else []
     by_number = {j.num: j for j in promote}
     pairs = [(job, by_number[first + rank]) for rank, job in enumerate(chosen) if first + rank in by_number]
     return screen + promote, pairs, decided
 
 
-def promoted(jobs: list[Job], mode: str, count: int) -> list[Job]:
-    """The best `count` completed screen jobs by the monitored value (as the summary ranks them), best first."""
-    return [j for j in rank_jobs(jobs, mode) if j.rank is not None][:count]
+def promoted(jobs: list[Job], monitor: Monitor, count: int) -> list[Job]:
+    """The best `count` completed screen jobs by their record's best monitored value (as the summary ranks them),
+    best first."""
+    return [j for j in rank_jobs(jobs, monitor) if j.rank is not None][:count]
 
 
-def promotion_line(chosen: list[Job], settings: int, stages: Stages, monitor: str, mode: str) -> str:
+def promotion_line(chosen: list[Job], settings: int, stages: Stages, monitor: Monitor) -> str:
     """What the screen decided, printed before the promoted jobs start: the settings promoted (with their screen
     values), and fewer than asked when fewer screen jobs completed."""
-    names = ", ".join(f"{j.name} ({monitor}={figure(j.best(mode)[0])})" for j in chosen) or "none"
+    names = ", ".join(f"{j.name} ({monitor.name}={figure(j.best(monitor)[0])})" for j in chosen) or "none"
     line = f"promoting to all the data: {names}: the best of {settings} settings on {stages.describe()}"
     if len(chosen) < stages.promote:
         line += (f" (only {len(chosen)} of the {settings} screen jobs completed: {len(chosen)} promoted instead of "

@@ -4,8 +4,9 @@ Everything is read back from what the jobs left on disk (each job's `metrics.jso
 `.hydra/overrides.yaml`, `checkpoints/history.json`, and the sweep's `multirun.yaml`), so
 the same code summarises a sweep that just ended, one still running, and one that was
 interrupted (`python -m tfhydra.sweep summary <sweep dir>`). Jobs are ranked by their best
-monitored metric (`trainer.monitor`, `trainer.monitor_mode`); only completed jobs are
-ranked, since a diverged or failed job exported no model. Reading the jobs is tfhydra/sweep/jobs.py's,
+monitored metric (`trainer.monitor`, `trainer.monitor_mode`) as each job's record chose it (the epoch
+it exported: tfhydra/monitor.py); only completed jobs are ranked, since a diverged or failed job exported
+no model. Reading the jobs is tfhydra/sweep/jobs.py's,
 laying out the files tfhydra/sweep/summary_render.py's.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfhydra.monitor import Monitor
 from tfhydra.record import Status, test_name
 from tfhydra.report import write_atomically
 from tfhydra.rundir import SweepPaths
@@ -38,10 +40,10 @@ def seed_groups(summary: Summary) -> list[Group]:
         by_setting.setdefault(setting, []).append(job)
     groups = []
     for setting, jobs in by_setting.items():
-        values = [j.best(summary.mode)[0] for j in jobs if j.status == Status.COMPLETED]
+        values = [j.best(summary.ranking)[0] for j in jobs if j.status == Status.COMPLETED]
         tests = [j.test for j in jobs if j.status == Status.COMPLETED and j.test is not None]
         groups.append(Group(list(setting), jobs, [v for v in values if v is not None], test_values=tests))
-    ranked = sorted((g for g in groups if g.values), key=lambda g: -g.mean if summary.mode == "max" else g.mean)
+    ranked = sorted((g for g in groups if g.values), key=lambda g: summary.ranking.sort_key(g.mean))
     for rank, group in enumerate(ranked, start=1):
         group.rank = rank
     return ranked + [g for g in groups if not g.values]
@@ -59,6 +61,11 @@ class Summary:
     stages: Stages | None = None  # a staged sweep (sweep.promote): its jobs ranked within each stage, promoted first
     promotions: list[tuple[Job, Job]] = field(default_factory=list)  # (screen job, its promoted job), best first
     screened: bool = True  # a staged sweep's screen has ended (else it has promoted nothing yet)
+
+    @property
+    def ranking(self) -> Monitor:
+        """What ranks the jobs: the monitored metric, and which way is better."""
+        return Monitor(self.monitor, self.mode)
 
     @property
     def best(self) -> Job | None:
@@ -88,7 +95,7 @@ class Summary:
         lines = [f"sweep {self.sweep_dir}: {len(self.jobs)} jobs ({self.counts()})", *self.promotion_lines()]
         best = self.best
         if best is not None:
-            value, epoch = best.best(self.mode)
+            value, epoch = best.best(self.ranking)
             test = f"; test {test_name(self.monitor)}={figure(best.test)}, not used to choose" if best.test is not None \
                 else ""
             lines.append(f"best job: {best.name} ({self.monitor}={figure(value)} at epoch {epoch}{test})")
@@ -105,7 +112,7 @@ class Summary:
         if self.stages is None:
             return []
         screened = [j for j in self.jobs if j.stage != PROMOTE]
-        pairs = ", ".join(f"{s.name} ({self.monitor}={figure(s.best(self.mode)[0])}) -> {p.name or f'job {p.num}'}"
+        pairs = ", ".join(f"{s.name} ({self.monitor}={figure(s.best(self.ranking)[0])}) -> {p.name or f'job {p.num}'}"
                           for s, p in self.promotions) or "none"
         if not self.screened:
             pairs = "not yet (the screen has not finished)"
@@ -133,6 +140,7 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     sweep = plain_file(paths.multirun, paths.root)
     found = read_sweep_jobs(sweep_dir)
     monitor, mode = sweep_monitor(sweep, found)
+    ranking = Monitor(monitor, mode)
     stages = stages_of(sweep)
     if stages is None:
         jobs, promotions = merge_jobs(expected_jobs(sweep), found), []
@@ -140,16 +148,16 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
             if job.name:
                 job.history = history(paths.job(job.name), monitor)
     else:
-        jobs, promotions, decided = staged_jobs(sweep_dir, expected_jobs(sweep), found, stages, monitor, mode)
+        jobs, promotions, decided = staged_jobs(sweep_dir, expected_jobs(sweep), found, stages, ranking)
     keys = swept_keys_of(sweep, jobs)
     for job in jobs:
         job.swept = [o for o in job.overrides if key_of(o) in keys] or list(job.overrides)
     if stages is None:
-        summary = Summary(sweep_dir, monitor, mode, sorted(keys), rank_jobs(jobs, mode))
+        summary = Summary(sweep_dir, monitor, mode, sorted(keys), rank_jobs(jobs, ranking))
         summary.groups = seed_groups(summary)
     else:  # each stage ranked on its own: a screen's figures are not a full run's
-        ranked = [*rank_jobs([j for j in jobs if j.stage == PROMOTE], mode),
-                  *rank_jobs([j for j in jobs if j.stage != PROMOTE], mode)]
+        ranked = [*rank_jobs([j for j in jobs if j.stage == PROMOTE], ranking),
+                  *rank_jobs([j for j in jobs if j.stage != PROMOTE], ranking)]
         summary = Summary(sweep_dir, monitor, mode, sorted(keys), ranked, stages=stages, promotions=promotions,
                           screened=decided)
     summary.notes += test_notes(jobs, monitor)

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tfhydra.monitor import Monitor
 from tfhydra.record import Status, test_name
 from tfhydra.report import atomic_path
 from tfhydra.sweep.jobs import split_override
@@ -31,7 +32,7 @@ def to_csv(summary: Any) -> str:
     group_of = {id(j): g for g in summary.groups for j in g.jobs}
     ordered = [j for g in summary.groups for j in g.jobs] if summary.groups else summary.jobs
     for job in ordered:
-        best, epoch = job.best(summary.mode)
+        best, epoch = job.best(summary.ranking)
         values = dict(split_override(o) for o in job.overrides)
         group = group_of.get(id(job))
         writer.writerow([_blank(job.rank), _blank(job.num), job.status, _blank(best), _blank(epoch), _blank(job.final),
@@ -45,12 +46,12 @@ def to_csv(summary: Any) -> str:
 
 
 def to_markdown(summary: Any, plot: bool) -> str:
-    monitor, mode = summary.monitor, summary.mode
-    order = f"Ranked by the best `{monitor}` ({'higher' if mode == 'max' else 'lower'} is better)"
+    monitor, ranking = summary.monitor, summary.ranking
+    order = f"Ranked by the best `{monitor}` ({ranking.in_words})"
     lines = [f"# Sweep {summary.sweep_dir.name}", ""]
     if summary.stages is None:
         lines += [f"{len(summary.jobs)} jobs: {summary.counts()}. {order}; only completed jobs are ranked.", "",
-                  *_job_table(summary.jobs, monitor, mode)]
+                  *_job_table(summary.jobs, ranking)]
     else:
         lines += _staged_tables(summary, order)
     test = test_name(monitor)
@@ -80,14 +81,15 @@ def to_markdown(summary: Any, plot: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _job_table(jobs: list, monitor: str, mode: str, partner: dict | None = None) -> list[str]:
+def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None) -> list[str]:
     """One row per job; `partner`: a staged sweep's screen table, {id(screen job): the job it was promoted to}."""
+    monitor = ranking.name
     extra = ("| promoted to ", "---|") if partner is not None else ("", "")
     lines = [f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | test "
              f"{test_name(monitor)} | epochs | wall time {extra[0]}|", "|---:|---|---|---|---:|---:|---:|---:|---:|---:|"
              + extra[1]]
     for job in jobs:
-        best, epoch = job.best(mode)
+        best, epoch = job.best(ranking)
         name = f"[{_cell(job.name)}](<{job.name}/>)" if job.name else "—"
         cell = ""
         if partner is not None:
@@ -102,21 +104,21 @@ def _job_table(jobs: list, monitor: str, mode: str, partner: dict | None = None)
 
 def _staged_tables(summary: Any, order: str) -> list[str]:
     """A staged sweep: the promoted jobs (all the data), then the screen with what each setting was promoted to."""
-    stages, monitor, mode = summary.stages, summary.monitor, summary.mode
+    stages, monitor, ranking = summary.stages, summary.monitor, summary.ranking
     promote = [j for j in summary.jobs if j.stage == "promote"]
     screen = [j for j in summary.jobs if j.stage != "promote"]
     lines = [f"{len(summary.jobs)} jobs: {summary.counts()}. Screen, then promote: every setting on "
              f"{stages.describe()}, then the best {stages.promote} by `{monitor}` on all the data with the run's own "
              f"epochs. {order} within each stage; only completed jobs are ranked.", "",
              f"## Promoted: all the data ({len(promote)} jobs)", ""]
-    lines += _job_table(promote, monitor, mode) if promote else [
+    lines += _job_table(promote, ranking) if promote else [
         "No setting was promoted: no screen job completed." if summary.screened else
         "No setting promoted yet: the screen has not finished (the same command continues it)."]
     settings = ", ".join(f"`{_cell(' '.join(s.swept))}` (from {_cell(s.name)})" for s, _ in summary.promotions)
     if summary.screened:
         lines += ["", f"Promoted settings, best screen first: {settings or 'none'}.", *summary.promotion_lines()[1:]]
     lines += ["", f"## Screen: {stages.describe()} ({len(screen)} jobs)", ""]
-    return lines + _job_table(screen, monitor, mode, {id(s): p for s, p in summary.promotions})
+    return lines + _job_table(screen, ranking, {id(s): p for s, p in summary.promotions})
 
 
 def write_plot(summary: Any, path: Path) -> str | None:

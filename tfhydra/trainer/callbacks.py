@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.errors import clip
+from tfhydra.monitor import Monitor
 from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
 from tfhydra.terminal import figure
@@ -266,8 +267,7 @@ def read_history(path: Path | None) -> dict | None:
 
 def best_so_far(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> float | None:
     """A resumed run must not replace the best checkpoint with a worse epoch."""
-    values = [e[monitor] for e in epochs[from_epoch:] if e.get(monitor) is not None]
-    return (max if mode == "max" else min)(values) if values else None
+    return Monitor(monitor, mode).best_of_epochs(epochs, from_epoch)[0]
 
 
 CROSSENTROPY_LOSSES = {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy"}

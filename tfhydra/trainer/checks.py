@@ -4,6 +4,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, ListConfig
 
 from tfhydra.errors import ConfigError, suggestion
+from tfhydra.monitor import MODES
 from tfhydra.schema import Rule, choice, integer, is_int, is_target, number, optional
 
 # The names tf_keras resolves to a loss or a metric it can build with no arguments, so a misspelling is
@@ -123,9 +124,9 @@ RULES: dict[str, Rule] = {
     "trainer.resume": choice(True, False),
     "trainer.deterministic": choice(True, False),
     "trainer.early_stopping.patience": integer(0),
-    "trainer.early_stopping.mode": choice("min", "max"),
+    "trainer.early_stopping.mode": choice(*MODES),
     "trainer.early_stopping.min_delta": number(0, low_open=False),
-    "trainer.monitor_mode": choice("min", "max"),
+    "trainer.monitor_mode": choice(*MODES),
     "trainer.threads": integer(0),
     "trainer.max_loss": Rule("auto, null or a number > 0", lambda v: v in ("auto", None) or number(0).ok(v)),
     "trainer.steps_per_epoch": optional(integer(1)),
