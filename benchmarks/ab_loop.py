@@ -13,6 +13,14 @@ Then the memory of a reused worker: a sweep of `--rss-jobs` short jobs (seeds 0.
 `hydra.launcher.workers=1`) and the worker's peak RSS after its 1st and its last job (the launcher logs both).
 `--npz PATH` adds outside data in the Keras mnist.npz layout (issue 28 measured 4,000 real digit images).
 The fast recipe against the article's recipe (time to its best accuracy, final accuracy): benchmarks/recipe.py.
+
+`--decision [--seeds 0 1 2 3 4]`: the article's decision ("which learning rate is best, and how good is it on all
+the data") two ways, for each `trainer.seed`: the three background processes (the full grid: every learning rate
+on all the data for the run's epochs; the winner is the best validation figure, the first learning rate on a tie,
+as the summary ranks) against `-m ... sweep.decide=true` (decide mode: tfhydra/sweep/decide.py screens the three
+and promotes the best to the full run; its winner is the promoted setting). Alternated per seed; it reports each
+seed's two wall times, their ratio, both winners and whether they agree, the decision decide mode printed, and the
+totals. Goal (issue 37): the same winner in at least 4 of 5 seeds in <= 0.5x the time.
 """
 from __future__ import annotations
 
@@ -53,7 +61,7 @@ def article(overrides: list[str], cwd: Path) -> tuple[float, list[float]]:
     return seconds, [best_of(d) for d in dirs]
 
 
-def sweep(overrides: list[str], cwd: Path, extra=()) -> tuple[float, list[float], str]:
+def sweep(overrides: list[str], cwd: Path, extra=(), stage: str = "") -> tuple[float, list[float], str]:
     sweep_dir = cwd / "sweep"
     started = time.perf_counter()
     result = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", f"optimizer.lr={','.join(LRS)}",
@@ -62,7 +70,7 @@ def sweep(overrides: list[str], cwd: Path, extra=()) -> tuple[float, list[float]
     seconds = time.perf_counter() - started
     if result.returncode:
         sys.exit(f"the sweep failed:\n{result.stderr[-3000:]}")
-    jobs = sorted(d for d in sweep_dir.iterdir() if (d / "metrics.json").is_file())
+    jobs = sorted(d for d in (sweep_dir / stage).iterdir() if (d / "metrics.json").is_file())
     return seconds, [best_of(d) for d in jobs], result.stdout + result.stderr
 
 
@@ -88,6 +96,61 @@ def compare(name: str, overrides: list[str], rounds: int) -> dict:
             "same_ranking": [a == s for a, s in zip(ranks["article"], ranks["sweep"])], "rankings": ranks}
 
 
+def decide_sweep(overrides: list[str], cwd: Path) -> tuple[float, str, str]:
+    """`-m` over LRS in decide mode: its wall time, the learning rate it promoted (best promoted job by its
+    record's validation figure) and the line that says how the screen was chosen."""
+    seconds, _, output = sweep(overrides, cwd, ["sweep.decide=true"], stage="promote")
+    promoted = sorted((best_of(d), d.name) for d in (cwd / "sweep" / "promote").iterdir()
+                      if (d / "metrics.json").is_file())
+    if not promoted:
+        sys.exit(f"decide mode promoted nothing:\n{output[-3000:]}")
+    value = promoted[-1][1].split("optimizer.lr=", 1)[1].split(",")[0]
+    winner = next(lr for lr in LRS if float(lr) == float(value))
+    decided = next((line for line in output.splitlines() if "decided by sweep.decide" in line), "?")
+    return seconds, winner, decided
+
+
+def decision(name: str, overrides: list[str], seeds: list[int]) -> dict:
+    """The full grid (three background processes) against decide mode, per seed, alternated."""
+    rows = []
+    for i, seed in enumerate(seeds):
+        seeded = [*overrides, f"trainer.seed={seed}"]
+        found = {}
+        for way in (("article", "decide") if i % 2 == 0 else ("decide", "article")):
+            with tempfile.TemporaryDirectory() as cwd:
+                if way == "article":
+                    seconds, values = article(seeded, Path(cwd))
+                    found[way] = (seconds, ranking(values)[0], [round(v, 4) for v in values])
+                else:
+                    found[way] = decide_sweep(seeded, Path(cwd))
+        (a_s, a_win, values), (d_s, d_win, decided) = found["article"], found["decide"]
+        rows.append({"seed": seed, "article": a_s, "decide": d_s, "ratio": d_s / a_s, "article_winner": a_win,
+                     "decide_winner": d_win, "same": a_win == d_win, "values": values, "decided": decided})
+        print(f"{name} seed {seed}: article {a_s:.1f} s (best val {values}: {a_win}), decide {d_s:.1f} s "
+              f"(promoted {d_win}): {d_s / a_s:.2f}x, same winner: {a_win == d_win}; load {os.getloadavg()[0]:.2f}",
+              flush=True)
+    total_a, total_d = sum(r["article"] for r in rows), sum(r["decide"] for r in rows)
+    return {"data": name, "rows": rows, "ratio": total_d / total_a, "same": sum(r["same"] for r in rows),
+            "article": total_a, "decide": total_d}
+
+
+def print_decision(results: list[dict], overrides: list[str]) -> None:
+    print(f"\noverrides: {' '.join(overrides) or '(the defaults)'}; load average (1, 5, 15 min) at the end: "
+          f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    print("| data | seed | 3 background processes | `-m ... sweep.decide=true` | ratio | full grid's winner "
+          "(best val per lr) | decide's winner | same |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        for row in r["rows"]:
+            print(f"| {r['data']} | {row['seed']} | {row['article']:.1f} s | {row['decide']:.1f} s | "
+                  f"{row['ratio']:.2f}x | {row['article_winner']} ({row['values']}) | {row['decide_winner']} | "
+                  f"{'yes' if row['same'] else 'no'} |")
+        print(f"| {r['data']} | all {len(r['rows'])} | {r['article']:.1f} s | {r['decide']:.1f} s | "
+              f"**{r['ratio']:.2f}x** | | | **{r['same']} of {len(r['rows'])}** |")
+    for r in results:
+        print(f"{r['data']}: {r['rows'][0]['decided']}")
+
+
 def worker_memory(jobs: int, overrides: list[str]) -> tuple[float, float]:
     """Peak RSS (MB) of the one worker after its first and its last job of a `jobs`-job sweep."""
     with tempfile.TemporaryDirectory() as cwd:
@@ -111,6 +174,8 @@ def main() -> None:
     parser.add_argument("--data", nargs="+", default=list(DATA), choices=list(DATA))
     parser.add_argument("--npz", type=Path, help="also outside data in the Keras mnist.npz layout")
     parser.add_argument("--rss-jobs", type=int, default=10, help="0: skip the memory measurement")
+    parser.add_argument("--decision", action="store_true", help="the full grid against sweep.decide=true, per seed")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="--decision: trainer.seed")
     parser.add_argument("overrides", nargs="*", help="added to every command (default: none, the defaults)")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -118,6 +183,11 @@ def main() -> None:
     datasets = {name: DATA[name] for name in args.data}
     if args.npz:
         datasets[args.npz.name] = ["data=npz", f"data.path={args.npz.resolve()}"]
+    if args.decision:
+        print(f"{cores} cores, load average {load:.2f} at start", flush=True)
+        print_decision([decision(name, data + args.overrides, args.seeds) for name, data in datasets.items()],
+                       args.overrides)
+        return
     results = [compare(name, data + args.overrides, args.rounds) for name, data in datasets.items()]
     print(f"\n{cores} cores, load average {load:.2f} at start, {args.rounds} rounds alternated, "
           f"overrides: {' '.join(args.overrides) or '(the defaults)'}")
