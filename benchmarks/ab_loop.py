@@ -32,12 +32,58 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LRS = ["1e-3", "5e-4", "1e-4"]
 DATA = {"digits": [], "synthetic": ["data=synthetic"]}
+
+
+class CpuMeter:
+    """CPU seconds (user + system) of the benchmark's children and all their descendants (workers, the fork
+    server), read from /proc every 0.2 s (Linux; a process's last 0.2 s before it exits may be missed). On a
+    machine other work shares, the wall time says how busy the others were; the CPU time says how much work each
+    way did."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, int], float] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> "CpuMeter":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.seen.values())
+
+    def _poll(self) -> None:
+        while True:
+            stats = {}
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except (OSError, IndexError):
+                    continue  # not a process, or it exited
+                stats[int(entry.name)] = (int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / self.tick)
+            mine, grew = {os.getpid()}, True
+            while grew:
+                found = {pid for pid, (ppid, _, _) in stats.items() if ppid in mine} - mine
+                mine, grew = mine | found, bool(found)
+            for pid in mine - {os.getpid()}:
+                self.seen[(pid, stats[pid][1])] = stats[pid][2]  # (pid, start time): a reused pid is another process
+            if self.done.wait(0.2):
+                return
 
 
 def best_of(run_dir: Path) -> float:
@@ -117,36 +163,41 @@ def decision(name: str, overrides: list[str], seeds: list[int]) -> dict:
         seeded = [*overrides, f"trainer.seed={seed}"]
         found = {}
         for way in (("article", "decide") if i % 2 == 0 else ("decide", "article")):
-            with tempfile.TemporaryDirectory() as cwd:
+            with tempfile.TemporaryDirectory() as cwd, CpuMeter() as cpu:
                 if way == "article":
                     seconds, values = article(seeded, Path(cwd))
                     found[way] = (seconds, ranking(values)[0], [round(v, 4) for v in values])
                 else:
                     found[way] = decide_sweep(seeded, Path(cwd))
+            found[f"{way}_cpu"] = cpu.seconds
         (a_s, a_win, values), (d_s, d_win, decided) = found["article"], found["decide"]
+        a_cpu, d_cpu = found["article_cpu"], found["decide_cpu"]
         rows.append({"seed": seed, "article": a_s, "decide": d_s, "ratio": d_s / a_s, "article_winner": a_win,
-                     "decide_winner": d_win, "same": a_win == d_win, "values": values, "decided": decided})
-        print(f"{name} seed {seed}: article {a_s:.1f} s (best val {values}: {a_win}), decide {d_s:.1f} s "
-              f"(promoted {d_win}): {d_s / a_s:.2f}x, same winner: {a_win == d_win}; load {os.getloadavg()[0]:.2f}",
-              flush=True)
-    total_a, total_d = sum(r["article"] for r in rows), sum(r["decide"] for r in rows)
-    return {"data": name, "rows": rows, "ratio": total_d / total_a, "same": sum(r["same"] for r in rows),
-            "article": total_a, "decide": total_d}
+                     "decide_winner": d_win, "same": a_win == d_win, "values": values, "decided": decided,
+                     "article_cpu": a_cpu, "decide_cpu": d_cpu, "load": os.getloadavg()[0]})
+        print(f"{name} seed {seed}: article {a_s:.1f} s, {a_cpu:.0f} CPU s (best val {values}: {a_win}), decide "
+              f"{d_s:.1f} s, {d_cpu:.0f} CPU s (promoted {d_win}): {d_s / a_s:.2f}x wall, {d_cpu / a_cpu:.2f}x CPU, "
+              f"same winner: {a_win == d_win}; load {os.getloadavg()[0]:.2f}", flush=True)
+    total = {key: sum(r[key] for r in rows) for key in ("article", "decide", "article_cpu", "decide_cpu")}
+    return {"data": name, "rows": rows, "ratio": total["decide"] / total["article"], **total,
+            "cpu_ratio": total["decide_cpu"] / total["article_cpu"], "same": sum(r["same"] for r in rows)}
 
 
 def print_decision(results: list[dict], overrides: list[str]) -> None:
     print(f"\noverrides: {' '.join(overrides) or '(the defaults)'}; load average (1, 5, 15 min) at the end: "
           f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print("| data | seed | 3 background processes | `-m ... sweep.decide=true` | ratio | full grid's winner "
-          "(best val per lr) | decide's winner | same |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| data | seed | 3 background processes: wall, CPU | `-m ... sweep.decide=true`: wall, CPU | ratio wall, "
+          "CPU | full grid's winner (best val per lr) | decide's winner | same | load after |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for row in r["rows"]:
-            print(f"| {r['data']} | {row['seed']} | {row['article']:.1f} s | {row['decide']:.1f} s | "
-                  f"{row['ratio']:.2f}x | {row['article_winner']} ({row['values']}) | {row['decide_winner']} | "
-                  f"{'yes' if row['same'] else 'no'} |")
-        print(f"| {r['data']} | all {len(r['rows'])} | {r['article']:.1f} s | {r['decide']:.1f} s | "
-              f"**{r['ratio']:.2f}x** | | | **{r['same']} of {len(r['rows'])}** |")
+            print(f"| {r['data']} | {row['seed']} | {row['article']:.0f} s, {row['article_cpu']:.0f} s | "
+                  f"{row['decide']:.0f} s, {row['decide_cpu']:.0f} s | {row['ratio']:.2f}x, "
+                  f"{row['decide_cpu'] / row['article_cpu']:.2f}x | {row['article_winner']} ({row['values']}) | "
+                  f"{row['decide_winner']} | {'yes' if row['same'] else 'no'} | {row['load']:.1f} |")
+        print(f"| {r['data']} | all {len(r['rows'])} | {r['article']:.0f} s, {r['article_cpu']:.0f} s | "
+              f"{r['decide']:.0f} s, {r['decide_cpu']:.0f} s | **{r['ratio']:.2f}x, {r['cpu_ratio']:.2f}x** | | | "
+              f"**{r['same']} of {len(r['rows'])}** | |")
     for r in results:
         print(f"{r['data']}: {r['rows'][0]['decided']}")
 
@@ -171,7 +222,7 @@ def worker_memory(jobs: int, overrides: list[str]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--data", nargs="+", default=list(DATA), choices=list(DATA))
+    parser.add_argument("--data", nargs="*", default=list(DATA), choices=list(DATA))
     parser.add_argument("--npz", type=Path, help="also outside data in the Keras mnist.npz layout")
     parser.add_argument("--rss-jobs", type=int, default=10, help="0: skip the memory measurement")
     parser.add_argument("--decision", action="store_true", help="the full grid against sweep.decide=true, per seed")
