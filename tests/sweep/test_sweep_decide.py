@@ -106,7 +106,7 @@ def test_a_bad_decide_value_is_one_error_line_naming_the_key(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert len(done.stderr.strip().splitlines()) == 1
     assert last_line(done.stderr).startswith("Error: sweep.decide=maybe: not an accepted value; accepted: one of "
-                                             "true, false"), done.stderr
+                                             "True, False"), done.stderr
     assert not (tmp_path / "s").exists()
 
 
@@ -126,8 +126,8 @@ def test_decide_mode_screens_promotes_k_and_says_how(tmp_path):
         assert record["status"] == "completed" and record["epochs_run"] == 2
         assert "data.fraction=0.28" in record["overrides"]
     full = 1077  # digits' training split (1,797 less 360 validation and 360 test)
-    assert all(r["data"]["train_size"] == math.ceil(0.28 * full) or abs(r["data"]["train_size"] - 0.28 * full) < 2
-               for r in screen.values())
+    for record in screen.values():  # the seeded, stratified 28 % (rounded per class): at least 30 of each class
+        assert 300 <= record["data"]["train_size"] <= math.ceil(0.28 * full) + 10, record["data"]
     best = max(screen, key=lambda n: (screen[n]["best"]["val_accuracy"], -n))  # validation; ties: lower number
     promoted = sorted(p.name for p in (sweep / "promote").iterdir())
     assert promoted == [f"3_optimizer.lr={LRS[best]}"]  # k = 1 for 3 settings
