@@ -30,6 +30,7 @@ LRS = ["0.001", "0.0005", "0.0001"]
     (6, 60000, 2, 1000, (0.5, 2, 2)),  # 1,000 classes: 30 each is half of the data
     (2, 100, 1, 10, (1.0, 1, 1)),  # too small to screen on less: all of it, for the run's one epoch
     (3, None, 8, None, (0.25, 2, 1)),  # the size is not known here: a quarter
+    (3, 0, 8, 10, (0.25, 2, 1)),  # hold-outs that leave nothing (the data room refuses them in the job): unknown
 ])
 def test_the_rule_for_several_grids_and_data(settings, examples, epochs, classes, expected):
     decision = choose(settings, examples, epochs, classes)

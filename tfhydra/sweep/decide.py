@@ -46,7 +46,7 @@ def choose(settings: int, examples: int | None, epochs: int, classes: int | None
     promote = 1 if settings <= 4 else 2
     screen_epochs = min(epochs, max(2, math.ceil(epochs / 4)))
     per_class = classes or ASSUMED_CLASSES
-    if examples:
+    if examples and examples > 0:
         floor = MIN_PER_CLASS * per_class / examples
         fraction = min(1.0, math.ceil(max(BASE_FRACTION, floor) * 100) / 100)
         data = (f"{examples} training examples{f' of {classes} classes' if classes else ''}: "
@@ -95,9 +95,11 @@ def _training_share(examples: int, data: DictConfig, ships_test: bool) -> int:
     """What the hold-outs leave for training (tfhydra/data/splits.py: scikit-learn rounds each held-out share
     up): test first, when the source does not ship one, then validation."""
     test = float(data.get("test_fraction") or 0) if not ships_test else 0.0
+    if not 0 <= test < 1:
+        return 0  # the data room refuses the split in the job; the rule takes the size as unknown
     rest = examples - math.ceil(examples * test)
     share = float(data.get("val_fraction") or 0) / (1 - test)
-    return rest - math.ceil(rest * share)
+    return max(0, rest - math.ceil(rest * share))
 
 
 def decided_stages(cfg: DictConfig, settings: int) -> Stages:
