@@ -1,5 +1,6 @@
 """tfhydra's default sweeper (`hydra/sweeper=tfhydra_basic`, conf/hydra/sweeper/tfhydra_basic.yaml): Hydra's basic
-sweeper, and screen-then-promote when the config sets `sweep.promote` (docs/sweeps.md, "Screen, then promote").
+sweeper, and screen-then-promote when the config sets `sweep.promote` (docs/sweeps.md, "Screen, then promote") or
+`sweep.decide=true` (the stages chosen from the grid and the data: tfhydra/sweep/decide.py).
 
 Hydra instantiates sweepers only from the `hydra_plugins` package, so this class lives here. Without
 `sweep.promote` it hands the sweep to Hydra's own BasicSweeper, unchanged (same jobs, numbers, directories,
@@ -26,17 +27,19 @@ class BasicSweeper(Sweeper):
         self.launcher: Any = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from tfhydra.sweep.decide import decide_on
         from tfhydra.sweep.stages import stages_of
 
         self.config, self.hydra_context = config, hydra_context
-        if stages_of(config) is None:
+        if stages_of(config) is None and not decide_on(config):
             self.basic.setup(hydra_context=hydra_context, task_function=task_function, config=config)
             return
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> Any:
-        from tfhydra.sweep.stages import run_stages, stages_of
+        from tfhydra.sweep.decide import record_decision, sweep_stages
+        from tfhydra.sweep.stages import run_stages
 
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -47,11 +50,13 @@ class BasicSweeper(Sweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + list(arguments))
         grid = [list(job) for batch in split_sweep(parsed) for job in batch]  # every setting, as Hydra's sweeper
-        stages = stages_of(self.config)
         with sweep_error_line():
+            stages = sweep_stages(self.config, len(grid))  # decide mode: chosen from the grid and the data
             if stages is None:  # job directories already there hold these jobs' configs, before multirun.yaml is
                 check_batch(self.config, self.hydra_context, grid, 0)  # written again (tfhydra/sweep/rerun.py)
                 return self.basic.sweep(arguments)
+            if stages.why:
+                record_decision(self.config, stages)  # multirun.yaml says what was decided, and why
             return run_stages(self.config, stages, grid, self._launch)
 
     def _launch(self, batch: List[List[str]], first: int) -> List[Any]:

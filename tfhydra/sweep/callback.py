@@ -127,11 +127,12 @@ def planned_jobs(config: DictConfig) -> int | None:
         from tfhydra.hydra_api import split_sweep
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from tfhydra.sweep.stages import stages_of
+        from tfhydra.sweep.decide import sweep_stages
 
         parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-        stages = stages_of(config)  # a staged sweep: every setting screened, then the promoted ones
-        return sum(len(batch) for batch in split_sweep(parsed)) + (stages.promote if stages else 0)
+        settings = sum(len(batch) for batch in split_sweep(parsed))
+        stages = sweep_stages(config, settings)  # a staged sweep: every setting screened, then the promoted ones
+        return settings + (stages.promote if stages else 0)
     except Exception:  # noqa: BLE001  (glob() and friends: no count, no ETA)
         return None
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, integer, number, optional
+from tfhydra.schema import Rule, choice, integer, number, optional
 
 # The sweep section's ranges, read by the schema's checks (tfhydra/schema.py); null leaves each off.
 RULES: dict[str, Rule] = {
     "sweep.screen.fraction": optional(number(0, 1, high_open=False)),
     "sweep.screen.epochs": optional(integer(1)),
     "sweep.promote": optional(integer(1)),
+    "sweep.decide": choice(True, False),  # decide mode (tfhydra/sweep/decide.py) fills the three above
 }
 
 
@@ -21,6 +22,8 @@ def check_stages(cfg: DictConfig) -> None:
     promote = OmegaConf.select(cfg, "sweep.promote", default=None)
     fraction = OmegaConf.select(cfg, "sweep.screen.fraction", default=None)
     epochs = OmegaConf.select(cfg, "sweep.screen.epochs", default=None)
+    if OmegaConf.select(cfg, "sweep.decide", default=False) is True:
+        return  # decide mode chooses what is not set (tfhydra/sweep/decide.py)
     if promote is not None and fraction is None and epochs is None:
         raise ConfigError("sweep.promote", promote, "sweep.promote with sweep.screen.fraction and/or "
                           "sweep.screen.epochs (what the screen trains on), or null", "nothing to screen: set "

@@ -113,29 +113,31 @@ def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
     for the whole sweep, the sweeper must be tfhydra's, and the grid must have more settings than it promotes. A
     single run ignores the section (said, not refused: a staged sweep's job is a run with sweep.* set). Returns
     the sweep's Stages, None when it is not staged."""
+    from tfhydra.sweep.decide import KEY as DECIDE, decide_on, sweep_stages
     from tfhydra.sweep.stages import KEYS, check_promote, set_values, stages_of
 
-    swept = next((o for o in parsed if o.is_sweep_override() and o.get_key_element() in KEYS), None)
+    swept = next((o for o in parsed if o.is_sweep_override() and o.get_key_element() in (*KEYS, DECIDE)), None)
     if swept is not None:
         raise ConfigError(swept.get_key_element(), swept.input_line.split("=", 1)[1], "one value: the sweep's "
                           "stages are set once for the whole sweep", "several values (a sweep of sweeps)")
-    stages = stages_of(cfg)
     if not multirun:
-        if set_values(cfg):
-            print(f"Warning: {' '.join(set_values(cfg))}: read by -m sweeps only (screen, then promote); this single "
+        told = set_values(cfg) + ([f"{DECIDE}=true"] if decide_on(cfg) else [])
+        if told:
+            print(f"Warning: {' '.join(told)}: read by -m sweeps only (screen, then promote); this single "
                   "run ignores them", file=sys.stderr, flush=True)
         return None
-    if stages is None:
+    if stages_of(cfg) is None and not decide_on(cfg):
         return None
     sweeper = sweeper_kind(cfg)
     if sweeper != "tfhydra_basic":
-        key = next(k for k in KEYS if OmegaConf.select(cfg, k, default=None) is not None)
+        key = DECIDE if decide_on(cfg) else next(k for k in KEYS if OmegaConf.select(cfg, k, default=None) is not None)
         name = sweeper if sweeper != "other" else plugin_target(cfg, "sweeper")
         raise ConfigError(key, OmegaConf.select(cfg, key), "tfhydra's default sweeper (hydra/sweeper=tfhydra_basic) "
                           "for screen-then-promote; a search screens with experiment=prescreen and prunes instead",
                           f"hydra/sweeper={name} does not screen and promote")
     settings = _grid_size(parsed)
-    if settings is not None:
+    stages = sweep_stages(cfg, settings)  # decide mode: chosen from the grid's size and the data
+    if stages is not None and settings is not None:
         check_promote(stages.promote, settings)
     return stages
 

@@ -41,6 +41,7 @@ class Stages:
     fraction: float | None  # the screen's data.fraction (None: all the data)
     epochs: int | None  # the screen's trainer.epochs (None: the run's own)
     promote: int  # how many settings go on to stage 2
+    why: str = ""  # decide mode (tfhydra/sweep/decide.py): how these values were chosen; "" when typed
 
     @property
     def screen_overrides(self) -> dict[str, str]:
@@ -64,7 +65,8 @@ def stages_of(cfg: Any) -> Stages | None:
         return None
     screen = sweep.get("screen") if isinstance(sweep.get("screen"), (dict, DictConfig)) else {}
     fraction, epochs = screen.get("fraction"), screen.get("epochs")
-    return Stages(fraction if is_number(fraction) else None, epochs if is_int(epochs) else None, promote)
+    why = sweep.get("decided") if isinstance(sweep.get("decided"), str) else ""  # written by decide mode
+    return Stages(fraction if is_number(fraction) else None, epochs if is_int(epochs) else None, promote, why)
 
 
 def set_values(cfg: Any) -> list[str]:
@@ -101,6 +103,8 @@ def run_stages(config: DictConfig, stages: Stages, grid: list[list[str]],
     sweep_dir = Path(config.hydra.sweep.dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, SweepPaths(sweep_dir).multirun)  # as Hydra's basic sweeper does: what resume reads
+    if stages.why:
+        print(f"screen: {stages.describe()}, then the best {stages.promote}: {stages.why}", flush=True)
     returns = [launch([[*screen_job(job, stages), stage_subdir(SCREEN, config)] for job in grid], 0)]
     monitor = Monitor(config.trainer.monitor, config.trainer.monitor_mode)
     chosen = promoted(screen_jobs(sweep_dir, monitor.name, grid, stages), monitor, stages.promote)

@@ -116,7 +116,8 @@ class Summary:
                           for s, p in self.promotions) or "none"
         if not self.screened:
             pairs = "not yet (the screen has not finished)"
-        lines = [f"screen: {len(screened)} settings on {self.stages.describe()}; promoted to all the data: {pairs}"]
+        why = f" ({self.stages.why})" if self.stages.why else ""  # decide mode: how the screen was chosen
+        lines = [f"screen: {len(screened)} settings on {self.stages.describe()}{why}; promoted to all the data: {pairs}"]
         if self.screened and len(self.promotions) < self.stages.promote:
             lines.append(f"promoted {len(self.promotions)} instead of sweep.promote={self.stages.promote}: only "
                          f"{len(self.promotions)} of the {len(screened)} screen jobs completed")

@@ -27,7 +27,8 @@ def to_csv(summary: Any) -> str:
                                             f"mean_{test}", f"std_{test}")]
     writer.writerow(["rank", "job", "status", f"best_{monitor}", "best_epoch", f"final_{monitor}", test, "epochs",
                      "wall_seconds", *summary.swept_keys, "overrides", "directory", "error",
-                     *(grouped if summary.groups else []), *(["stage", "promoted"] if summary.stages else [])])
+                     *(grouped if summary.groups else []), *(["stage", "promoted"] if summary.stages else []),
+                     *(["decision"] if summary.stages and summary.stages.why else [])])
     partner = {id(a): b for pair in summary.promotions for a, b in (pair, pair[::-1])}  # the other stage's job
     group_of = {id(j): g for g in summary.groups for j in g.jobs}
     ordered = [j for g in summary.groups for j in g.jobs] if summary.groups else summary.jobs
@@ -41,7 +42,8 @@ def to_csv(summary: Any) -> str:
                          job.error or "", *([_blank(group.rank), _blank(group.mean), _blank(group.std), group.n,
                                              group.label, _blank(group.test_mean), _blank(group.test_std)]
                                             if group else []),
-                         *([job.stage, _partner(partner.get(id(job)))] if summary.stages else [])])
+                         *([job.stage, _partner(partner.get(id(job)))] if summary.stages else []),
+                         *([summary.stages.why] if summary.stages and summary.stages.why else [])])
     return out.getvalue()
 
 
@@ -109,7 +111,8 @@ def _staged_tables(summary: Any, order: str) -> list[str]:
     screen = [j for j in summary.jobs if j.stage != "promote"]
     lines = [f"{len(summary.jobs)} jobs: {summary.counts()}. Screen, then promote: every setting on "
              f"{stages.describe()}, then the best {stages.promote} by `{monitor}` on all the data with the run's own "
-             f"epochs. {order} within each stage; only completed jobs are ranked.", "",
+             f"epochs. {order} within each stage; only completed jobs are ranked.",
+             *(["", f"How the screen was chosen: {stages.why}."] if stages.why else []), "",
              f"## Promoted: all the data ({len(promote)} jobs)", ""]
     lines += _job_table(promote, ranking) if promote else [
         "No setting was promoted: no screen job completed." if summary.screened else
