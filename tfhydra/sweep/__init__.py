@@ -24,6 +24,8 @@ The rest of the room (how its jobs run as processes is tfhydra/launch/'s):
 - hparams.py: TensorBoard HParams records;
 - search.py: tfhydra's Optuna search (hydra_plugins/tfhydra_optuna hands over); pruning.py: its Keras callback;
 - stages.py: screen, then promote (`sweep.promote`, run by tfhydra's default sweeper, hydra_plugins/tfhydra_basic/);
+- decide.py: `sweep.decide=true`, the screen (share of the data, epochs, how many promoted) chosen from the grid
+  and the data;
 - jobs.py: a sweep's jobs read back from their directories (ranked, merged, expected);
 - rerun.py: a sweep run again into its directory (a job directory kept, continued or refused);
 - summary.py and summary_render.py: summary.csv/.md/.png.
