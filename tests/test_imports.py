@@ -18,10 +18,10 @@ PACKAGE = ROOT / "tfhydra"
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
 ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "job_errors",
                  "hydra_files", "plan", "sweep", "launch", "preload", "help",
-                 "evaluate", "predict", "api", "notebook"}
+                 "evaluate", "predict", "api", "notebook", "resolvers"}
 NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project",
            "report", "schema", "terminal", "trust",
-           "lifecycle", "command", "hydra_api", "runtime", "dirlock", "sweep_kind"}
+           "lifecycle", "command", "hydra_api", "runtime", "dirlock", "sweep_kind", "keras_env", "private_api"}
 
 
 def room_of(module: str) -> str:
@@ -127,6 +127,32 @@ def test_the_run_plan_imports_no_tensorflow():
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+COMMAND_LINE = ("tfhydra.preflight", "tfhydra.composition", "tfhydra.sweep", "tfhydra.launch", "tfhydra.console",
+                "tfhydra.startup", "tfhydra.api", "tfhydra.notebook", "tfhydra.job", "tensorflow", "tf_keras")
+
+
+def loaded_after(statement: str) -> list[str]:
+    """The command-line modules (and TensorFlow) a fresh interpreter has loaded after `statement`."""
+    code = (f"import sys; {statement}; names = {COMMAND_LINE!r}; "
+            "print(sorted(m for m in sys.modules if m in names or m.startswith(tuple(n + '.' for n in names))))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return eval(done.stdout)  # noqa: S307  (our own print of a list of names)
+
+
+def test_importing_the_record_loads_no_command_line():
+    """The ground floor stays light: `import tfhydra.record` (a tool reading metrics.json) sets the Keras
+    environment through tfhydra/keras_env.py, not by loading the pre-flight, the sweep room or TensorFlow.
+    (Hydra itself is loaded: `ConfigError` is Hydra's `CompactHydraException`, so Hydra prints it in one line.)"""
+    assert loaded_after("import tfhydra.record, tfhydra.rundir, tfhydra.lifecycle") == []
+
+
+def test_importing_tfhydra_loads_its_names_on_first_use():
+    assert loaded_after("import tfhydra") == []
+    used = loaded_after("import tfhydra; tfhydra.compose, tfhydra.check_command_line")
+    assert {"tfhydra.preflight", "tfhydra.api"} <= set(used)
 
 
 # ---- no circles, small rooms (issue 25) -------------------------------------------------------------------------

@@ -198,7 +198,7 @@ def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
     if not os.environ["PYTHONPATH"]:
         del os.environ["PYTHONPATH"]  # the launching process had none
     os.setpgrp()  # the terminal's Ctrl-C goes to the launching process, which passes it on once
-    import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+    import tfhydra.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
     from tfhydra.startup import leave_now, preload_job
 
     TAGGED.start()  # every line the worker prints carries its job's tag; TensorFlow's start-up noise dropped
