@@ -251,3 +251,76 @@ def test_modules_and_functions_stay_small():
 def test_hydras_private_api_is_used_in_one_module():
     users = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if "hydra._internal" in p.read_text())
     assert users == ["tfhydra/hydra_api.py"]
+
+
+# ---- one door for other packages' private API (issue 36 item 6) ---------------------------------------------------
+
+DOORS = {"tfhydra/hydra_api.py", "tfhydra/private_api.py"}
+PRIVATE_PACKAGES = ("tensorflow", "tf_keras", "keras", "omegaconf", "optuna", "hydra")
+# Private names reached outside the doors on purpose, each with its reason (keep this short).
+ALLOWED_PRIVATE = {"os._exit": "the os module's documented exit without clean-up",
+                   "atexit._run_exitfuncs": "CPython's own shutdown entry point (startup.py: the fast exit)",
+                   "self.stop._previous": "tfhydra's own StopOnSignal (trainer/state.py)"}
+
+
+def private_reaches(source: str) -> list[str]:
+    """Private names of other packages that `source` reaches: an import of `tensorflow.python`, `tf_keras.src`,
+    `omegaconf._x`, `hydra._internal` ...; an attribute `x._name` (not `self._name` or `super()._name`: a subclass's
+    own state and the Keras hooks it overrides stay with it); a `getattr(x, "_name")`. Names like `_target_` are
+    config keys, not private."""
+    found = []
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.endswith("_")
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] in PRIVATE_PACKAGES and (any(private(p) for p in parts[1:]) or "src" in parts[1:2]
+                                                     or parts[:2] == ["tensorflow", "python"]):
+                    found.append(f"line {node.lineno}: import {module}")
+        elif isinstance(node, ast.Attribute) and (private(node.attr) or node.attr == "__internal__"):
+            value = node.value
+            if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+                continue
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+                continue
+            if ast.unparse(node) not in ALLOWED_PRIVATE:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) > 1 and \
+                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) and \
+                private(node.args[1].value):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_other_packages_private_api_is_reached_through_one_door():
+    """TensorFlow's, tf_keras', OmegaConf's and Optuna's private names are reached in tfhydra/private_api.py only,
+    Hydra's in tfhydra/hydra_api.py only: an upgrade is checked in two files."""
+    paths = [*PACKAGE.rglob("*.py"), *(ROOT / "hydra_plugins").rglob("*.py")]
+    reaches = {str(p.relative_to(ROOT)): private_reaches(p.read_text()) for p in sorted(paths)}
+    assert {name: found for name, found in reaches.items() if found and name not in DOORS} == {}
+
+
+@pytest.mark.parametrize("line", [
+    "from tf_keras.src.engine.training import reduce_per_replica",
+    "from tensorflow.python.framework import config",
+    "import tensorflow.python.framework.config",
+    "from omegaconf.basecontainer import BaseContainer; BaseContainer._resolvers",
+    "value = cfg._get_node('x')._value()",
+    "rate = model.optimizer._learning_rate",
+    "built = getattr(optimizer, '_built', False)",
+    "import tensorflow as tf; tf.__internal__.tracking.Trackable",
+    "from hydra._internal.utils import _locate",
+])
+def test_the_door_rule_sees_a_private_reach(line):
+    assert private_reaches(line) != []
+
+
+@pytest.mark.parametrize("line", ["self._epoch = 0", "super()._log_weights(epoch)", "cfg.model._target_",
+                                  "os._exit(0)", "from tfhydra.errors import _show"])
+def test_the_door_rule_lets_own_names_and_config_keys_pass(line):
+    assert private_reaches(line) == []

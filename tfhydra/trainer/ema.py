@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import tf_keras as keras
 
+from tfhydra.private_api import moving_average_of
+
 
 def ema_options(cfg_ema) -> dict:
     """The optimizer's constructor arguments for `trainer.ema` (none when it is off). `ema_overwrite_frequency`
@@ -31,7 +33,7 @@ def swap_averages(model: keras.Model) -> None:
     """Exchange each trainable variable with its moving average (done twice, everything is as it was)."""
     optimizer = optimizer_of(model)
     for variable in model.trainable_variables:
-        average = optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(variable)]]
+        average = moving_average_of(optimizer, variable)
         raw = variable.read_value()
         variable.assign(average)
         average.assign(raw)
