@@ -32,6 +32,32 @@ def compose_cfg():
     return compose_config
 
 
+@pytest.fixture
+def hydra_job(tmp_path):
+    """hydra_job(overrides, multirun=False) -> a job's config, with Hydra's own config set (`HydraConfig`) as
+    `@hydra.main` sets it while the job runs, so an in-process test reaches the Hydra-side branches (`under_hydra`,
+    `in_sweep`, the launcher's threads) without a subprocess. As lightning-hydra-template's `cfg_train`: composed
+    with `return_hydra_config=True`, then `HydraConfig().set_config(cfg)`; the job's directory is tmp_path/job,
+    and HydraConfig is unset again after the test."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from omegaconf import open_dict
+
+    def set_job(overrides=(), multirun: bool = False):
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.runtime.output_dir = str(tmp_path / "job")
+            cfg.hydra.mode = RunMode.MULTIRUN if multirun else RunMode.RUN
+            cfg.hydra.job.num = 0
+        HydraConfig.instance().set_config(cfg)
+        return cfg
+
+    yield set_job
+    HydraConfig.instance().cfg = None
+
+
 def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `python train.py ARGS` as a user would; tests/ is importable for user-code `_target_`s."""
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
@@ -60,6 +86,36 @@ def assert_failed_record(run_dir: Path, message: str) -> None:
 
 # Property tests (Hypothesis) draw from this seed, printed in pytest's header so a failure can be replayed.
 HYPOTHESIS_SEED = int(os.environ.get("TFHYDRA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "little"))
+
+
+def counts_cases(at_least: int | None = None):
+    """Decorate a Hypothesis property (above its @given/@settings) so the same test asserts how many cases it ran:
+    its `max_examples`, or `at_least` where the drawn space is smaller than that (Hypothesis stops once it has
+    drawn every case). A property that ran nothing fails; the count is checked in the test itself, so no test
+    order (pytest-randomly) can skip it. The count is kept as `test.cases` (a list, one item per case)."""
+    import functools
+
+    def decorate(test):
+        inner, cases = test.hypothesis.inner_test, []
+
+        def counted(*args, **kwargs):
+            cases.append(None)
+            return inner(*args, **kwargs)
+
+        test.hypothesis.inner_test = counted  # Hypothesis' documented hook for wrapping what it calls
+
+        @functools.wraps(test)
+        def checked(*args, **kwargs):
+            cases.clear()
+            test(*args, **kwargs)
+            wanted = test._hypothesis_internal_use_settings.max_examples if at_least is None else at_least
+            assert len(cases) >= wanted if at_least is not None else len(cases) == wanted, \
+                f"the property ran {len(cases)} cases, not {'at least ' if at_least else ''}{wanted}"
+
+        checked.cases = cases
+        return checked
+
+    return decorate
 
 
 def pytest_report_header(config):

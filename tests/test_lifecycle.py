@@ -77,42 +77,161 @@ def conf_keys() -> set[str]:
     return {str(key) for node in trust_dirs.conf_nodes() for key in node} - {"_target_"}
 
 
+def conf_defaults() -> dict[str, set]:
+    """key (its last part) -> the literal values conf/ gives it anywhere ((type, value) pairs; nulls and
+    interpolations left out: they are not a value code could contradict)."""
+    found: dict[str, set] = {}
+    for node in trust_dirs.conf_nodes():
+        for key, value in node.items():
+            if value is not None and not isinstance(value, (dict, list)) and "${" not in str(value):
+                found.setdefault(str(key), set()).add((type(value), value))
+    return found
+
+
 # `.get(key, default)` calls whose key is spelled like a conf/ key but reads something else (file, key: what).
 NOT_CONFIG = {("tfhydra/sweep/jobs.py", "epochs"): "checkpoints/history.json's epoch list",
               ("tfhydra/trainer/checks.py", "name"): "a metric node's name, else its _target_'s last part",
-              ("tfhydra/optimizer/build.py", "lr"): "a _target_ optimizer's own node: else its constructor's default"}
+              ("tfhydra/optimizer/build.py", "lr"): "a _target_ optimizer's own node: else its constructor's default",
+              ("tfhydra/compression/plan.py", "name"): "a _target_ scheme has no name: its phase's label"}
 
 
 def test_no_default_of_a_conf_key_is_repeated_in_code():
     """Defaults live in conf/ only: code reads the composed config (`cfg.trainer.max_loss`), never
-    `cfg.get("max_loss", "auto")`, whose second copy of the default can drift from the YAML."""
-    keys, repeated = conf_keys(), []
+    `cfg.get("max_loss", "auto")`, whose second copy of the default can drift from the YAML; nor does it fall back
+    on a value conf/ does not give the key (`cfg.get("x") or 3`, `if "x" not in cfg: return 3`)."""
+    keys, defaults, repeated = conf_keys(), conf_defaults(), []
     for name, tree in sources():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                    and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value in keys \
-                    and not (isinstance(node.args[1], ast.Constant) and node.args[1].value is None) \
-                    and (name, node.args[0].value) not in NOT_CONFIG:
-                repeated.append(f"{name}:{node.lineno} .get({node.args[0].value!r}, {ast.unparse(node.args[1])})")
-            found = _select_default(node, keys)
-            if found is not None:
-                repeated.append(f"{name}:{node.lineno} {found}")
+        repeated += [f"{name}:{line}" for key, line in repeated_defaults(tree, keys, defaults)
+                     if (name, key) not in NOT_CONFIG]
     assert repeated == []
 
 
-def _select_default(node, keys: set[str]) -> str | None:
-    """`OmegaConf.select(cfg, "a.key", default=<literal>)` whose key is a conf/ key: a second default (issue 36).
-    A sentinel (`default=_ABSENT`, a name) only asks whether the key exists, and None says "unset"."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "select"
-            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+def repeated_defaults(tree, keys: set[str], defaults: dict[str, set]) -> list[tuple[str, str]]:
+    """(key, "<line> <what>") of every default a module gives a conf/ key: `.get("k", literal)` (or `default=`),
+    `getattr(x, "k", literal)`, `select(x, "a.k", default=literal)`: any literal but None; and a literal that acts
+    as the key's default where conf/ gives it another value: `x.get("k") or literal`, `x.k if "k" in x else
+    literal`, `if "k" not in x: return literal` / `if value is None: return literal` (value read from the key)."""
+    found = []
+    for node in ast.walk(tree):
+        key, default = _literal_default(node, keys)
+        if key is not None:
+            found.append((key, f"{node.lineno} {ast.unparse(node)}"))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found += [(key, f"{line} {what}") for key, line, what in _fallbacks(node, keys)
+                      if _contradicts(defaults, key, what)]
+    return found
+
+
+def _literal_default(node, keys: set[str]):
+    """(key, default) of a `.get` / `getattr` / `select` call that names a conf/ key and a literal default."""
+    if not isinstance(node, ast.Call) or len(node.args) < 1:
+        return None, None
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+    keyword = next((k.value for k in node.keywords if k.arg == "default"), None)
+    if name == "get" and isinstance(node.func, ast.Attribute):
+        key, default = node.args[0], node.args[1] if len(node.args) > 1 else keyword
+    elif name == "getattr" and len(node.args) == 3:
+        key, default = node.args[1], node.args[2]
+    elif name == "select" and len(node.args) >= 2:
+        key, default = node.args[1], keyword
+    else:
+        return None, None
+    if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(default, ast.Constant)
+            and default.value is not None) or key.value.startswith("hydra."):
+        return None, None  # a sentinel (`default=_ABSENT`) asks whether the key exists; None says "unset"
+    last = key.value.split(".")[-1]
+    return (last, default.value) if last in keys else (None, None)
+
+
+def _key_read(node, keys: set[str]) -> str | None:
+    """The conf/ key an expression reads: `x.get("k")`, `select(x, "a.k")`, `x.k`, or tests: `"k" in x`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "select"):
+        arg = node.args[0 if node.func.attr == "get" else 1] if len(node.args) > (node.func.attr == "select") else None
+        key = arg.value.split(".")[-1] if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+        return key if key in keys and not arg.value.startswith("hydra.") else None
+    if isinstance(node, ast.Attribute) and node.attr in keys:
+        return node.attr
+    if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and node.left.value in keys:
+        return node.left.value if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) else None
+    if isinstance(node, ast.Compare):
+        return _key_read(node.left, keys)
+    if isinstance(node, ast.UnaryOp):
+        return _key_read(node.operand, keys)
+    return None
+
+
+def _fallbacks(function, keys: set[str]):
+    """(key, line, literal) of every literal a function falls back on for a conf/ key it reads, where the key is
+    absent or null (a truthiness or value test chooses between values; it is not a default)."""
+    bound = {target.id: _key_read(node.value, keys) for node in ast.walk(function) if isinstance(node, ast.Assign)
+             for target in node.targets if isinstance(target, ast.Name) and _key_read(node.value, keys)}
+
+    def read(node) -> str | None:
+        return bound.get(node.id) if isinstance(node, ast.Name) else _key_read(node, keys)
+
+    def absent(test) -> str | None:
+        """The key `"k" not in x`, `value is None`, `not x.get("k")` ask about."""
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            if isinstance(test.ops[0], (ast.In, ast.NotIn)) and isinstance(test.left, ast.Constant):
+                return _key_read(test, keys)
+            if isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+                return read(test.left)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return read(test.operand)
         return None
-    default = next((k.value for k in node.keywords if k.arg == "default"), None)
-    if not isinstance(default, ast.Constant) or default.value is None:
-        return None
-    key = node.args[1].value
-    if key.startswith("hydra.") or key.split(".")[-1] not in keys:
-        return None  # Hydra's own node, whose defaults are Hydra's
-    return f"select({key!r}, default={default.value!r})"
+
+    def literal(node) -> bool:
+        return isinstance(node, ast.Constant) and node.value is not None
+
+    for node in ast.walk(function):
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and isinstance(node.values[0], ast.Call) \
+                and _key_read(node.values[0], keys):
+            for value in node.values[1:]:
+                if literal(value) and value.value:  # `or 0`, `or ""`: what null means, not a default
+                    yield _key_read(node.values[0], keys), node.lineno, value.value
+        elif isinstance(node, ast.IfExp) and absent(node.test):
+            key = absent(node.test)
+            for value, other in ((node.body, node.orelse), (node.orelse, node.body)):
+                if literal(value) and (read(other) == key or _key_read(other, keys) == key):
+                    yield key, node.lineno, value.value
+        elif isinstance(node, ast.If) and absent(node.test):
+            for statement in node.body:
+                if isinstance(statement, ast.Return) and literal(statement.value):
+                    yield absent(node.test), statement.lineno, statement.value.value
+
+
+def _contradicts(defaults: dict[str, set], key: str, literal) -> bool:
+    """A literal conf/ never gives the key, where conf/ gives it a value (a null default: code says what null
+    means)."""
+    given = defaults.get(key, set())
+    return bool(given) and (type(literal), literal) not in given
+
+
+CONTRADICTING = {  # sources that give logging.tensorboard (conf/: false, true) or trainer.max_loss a second default
+    "return cfg.get('tensorboard', True)": "tensorboard",
+    "x = cfg.get('max_loss', default='auto')": "max_loss",
+    "x = getattr(cfg.logging, 'tensorboard', False)": "tensorboard",
+    "x = OmegaConf.select(cfg, 'logging.tensorboard', default=True)": "tensorboard",
+    "def f(cfg):\n    return cfg.get('delimiter') or ';'": "delimiter",
+    "def f(cfg):\n    if 'delimiter' not in cfg.data:\n        return ';'\n    return cfg.data.delimiter": "delimiter",
+    "def f(cfg):\n    value = cfg.data.get('delimiter')\n    if value is None:\n        return ';'\n    return value":
+        "delimiter",
+    "def f(cfg):\n    return cfg.data.delimiter if 'delimiter' in cfg.data else ';'": "delimiter",
+}
+
+
+@pytest.mark.parametrize("source", sorted(CONTRADICTING))
+def test_the_defaults_rule_sees_a_planted_second_default(source):
+    found = repeated_defaults(ast.parse(source), conf_keys(), conf_defaults())
+    assert [key for key, _ in found] == [CONTRADICTING[source]], found
+
+
+@pytest.mark.parametrize("source", [
+    "x = cfg.get('tensorboard')", "x = OmegaConf.select(cfg, 'logging.tensorboard', default=_ABSENT)",
+    "def f(cfg):\n    return cfg.get('delimiter') or ','", "def f(cfg):\n    return cfg.get('channels') or 0",
+    "x = OmegaConf.select(cfg, 'hydra.run.dir', default='')", "x = os.environ.get('TF_CONFIG') or '{}'"])
+def test_the_defaults_rule_lets_reads_and_what_null_means_pass(source):
+    assert repeated_defaults(ast.parse(source), conf_keys(), conf_defaults()) == []
 
 
 # ---- the statuses' meanings ---------------------------------------------------------------------------------------

@@ -1,25 +1,36 @@
 """tfhydra: declarative, Hydra-configured TensorFlow training.
 
-The TensorFlow Model Optimization Toolkit works with Keras 2 only, so tfhydra uses
-tf_keras everywhere and makes `tf.keras` mean tf_keras for the user's own code too:
-`TF_USE_LEGACY_KERAS=1` must be set before TensorFlow is first imported, which is why
-this module sets it and imports nothing heavy.
+A list of names. Importing it sets the Keras environment (tfhydra/keras_env.py: tf_keras, before TensorFlow
+loads) and registers conf/'s resolvers (tfhydra/resolvers.py), and nothing else: the pre-flight, the sweep room
+and the Python API load when one of their names is first used (PEP 562), so `import tfhydra.record` does not
+load the command line.
 """
-import os
-
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep C++ info logs out of train.log
-
-from tfhydra.preflight import check_command_line  # noqa: E402  (light: Hydra and OmegaConf only)
-from tfhydra.startup import end_process  # noqa: E402
-from tfhydra.errors import ConfigError  # noqa: E402
-from tfhydra.project import CONFIG_DIR  # noqa: E402  (tfhydra's conf/: the checkout's, or the wheel's)
-from tfhydra.sweep import register_resolvers  # noqa: E402
-from tfhydra.api import compose, run, resume_hint  # noqa: E402,F401  (the Python API: compose a config, run it)
-from tfhydra.notebook import Result, load_result, multirun, train  # noqa: E402  (... and get the run back)
+from tfhydra import keras_env  # noqa: F401  (first: TF_USE_LEGACY_KERAS before anything can import TensorFlow)
+from tfhydra.errors import ConfigError
+from tfhydra.project import CONFIG_DIR  # tfhydra's conf/ (hydra_plugins/tfhydra_conf looks for this module)
+from tfhydra.resolvers import register_resolvers
 
 register_resolvers()  # conf/tfhydra.yaml names sweep job directories with them
 
+# name -> the module that defines it, imported on first use
+_LAZY = {"check_command_line": "tfhydra.preflight", "end_process": "tfhydra.startup",
+         "compose": "tfhydra.api", "run": "tfhydra.api", "resume_hint": "tfhydra.api",
+         "train": "tfhydra.notebook", "multirun": "tfhydra.notebook", "Result": "tfhydra.notebook",
+         "load_result": "tfhydra.notebook"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tfhydra' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+def __dir__() -> list:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = ["train", "multirun", "Result", "load_result", "run", "compose", "check_command_line", "end_process",
-           "ConfigError"]
+           "ConfigError", "CONFIG_DIR"]
 __version__ = "0.1.0"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-import tfhydra  # sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
+import tfhydra  # first: tfhydra/keras_env.py sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
 from tfhydra import startclock
 from tfhydra.command import set_command
 from tfhydra.project import CONFIG_DIR, import_from_working_directory, project_config_dir

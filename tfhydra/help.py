@@ -15,6 +15,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from tfhydra.private_api import config_node, node_value
+
 # The keys the page shows without a section (the rest: `--help SECTION`). Which keys are common is a choice of
 # this page; their defaults and descriptions come from conf/.
 COMMON_KEYS = ("data.batch_size", "data.fraction", "data.cache", "data.augment", "optimizer.lr",
@@ -126,11 +128,11 @@ def leaves(node, prefix: str = ""):
     """(dotted key, value) of every leaf, values unresolved (`${trainer.monitor}` shows as written)."""
     for key in node:
         path = f"{prefix}.{key}" if prefix else str(key)
-        child = node._get_node(key)
+        child = config_node(node, key)
         if isinstance(child, DictConfig) and len(child) and "_target_" not in child:
             yield from leaves(child, path)
         else:
-            yield path, child._value() if not isinstance(child, (DictConfig, ListConfig)) else \
+            yield path, node_value(child) if not isinstance(child, (DictConfig, ListConfig)) else \
                 OmegaConf.to_container(child, resolve=False)
 
 

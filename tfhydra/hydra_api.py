@@ -1,4 +1,5 @@
-"""Every use of Hydra's private API (`hydra._internal`), in one place, so a Hydra upgrade is checked here.
+"""Every use of Hydra's private API (`hydra._internal`, a `JobReturn`'s raw value), in one place, so a Hydra
+upgrade is checked here.
 
 Checked against hydra-core 1.3.2 and 1.3.8 (pyproject.toml pins `>=1.3.2,<1.4`). Each function names what it
 borrows and why tfhydra cannot do without it; tests/structure/test_imports.py fails on `hydra._internal` anywhere else.
@@ -48,3 +49,15 @@ def basic_sweeper(max_batch_size: int | None, params: dict | None) -> Any:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     return BasicSweeper(max_batch_size=max_batch_size, params=params)
+
+
+def job_return_value(returned: Any) -> Any:
+    """What a job returned or raised (`JobReturn._return_value`): the public `return_value` re-raises a failed
+    job's exception, and a launcher or the search must read it without raising."""
+    return getattr(returned, "_return_value", None)
+
+
+def set_job_return_value(returned: Any, value: Any) -> None:
+    """Replace what a job returned (`JobReturn._return_value`): a worker sends a failure back as its one line, since
+    the exception itself may not pickle."""
+    returned._return_value = value

@@ -65,9 +65,9 @@ def warn_if_slow(policy: str) -> None:
 
 
 def _hold_back_keras_device_check() -> None:
-    from tf_keras.src.mixed_precision import device_compatibility_check
+    from tfhydra.private_api import hold_back_device_check
 
-    device_compatibility_check._logged_compatibility_check = True  # tf_keras' "logged once" flag (private)
+    hold_back_device_check()  # tf_keras' "logged once" flag
 
 
 def float32_output(model: keras.Model) -> keras.Model:

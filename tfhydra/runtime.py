@@ -141,10 +141,9 @@ def seed_everything(seed: int, deterministic: bool) -> None:
         # Dropout & co. then draw from tf.random.Generator variables, which checkpoints track.
         keras.backend.experimental.enable_tf_random_generator()
     else:  # both are process-wide: an earlier job of an in-process sweep must not leave them on
-        from tensorflow.python.framework import config as tf_config  # disable_op_determinism is not public API
+        from tfhydra.private_api import disable_op_determinism  # not public API
 
-        if tf_config.is_op_determinism_enabled():
-            tf_config.disable_op_determinism()
+        disable_op_determinism()
         keras.backend.experimental.disable_tf_random_generator()
 
 

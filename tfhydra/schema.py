@@ -19,6 +19,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
+from tfhydra.private_api import config_node, list_nodes, node_value, resolve_node
 
 
 @dataclass(frozen=True)
@@ -162,14 +163,14 @@ def check_types(cfg: DictConfig, defaults: DictConfig, rules: dict[str, Rule], p
                               "deleting it)", "a key tfhydra needs was deleted")
         if path in rules:
             continue
-        expected, given = defaults._get_node(key), cfg._get_node(key)
+        expected, given = config_node(defaults, key), config_node(cfg, key)
         if isinstance(expected, DictConfig):
             if isinstance(given, DictConfig):
                 check_types(given, expected, rules, path + ".")
                 continue
             raise ConfigError(path, _plain(cfg[key]), "a mapping of keys (use dotted keys to set one)", "wrong type")
-        default = OmegaConf.to_container(expected) if isinstance(expected, ListConfig) else expected._value()
-        value = OmegaConf.to_container(given) if isinstance(given, (ListConfig, DictConfig)) else given._value()
+        default = OmegaConf.to_container(expected) if isinstance(expected, ListConfig) else node_value(expected)
+        value = OmegaConf.to_container(given) if isinstance(given, (ListConfig, DictConfig)) else node_value(given)
         if default is None or value is None or _same_kind(default, value):
             continue
         raise ConfigError(path, _plain(value), f"{_kind(default)} (default {_plain(default)})", "wrong type")
@@ -222,11 +223,10 @@ def check_interpolations(node: Any, path: str = "") -> None:
             child = f"{path}.{key}" if path and isinstance(node, DictConfig) else (
                 f"{path}[{key}]" if isinstance(node, ListConfig) else str(key))
             try:
-                value = node._get_node(key)
-                if value._is_interpolation():
-                    value._dereference_node()
+                value = config_node(node, key)
+                resolve_node(value)
             except OmegaConfBaseException as error:
-                raw = node._get_node(key)._value() if node._get_node(key) is not None else None
+                raw = node_value(config_node(node, key)) if config_node(node, key) is not None else None
                 reason = " ".join(str(error).split("\n")[0].split())
                 raise ConfigError(child, raw, "a value, or an interpolation such as ${trainer.monitor} that names an "
                                   "existing key (or a set environment variable for ${oc.env:...})",
@@ -278,7 +278,7 @@ def nodes_with_target(node: Any, path: str = ""):
         for key in node:
             if path == "" and key == "hydra":
                 continue
-            yield from nodes_with_target(node._get_node(key), f"{path}.{key}" if path else str(key))
+            yield from nodes_with_target(config_node(node, key), f"{path}.{key}" if path else str(key))
     elif isinstance(node, ListConfig):
-        for i, item in enumerate(node._iter_ex(resolve=False)):
-            yield from nodes_with_target(node._get_node(i), f"{path}[{i}]")
+        for i, item in enumerate(list_nodes(node)):
+            yield from nodes_with_target(config_node(node, i), f"{path}[{i}]")

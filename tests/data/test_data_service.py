@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import data_files
-from conftest import FAST, ROOT, last_line, read_run_record, run_cli
+from conftest import FAST, ROOT, counts_cases, last_line, read_run_record, run_cli
 from tfhydra.errors import ConfigError
 
 
@@ -116,6 +116,7 @@ def test_a_service_address_that_is_not_grpc_host_port_is_refused_by_the_plan(com
                                      "service dispatcher")
 
 
+@counts_cases()
 @settings(max_examples=300, deadline=None, database=None)
 @given(st.one_of(st.text(), st.text(alphabet="[]:/.@%0123456789abcdefghgrpc")))
 def test_any_address_text_is_a_host_and_port_or_the_keys_one_line(address):

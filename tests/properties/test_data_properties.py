@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import data_files
-from conftest import HYPOTHESIS_SEED
+from conftest import HYPOTHESIS_SEED, counts_cases
 from tfhydra.errors import ConfigError
 
 CASES = int(os.environ.get("TFHYDRA_DATA_CASES", "12"))
@@ -134,6 +134,7 @@ def test_any_damaged_file_works_or_is_one_line(source, tmp_path_factory, compose
     from tfhydra.job_errors import one_line_tensorflow_errors
     from tfhydra.plan import plan_run
 
+    @counts_cases()
     @seed(HYPOTHESIS_SEED)
     @settings(max_examples=CASES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(data=st.data())

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, ListConfig
 
-from conftest import CONFIG_DIR, HYPOTHESIS_SEED
+from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from tfhydra.preflight import check_overrides
 from tfhydra.errors import ConfigError
 
@@ -98,6 +98,7 @@ def preflight(argv: list[str]) -> ConfigError | None:
     return None
 
 
+@counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(max_examples=CASES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=overrides())
@@ -153,6 +154,7 @@ def _cap_sizes(node) -> None:
 @seed(HYPOTHESIS_SEED)
 @settings(max_examples=int(os.environ.get("TFHYDRA_PROPERTY_RUNS", "12")), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@counts_cases()
 @given(argv=overrides())
 def test_accepted_cases_run_or_fail_in_one_line(argv, tmp_path_factory):
     """What the pre-flight accepts, the job runs (two batches, one epoch) or refuses in one line: never a traceback."""

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from omegaconf import DictConfig, OmegaConf
 
 import trust_dirs
-from conftest import CONFIG_DIR, HYPOTHESIS_SEED
+from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from tfhydra.errors import ConfigError
 
 CASES = int(os.environ.get("TFHYDRA_TRUST_CASES", "25"))
@@ -157,6 +157,7 @@ def check_reader(read, attack, status="completed"):
         assert_harmless(cfg, marker)
 
 
+@counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
 @given(hostile_run())
@@ -166,6 +167,7 @@ def test_evaluate_reads_no_code_from_a_run(attack):
     check_reader(lambda run: load_run_config(run, []), attack)
 
 
+@counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
 @given(hostile_run())
@@ -179,6 +181,7 @@ def test_compression_from_run_reads_no_code_from_a_run(attack):
     check_reader(read, attack)
 
 
+@counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
 @given(hostile_run())
@@ -192,6 +195,7 @@ def test_continuing_a_run_reads_no_code_from_it(attack):
     check_reader(read, attack, status="interrupted")
 
 
+@counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
 @given(hostile_run())
@@ -243,6 +247,7 @@ def build_sweep(root: Path, attack: dict) -> Path:
     return sweep
 
 
+@counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
 @given(hostile_sweep())

@@ -18,10 +18,11 @@ PACKAGE = ROOT / "tfhydra"
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
 ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "job_errors",
                  "hydra_files", "plan", "sweep", "launch", "preload", "help",
-                 "evaluate", "predict", "api", "notebook"}
+                 "evaluate", "predict", "api", "notebook", "resolvers"}
 NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project",
            "report", "schema", "terminal", "trust",
-           "lifecycle", "command", "hydra_api", "runtime", "dirlock", "sweep_kind", "monitor"}
+           "lifecycle", "command", "hydra_api", "runtime", "dirlock", "sweep_kind", "monitor", "keras_env",
+           "private_api"}
 
 
 def room_of(module: str) -> str:
@@ -129,6 +130,32 @@ def test_the_run_plan_imports_no_tensorflow():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+COMMAND_LINE = ("tfhydra.preflight", "tfhydra.composition", "tfhydra.sweep", "tfhydra.launch", "tfhydra.console",
+                "tfhydra.startup", "tfhydra.api", "tfhydra.notebook", "tfhydra.job", "tensorflow", "tf_keras")
+
+
+def loaded_after(statement: str) -> list[str]:
+    """The command-line modules (and TensorFlow) a fresh interpreter has loaded after `statement`."""
+    code = (f"import sys; {statement}; names = {COMMAND_LINE!r}; "
+            "print(sorted(m for m in sys.modules if m in names or m.startswith(tuple(n + '.' for n in names))))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return eval(done.stdout)  # noqa: S307  (our own print of a list of names)
+
+
+def test_importing_the_record_loads_no_command_line():
+    """The ground floor stays light: `import tfhydra.record` (a tool reading metrics.json) sets the Keras
+    environment through tfhydra/keras_env.py, not by loading the pre-flight, the sweep room or TensorFlow.
+    (Hydra itself is loaded: `ConfigError` is Hydra's `CompactHydraException`, so Hydra prints it in one line.)"""
+    assert loaded_after("import tfhydra.record, tfhydra.rundir, tfhydra.lifecycle") == []
+
+
+def test_importing_tfhydra_loads_its_names_on_first_use():
+    assert loaded_after("import tfhydra") == []
+    used = loaded_after("import tfhydra; tfhydra.compose, tfhydra.check_command_line")
+    assert {"tfhydra.preflight", "tfhydra.api"} <= set(used)
+
+
 # ---- no circles, small rooms (issue 25) -------------------------------------------------------------------------
 
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 350, 60
@@ -225,3 +252,76 @@ def test_modules_and_functions_stay_small():
 def test_hydras_private_api_is_used_in_one_module():
     users = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if "hydra._internal" in p.read_text())
     assert users == ["tfhydra/hydra_api.py"]
+
+
+# ---- one door for other packages' private API (issue 36 item 6) ---------------------------------------------------
+
+DOORS = {"tfhydra/hydra_api.py", "tfhydra/private_api.py"}
+PRIVATE_PACKAGES = ("tensorflow", "tf_keras", "keras", "omegaconf", "optuna", "hydra")
+# Private names reached outside the doors on purpose, each with its reason (keep this short).
+ALLOWED_PRIVATE = {"os._exit": "the os module's documented exit without clean-up",
+                   "atexit._run_exitfuncs": "CPython's own shutdown entry point (startup.py: the fast exit)",
+                   "self.stop._previous": "tfhydra's own StopOnSignal (trainer/state.py)"}
+
+
+def private_reaches(source: str) -> list[str]:
+    """Private names of other packages that `source` reaches: an import of `tensorflow.python`, `tf_keras.src`,
+    `omegaconf._x`, `hydra._internal` ...; an attribute `x._name` (not `self._name` or `super()._name`: a subclass's
+    own state and the Keras hooks it overrides stay with it); a `getattr(x, "_name")`. Names like `_target_` are
+    config keys, not private."""
+    found = []
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.endswith("_")
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] in PRIVATE_PACKAGES and (any(private(p) for p in parts[1:]) or "src" in parts[1:2]
+                                                     or parts[:2] == ["tensorflow", "python"]):
+                    found.append(f"line {node.lineno}: import {module}")
+        elif isinstance(node, ast.Attribute) and (private(node.attr) or node.attr == "__internal__"):
+            value = node.value
+            if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+                continue
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+                continue
+            if ast.unparse(node) not in ALLOWED_PRIVATE:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) > 1 and \
+                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) and \
+                private(node.args[1].value):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_other_packages_private_api_is_reached_through_one_door():
+    """TensorFlow's, tf_keras', OmegaConf's and Optuna's private names are reached in tfhydra/private_api.py only,
+    Hydra's in tfhydra/hydra_api.py only: an upgrade is checked in two files."""
+    paths = [*PACKAGE.rglob("*.py"), *(ROOT / "hydra_plugins").rglob("*.py")]
+    reaches = {str(p.relative_to(ROOT)): private_reaches(p.read_text()) for p in sorted(paths)}
+    assert {name: found for name, found in reaches.items() if found and name not in DOORS} == {}
+
+
+@pytest.mark.parametrize("line", [
+    "from tf_keras.src.engine.training import reduce_per_replica",
+    "from tensorflow.python.framework import config",
+    "import tensorflow.python.framework.config",
+    "from omegaconf.basecontainer import BaseContainer; BaseContainer._resolvers",
+    "value = cfg._get_node('x')._value()",
+    "rate = model.optimizer._learning_rate",
+    "built = getattr(optimizer, '_built', False)",
+    "import tensorflow as tf; tf.__internal__.tracking.Trackable",
+    "from hydra._internal.utils import _locate",
+])
+def test_the_door_rule_sees_a_private_reach(line):
+    assert private_reaches(line) != []
+
+
+@pytest.mark.parametrize("line", ["self._epoch = 0", "super()._log_weights(epoch)", "cfg.model._target_",
+                                  "os._exit(0)", "from tfhydra.errors import _show"])
+def test_the_door_rule_lets_own_names_and_config_keys_pass(line):
+    assert private_reaches(line) == []

@@ -13,3 +13,18 @@ def test_tf_keras_is_tf_keras_after_importing_tfhydra():
                             env={"PATH": "/usr/bin:/bin", "TF_USE_LEGACY_KERAS": "0"})
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "LEGACY_OK"
+
+
+def test_any_tfhydra_module_sets_the_keras_environment_before_tensorflow():
+    """A room imported on its own (not `import tfhydra` first) still gets tf_keras: the package's first import is
+    tfhydra/keras_env.py, which sets TF_USE_LEGACY_KERAS, and importing the record alone sets it too."""
+    probe = ("import os\n"
+             "import tfhydra.record\n"
+             "assert os.environ['TF_USE_LEGACY_KERAS'] == '1', os.environ['TF_USE_LEGACY_KERAS']\n"
+             "import tfhydra.trainer.ema, tensorflow as tf, tf_keras\n"
+             "assert tf.keras.layers.Dense is tf_keras.layers.Dense\n"
+             "print('LEGACY_OK')\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "TF_USE_LEGACY_KERAS": "0"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "LEGACY_OK"

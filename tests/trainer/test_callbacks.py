@@ -233,3 +233,30 @@ def test_a_default_runs_batch_hooks_take_tensors(tmp_path):
     callbacks = [*build_callbacks(cfg.trainer, cfg.logging, RunPaths(tmp_path), RunRecorder()),
                  ResumableBackup(str(tmp_path / "state"), "epoch"), EpochProgress(32)]
     assert keras.callbacks.CallbackList(callbacks)._batch_hooks_support_tf_logs
+
+
+def test_ema_swap_sits_after_the_best_checkpoint_and_before_the_resumable_state(tmp_path):
+    """trainer.ema: the list build_callbacks makes puts the swap after the best checkpoint (it saves the averages)
+    and the fit loop's list puts the resumable state after it (it saves the raw weights); a list that breaks
+    either is refused where it is built, as Keras' SwapEMAWeights refuses its own misplacement."""
+    from tfhydra.rundir import RunPaths
+    from tfhydra.trainer.callbacks import build_callbacks
+    from tfhydra.trainer.ema import AveragedWeightsForEvaluation, CallbackOrderError, check_ema_place
+
+    cfg = compose_config(["trainer.ema.decay=0.99"])
+    built = build_callbacks(cfg.trainer, cfg.logging, RunPaths(tmp_path), RunRecorder())
+    kinds = [type(c) for c in built]
+    assert kinds.index(BestCheckpoint) < kinds.index(AveragedWeightsForEvaluation)
+    backup = ResumableBackup(str(tmp_path / "state"), "epoch")
+    assert check_ema_place([*built, backup])[-1] is backup
+
+    swap, best = kinds.index(AveragedWeightsForEvaluation), kinds.index(BestCheckpoint)
+    reordered = list(built)
+    reordered[swap], reordered[best] = reordered[best], reordered[swap]
+    with pytest.raises(CallbackOrderError, match="BestCheckpoint after AveragedWeightsForEvaluation"):
+        check_ema_place(reordered)
+    with pytest.raises(CallbackOrderError, match="ResumableBackup before AveragedWeightsForEvaluation"):
+        check_ema_place([backup, *built])
+    without = build_callbacks(compose_config([]).trainer, cfg.logging, RunPaths(tmp_path), RunRecorder())
+    assert not any(isinstance(c, AveragedWeightsForEvaluation) for c in without)
+    assert check_ema_place([backup, *without])[0] is backup  # no EMA: nothing to place

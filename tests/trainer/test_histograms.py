@@ -18,7 +18,7 @@ from hypothesis.extra import numpy as hnp
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.histogram import summary_v2
 
-from conftest import HYPOTHESIS_SEED
+from conftest import HYPOTHESIS_SEED, counts_cases
 from tfhydra.trainer.histograms import TensorBoard, buckets
 
 CASES = int(os.environ.get("TFHYDRA_PROPERTY_CASES", "300")) // 3
@@ -30,6 +30,7 @@ CONSTANT = st.builds(lambda value, n: np.full([n], value, np.float32), st.floats
 INTEGERS = hnp.arrays(np.int64, hnp.array_shapes(max_dims=2, max_side=30), elements=st.integers(-5, 5))
 
 
+@counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(max_examples=CASES, deadline=None, database=None)
 @given(data=st.one_of(FLOATS, CONSTANT, INTEGERS), count=st.sampled_from([1, 2, 7, 30]))

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 import tfhydra
-from conftest import CONFIG_DIR, FAST, read_run_record
+from conftest import CONFIG_DIR, FAST, counts_cases, read_run_record
 from tfhydra.preflight import check_overrides
 from tfhydra.errors import ConfigError
 
@@ -56,6 +56,7 @@ def test_trains_with_a_target_metric_and_can_monitor_it(compose_cfg, tmp_path):
     assert returned == pytest.approx(best["val_top2"])
 
 
+@counts_cases()
 @settings(max_examples=30, deadline=None, database=None)
 @given(smoothing=st.floats(0.0, 0.99), classes=st.integers(2, 12), batch=st.integers(1, 6), seed=st.integers(0, 999))
 def test_sparse_label_smoothing_is_the_one_hot_formula(smoothing, classes, batch, seed):

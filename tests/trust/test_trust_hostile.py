@@ -24,7 +24,7 @@ import yaml
 from hypothesis import HealthCheck, given, seed, settings, strategies as st
 
 import trust_dirs
-from conftest import HYPOTHESIS_SEED, TESTS, last_line
+from conftest import HYPOTHESIS_SEED, TESTS, counts_cases, last_line
 from tfhydra.bounded import MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, load_json_bounded
 from tfhydra.errors import ConfigError
 
@@ -94,14 +94,13 @@ def test_a_record_nested_past_the_recursion_limit_is_a_record_error(tmp_path):
 
 
 CASES = int(os.environ.get("TFHYDRA_TRUST_CASES", "25"))
-RAN: list[int] = []
 
 
+@counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(max_examples=CASES * 2, deadline=None, suppress_health_check=list(HealthCheck))
 @given(levels=st.integers(1, 12), fan=st.integers(1, 40), depth=st.integers(1, 3 * MAX_DEPTH))
 def test_the_reader_refuses_exactly_what_is_over_the_limits(levels, fan, depth):
-    RAN.append(1)
     text, nodes = alias_tree(levels, fan)
     with answers_within(60):
         if nodes > MAX_NODES:
@@ -118,11 +117,6 @@ def test_the_reader_refuses_exactly_what_is_over_the_limits(levels, fan, depth):
             check_yaml_shape(nested)
 
 
-def test_the_property_ran_its_cases():
-    """Runs after the property in file order; alone (-k) it checks nothing, and says so by skipping."""
-    if not RAN:
-        pytest.skip("the property did not run in this session")
-    assert len(RAN) >= CASES
 
 
 # ---- resume: hydra settings only from the command line -----------------------------------------------------------

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from tfhydra.compression.plan import SHARED_KEYS
 from tfhydra.contracts import Compression, Phase
 from tfhydra.errors import ConfigError
+from tfhydra.private_api import is_functional
 from tfhydra.registry import Registry
 
 COMPRESSIONS = Registry("compression")
@@ -236,7 +237,7 @@ class CentroidGradientsExpected(keras.callbacks.Callback):
 
 
 def require_layer_graph(model: keras.Model, scheme: str, nested: bool = True) -> None:
-    if not isinstance(model, keras.Sequential) and not getattr(model, "_is_graph_network", False):
+    if not isinstance(model, keras.Sequential) and not is_functional(model):
         raise ConfigError("compression", scheme, "a Sequential or Functional model (every tfhydra model option is "
                           "one), or compression=none", "the Model Optimization Toolkit supports Sequential and "
                           f"Functional models only; model {model.name} is a subclassed model ({type(model).__name__})")

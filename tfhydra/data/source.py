@@ -82,9 +82,9 @@ def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=N
 def deterministic_reads() -> bool:
     """Op determinism (`trainer.deterministic`, turned on before the data are built) asks for a fixed read
     order too; otherwise parallel reads deliver in the faster order they finish."""
-    from tensorflow.python.framework import config as tf_config  # is_op_determinism_enabled is not public API
+    from tfhydra.private_api import op_determinism_enabled  # not public API
 
-    return bool(tf_config.is_op_determinism_enabled())
+    return op_determinism_enabled()
 
 
 def image_size(value) -> tuple[int, int] | None:

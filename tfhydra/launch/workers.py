@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tfhydra.dirlock import process_alive
+from tfhydra.hydra_api import job_return_value, set_job_return_value
 from tfhydra.runtime import WORKER_ENV
 from tfhydra.launch.fork_server import start_fork_server, worker_environment
 from tfhydra.launch.placement import WorkerPlan
@@ -198,7 +199,7 @@ def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
     if not os.environ["PYTHONPATH"]:
         del os.environ["PYTHONPATH"]  # the launching process had none
     os.setpgrp()  # the terminal's Ctrl-C goes to the launching process, which passes it on once
-    import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+    import tfhydra.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
     from tfhydra.startup import leave_now, preload_job
 
     TAGGED.start()  # every line the worker prints carries its job's tag; TensorFlow's start-up noise dropped
@@ -248,9 +249,9 @@ def plain_return(returned: Any) -> Any:
         value = getattr(returned, name, None)
         if value is not None:
             setattr(returned, name, OmegaConf.create(OmegaConf.to_container(value, resolve=False)))
-    if isinstance(getattr(returned, "_return_value", None), BaseException):
-        error = returned._return_value
-        returned._return_value = RuntimeError(f"{type(error).__name__}: {error}")
+    error = job_return_value(returned)
+    if isinstance(error, BaseException):
+        set_job_return_value(returned, RuntimeError(f"{type(error).__name__}: {error}"))
     return returned
 
 
@@ -304,10 +305,10 @@ def execute_job(idx: int, overrides: Sequence[str], hydra_context: Any, config: 
     from hydra.core.utils import run_job, setup_globals
     from omegaconf import open_dict
 
-    from omegaconf.basecontainer import BaseContainer
+    from tfhydra.private_api import omegaconf_resolvers
 
     setup_globals()  # Hydra's resolvers (`now`, `hydra`); tfhydra's were registered when the worker imported it
-    Singleton.set_state({**singleton_state, "omegaconf_resolvers": BaseContainer._resolvers})
+    Singleton.set_state({**singleton_state, "omegaconf_resolvers": omegaconf_resolvers()})
     sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"

@@ -57,10 +57,10 @@ def estimated_bytes(cfg_model: DictConfig, spec: DataSpec, batch_size: int, slot
 
 def _random_states() -> tuple:
     """Python's, NumPy's and tf_keras' seed generator (what `keras.utils.set_random_seed` seeds and an initializer
-    without a seed draws from: tf_keras.src.backend._SEED_GENERATOR, private) as they are before the symbolic build."""
-    from tf_keras.src import backend
+    without a seed draws from, tfhydra/private_api.py) as they are before the symbolic build."""
+    from tfhydra.private_api import keras_seed_generator
 
-    generator = getattr(backend._SEED_GENERATOR, "generator", None)
+    generator = keras_seed_generator()
     return random.getstate(), np.random.get_state(), generator, generator.getstate() if generator else None
 
 

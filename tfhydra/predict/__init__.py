@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-import tfhydra  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+import tfhydra.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 from tfhydra.errors import ConfigError
 from tfhydra.terminal import figure
 

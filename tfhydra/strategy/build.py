@@ -95,9 +95,9 @@ def slurm_resolver(cfg) -> tf.distribute.cluster_resolver.ClusterResolver:
     if missing:
         raise ConfigError("strategy.cluster_resolver", "slurm", SLURM_ACCEPTED, f"{', '.join(missing)} not set: "
                           "not inside a SLURM job step")
-    from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import expand_tasks_per_node
+    from tfhydra.private_api import slurm_tasks_per_node
 
-    tasks_per_node = max(expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"]))
+    tasks_per_node = max(slurm_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"]))
     gpus = cfg.get("gpus_per_task")
     try:
         resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(

@@ -121,10 +121,3 @@ def job_dirname(task_overrides: Sequence[str], argv: Sequence[str] | None = None
 def safe_name(text: str) -> str:
     return _UNSAFE.sub("_", text)[:MAX_NAME]
 
-
-def register_resolvers() -> None:
-    from omegaconf import OmegaConf
-
-    if not OmegaConf.has_resolver("tfhydra.job_dirname"):  # resolved in the job's process: its own config names it
-        OmegaConf.register_new_resolver("tfhydra.job_dirname", lambda overrides, _root_: job_dirname(
-            list(overrides), hydra_node=_root_.get("hydra")))

@@ -8,6 +8,7 @@ import math
 
 import tf_keras as keras
 
+from tfhydra.private_api import trial_id
 from tfhydra.terminal import figure
 
 log = logging.getLogger("tfhydra")
@@ -23,8 +24,7 @@ class ReportToTrial(keras.callbacks.Callback):
         # A loaded study does not remember its pruner: the job decides with the search's own (should_prune).
         study = optuna.load_study(study_name=study_name, storage=storage, pruner=pruner)
         # Optuna addresses a trial by its storage id; the sweeper hands the job its number (stable, readable).
-        trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)  # noqa: SLF001
-        self.trial = optuna.trial.Trial(study, trial_id)
+        self.trial = optuna.trial.Trial(study, trial_id(study, number))
         self.number, self.monitor = number, monitor
         self.pruned_at: int | None = None
 

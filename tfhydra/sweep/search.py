@@ -24,6 +24,8 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError, clip
+from tfhydra.hydra_api import job_return_value
+from tfhydra.private_api import set_trial_attribute
 from tfhydra.record import Status, read_record
 from tfhydra.report import write_atomically
 from tfhydra.rundir import SweepPaths
@@ -163,8 +165,7 @@ def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable
         for (number, _), returned in zip(batch, launch(overrides, batch[0][0])):
             state, value = outcome(returned)
             for key, figure in test_figures(returned).items():  # shown beside the value; the search never reads them
-                trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)  # noqa: SLF001
-                study._storage.set_trial_user_attr(trial_id, key, figure)  # noqa: SLF001
+                set_trial_attribute(study, number, key, figure)
             study.tell(number, value if state == TrialState.COMPLETE else None, state=state)
 
     # Trials a kill left running: their jobs resume from the state they saved (same numbers, same directories).
@@ -212,7 +213,7 @@ def outcome(returned) -> tuple[Any, float | None]:
     from optuna.trial import TrialState
 
     record = _record_of(returned)
-    value = getattr(returned, "_return_value", None)
+    value = job_return_value(returned)
     if record is not None and record.status == Status.PRUNED:
         return TrialState.PRUNED, None
     if record is not None and record.status == Status.COMPLETED and isinstance(value, (int, float)) \

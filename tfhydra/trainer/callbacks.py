@@ -17,7 +17,7 @@ from tfhydra.monitor import Monitor
 from tfhydra.registry import instantiate_target
 from tfhydra.rundir import RunPaths
 from tfhydra.terminal import figure
-from tfhydra.trainer.ema import AveragedWeightsForEvaluation
+from tfhydra.trainer.ema import AveragedWeightsForEvaluation, check_ema_place
 from tfhydra.trainer.gradients import GradientSummaries
 from tfhydra.trainer.graph import ModelGraph
 from tfhydra.trainer.histograms import TensorBoard
@@ -199,7 +199,7 @@ def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunReco
     if cfg_logging.tensorboard and cfg_logging.gradients and cfg_logging.histogram_freq and datasets is not None:
         # after the swap back: the gradients of the weights that train, not of their averages
         callbacks.append(GradientSummaries(datasets.train, paths.tensorboard_train, cfg_logging.histogram_freq))
-    return callbacks
+    return check_ema_place(callbacks)
 
 
 def profile_range(value):

@@ -16,6 +16,7 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
+from tfhydra.private_api import is_trackable, layer_random_generator
 from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.restore import restore_newest_readable
 from tfhydra.trainer.state import KEEP, stop_for
@@ -106,7 +107,7 @@ class CustomLoop:
         """`step(data)` on every replica; its returned logs reduced over the replicas as model.fit reduces them
         (tf_keras' own `reduce_per_replica` with the model's `distribute_reduction_method`: "auto" sums them,
         except on a TPU)."""
-        from tf_keras.src.engine.training import reduce_per_replica  # fit's function: the same figures as fit
+        from tfhydra.private_api import reduce_per_replica  # fit's function: the same figures as fit
 
         outputs = self.strategy.run(step, args=(data,))
         reduced = reduce_per_replica(outputs, self.strategy, reduction=self.model.distribute_reduction_method)
@@ -145,7 +146,7 @@ class CustomLoop:
     def _checkpoint(self):
         state = dict(model=self.model, optimizer=self.model.optimizer, epoch=self.epoch, step=self.step,
                      metrics=self.metrics, rng=tf.random.get_global_generator(), layer_rngs=self.layer_generators)
-        if isinstance(self.iterator, tf.__internal__.tracking.Trackable):
+        if is_trackable(self.iterator):
             state["iterator"] = self.iterator
         else:  # a multi-replica strategy's iterator cannot be checkpointed: a resumed run restarts the data order
             log.warning("%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
@@ -253,11 +254,9 @@ def random_layer_generators(model: keras.Model, strategy) -> list:
     generators = []
     with strategy.scope():
         for layer in model.submodules:
-            random = getattr(layer, "_random_generator", None)
-            if hasattr(random, "_maybe_init"):
-                random._maybe_init()
-                if isinstance(getattr(random, "_generator", None), tf.random.Generator):
-                    generators.append(random._generator)
+            generator = layer_random_generator(layer)
+            if generator is not None:
+                generators.append(generator)
     return generators
 
 

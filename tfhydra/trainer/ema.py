@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import tf_keras as keras
 
+from tfhydra.private_api import moving_average_of
+
 
 def ema_options(cfg_ema) -> dict:
     """The optimizer's constructor arguments for `trainer.ema` (none when it is off). `ema_overwrite_frequency`
@@ -31,7 +33,7 @@ def swap_averages(model: keras.Model) -> None:
     """Exchange each trainable variable with its moving average (done twice, everything is as it was)."""
     optimizer = optimizer_of(model)
     for variable in model.trainable_variables:
-        average = optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(variable)]]
+        average = moving_average_of(optimizer, variable)
         raw = variable.read_value()
         variable.assign(average)
         average.assign(raw)
@@ -62,3 +64,28 @@ class AveragedWeightsForEvaluation(keras.callbacks.Callback):
         if self.swapped:
             swap_averages(self.model)
             self.swapped = False
+
+
+class CallbackOrderError(AssertionError):
+    """The callback list puts AveragedWeightsForEvaluation where its swap would save the wrong weights (a bug in
+    whoever built the list, not a user's mistake)."""
+
+
+def check_ema_place(callbacks: list) -> list:
+    """`callbacks`, once AveragedWeightsForEvaluation (if any) is after every ModelCheckpoint (the best checkpoint
+    keeps the averaged weights, swapped back in `on_epoch_end`) and before every BackupAndRestore (the resumable
+    state keeps the raw ones). Keras' own `SwapEMAWeights` raises when it is misplaced; so does this, where the
+    list is built (trainer/callbacks.py: build_callbacks; trainer/loops.py: the fit loop's list)."""
+    places = [i for i, callback in enumerate(callbacks) if isinstance(callback, AveragedWeightsForEvaluation)]
+    if not places:
+        return callbacks
+    swap = places[0]
+    checkpoints = [type(c).__name__ for c in callbacks[swap + 1:] if isinstance(c, keras.callbacks.ModelCheckpoint)]
+    if checkpoints:
+        raise CallbackOrderError(f"{', '.join(checkpoints)} after AveragedWeightsForEvaluation: it would save the raw "
+                                 "weights, not their averages; put it before the swap")
+    backups = [type(c).__name__ for c in callbacks[:swap] if isinstance(c, keras.callbacks.BackupAndRestore)]
+    if backups:
+        raise CallbackOrderError(f"{', '.join(backups)} before AveragedWeightsForEvaluation: the resumable state "
+                                 "would save the averages as the weights; put it after the swap")
+    return callbacks

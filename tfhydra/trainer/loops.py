@@ -12,6 +12,7 @@ import tf_keras as keras
 
 from tfhydra.trainer import custom  # noqa: F401  (registers "custom")
 from tfhydra.trainer.base import LOOPS, LoopContext
+from tfhydra.trainer.ema import check_ema_place
 from tfhydra.trainer.state import ResumableBackup
 
 __all__ = ["LOOPS", "LoopContext", "train"]
@@ -27,9 +28,9 @@ def train(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: L
 def fit_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
     # The state is saved after the other callbacks have recorded the epoch: a run killed in between
     # redoes that epoch, and RunRecorder drops the record it is ahead by.
+    callbacks = check_ema_place([*callbacks, *backup_callback(cfg_trainer, context)])
     model.fit(datasets.prefetched(datasets.train), validation_data=datasets.prefetched(datasets.validation),
-              epochs=cfg_trainer.epochs,
-              callbacks=[*callbacks, *backup_callback(cfg_trainer, context)], verbose=cfg_trainer.verbose)
+              epochs=cfg_trainer.epochs, callbacks=callbacks, verbose=cfg_trainer.verbose)
 
 
 def backup_callback(cfg_trainer, context: LoopContext) -> list:

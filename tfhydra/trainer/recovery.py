@@ -20,6 +20,7 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
+from tfhydra.private_api import learning_rate_of
 from tfhydra.terminal import figure
 from tfhydra.trainer.debugging import numeric_failure
 from tfhydra.trainer.ema import optimizer_of
@@ -47,7 +48,7 @@ def scale_for_recovery(optimizer, cfg_recovery):
     """Before compile, in the strategy's scope: the optimizer's rate made scalable when recovery is on."""
     if not cfg_recovery.max_trials:
         return optimizer
-    rate = optimizer._learning_rate
+    rate = learning_rate_of(optimizer)
     rate = float(rate.numpy()) if isinstance(rate, tf.Variable) else rate
     optimizer.learning_rate = ScaledRate(rate, tf.Variable(1.0, trainable=False, name="recovery_lr_scale"))
     return optimizer
@@ -57,7 +58,7 @@ def train_with_recovery(cfg_trainer, model: keras.Model, datasets, callbacks: li
     """The training loop, again from the last good state after each blow-up while `trainer.recovery` allows."""
     context.diverged = lambda: recorder.diverged is not None
     recovery = cfg_trainer.recovery
-    rate = optimizer_of(model)._learning_rate
+    rate = learning_rate_of(optimizer_of(model))
     if isinstance(rate, ScaledRate):
         rate.scale.assign(recovery.lr_factor ** len(recorder.recoveries))
         start = initial_state(model, context.strategy)

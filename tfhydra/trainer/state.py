@@ -26,8 +26,9 @@ from pathlib import Path
 
 import tensorflow as tf
 import tf_keras as keras
-from tf_keras.src.distribute import worker_training_state
 
+from tfhydra.private_api import (attach_training_state, optimizer_built, saved_epoch_and_batch,
+                                 worker_training_state)
 from tfhydra.trainer.restore import cluster_workers, restore_newest_readable
 
 
@@ -210,10 +211,10 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
     def on_train_begin(self, logs=None):
         model = self.model
-        if model.built and model.optimizer is not None and not getattr(model.optimizer, "_built", False):
+        if model.built and model.optimizer is not None and not optimizer_built(model.optimizer):
             model.optimizer.build(model.trainable_variables)  # slots must exist to be restored
         # An integer save_freq makes Keras resume from the saved batch, not only the saved epoch.
-        state = worker_training_state.WorkerTrainingState(model, self.backup_dir, save_freq=1)
+        state = worker_training_state(model, self.backup_dir, save_freq=1)
         # Every worker reads and writes its own directory (Keras' non-chief workers would read the chief's, which
         # needs a shared file system, and delete what they write): the chief `chief/`, the others `worker_<n>/`.
         directory = state.read_checkpoint_manager.directory
@@ -221,11 +222,11 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             directory = str(Path(self.backup_dir) / f"worker_{model.distribute_strategy.cluster_resolver.task_id}")
         manager = tf.train.CheckpointManager(state.read_checkpoint_manager.checkpoint, directory, max_to_keep=KEEP)
         state.read_checkpoint_manager = state.write_checkpoint_manager = manager
-        model._training_state = self._training_state = state
+        attach_training_state(model, state)
+        self._training_state = state
         restored = restore_newest_readable(manager.checkpoint, Path(directory), model.distribute_strategy)
         if restored:
-            saved_epoch, saved_batch = (int(keras.backend.get_value(v)) for v in (state._ckpt_saved_epoch,
-                                                                                   state._ckpt_saved_batch))
+            saved_epoch, saved_batch = (int(keras.backend.get_value(v)) for v in saved_epoch_and_batch(state))
             log.info("resumed from %s (saved at epoch %d, step %d)", restored, saved_epoch + 1, saved_batch + 1)
         if self.stop is not None:
             self.stop = stop_for(self.stop, model.distribute_strategy, manager.checkpoint, Path(directory))
@@ -255,8 +256,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             self.stop.check(lambda: f"the end of epoch {epoch + 1} ({self.backup_dir})")
 
     def _save(self, epoch: int, batch: int) -> str:
-        self._training_state._ckpt_saved_epoch.assign(epoch)
-        self._training_state._ckpt_saved_batch.assign(batch)
+        saved_epoch, saved_batch = saved_epoch_and_batch(self._training_state)
+        saved_epoch.assign(epoch)
+        saved_batch.assign(batch)
         self._training_state.write_checkpoint_manager.save()  # not back_up: it deletes a non-chief's directory
         return f"epoch {epoch + 1}, step {batch + 1} ({self.backup_dir})"
 
@@ -265,4 +267,4 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
     def on_train_end(self, logs=None):
         del self._training_state
-        del self.model._training_state
+        attach_training_state(self.model, None)
