@@ -4,8 +4,8 @@ import json
 import logging
 
 from tfhydra.record import RunRecord, Status
-from tfhydra.resume import (AFTER_TRAINING, FRESH, HISTORY_FIELDS, KEPT, SAVED_STATE, how_it_starts, read_history,
-                            start_phase, write_history)
+from tfhydra.resume import (AFTER_TRAINING, FRESH, HISTORY_FIELDS, KEPT, SAVED_STATE, clear_for, how_it_starts,
+                            read_history, start_phase, write_history)
 from tfhydra.rundir import RunPaths
 
 
@@ -56,6 +56,7 @@ def test_fresh_starts_clear_the_earlier_attempt_and_say_why_once(tmp_path, caplo
     lost = attempt(tmp_path / "lost", 1)  # epochs recorded, no state saved: started over, said as a warning
     with caplog.at_level(logging.INFO, logger="tfhydra"):
         start = start_phase(lost, resume=True)
+    clear_for(start, lost)
     assert (start.kind, start.epoch) == (FRESH, 0) and "no state was saved before" in start.reason
     assert not lost.history.exists()
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("WARNING", f"start: fresh ({start.reason})")]
@@ -64,6 +65,7 @@ def test_fresh_starts_clear_the_earlier_attempt_and_say_why_once(tmp_path, caplo
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tfhydra"):
         start = start_phase(over, resume=False)
+    clear_for(start, over)
     assert start.as_record() == {"kind": FRESH, "epoch": 0, "reason": "trainer.resume=false: any saved state is "
                                  "discarded"}
     assert not over.state.exists() and not over.history.exists()
@@ -72,7 +74,7 @@ def test_fresh_starts_clear_the_earlier_attempt_and_say_why_once(tmp_path, caplo
     kept = attempt(tmp_path / "resumed", 4, state=True)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tfhydra"):
-        start_phase(kept, resume=True)
+        clear_for(start_phase(kept, resume=True), kept)
     assert kept.state.exists() and kept.history.exists()  # what it resumes from is left alone
     assert [r.getMessage() for r in caplog.records] == \
         ["start: saved_state after epoch 4 (resuming from the saved state in checkpoints/state (4 epoch(s) recorded))"]

@@ -41,7 +41,7 @@ from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.precision import float32_output, loss_scale, policy_scope
 from tfhydra.record import RunRecord, Status, provenance, read_record, test_name
 from tfhydra.report import epoch_summary
-from tfhydra.resume import Start
+from tfhydra.resume import Start, clear_for
 from tfhydra.rundir import RunPaths
 from tfhydra.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.startclock import mark, startup
@@ -133,6 +133,7 @@ class PhaseRunner:
         """The recipe: seeds, data, model, compression, optimizer, training, export; each room's section into
         the record."""
         seed_everything(self.cfg.trainer.seed, self.cfg.trainer.deterministic)
+        clear_for(self.start, self.target)  # a fresh start: what an earlier attempt saved is deleted
         datasets = self.build_data()
         model, compression = self.build_model(datasets)
         callbacks = self.build_callbacks(datasets, compression)

@@ -8,7 +8,7 @@ A phase (a whole run, or one of its earlier phases in phases/<i>_<label>) starts
 - `after_training`: an attempt ended training and saved its last weights (checkpoints/last.weights.h5) but
   was stopped before its record was final: only the best weights, the test and the export are redone;
 - `kept`: the phase completed in an earlier run and is not rerun (an earlier phase, a sweep run again).
-`start_phase` is the one place that decides; the recipe (tfhydra/job.py), the sweep's job (tfhydra/sweep/trial.py)
+`start_phase` is the one place that decides (`clear_for` acts on a fresh start); the recipe (tfhydra/job.py), the sweep's job (tfhydra/sweep/trial.py)
 and the phases read its `Start` instead of asking again. The record's `resumed` field is `Start.as_record()`.
 
 `checkpoints/history.json` (the epochs of an unfinished attempt, kept beside its state) is read here, by
@@ -76,14 +76,18 @@ def how_it_starts(paths: RunPaths, resume: bool) -> Start:
 
 
 def start_phase(paths: RunPaths, resume: bool) -> Start:
-    """Decide how the phase in `paths` starts, say it once in train.log, and clear what a fresh start must not
-    read back (the state and history.json of an earlier attempt). The caller keeps the answer."""
+    """Decide how the phase in `paths` starts and say it once in train.log. The caller keeps the answer."""
     start = how_it_starts(paths, resume)
     say(start)
+    return start
+
+
+def clear_for(start: Start, paths: RunPaths) -> None:
+    """What a fresh start must not read back (the state and history.json of an earlier attempt) is deleted; the
+    phase calls it where a write that fails is one line and a record (tfhydra/phase.py)."""
     if start.kind == FRESH:
         shutil.rmtree(paths.state, ignore_errors=True)
         paths.history.unlink(missing_ok=True)
-    return start
 
 
 def say(start: Start) -> None:
