@@ -9,7 +9,9 @@ and the sweep room ask the same questions the same way:
 - `resume_command`: the command that continues a run (its overrides, pinned to its directory);
 - `record_stopped`: the one writer of a failed or interrupted record, whatever stopped the run (an error in
   the job, a job that failed before it could write its own record, a job its launcher lost).
-The statuses themselves, and what each means, are `tfhydra.record.Status`. Nothing here imports TensorFlow.
+How a phase starts (fresh, from its saved state, after training, kept) is decided once by tfhydra/resume.py,
+which asks `kept_record` here. The statuses themselves, and what each means, are `tfhydra.record.Status`.
+Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 

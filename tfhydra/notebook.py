@@ -69,7 +69,7 @@ class Result:
     def history(self) -> list[dict]:
         """Every epoch's figures (loss, metrics, val_*, learning rate), read from the run's
         checkpoints/history.json by its reader (a resumed run's epochs included); the record's copy without it."""
-        from tfhydra.trainer.callbacks import read_history  # tf_keras: the run's own reader
+        from tfhydra.resume import read_history  # the one reader of history.json
 
         saved = read_history(RunPaths(self.run_dir).history)
         return list(saved["epochs"]) if saved is not None else list(self.record.history)

@@ -94,6 +94,9 @@ class RunRecord:
     overrides: list = field(default_factory=list)  # the command line's overrides (Hydra's task overrides)
     monitor: str = ""  # trainer.monitor
     monitor_mode: str = ""  # min | max
+    # {kind: fresh|saved_state|after_training|kept, epoch, reason}: how this phase started and why (tfhydra/resume.py);
+    # null in a record written before it was kept
+    resumed: dict | None = None
     # where the result came from
     versions: dict = field(default_factory=dict)  # python and PACKAGES -> version (null: not installed)
     git: dict | None = None  # {commit, dirty} of the directory the command ran in; null outside a git checkout

@@ -52,8 +52,10 @@ def test_sigkill_then_the_same_command_finishes_the_run(tmp_path, point):
     log = (run_dir / "train.log").read_text()
     if point == "export":
         assert "training ended in an earlier attempt" in log  # only the export is redone
+        assert {k: record["resumed"][k] for k in ("kind", "epoch")} == {"kind": "after_training", "epoch": epochs}
     elif point != "first_epoch":
         assert "resumed from" in log
+        assert record["resumed"]["kind"] == "saved_state" and 2 <= record["resumed"]["epoch"] < epochs
     assert record["best"]["val_accuracy"] > 0.5
 
 
@@ -87,7 +89,9 @@ def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, lo
     assert "Traceback" not in stderr
     record = read_run_record(run_dir)
     assert record["status"] == "interrupted" and name in record["error"]
-    finish(run_dir, *args, epochs=6)
+    assert record["resumed"] == {"kind": "fresh", "epoch": 0, "reason": "a new run: nothing saved in its directory"}
+    resumed = finish(run_dir, *args, epochs=6)["resumed"]  # after the epochs the interrupted attempt recorded
+    assert (resumed["kind"], resumed["epoch"]) == ("saved_state", record["epochs_run"]) and record["epochs_run"] >= 1
     if loop == "custom":  # the custom loop resumes exactly: the same weights as a run never stopped
         reference = tmp_path / "reference"
         finish(reference, *args, epochs=6)
@@ -165,5 +169,7 @@ def test_an_unwritable_export_directory_is_one_line_and_only_the_export_is_redon
     assert "Traceback" not in result.stderr
     assert (run_dir / "checkpoints" / "last.weights.h5").is_file()
     (run_dir / "export").unlink()
-    finish(run_dir, *args, epochs=2)
+    resumed = finish(run_dir, *args, epochs=2)["resumed"]
     assert "training ended in an earlier attempt (2 epochs)" in (run_dir / "train.log").read_text()
+    assert resumed == {"kind": "after_training", "epoch": 2,
+                       "reason": "training ended in an earlier attempt (2 epochs): redoing what came after it"}

@@ -73,6 +73,13 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     a, b = (read_run_record(d) for d in (killed, reference))
     assert a["status"] == b["status"] == "completed" and a["epochs_run"] == 4
     assert a["history"] == b["history"]
+    # How each started, decided once at its start and kept in the record: the killed run from its saved state,
+    # after the epochs history.json had recorded; the reference from nothing.
+    assert {k: a["resumed"][k] for k in ("kind", "epoch")} == {"kind": "saved_state", "epoch": epochs_before}
+    assert a["resumed"]["reason"] == f"resuming from the saved state in checkpoints/state ({epochs_before} epoch(s) " \
+        "recorded)"
+    assert b["resumed"] == {"kind": "fresh", "epoch": 0, "reason": "a new run: nothing saved in its directory"}
+    assert (killed / "train.log").read_text().count("start: saved_state after epoch") == 1
     assert weights_digest(killed / "checkpoints" / "last.weights.h5") == \
         weights_digest(reference / "checkpoints" / "last.weights.h5")
 
@@ -87,3 +94,5 @@ def test_a_record_without_saved_state_is_started_over(tmp_path, compose_cfg):
     tfhydra.run(cfg, run_dir=tmp_path)
     record = read_run_record(tmp_path)
     assert record["status"] == "completed" and record["epochs_run"] == 1 and record["history"][0]["loss"] != 1.0
+    assert record["resumed"] == {"kind": "fresh", "epoch": 0, "reason": "checkpoints/history.json records epochs but "
+                                 "no state was saved before the earlier attempt ended: starting over"}

@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tfhydra"
 
 GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
-ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "job_errors",
+ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "phase", "job_errors",
                  "hydra_files", "plan", "sweep", "launch", "preload", "help",
                  "evaluate", "predict", "api", "notebook", "resolvers"}
 NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project",
            "report", "schema", "terminal", "trust",
-           "lifecycle", "command", "hydra_api", "runtime", "dirlock", "sweep_kind", "monitor", "keras_env",
+           "lifecycle", "resume", "command", "hydra_api", "runtime", "dirlock", "sweep_kind", "monitor", "keras_env",
            "private_api"}
 
 

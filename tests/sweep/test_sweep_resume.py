@@ -34,6 +34,12 @@ def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
     assert [read_run_record(sweep / job)["status"] for job in JOBS] == ["completed"] * 4
     log = (sweep / JOBS[1] / "train.log").read_text()  # job 1 ran again: from its state, or over if none was saved yet
     assert "resuming from the saved state" in log or "no state was saved before the earlier attempt ended" in log
+    # how each job started, in its record; the kept one says it in its train.log (its record is never rewritten)
+    started = [read_run_record(sweep / job)["resumed"] for job in JOBS]
+    assert started[0]["kind"] == "fresh" and [s["kind"] for s in started[2:]] == ["fresh", "fresh"]
+    assert (started[1]["kind"], started[1]["epoch"] > 0) in (("saved_state", True), ("fresh", False)), started[1]
+    assert ("no state was saved" in started[1]["reason"]) == (started[1]["kind"] == "fresh")
+    assert (sweep / JOBS[0] / "train.log").read_text().count("start: kept (completed in an earlier run (") == 1
     summary = (sweep / "summary.md").read_text()
     assert "4 jobs: 4 completed" in summary
 
@@ -60,3 +66,7 @@ def test_a_finished_joblib_sweep_run_again_keeps_every_job(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert {d.name: (d / "metrics.json").read_bytes() for d in jobs} == records
     assert all(f"kept: {name}" in again.stdout for name in records), again.stdout[-2000:]
+    for job in jobs:  # decided once in each worker, said once in the job's log; trained once, from nothing
+        assert (job / "train.log").read_text().count("start: kept (completed in an earlier run (2 epoch(s))") == 1
+        assert read_run_record(job)["resumed"] == {"kind": "fresh", "epoch": 0,
+                                                   "reason": "a new run: nothing saved in its directory"}

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfhydra.bounded import load_json_bounded, read_text_bounded
 from tfhydra.monitor import MODES, Monitor, is_figure
 from tfhydra.record import RunRecord, Status, read_record
+from tfhydra.resume import read_history
 from tfhydra.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
 from tfhydra.sweep_kind import expands_grid
@@ -178,7 +178,7 @@ def history(job: RunPaths, monitor: str) -> list[float | None]:
     record = read_record(job.root)
     epochs = record.history if record is not None and record.status != Status.RUNNING else None
     if epochs is None:
-        epochs = read_json(job.history).get("epochs", [])
+        epochs = (read_history(job.history) or {}).get("epochs", [])
     return [e.get(monitor) if isinstance(e, dict) else None for e in epochs]
 
 
@@ -245,10 +245,3 @@ def split_override(override: str) -> tuple[str, str]:
     key, _, value = override.partition("=")
     return key, value
 
-
-def read_json(path: Path) -> dict:
-    try:
-        value = load_json_bounded(read_text_bounded(path))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}

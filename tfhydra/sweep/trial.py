@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from tfhydra.errors import ConfigError
 from tfhydra.lifecycle import kept_record, record_stopped
+from tfhydra.resume import KEPT, how_it_starts, say
 from tfhydra.record import RunRecord, Status, provenance, read_record
 from tfhydra.rundir import RunPaths
 from tfhydra.sweep import current_swept_keys
@@ -37,10 +38,11 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
-    kept = kept_record(run_dir)
-    if kept is not None:  # a sweep run again: its config was checked before launch (tfhydra/sweep/rerun.py)
+    start = how_it_starts(RunPaths(run_dir), cfg.trainer.resume)  # decided and recorded in the job's phase unless kept
+    if start.kind == KEPT:  # a sweep run again: its config was checked before launch (tfhydra/sweep/rerun.py)
         name = job_name(run_dir, Path(str(hydra_cfg.sweep.dir)))
-        log.info("job %s completed in an earlier run of this sweep: kept as it is", name)
+        say(start)  # in the job's train.log; its record, completed, is never rewritten
+        kept = kept_record(run_dir)
         print(f"kept: {name} (completed in an earlier run of this sweep)", flush=True)
         best = kept.best_monitored
         return float(best) if best is not None else math.nan

@@ -11,10 +11,9 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
-from tfhydra.bounded import load_json_bounded, read_text_bounded
-from tfhydra.errors import clip
 from tfhydra.monitor import Monitor
 from tfhydra.registry import instantiate_target
+from tfhydra.resume import HISTORY_FIELDS, read_history, write_history
 from tfhydra.rundir import RunPaths
 from tfhydra.terminal import figure
 from tfhydra.trainer.ema import AveragedWeightsForEvaluation, check_ema_place
@@ -149,12 +148,7 @@ class RunRecorder(keras.callbacks.Callback):
 
     def _write(self) -> None:
         if self.history_file:
-            from tfhydra.report import write_json
-
-            self.history_file.parent.mkdir(parents=True, exist_ok=True)
-            write_json(self.history_file, {"epochs": self.epochs, "train_seconds": self.train_seconds,
-                                           "finished": self.finished, "diverged": self.diverged,
-                                           "recoveries": self.recoveries})
+            write_history(self.history_file, {key: getattr(self, key) for key in HISTORY_FIELDS})
 
 
 class LearningRateLogger(keras.callbacks.Callback):
@@ -246,23 +240,6 @@ class BestCheckpoint(keras.callbacks.ModelCheckpoint):
                 raise
             if self.partial_path.exists():  # this epoch was a new best
                 os.replace(self.partial_path, self.final_path)
-
-
-def read_history(path: Path | None) -> dict | None:
-    """checkpoints/history.json, or None when there is none. A damaged one is said in train.log and treated as
-    none: the resumable state (checkpoints/state/) still holds the model and the epoch to continue from."""
-    if not path or not path.exists():
-        return None
-    try:
-        saved = load_json_bounded(read_text_bounded(path))
-        if not (isinstance(saved, dict) and isinstance(saved.get("epochs"), list)
-                and isinstance(saved.get("train_seconds"), list)):
-            raise ValueError("not a tfhydra epoch record")
-        return saved
-    except (OSError, ValueError) as error:
-        log.warning("%s cannot be read (%s): the figures of earlier epochs are lost; training continues from the "
-                    "saved state", path, clip(str(error), 160))
-        return None
 
 
 def best_so_far(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> float | None:

@@ -1,10 +1,9 @@
-"""The weights a run keeps between attempts and exports: resuming an unfinished run's state, the best epoch's
+"""The weights a run keeps between attempts and exports (how a run starts is tfhydra/resume.py's): the best epoch's
 weights restored before the export (or the last epoch's, said in the record, when they cannot be read), and the
 last epoch's weights of a run that ended training in an earlier attempt."""
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import tensorflow as tf
@@ -12,29 +11,10 @@ import tf_keras as keras
 
 from tfhydra.errors import clip, first_line
 from tfhydra.record import RunRecord
-from tfhydra.trainer.callbacks import read_history
 from tfhydra.rundir import RunPaths
 from tfhydra.terminal import figure
 
 log = logging.getLogger("tfhydra")
-
-
-def prepare_resume(cfg_trainer, paths: RunPaths) -> None:
-    """Resume what an earlier, unfinished run in this directory saved; or start it over if asked.
-
-    The state is deleted only once metrics.json is written, so a record without state means the
-    earlier attempt was killed before its first save (within its first epoch or save interval):
-    that attempt is started over.
-    """
-    state, history = paths.state, paths.history
-    if not cfg_trainer.resume:
-        shutil.rmtree(state, ignore_errors=True)
-        history.unlink(missing_ok=True)
-    elif state.exists():
-        log.info("resuming from the saved state in %s", state)
-    elif history.exists() and not (read_history(history) or {}).get("finished"):
-        log.warning("%s records epochs but no state was saved before the earlier attempt ended: starting over", history)
-        history.unlink()
 
 
 def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy, record: RunRecord) -> dict:
