@@ -84,7 +84,7 @@ def read_digits() -> tuple[np.ndarray, np.ndarray]:
 def build_synthetic(cfg, seed: int) -> Source:
     if cfg.num_classes is None:
         raise ConfigError("data.num_classes", None, "an integer >= 2", "synthetic data need a number of classes")
-    shift = cfg.get("shift", 0)
+    shift = cfg.get("shift") or 0  # conf/data/synthetic.yaml: 0
     if not (isinstance(shift, int) and not isinstance(shift, bool) and 0 <= shift < min(cfg.shape[:2])):
         raise ConfigError("data.shift", shift, f"an integer from 0 to {min(cfg.shape[:2]) - 1} (pixels)",
                           "each pattern moves by at most this many pixels along each image axis")

@@ -22,7 +22,7 @@ def check_stages(cfg: DictConfig) -> None:
     promote = OmegaConf.select(cfg, "sweep.promote", default=None)
     fraction = OmegaConf.select(cfg, "sweep.screen.fraction", default=None)
     epochs = OmegaConf.select(cfg, "sweep.screen.epochs", default=None)
-    if OmegaConf.select(cfg, "sweep.decide", default=False) is True:
+    if OmegaConf.select(cfg, "sweep.decide") is True:
         return  # decide mode chooses what is not set (tfhydra/sweep/decide.py)
     if promote is not None and fraction is None and epochs is None:
         raise ConfigError("sweep.promote", promote, "sweep.promote with sweep.screen.fraction and/or "
