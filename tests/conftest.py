@@ -106,6 +106,11 @@ def counts_cases(at_least: int | None = None):
 
         @functools.wraps(test)
         def checked(*args, **kwargs):
+            # @settings or @seed put above this decorator would land on this wrapper, not on the property (which
+            # would then run Hypothesis' defaults: 100 cases, a 200 ms deadline)
+            for attribute in ("_hypothesis_internal_use_settings", "_hypothesis_internal_use_seed"):
+                assert getattr(checked, attribute, None) is getattr(test, attribute, None), \
+                    f"put @counts_cases() above @settings and @seed on {test.__name__}"
             cases.clear()
             test(*args, **kwargs)
             wanted = test._hypothesis_internal_use_settings.max_examples if at_least is None else at_least

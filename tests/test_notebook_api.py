@@ -39,7 +39,9 @@ def test_the_python_api_is_named_and_tfhydra_sweep_stays_the_sweep_package():
 
     assert isinstance(tfhydra.sweep, types.ModuleType)  # Hydra locates tfhydra.sweep.callback.SweepCallback
     assert {"train", "multirun", "Result", "load_result", "compose", "run", "ConfigError"} <= set(tfhydra.__all__)
-    assert all(callable(getattr(tfhydra, name)) for name in tfhydra.__all__)
+    constants = {"CONFIG_DIR"}  # tfhydra's own conf/ (a Path), for a project that composes from it
+    assert all(callable(getattr(tfhydra, name)) for name in set(tfhydra.__all__) - constants)
+    assert (tfhydra.CONFIG_DIR / "tfhydra.yaml").is_file()
 
 
 def test_the_run_directory_is_chosen_as_the_command_chooses_it(tmp_path, monkeypatch):

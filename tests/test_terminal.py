@@ -85,7 +85,8 @@ def test_without_a_terminal_the_output_is_the_logs_lines(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     messages = [line.split("] - ", 1)[1] for line in result.stdout.splitlines()]
     assert [m.split(" ", 2)[:2] for m in messages] == [
-        ["run", "directory"], ["devices:", "['/device:CPU:0']"], ["data.cache=auto:", "train"], ["model", "mlp:"],
+        ["run", "directory"], ["start:", "fresh"],  # how the run starts, decided once (tfhydra/resume.py)
+        ["devices:", "['/device:CPU:0']"], ["data.cache=auto:", "train"], ["model", "mlp:"],
         ["epoch", "1/2"], ["epoch", "2/2"], ["test", "(360"],  # the kept weights, measured once on the test split
         ["completed:", "best"], ["exported", "(in"], ["look", "further:"]]
     assert messages[0] == f"run directory {tmp_path / 'run'}; overrides: model=mlp trainer.epochs=2 " \

@@ -1,4 +1,7 @@
 """A user's own code, referenced from configs by `_target_` (tests put this folder on sys.path)."""
+import time
+from pathlib import Path
+
 import tf_keras as keras
 
 
@@ -334,4 +337,17 @@ class WaitForFile(keras.callbacks.Callback):
             file.write(str(os.getpid()))
         deadline = time.monotonic() + 3600
         while not os.path.exists(self.go) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+class PauseWhileMarker(keras.callbacks.Callback):
+    """Holds training at its first batches while `marker` exists (at most 120 s): a run alive in its first pass."""
+
+    def __init__(self, marker: str):
+        super().__init__()
+        self.marker = Path(marker)
+
+    def on_train_batch_end(self, batch, logs=None):
+        deadline = time.monotonic() + 120
+        while self.marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -210,19 +209,6 @@ def test_a_stale_lockfile_beside_a_complete_cache_is_removed_and_the_cache_read(
     assert "reading the complete cache" in caplog.text
 
 
-class PauseWhileMarker(keras.callbacks.Callback):
-    """Holds training at its first batches while `marker` exists (at most 120 s): a run alive in its first pass."""
-
-    def __init__(self, marker: str):
-        super().__init__()
-        self.marker = Path(marker)
-
-    def on_train_batch_end(self, batch, logs=None):
-        deadline = time.monotonic() + 120
-        while self.marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_cli_a_run_killed_while_writing_its_cache_does_not_block_the_same_command(tmp_path):
     from run_processes import kill, start, wait_for
@@ -233,7 +219,7 @@ def test_cli_a_run_killed_while_writing_its_cache_does_not_block_the_same_comman
     args = ["model=mlp", "data=synthetic", "data.train_size=512", "data.val_size=64", "data.batch_size=8",
             "data.shuffle_buffer=0", "data.prefetch=0", "trainer.steps_per_execution=1", f"data.cache={cache}",
             "trainer.epochs=1", "logging.histogram_freq=0",
-            f"+trainer.callbacks=[{{_target_: test_item4_data_models.PauseWhileMarker, marker: '{marker}'}}]"]
+            f"+trainer.callbacks=[{{_target_: user_code.PauseWhileMarker, marker: '{marker}'}}]"]
     run = tmp_path / "run"
     first = start(run, *args)
     try:

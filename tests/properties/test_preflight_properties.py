@@ -151,10 +151,10 @@ def _cap_sizes(node) -> None:
 
 
 @pytest.mark.slow
+@counts_cases()  # above @seed and @settings: they must reach the property itself (its deadline, its count)
 @seed(HYPOTHESIS_SEED)
 @settings(max_examples=int(os.environ.get("TFHYDRA_PROPERTY_RUNS", "12")), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@counts_cases()
 @given(argv=overrides())
 def test_accepted_cases_run_or_fail_in_one_line(argv, tmp_path_factory):
     """What the pre-flight accepts, the job runs (two batches, one epoch) or refuses in one line: never a traceback."""

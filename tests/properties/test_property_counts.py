@@ -40,3 +40,15 @@ def test_a_property_whose_body_is_never_called_fails():
     drawn.__wrapped__.hypothesis.inner_test = lambda number: None  # a property whose cases all went elsewhere
     with pytest.raises(AssertionError, match="the property ran 0 cases, not 5"):
         drawn()
+
+
+def test_settings_put_above_the_count_are_refused():
+    """@settings above @counts_cases would set the wrapper's settings, not the property's: refused by name."""
+    @settings(max_examples=3, database=None)
+    @counts_cases()
+    @given(st.integers())
+    def drawn(value):
+        pass
+
+    with pytest.raises(AssertionError, match="put @counts_cases\\(\\) above @settings and @seed on drawn"):
+        drawn()
