@@ -114,8 +114,9 @@ def counts_cases(at_least: int | None = None):
             cases.clear()
             test(*args, **kwargs)
             wanted = test._hypothesis_internal_use_settings.max_examples if at_least is None else at_least
-            assert len(cases) >= wanted if at_least is not None else len(cases) == wanted, \
-                f"the property ran {len(cases)} cases, not {'at least ' if at_least else ''}{wanted}"
+            # at least: Hypothesis also calls the body for draws it discards (an overrun), which max_examples
+            # does not count (seen: 13 calls for 12 examples)
+            assert len(cases) >= wanted, f"the property ran {len(cases)} cases, not at least {wanted}"
 
         checked.cases = cases
         return checked
