@@ -4,6 +4,7 @@ split and trainer.epochs, and says how. The rule in-process (with Hypothesis for
 mistakes through the pre-flight and the command line, and one real sweep on digits end to end."""
 import csv
 import math
+import shlex
 
 import pytest
 from hypothesis import given, seed, settings
@@ -142,3 +143,14 @@ def test_decide_mode_screens_promotes_k_and_says_how(tmp_path):
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert len(rows) == 4 and all(r["decision"].startswith(why) for r in rows)
     assert "decided by sweep.decide from 3 settings" in (sweep / "multirun.yaml").read_text()  # what resume reads
+    # the lone promoted job runs in a new worker placed as a single run (TensorFlow's threads, every core), not in
+    # a screen worker's share: its reproduce line, run alone, gives the same numbers
+    assert all(r["worker"]["threads"]["intra_op"] >= 1 for r in screen.values())  # 3 workers share the cores
+    assert record["worker"]["threads"]["intra_op"] == 0 and record["worker"]["job"] == 1
+    assert record["worker"]["pid"] not in {r["worker"]["pid"] for r in screen.values()}
+    reproduce = next(line for line in done.stdout.splitlines() if line.startswith("reproduce: python train.py "))
+    alone = run_cli(*shlex.split(reproduce.split("python train.py ", 1)[1]), f"hydra.run.dir={tmp_path / 'alone'}",
+                    cwd=tmp_path, timeout=600)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    single = read_run_record(tmp_path / "alone")
+    assert single["best"] == record["best"] and single["test"]["metrics"] == record["test"]["metrics"]

@@ -59,12 +59,19 @@ def test_promotion_is_decided_on_validation_whatever_the_test_figures_say():
     assert [j.num for j in promoted(jobs, HIGHER, 2)] == [0, 2]
 
 
-def test_a_screen_job_runs_its_setting_on_the_screens_share_and_epochs_without_export():
+def test_a_screen_job_runs_its_setting_on_the_screens_share_and_epochs_without_export_or_histograms():
     stages = Stages(0.1, 3, 2)
     assert screen_job(["optimizer.lr=0.001", "trainer.epochs=20", "export.formats=[saved_model]"], stages) == [
-        "optimizer.lr=0.001", "data.fraction=0.1", "trainer.epochs=3", "export.formats=[]"]
+        "optimizer.lr=0.001", "data.fraction=0.1", "trainer.epochs=3", "export.formats=[]",
+        "logging.histogram_freq=0"]
     assert screen_job(["optimizer.lr=0.001"], Stages(None, 3, 1)) == ["optimizer.lr=0.001", "trainer.epochs=3",
-                                                                     "export.formats=[]"]
+                                                                     "export.formats=[]", "logging.histogram_freq=0"]
+
+
+@pytest.mark.parametrize("given", ["logging.histogram_freq=2", "+logging.histogram_freq=2"])
+def test_a_screen_job_keeps_the_histograms_the_command_line_asks_for(given):
+    assert screen_job(["optimizer.lr=0.001", given], Stages(0.1, 3, 1)) == [
+        "optimizer.lr=0.001", given, "data.fraction=0.1", "trainer.epochs=3", "export.formats=[]"]
 
 
 # ---- mistakes: one line before any directory is made -------------------------------------------------------------

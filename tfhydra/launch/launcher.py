@@ -21,29 +21,24 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
 
-    from tfhydra.launch.workers import MAX_JOBS_ENV, WorkerPool
+    from tfhydra.launch.workers import WorkerPool
 
     setup_globals()
     config = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    if launcher.pool is None:
-        options = launcher.options
-        plans = plan_workers(len(job_overrides), available_cores(), launcher_gpus(options["gpus"]),
-                             workers=options["workers"], threads=options["threads"],
-                             gpu_memory_mb=options["gpu_memory_mb"])
-        for plan in plans:
-            if options.get("max_jobs_per_worker"):
-                plan.env[MAX_JOBS_ENV] = str(int(options["max_jobs_per_worker"]))
-        if cpu_only(options["gpus"]):
-            for plan in plans:
-                plan.env["CUDA_VISIBLE_DEVICES"] = "-1"  # CPU only, asked for: TensorFlow must not find a GPU
+    plans = worker_plans(launcher.options, len(job_overrides))
+    fewer = launcher.pool is not None and len(plans) < len(launcher.pool.plans)
+    if launcher.pool is None or fewer:
         log.info("tfhydra launcher: %d worker(s) for %d job(s): %s", len(plans), len(job_overrides), "; ".join(
             f"#{p.index}: {p.threads or 'TensorFlow decides'} thread(s)" + (f", GPU {','.join(p.gpus)}" if p.gpus
                                                                                else "") for p in plans))
+    if launcher.pool is None:
         launcher.pool = WorkerPool(plans)
         atexit.register(launcher.pool.close)
+    elif fewer:
+        launcher.pool.replace(plans)  # a later, smaller launch (a staged sweep's promote stage): placed for its jobs
     log.info("Launching jobs, sweep output dir : %s", sweep_dir)
     for idx, overrides in enumerate(job_overrides):
         log.info("\t#%d : %s", initial_job_idx + idx, " ".join(filter_overrides(overrides)))
@@ -61,6 +56,20 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
               "completed, interrupted and not started jobs)", file=sys.stderr, flush=True)
         sys.exit(128 + int(signum))
     return [returns[job[0]] for job in jobs]
+
+
+def worker_plans(options: Any, jobs: int) -> list:
+    """The workers for a launch of `jobs` jobs (tfhydra/launch/placement.py), with the launcher's options."""
+    from tfhydra.launch.workers import MAX_JOBS_ENV
+
+    plans = plan_workers(jobs, available_cores(), launcher_gpus(options["gpus"]), workers=options["workers"],
+                         threads=options["threads"], gpu_memory_mb=options["gpu_memory_mb"])
+    for plan in plans:
+        if options.get("max_jobs_per_worker"):
+            plan.env[MAX_JOBS_ENV] = str(int(options["max_jobs_per_worker"]))
+        if cpu_only(options["gpus"]):
+            plan.env["CUDA_VISIBLE_DEVICES"] = "-1"  # CPU only, asked for: TensorFlow must not find a GPU
+    return plans
 
 
 def job_tag(idx: int, overrides: Sequence[str], swept: set[str]) -> str:

@@ -134,7 +134,21 @@ class WorkerPool:
                             process.exitcode)
             self._start(plan)
 
+    def replace(self, plans: Sequence[WorkerPlan]) -> None:
+        """New workers placed for a smaller launch, forked from the same server (no TensorFlow import again): the
+        idle workers of the last launch end first, so a lone promoted job gets every core, as a single run does
+        (and its numbers match the single run its reproduce line gives)."""
+        self._stop_workers()
+        self.plans = list(plans)
+        for plan in self.plans:
+            self._start(plan)
+
     def close(self) -> None:
+        self._stop_workers()
+        for channel in (self.tasks, self.results):  # what no worker will read must not hold this process at exit
+            channel.cancel_join_thread()
+
+    def _stop_workers(self) -> None:
         for _ in self.processes:
             with _suppressed():
                 self.tasks.put(None)
@@ -143,8 +157,6 @@ class WorkerPool:
             if process.is_alive():
                 process.terminate()
         self.processes.clear()
-        for channel in (self.tasks, self.results):  # what no worker will read must not hold this process at exit
-            channel.cancel_join_thread()
 
 
 class _suppressed:

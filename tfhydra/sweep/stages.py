@@ -34,6 +34,9 @@ from tfhydra.terminal import figure
 SCREEN, PROMOTE = STAGES
 UNDECIDED = (Status.NOT_STARTED, Status.INTERRUPTED, Status.RUNNING)  # a screen job that has not ended yet
 KEYS = ("sweep.screen.fraction", "sweep.screen.epochs", "sweep.promote")  # conf/tfhydra.yaml's sweep section
+# What a screen job leaves out unless the command line sets it: a screen ranks settings by their scalars, and its
+# first weight histograms cost each job about 0.8 s of eager ops (docs/sweeps.md "Decide mode", measured).
+LEAN = {"logging.histogram_freq": "0"}
 
 
 @dataclass(frozen=True)
@@ -75,9 +78,11 @@ def set_values(cfg: Any) -> list[str]:
 
 
 def screen_job(overrides: Sequence[str], stages: Stages) -> list[str]:
-    """A setting's overrides as its screen job runs them: the screen's values replace the setting's own."""
-    extra = stages.screen_overrides
-    return [o for o in overrides if key_of(o) not in extra] + [f"{k}={v}" for k, v in extra.items()]
+    """A setting's overrides as its screen job runs them: the screen's values replace the setting's own; LEAN's
+    are added where the command line did not set them."""
+    extra, given = stages.screen_overrides, {key_of(o).lstrip("+~") for o in overrides}
+    lean = [f"{k}={v}" for k, v in LEAN.items() if k not in given]
+    return [o for o in overrides if key_of(o) not in extra] + [f"{k}={v}" for k, v in extra.items()] + lean
 
 
 def stage_subdir(stage: str, config: DictConfig) -> str:
