@@ -29,8 +29,10 @@ RUNS = {
                     TOKENS, 800 + 64 + 1088 + 1072 + 32 + 34),
 }
 
+SLOW_RUNS = {"keras_app"}  # about 27 s on 2 cores: in .ci/run (pytest -m "slow or not slow"), not a plain pytest
 
-@pytest.mark.parametrize("option", sorted(RUNS))
+
+@pytest.mark.parametrize("option", [pytest.param(o, marks=pytest.mark.slow) if o in SLOW_RUNS else o for o in sorted(RUNS)])
 def test_model_option_trains_one_epoch_and_exports(option, compose_cfg, tmp_path):
     model_overrides, data_overrides, params = RUNS[option]
     cfg = compose_cfg([*model_overrides, *data_overrides, *FAST])

@@ -98,6 +98,7 @@ def preflight(argv: list[str]) -> ConfigError | None:
     return None
 
 
+@pytest.mark.slow  # about 50 s (12 compositions of drawn command lines)
 @counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(max_examples=CASES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

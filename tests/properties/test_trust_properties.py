@@ -157,6 +157,7 @@ def check_reader(read, attack, status="completed"):
         assert_harmless(cfg, marker)
 
 
+@pytest.mark.slow  # 13-29 s each: .ci/run runs them
 @counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
@@ -167,6 +168,7 @@ def test_evaluate_reads_no_code_from_a_run(attack):
     check_reader(lambda run: load_run_config(run, []), attack)
 
 
+@pytest.mark.slow  # 13-29 s each: .ci/run runs them
 @counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
@@ -181,6 +183,7 @@ def test_compression_from_run_reads_no_code_from_a_run(attack):
     check_reader(read, attack)
 
 
+@pytest.mark.slow  # 13-29 s each: .ci/run runs them
 @counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
@@ -195,6 +198,7 @@ def test_continuing_a_run_reads_no_code_from_it(attack):
     check_reader(read, attack, status="interrupted")
 
 
+@pytest.mark.slow  # 13-29 s each: .ci/run runs them
 @counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)
@@ -247,6 +251,7 @@ def build_sweep(root: Path, attack: dict) -> Path:
     return sweep
 
 
+@pytest.mark.slow  # 13-29 s each: .ci/run runs them
 @counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(**SETTINGS)

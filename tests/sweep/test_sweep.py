@@ -135,6 +135,7 @@ def weights_of(job_dir):
     return arrays
 
 
+@pytest.mark.slow  # about 16 s each
 @pytest.mark.parametrize("launcher", ["hydra/launcher=basic", "hydra.launcher.workers=1"],
                          ids=["basic launcher: the launching process", "tfhydra launcher: one reused worker"])
 def test_jobs_sharing_a_process_are_isolated(tmp_path, launcher):
