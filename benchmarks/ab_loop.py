@@ -20,7 +20,9 @@ on all the data for the run's epochs; the winner is the best validation figure, 
 as the summary ranks) against `-m ... sweep.decide=true` (decide mode: tfhydra/sweep/decide.py screens the three
 and promotes the best to the full run; its winner is the promoted setting). Alternated per seed; it reports each
 seed's two wall times, their ratio, both winners and whether they agree, the decision decide mode printed, and the
-totals. Goal (issue 37): the same winner in at least 4 of 5 seeds in <= 0.5x the time.
+totals. Goal (issue 37): the same winner in at least 4 of 5 seeds in <= 0.5x the time. `--alone` then times the
+winner's full job alone on the machine (`python train.py optimizer.lr=X`, after both ways): no screen with one
+promoted setting can take less, so alone / article is the bound of the ratio on this machine and data.
 """
 from __future__ import annotations
 
@@ -156,8 +158,21 @@ def decide_sweep(overrides: list[str], cwd: Path) -> tuple[float, str, str]:
     return seconds, winner, decided
 
 
-def decision(name: str, overrides: list[str], seeds: list[int]) -> dict:
-    """The full grid (three background processes) against decide mode, per seed, alternated."""
+def alone(overrides: list[str], lr: str, cwd: Path) -> float:
+    """One full job of the winning setting, alone on the machine (`python train.py optimizer.lr=X`): the least
+    any screen-then-promote way with one promoted setting can take, whatever its screen costs."""
+    started = time.perf_counter()
+    run = subprocess.run([sys.executable, str(ROOT / "train.py"), f"optimizer.lr={lr}",
+                          f"hydra.run.dir={cwd / 'alone'}", *overrides], cwd=cwd, capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL)
+    if run.returncode:
+        sys.exit(f"the lone run failed:\n{run.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def decision(name: str, overrides: list[str], seeds: list[int], with_alone: bool = False) -> dict:
+    """The full grid (three background processes) against decide mode, per seed, alternated; `with_alone`: then
+    the winner's full job alone, the bound of any screen with one promoted setting."""
     rows = []
     for i, seed in enumerate(seeds):
         seeded = [*overrides, f"trainer.seed={seed}"]
@@ -172,13 +187,20 @@ def decision(name: str, overrides: list[str], seeds: list[int]) -> dict:
             found[f"{way}_cpu"] = cpu.seconds
         (a_s, a_win, values), (d_s, d_win, decided) = found["article"], found["decide"]
         a_cpu, d_cpu = found["article_cpu"], found["decide_cpu"]
+        if with_alone:
+            with tempfile.TemporaryDirectory() as cwd:
+                found["alone"] = alone(seeded, d_win, Path(cwd))
         rows.append({"seed": seed, "article": a_s, "decide": d_s, "ratio": d_s / a_s, "article_winner": a_win,
                      "decide_winner": d_win, "same": a_win == d_win, "values": values, "decided": decided,
-                     "article_cpu": a_cpu, "decide_cpu": d_cpu, "load": os.getloadavg()[0]})
+                     "article_cpu": a_cpu, "decide_cpu": d_cpu, "alone": found.get("alone"),
+                     "load": os.getloadavg()[0]})
+        bound = f", the winner alone {found['alone']:.1f} s ({found['alone'] / a_s:.2f}x)" if with_alone else ""
         print(f"{name} seed {seed}: article {a_s:.1f} s, {a_cpu:.0f} CPU s (best val {values}: {a_win}), decide "
               f"{d_s:.1f} s, {d_cpu:.0f} CPU s (promoted {d_win}): {d_s / a_s:.2f}x wall, {d_cpu / a_cpu:.2f}x CPU, "
-              f"same winner: {a_win == d_win}; load {os.getloadavg()[0]:.2f}", flush=True)
+              f"same winner: {a_win == d_win}{bound}; load {os.getloadavg()[0]:.2f}", flush=True)
     total = {key: sum(r[key] for r in rows) for key in ("article", "decide", "article_cpu", "decide_cpu")}
+    if with_alone:
+        total["alone"] = sum(r["alone"] for r in rows)
     return {"data": name, "rows": rows, "ratio": total["decide"] / total["article"], **total,
             "cpu_ratio": total["decide_cpu"] / total["article_cpu"], "same": sum(r["same"] for r in rows)}
 
@@ -199,6 +221,10 @@ def print_decision(results: list[dict], overrides: list[str]) -> None:
               f"{r['decide']:.0f} s, {r['decide_cpu']:.0f} s | **{r['ratio']:.2f}x, {r['cpu_ratio']:.2f}x** | | | "
               f"**{r['same']} of {len(r['rows'])}** | |")
     for r in results:
+        if "alone" in r:
+            print(f"{r['data']}: the winner's full job alone, summed over the seeds: {r['alone']:.0f} s, "
+                  f"**{r['alone'] / r['article']:.2f}x** the three background processes (the bound of a screen "
+                  "with one promoted setting)")
         print(f"{r['data']}: {r['rows'][0]['decided']}")
 
 
@@ -227,6 +253,7 @@ def main() -> None:
     parser.add_argument("--rss-jobs", type=int, default=10, help="0: skip the memory measurement")
     parser.add_argument("--decision", action="store_true", help="the full grid against sweep.decide=true, per seed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="--decision: trainer.seed")
+    parser.add_argument("--alone", action="store_true", help="--decision: also time the winner's full job alone")
     parser.add_argument("overrides", nargs="*", help="added to every command (default: none, the defaults)")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -236,8 +263,8 @@ def main() -> None:
         datasets[args.npz.name] = ["data=npz", f"data.path={args.npz.resolve()}"]
     if args.decision:
         print(f"{cores} cores, load average {load:.2f} at start", flush=True)
-        print_decision([decision(name, data + args.overrides, args.seeds) for name, data in datasets.items()],
-                       args.overrides)
+        print_decision([decision(name, data + args.overrides, args.seeds, args.alone)
+                        for name, data in datasets.items()], args.overrides)
         return
     results = [compare(name, data + args.overrides, args.rounds) for name, data in datasets.items()]
     print(f"\n{cores} cores, load average {load:.2f} at start, {args.rounds} rounds alternated, "
