@@ -35,7 +35,7 @@ SCREEN, PROMOTE = STAGES
 UNDECIDED = (Status.NOT_STARTED, Status.INTERRUPTED, Status.RUNNING)  # a screen job that has not ended yet
 KEYS = ("sweep.screen.fraction", "sweep.screen.epochs", "sweep.promote")  # conf/tfhydra.yaml's sweep section
 # What a screen job leaves out unless the command line sets it: a screen ranks settings by their scalars, and its
-# first weight histograms cost each job about 0.8 s of eager ops (docs/sweeps.md "Decide mode", measured).
+# first weight histograms cost each job about 0.8 s of eager ops (docs/sweeps.md "Screen, then promote").
 LEAN = {"logging.histogram_freq": "0"}
 
 
