@@ -64,6 +64,11 @@ class Monitor:
         return -value if self.maximize else value
 
     @property
+    def direction(self) -> str:
+        """Optuna's word for this mode (`hydra.sweeper.direction`): a search must go the way the runs rank."""
+        return "maximize" if self.maximize else "minimize"
+
+    @property
     def in_words(self) -> str:
         """`higher is better` or `lower is better`, for what a person reads."""
         return f"{'higher' if self.maximize else 'lower'} is better"

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from conftest import ROOT, TESTS, read_run_record, run_cli
+from conftest import CONFIG_DIR, ROOT, TESTS, read_run_record, run_cli
+from tfhydra.errors import ConfigError
+from tfhydra.preflight import check_overrides
 
 optuna = pytest.importorskip("optuna")  # a dev dependency: CI installs it, so CI never skips this
 pytestmark = pytest.mark.slow
@@ -74,3 +76,20 @@ def test_a_killed_search_continues_its_study(tmp_path):
     killed = next(d for d in sweep.glob(f"{len(before)}_*"))  # the trial the kill caught: resumed, not redone
     assert "resuming from the saved state" in (killed / "train.log").read_text() or \
         read_run_record(killed)["status"] in ("completed", "pruned")
+
+
+@pytest.mark.parametrize("overrides,wanted", [
+    (["trainer.monitor=val_loss", "trainer.monitor_mode=min"], "minimize"),
+    (["hydra.sweeper.direction=minimize"], "maximize"),
+])
+def test_a_search_going_the_other_way_from_the_runs_ranking_is_one_line_before_any_job(overrides, wanted):
+    with pytest.raises(ConfigError) as error:
+        check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna", *overrides], multirun=True)
+    assert error.value.key == "hydra.sweeper.direction" and error.value.accepted.startswith(wanted)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("overrides", [[], ["trainer.monitor=val_loss", "trainer.monitor_mode=min",
+                                            "hydra.sweeper.direction=minimize"]])
+def test_a_search_going_the_runs_way_passes_the_preflight(overrides):
+    assert check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna", *overrides], multirun=True) == "tfhydra"

@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.errors import ConfigError
+from tfhydra.monitor import MODES, Monitor
 from tfhydra.rundir import STAGES, SweepPaths
 from tfhydra.sweep_kind import GRID_SWEEPERS, launcher_kind, plugin_target, sweeper_kind
 
@@ -88,6 +89,8 @@ def check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
     if sweeper == "tfhydra_optuna" and importlib.util.find_spec("optuna") is None:
         raise ConfigError("hydra/sweeper", "tfhydra_optuna", "pip install -e '.[optuna]' (Optuna 4 or later), then the same "
                           "command", "Optuna is not installed")
+    if sweeper == "tfhydra_optuna":
+        check_search_direction(cfg)
     if sweeper not in GRID_SWEEPERS:
         return
     for override in parsed:
@@ -96,6 +99,20 @@ def check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
                               "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
                               "with a search sweeper (hparams_search=optuna, or hydra/sweeper=tfhydra_optuna)",
                               "the basic sweeper cannot expand it")
+
+
+def check_search_direction(cfg: DictConfig) -> None:
+    """Optuna told to maximize what the runs minimize (`trainer.monitor=val_loss trainer.monitor_mode=min` with the
+    preset's `direction: maximize`) searches for the worst settings while every record, summary and export ranks the
+    other way; nothing would say so."""
+    direction, mode = OmegaConf.select(cfg, "hydra.sweeper.direction"), OmegaConf.select(cfg, "trainer.monitor_mode")
+    if mode not in MODES or direction not in ("maximize", "minimize"):
+        return  # the schema and Optuna answer other values
+    wanted = Monitor(str(cfg.trainer.monitor), mode).direction
+    if direction != wanted:
+        raise ConfigError("hydra.sweeper.direction", direction, f"{wanted}, as trainer.monitor_mode={mode} ranks "
+                          f"trainer.monitor={cfg.trainer.monitor} (or change trainer.monitor_mode)",
+                          "the search would go the other way from the runs' own ranking")
 
 
 def check_launcher_can_submit(cfg: DictConfig) -> None:
