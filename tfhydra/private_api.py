@@ -131,6 +131,17 @@ def saved_epoch_and_batch(state: Any) -> tuple[Any, Any]:
     return state._ckpt_saved_epoch, state._ckpt_saved_batch
 
 
+def build_compiled_metrics(model: Any, y_pred: Any, y_true: Any) -> None:
+    """Make the compiled loss's and metrics' objects and variables now (`compiled_loss.build`,
+    `compiled_metrics.build`, tf_keras' compile_utils containers, whose `build` is not public API; `fit` calls
+    them inside its first trace): a tf.function whose first trace creates variables is traced a second time
+    without them, so variables made before `fit` halve its tracing (trainer/loops.py, docs/performance.md)."""
+    if not model.compiled_loss.built:
+        model.compiled_loss.build(y_pred)
+    if not model.compiled_metrics.built:
+        model.compiled_metrics.build(y_pred, y_true)
+
+
 def optimizer_built(optimizer: Any) -> bool:
     """Whether the optimizer has made its slots (`_built`): they must exist before a checkpoint restores them."""
     return bool(getattr(optimizer, "_built", False))
