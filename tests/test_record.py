@@ -3,6 +3,7 @@ and a record for every way a run ends."""
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -55,9 +56,12 @@ def test_a_run_from_python_keeps_hydra_files_provenance_and_evaluates(tmp_path):
     assert set(record["versions"]) == {"python", "tfhydra", "tensorflow", "tf-keras", "tensorflow-model-optimization",
                                        "hydra-core", "omegaconf", "numpy"}
     assert record["versions"]["tensorflow"].startswith("2.") and record["versions"]["hydra-core"].startswith("1.3")
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-    if head.returncode == 0:  # the tests run from a checkout (CI clones one)
+    # the record's git is the working directory's checkout (the user's project), wherever pytest was started from
+    head = subprocess.run(["git", "-C", str(Path.cwd()), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # started from a checkout (CI starts from its clone)
         assert record["git"]["commit"] == head.stdout.strip() and isinstance(record["git"]["dirty"], bool)
+    else:
+        assert record["git"] is None
     assert record["host"] and record["command"]
     hydra = tmp_path / ".hydra"
     assert [line.removeprefix("- ") for line in (hydra / "overrides.yaml").read_text().splitlines()] == overrides
