@@ -12,7 +12,7 @@ import yaml
 from omegaconf import OmegaConf
 
 import tfhydra
-from tfhydra.hydra_files import chosen_run_dir
+from tfhydra.runner.hydra_files import chosen_run_dir
 
 FAST = ["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0"]
 

@@ -1,29 +1,65 @@
 """tfhydra: declarative, Hydra-configured TensorFlow training.
 
-A list of names. Importing it sets the Keras environment (tfhydra/keras_env.py: tf_keras, before TensorFlow
-loads) and registers conf/'s resolvers (tfhydra/resolvers.py), and nothing else: the pre-flight, the sweep room
+A list of names. Importing it sets the Keras environment (tfhydra/platform/keras_env.py: tf_keras, before TensorFlow
+loads) and registers conf/'s resolvers (tfhydra/config/resolvers.py), and nothing else: the pre-flight, the sweep room
 and the Python API load when one of their names is first used (PEP 562), so `import tfhydra.record` does not
 load the command line.
 """
-from tfhydra import keras_env  # noqa: F401  (first: TF_USE_LEGACY_KERAS before anything can import TensorFlow)
-from tfhydra.errors import ConfigError
-from tfhydra.project import CONFIG_DIR  # tfhydra's conf/ (hydra_plugins/tfhydra_conf looks for this module)
-from tfhydra.resolvers import register_resolvers
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+from tfhydra.platform import keras_env  # noqa: F401  (first: TF_USE_LEGACY_KERAS before anything can import TensorFlow)
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.project import CONFIG_DIR  # tfhydra's conf/ (hydra_plugins/tfhydra_conf looks for this module)
+from tfhydra.config.resolvers import register_resolvers
 
 register_resolvers()  # conf/tfhydra.yaml names sweep job directories with them
 
 # name -> the module that defines it, imported on first use
-_LAZY = {"check_command_line": "tfhydra.preflight", "end_process": "tfhydra.startup",
+_LAZY = {"check_command_line": "tfhydra.cli.preflight", "end_process": "tfhydra.platform.startup",
          "compose": "tfhydra.api", "run": "tfhydra.api", "resume_hint": "tfhydra.api",
          "train": "tfhydra.notebook", "multirun": "tfhydra.notebook", "Result": "tfhydra.notebook",
          "load_result": "tfhydra.notebook"}
 
 
+# Where the modules of tfhydra's flat layout (before 0.2) live now: `from tfhydra.errors import ConfigError` in a
+# user's code, or a `_target_` naming an old path, keeps working (docs/design.md, "The map").
+_MOVED = {"keras_env": "platform.keras_env", "private_api": "platform.private_api",
+           "runtime": "platform.runtime", "hostmemory": "platform.hostmemory",
+           "startclock": "platform.startclock", "terminal": "platform.terminal", "command": "platform.command",
+           "errors": "config.errors", "contracts": "config.contracts", "registry": "config.registry",
+           "schema": "config.schema", "hydra_api": "config.hydra_api", "project": "config.project",
+           "resolvers": "config.resolvers", "composition": "config.composition", "help": "cli.help",
+           "preflight": "cli.preflight", "console": "cli.console", "startup": "platform.startup",
+           "preload": "launch.preload", "launch.launch_errors": "launch.lost_jobs", "bounded": "trust.bounded",
+           "dirlock": "trust.locks", "rundir": "record.rundir", "lifecycle": "record.lifecycle",
+           "resume": "record.resume", "report": "record.report", "monitor": "record.monitor", "job": "runner.job",
+           "phase": "runner.phase", "plan": "runner.plan", "hydra_files": "runner.hydra_files",
+           "sweep_kind": "sweep.kind", "job_errors": "config.errors"}
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers an old module path with the module that now holds its code (the same module object)."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None):
+        moved = _MOVED.get(fullname.removeprefix("tfhydra.")) if fullname.startswith("tfhydra.") else None
+        return importlib.util.spec_from_loader(fullname, self) if moved else None
+
+    def create_module(self, spec):
+        return importlib.import_module("tfhydra." + _MOVED[spec.name.removeprefix("tfhydra.")])
+
+    def exec_module(self, module) -> None:
+        """The module ran when it was first imported under its own name."""
+
+
+sys.meta_path.append(_MovedModules())
+
+
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'tfhydra' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(_LAZY[name]), name)
 
 

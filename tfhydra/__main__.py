@@ -1,18 +1,18 @@
 """`tfhydra-train`, `python -m tfhydra` and the checkout's `python train.py`: one command, three names.
 
 The configs are the project's `conf/` followed by tfhydra's own (installed with the package;
-tfhydra/project.py). Then: the pre-flight, Hydra, the run, the fast exit.
+tfhydra/config/project.py). Then: the pre-flight, Hydra, the run, the fast exit.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-import tfhydra  # first: tfhydra/keras_env.py sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
-from tfhydra import startclock
-from tfhydra.command import set_command
-from tfhydra.project import CONFIG_DIR, import_from_working_directory, project_config_dir
-from tfhydra.terminal import QUIET
+import tfhydra  # first: tfhydra/platform/keras_env.py sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
+from tfhydra.platform import startclock
+from tfhydra.platform.command import set_command
+from tfhydra.config.project import CONFIG_DIR, import_from_working_directory, project_config_dir
+from tfhydra.platform.terminal import QUIET
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,14 +27,14 @@ def main(argv: list[str] | None = None) -> None:
     except tfhydra.ConfigError as error:
         print(f"Error: {error}", file=sys.stderr)
         sys.exit(1)
-    if {"--help", "-h"} & set(argv):  # tfhydra's page, its descriptions from conf/'s comments (tfhydra/help.py)
-        from tfhydra.command import train_command
-        from tfhydra.help import print_help
+    if {"--help", "-h"} & set(argv):  # tfhydra's page, its descriptions from conf/'s comments (tfhydra/cli/help.py)
+        from tfhydra.platform.command import train_command
+        from tfhydra.cli.help import print_help
 
         sys.exit(print_help(project or CONFIG_DIR, argv, train_command()))
     import_from_working_directory()
     if not {"-m", "--multirun"} & set(argv):  # a sweep's jobs may be other processes sharing descriptor 2
-        QUIET.start()  # TensorFlow's start-up lines held back until training starts (tfhydra/terminal.py)
+        QUIET.start()  # TensorFlow's start-up lines held back until training starts (tfhydra/platform/terminal.py)
     try:
         tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # starts loading TensorFlow once it passes
         startclock.mark("preflight")
@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> None:
         import hydra
 
         sys.argv = [sys.argv[0], *argv]  # Hydra reads the command line from sys.argv
-        from tfhydra.launch.launch_errors import guarded_launchers
+        from tfhydra.launch.lost_jobs import guarded_launchers
 
-        with guarded_launchers():  # a job a cluster killed: the summary and one line (tfhydra/launch/launch_errors.py)
+        with guarded_launchers():  # a job a cluster killed: the summary and one line (tfhydra/launch/lost_jobs.py)
             hydra.main(config_path=str(project or CONFIG_DIR), config_name="config", version_base="1.3")(tfhydra.run)()
     finally:
         QUIET.release()  # also for a run that ends before training: what it said is passed on first

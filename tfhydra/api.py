@@ -2,13 +2,13 @@
 
 `tfhydra.compose` and `tfhydra.run` live here so that tfhydra/__init__.py stays a list of names;
 tfhydra/notebook.py builds `tfhydra.train` and `tfhydra.multirun` (a run back as a `Result`) on them.
-Nothing here imports TensorFlow: `run` imports tfhydra.job (and with it TensorFlow) when it starts a job.
+Nothing here imports TensorFlow: `run` imports tfhydra.runner.job (and with it TensorFlow) when it starts a job.
 """
 from __future__ import annotations
 
 import os
 
-from tfhydra.project import CONFIG_DIR
+from tfhydra.config.project import CONFIG_DIR
 
 
 def compose(overrides=(), config_dir=None):
@@ -16,12 +16,12 @@ def compose(overrides=(), config_dir=None):
     for the first mistake), with its `hydra` node: `run(compose([...]), run_dir=...)` then records the
     overrides in `.hydra/` like the command line does. For notebooks and scripts (README, "From Python").
 
-    `config_dir` is a project's own config directory (tfhydra/project.py); without one, `./conf` or
+    `config_dir` is a project's own config directory (tfhydra/config/project.py); without one, `./conf` or
     `$TFHYDRA_CONFIG_DIR` is used as the command does, and tfhydra's own configs otherwise."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from tfhydra.preflight import check_overrides
-    from tfhydra.project import project_config_dir
+    from tfhydra.cli.preflight import check_overrides
+    from tfhydra.config.project import project_config_dir
 
     primary = project_config_dir(["--config-dir", str(config_dir)] if config_dir is not None else ()) or CONFIG_DIR
     check_overrides(primary, "config", list(overrides))
@@ -39,12 +39,12 @@ def run(cfg, run_dir=None):
     failure and returns NaN instead of raising, so the rest of the sweep still runs
     (tfhydra/sweep/trial.py); the sweep's exit code reports it at the end.
     """
-    from tfhydra.console import one_line_errors
-    from tfhydra.runtime import auto_threads
-    from tfhydra.sweep_kind import in_sweep
+    from tfhydra.config.errors import one_line_errors
+    from tfhydra.sweep.kind import auto_threads
+    from tfhydra.sweep.kind import in_sweep
 
     def job(cfg, run_dir=None, callbacks=()):
-        from tfhydra.job import run_job  # imports TensorFlow: inside, so a sweep records even that failing
+        from tfhydra.runner.job import run_job  # imports TensorFlow: inside, so a sweep records even that failing
 
         return run_job(cfg, run_dir=run_dir, threads=auto_threads(), callbacks=callbacks)  # threads: 0, or per job
 
@@ -53,14 +53,14 @@ def run(cfg, run_dir=None):
             from tfhydra.sweep.trial import run_trial
 
             return run_trial(cfg, job)
-        from tfhydra.hydra_files import chosen_run_dir, under_hydra
+        from tfhydra.runner.hydra_files import chosen_run_dir, under_hydra
 
         if run_dir is None and not under_hydra():  # from Python: where the command would run it
             run_dir = chosen_run_dir(cfg)
         with one_line_errors():
             if run_dir is not None:  # from Python: the caller knows where and what
                 return job(cfg, run_dir=run_dir)
-            from tfhydra.console import end_summary, start_summary
+            from tfhydra.cli.console import end_summary, start_summary
 
             start_summary()
             returned = job(cfg)
@@ -80,7 +80,7 @@ def resume_hint() -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from tfhydra.lifecycle import resume_command
+    from tfhydra.record.lifecycle import resume_command
 
     hydra = HydraConfig.get()
     hint = f"resume with: {resume_command(hydra.runtime.output_dir)}"

@@ -12,7 +12,7 @@ executed), wrapped, and compiled with the run's loss and metrics, so the figures
 training. A TFLite-only run's model.tflite is run by LiteRT (tfhydra/export/served.py, the export's own
 predictor) on the pipeline's inputs, wrapped and compiled the same way. The result (`export` and `split` say
 which) is printed as one JSON line and written to `<run_dir>/evaluations/`. TensorFlow's start-up lines are held
-back as in training (tfhydra/terminal.py).
+back as in training (tfhydra/platform/terminal.py).
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-import tfhydra.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
-from tfhydra.errors import ConfigError
-from tfhydra.rundir import RunPaths, contained
+import tfhydra.platform.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+from tfhydra.config.errors import ConfigError
+from tfhydra.record.rundir import RunPaths, contained
 
 USAGE = ("usage: tfhydra-evaluate [--trust-run] [--split test|validation|train] [--config-dir DIR] RUN_DIR "
          "[data=<source>] [data.<key>=<value> ...] (also python -m tfhydra.evaluate)")
@@ -37,12 +37,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     trust_run = "--trust-run" in argv
     argv = [a for a in argv if a != "--trust-run"]
-    from tfhydra.terminal import QUIET
+    from tfhydra.platform.terminal import QUIET
 
     QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
     try:
         split, argv = split_flag(argv)
-        from tfhydra.project import import_from_working_directory, project_config_dir, without_config_dir_flags
+        from tfhydra.config.project import import_from_working_directory, project_config_dir, without_config_dir_flags
 
         project = project_config_dir(argv)  # the project's own conf/, as tfhydra-train finds it
         import_from_working_directory()
@@ -85,7 +85,7 @@ EVALUATE_CHANGES = ("data", "trainer.loss", "trainer.metrics", "trainer.seed")
 
 def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None):
     """The run's config with `overrides` applied, composed from the command's configs (the `project`'s conf/,
-    then tfhydra's: tfhydra/project.py) and validated like a new command line.
+    then tfhydra's: tfhydra/config/project.py) and validated like a new command line.
 
     A run directory may come from anyone, so what it says is read through the trust boundary
     (tfhydra/trust): its overrides pass the allowlist and its saved config holds nothing that their
@@ -96,7 +96,7 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
 
     from tfhydra import CONFIG_DIR
     from tfhydra.export.served import served_export
-    from tfhydra.preflight import check_overrides
+    from tfhydra.cli.preflight import check_overrides
     from tfhydra.trust import completed_run, run_overrides, trusted_warning
     from tfhydra.trust.allowlist import trusted_hydra
 
@@ -196,7 +196,7 @@ def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, p
     note = recorded_before_test_split(run_dir)
     from tfhydra.data import build_datasets
     from tfhydra.export.served import TFLITE, served_export
-    from tfhydra.report import write_json
+    from tfhydra.record.report import write_json
     from tfhydra.trainer.objectives import build_loss, build_metrics
 
     if split == "train":  # every training example once: no shuffle, no augmentation, no dropped batch

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 from tfhydra.record import RunRecord, Status, load_record, read_record
-from tfhydra.rundir import RunPaths, SweepPaths
+from tfhydra.record.rundir import RunPaths, SweepPaths
 
 log = logging.getLogger("tfhydra")
 LOADABLE = ("keras", "saved_model", "tflite")  # export formats load_model reads, in the order it prefers them
@@ -29,7 +29,7 @@ LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # Hydra's, 
 
 @dataclass(frozen=True)
 class Result:
-    """A run as it stands on disk: its directory and its record (metrics.json, tfhydra/record.py).
+    """A run as it stands on disk: its directory and its record (metrics.json, tfhydra/record/__init__.py).
 
     `status`, `best` (the best epoch's figures, the epoch numbered from 1), `best_epoch`, `metrics` (the best
     epoch's figures without its number), `history` (every epoch's figures, in order), `load_model()`."""
@@ -69,7 +69,7 @@ class Result:
     def history(self) -> list[dict]:
         """Every epoch's figures (loss, metrics, val_*, learning rate), read from the run's
         checkpoints/history.json by its reader (a resumed run's epochs included); the record's copy without it."""
-        from tfhydra.resume import read_history  # the one reader of history.json
+        from tfhydra.record.resume import read_history  # the one reader of history.json
 
         saved = read_history(RunPaths(self.run_dir).history)
         return list(saved["epochs"]) if saved is not None else list(self.record.history)
@@ -128,7 +128,7 @@ def train(overrides: Sequence[str] = (), config_dir: str | Path | None = None, r
     diverges while training returns its `Result` with that status, and an error that is not a mistake is raised.
     """
     from tfhydra.api import compose, run
-    from tfhydra.hydra_files import chosen_run_dir
+    from tfhydra.runner.hydra_files import chosen_run_dir
 
     with python_session(quiet) as log_to:
         cfg = compose(overrides, config_dir)
@@ -145,9 +145,9 @@ def multirun(overrides: Sequence[str], config_dir: str | Path | None = None, swe
     the command's), its lines passed on unless `quiet`; returns the `Result` of every job that wrote a record,
     in job order. The jobs are checked here first: a mistake raises `tfhydra.ConfigError` before any job starts.
     The kernel's `sys.path` reaches the jobs through PYTHONPATH, so a model module it imports imports there too."""
-    from tfhydra.hydra_files import chosen_run_dir
-    from tfhydra.preflight import check_overrides
-    from tfhydra.project import CONFIG_DIR, project_config_dir
+    from tfhydra.runner.hydra_files import chosen_run_dir
+    from tfhydra.cli.preflight import check_overrides
+    from tfhydra.config.project import CONFIG_DIR, project_config_dir
 
     overrides = list(overrides)
     flags = ["--config-dir", str(Path(config_dir).absolute())] if config_dir is not None else []
@@ -211,13 +211,13 @@ def in_notebook() -> bool:
 
 @contextlib.contextmanager
 def python_session(quiet: bool) -> Iterator:
-    """One call's changes to the process, given back at its end whichever way it ends: the bar (tfhydra/terminal.py)
+    """One call's changes to the process, given back at its end whichever way it ends: the bar (tfhydra/platform/terminal.py)
     and tfhydra's log lines (the cell, and the run's train.log: the yielded function adds it), the filter of
     TensorFlow's start-up lines, Hydra's global state (a kernel composes again), the Keras mixed-precision policy
     and session (a second run starts as the first did)."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from tfhydra import terminal
+    from tfhydra.platform import terminal
 
     saved = terminal.PROGRESS, log.level, GlobalHydra.instance().is_initialized(), log.propagate
     policy = _keras_policy()

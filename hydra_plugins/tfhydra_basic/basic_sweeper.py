@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 class BasicSweeper(Sweeper):
     def __init__(self, max_batch_size: Optional[int] = None, params: Optional[Dict[str, str]] = None) -> None:
-        from tfhydra.hydra_api import basic_sweeper
+        from tfhydra.config.hydra_api import basic_sweeper
 
         self.max_batch_size, self.params = max_batch_size, dict(params or {})
         self.basic = basic_sweeper(max_batch_size, params)
@@ -43,8 +43,8 @@ class BasicSweeper(Sweeper):
 
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from tfhydra.errors import sweep_error_line
-        from tfhydra.hydra_api import split_sweep
+        from tfhydra.config.errors import sweep_error_line
+        from tfhydra.config.hydra_api import split_sweep
         from tfhydra.sweep.rerun import check_batch
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)

@@ -2,9 +2,9 @@
 
 Hydra imports every module under `hydra_plugins` when it composes a config, in any app, so this one only
 acts in a process that has imported tfhydra (`tfhydra-train`, `python train.py`, `tfhydra.compose`, a
-user's own Hydra app that calls `tfhydra.run`): there it appends tfhydra's conf/ (tfhydra.project.CONFIG_DIR),
+user's own Hydra app that calls `tfhydra.run`): there it appends tfhydra's conf/ (tfhydra.config.project.CONFIG_DIR),
 unless the app's primary directory is that conf/ already. A project's conf/ then adds options to tfhydra's
-groups and may replace tfhydra's primary config (tfhydra/project.py). It imports nothing of tfhydra itself.
+groups and may replace tfhydra's primary config (tfhydra/config/project.py). It imports nothing of tfhydra itself.
 """
 import sys
 
@@ -14,7 +14,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 class TfhydraConfSearchPathPlugin(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        project = sys.modules.get("tfhydra.project")
+        project = sys.modules.get("tfhydra.config.project")
         if project is None:
             return
         path = f"file://{project.CONFIG_DIR}"

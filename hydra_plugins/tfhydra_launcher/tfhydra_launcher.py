@@ -12,12 +12,12 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from tfhydra.sweep_kind import TFHYDRA_LAUNCHER
+from tfhydra.sweep.kind import TFHYDRA_LAUNCHER
 
 
 @dataclass
 class TfhydraLauncherConf:
-    _target_: str = TFHYDRA_LAUNCHER  # its kind: tfhydra/sweep_kind.py
+    _target_: str = TFHYDRA_LAUNCHER  # its kind: tfhydra/sweep/kind.py
     workers: Any = "auto"  # worker processes: auto (from the cores or GPUs and the job count) | a number
     threads: Any = "auto"  # threads of each worker: auto (the cores split between the workers) | 0 | a number
     gpus: Any = "auto"  # auto (CUDA_VISIBLE_DEVICES, else `nvidia-smi -L`) | none | a list of GPU ids

@@ -30,7 +30,7 @@ class OptunaSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> None:
-        from tfhydra.errors import sweep_error_line  # here, not at import: Hydra imports every plugin it finds
+        from tfhydra.config.errors import sweep_error_line  # here, not at import: Hydra imports every plugin it finds
         from tfhydra.sweep.rerun import check_batch
         from tfhydra.sweep.search import run_search
 

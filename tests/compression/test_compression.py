@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 import tfhydra
 from conftest import CONFIG_DIR, assert_failed_record, read_run_record
 from tb_events import read_events
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 EPOCHS = 10  # the acceptance runs: enough for the pruned CNN to recover on digits
 QUIET = ["logging.histogram_freq=0"]

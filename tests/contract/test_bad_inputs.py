@@ -2,7 +2,7 @@
 
 Every row must end with a non-zero exit code, one `Error: ...` line last on stderr naming the key or
 file and what is accepted, no traceback (HYDRA_FULL_ERROR unset), and no run presented as complete.
-Rows the TF-free pre-flight (tfhydra/preflight.py) catches must not even create the run directory; rows
+Rows the TF-free pre-flight (tfhydra/cli/preflight.py) catches must not even create the run directory; rows
 marked slow need TensorFlow (files, shapes, devices) and are caught inside the job, before training.
 
 A new row is one line: `bad(id, argv, fragments, setup=..., env=..., slow=...)`. `{tmp}` in argv and

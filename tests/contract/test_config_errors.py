@@ -54,8 +54,8 @@ def test_help_and_cfg_do_not_import_tensorflow(flag):
 def test_check_overrides_in_process_lists_models():
     """The same checks without a subprocess, as a sweeper or notebook would call them."""
     from conftest import CONFIG_DIR
-    from tfhydra.preflight import check_overrides
-    from tfhydra.errors import ConfigError
+    from tfhydra.cli.preflight import check_overrides
+    from tfhydra.config.errors import ConfigError
 
     check_overrides(CONFIG_DIR, "config", ["model=mlp", "optimizer=sgd", "optimizer.lr=0.05"])
     with pytest.raises(ConfigError, match="accepted: one of cnn, keras_app, lstm, mlp, resnet, transformer"):

@@ -90,14 +90,15 @@ def test_a_full_disk_under_tensorboard_is_one_line(small_disk):
     import tensorflow as tf
 
     from fault_code import fill_disk
-    from tfhydra.errors import ConfigError
-    from tfhydra.job_errors import run_directory_writes
-    from tfhydra.rundir import RunPaths
+    from tfhydra.config.errors import ConfigError, run_directory_writes
+    from tfhydra.record.lifecycle import resume_command
+    from tfhydra.record.rundir import RunPaths
 
     paths = RunPaths(small_disk / "run")
     writer = tf.summary.create_file_writer(str(paths.tensorboard_train))
     fill_disk(small_disk / "filler", leave_bytes=0)
-    with pytest.raises(ConfigError) as raised, run_directory_writes(paths, "the state saved last"):
+    with pytest.raises(ConfigError) as raised, run_directory_writes(paths, "the state saved last",
+                                                                  resume_command(paths.root)):
         with writer.as_default():  # more than the page the file already has
             for step in range(200):
                 tf.summary.histogram("weights", tf.random.normal([1000]), step=step)
@@ -161,7 +162,7 @@ def test_restore_best_says_which_epoch_it_exports(tmp_path):
 
     from tfhydra.trainer.weights import restore_best
     from tfhydra.record import RunRecord
-    from tfhydra.rundir import RunPaths
+    from tfhydra.record.rundir import RunPaths
 
     paths = RunPaths(tmp_path / "run")
     paths.checkpoints.mkdir(parents=True)

@@ -1,5 +1,5 @@
 """One writer per directory (issue 35, item 6; docs/reliability.md): a run directory and a sweep directory are locked
-while a tfhydra process writes them (tfhydra/dirlock.py); a second writer is refused in one line before it touches
+while a tfhydra process writes them (tfhydra/trust/locks.py); a second writer is refused in one line before it touches
 anything; a lock left by a killed process is taken over; a sweep run again keeps a completed job only with its config.
 Real processes, real locks: the lock holder is another process in every test."""
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
-from tfhydra.dirlock import check_free, check_sweep_free, hold, probe, release, take
-from tfhydra.errors import ConfigError
-from tfhydra.rundir import LOCK_FILE
+from tfhydra.trust.locks import check_free, check_sweep_free, hold, probe, release, take
+from tfhydra.config.errors import ConfigError
+from tfhydra.record.rundir import LOCK_FILE
 
 HOLDER = """
 import sys
-from tfhydra.dirlock import hold
+from tfhydra.trust.locks import hold
 hold(sys.argv[1], sys.argv[2])
 print("held", flush=True)
 sys.stdin.read()  # until the test closes the pipe (or kills this process)
@@ -41,7 +41,7 @@ def snapshot(directory: Path) -> dict[str, tuple[int, int]]:
             for p in [directory, *sorted(directory.rglob("*"))]}
 
 
-# ---- the lock itself (tfhydra/dirlock.py), against another process --------------------------------------------
+# ---- the lock itself (tfhydra/trust/locks.py), against another process --------------------------------------------
 
 def test_a_directory_another_process_holds_is_refused_in_one_line(tmp_path):
     run = tmp_path / "run"

@@ -18,7 +18,7 @@ import tf_keras as keras
 
 import data_files
 from conftest import TESTS, assert_failed_record, last_line, read_run_record, run_cli
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 SYNTHETIC = ["data=synthetic", "data.train_size=256", "data.val_size=8", "data.shuffle_buffer=0", "data.batch_size=4"]
 
@@ -252,7 +252,7 @@ SEED_LINE = ("trainer.seed={}: out of range; accepted: an integer in [0, 4294967
 
 @pytest.mark.parametrize("seed", [2**32, 99999999999999999999])
 def test_a_seed_beyond_numpys_range_is_refused_by_the_plan(compose_cfg, seed):
-    from tfhydra.plan import plan_run
+    from tfhydra.runner.plan import plan_run
     from tfhydra.trainer.checks import check_seed
 
     cfg = compose_cfg([f"trainer.seed={seed}"])
@@ -263,7 +263,7 @@ def test_a_seed_beyond_numpys_range_is_refused_by_the_plan(compose_cfg, seed):
 
 
 def test_a_negative_seed_is_refused_by_the_plan(compose_cfg):
-    from tfhydra.plan import plan_run
+    from tfhydra.runner.plan import plan_run
     from tfhydra.trainer.checks import check_seed
 
     cfg = compose_cfg(["trainer.seed=-1"])
@@ -279,7 +279,7 @@ def test_the_seed_range_is_what_numpy_keras_tensorflow_and_python_accept(compose
 
     import tensorflow as tf
 
-    from tfhydra.plan import plan_run
+    from tfhydra.runner.plan import plan_run
     from tfhydra.trainer.checks import SEED_RANGE
 
     for seed in SEED_RANGE:
@@ -373,7 +373,7 @@ def test_the_refused_schemes_are_exactly_those_the_toolkit_fails_on(tmp_path, co
     """Every scheme applied to every sequence-model variant through tfhydra's own builders and trained one
     epoch: it fails exactly where check_model_support refuses (so a new tfmot release shows up here)."""
     from tfhydra.compression.schemes import build_scheme
-    from tfhydra.contracts import Phase
+    from tfhydra.config.contracts import Phase
     from tfhydra.data import build_datasets
     from tfhydra.model import build_model
 
@@ -413,7 +413,7 @@ def test_cli_quantize_of_the_lstm_is_answered_by_the_pre_flight(tmp_path):
 
 @pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
 def test_the_transformer_gives_finite_probabilities_for_padding_only(compose_cfg, positions):
-    from tfhydra.contracts import DataSpec
+    from tfhydra.config.contracts import DataSpec
     from tfhydra.model import build_model
 
     spec = DataSpec((16,), 3, ("a", "b", "c"), 8, 8, dtype="int64", vocab_size=50)

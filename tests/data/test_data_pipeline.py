@@ -4,8 +4,8 @@ import pytest
 
 import data_files
 from tfhydra.data import build_datasets
-from tfhydra.errors import ConfigError
-from tfhydra.plan import check_config as validate
+from tfhydra.config.errors import ConfigError
+from tfhydra.runner.plan import check_config as validate
 
 
 def labels_of(dataset):

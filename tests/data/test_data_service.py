@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import data_files
 from conftest import FAST, ROOT, counts_cases, last_line, read_run_record, run_cli
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 
 def free_port() -> int:
@@ -300,7 +300,7 @@ def test_cli_sigterm_ends_a_run_blocked_on_a_dead_service(tmp_path):
 @pytest.mark.parametrize("key", ["data.service.timeout", "data.service.progress_timeout"])
 @pytest.mark.parametrize("value", ["0", "-5", "soon"])
 def test_a_service_deadline_that_is_not_a_positive_number_is_refused_by_the_plan(compose_cfg, key, value):
-    from tfhydra.plan import plan_run
+    from tfhydra.runner.plan import plan_run
 
     with pytest.raises(ConfigError, match=f"^{key}={value}: .*accepted: a number > 0"):
         plan_run(compose_cfg([f"{key}={value}"]))

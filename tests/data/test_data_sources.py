@@ -8,7 +8,7 @@ import pytest
 import data_files
 from tfhydra.data import build_datasets
 from tfhydra.data.keras_datasets import KERAS_DATASETS
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 PLAIN = ["data.shuffle_buffer=0", "data.cache=false"]  # file order, nothing kept between builds
 

@@ -13,7 +13,7 @@ import pytest
 
 import data_files
 from conftest import last_line, read_run_record, run_cli
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +79,7 @@ def test_sources_already_in_memory_are_not_copied_again_by_auto(compose_cfg):
 
 
 def test_the_budget_comes_from_the_available_memory_and_a_cgroup_limit(monkeypatch):
-    from tfhydra import hostmemory
+    from tfhydra.platform import hostmemory
     from tfhydra.data import budget
 
     monkeypatch.setattr(hostmemory, "_meminfo", lambda: {"MemAvailable": 16 * 10 ** 9})
@@ -97,7 +97,7 @@ def test_the_budget_comes_from_the_available_memory_and_a_cgroup_limit(monkeypat
 @pytest.mark.parametrize("value, shown", [("lots", "lots"), ("'12 parsecs'", "'12 parsecs'"), ("true", "true"),
                                           ("0", "0"), ("1.5", "1.5")])
 def test_a_budget_that_is_not_a_size_is_refused_by_the_plan(compose_cfg, value, shown):
-    from tfhydra.plan import plan_run
+    from tfhydra.runner.plan import plan_run
 
     with pytest.raises(ConfigError) as error:
         plan_run(compose_cfg([f"data.cache_budget={value}"]))
@@ -109,7 +109,7 @@ def test_a_budget_that_is_not_a_size_is_refused_by_the_plan(compose_cfg, value, 
 def test_a_budget_in_bytes_or_as_a_size_is_taken(compose_cfg, value, size):
     """An integer is bytes (issue 35: `data.cache_budget=1` was refused as the wrong type)."""
     from tfhydra.data.budget import cache_budget
-    from tfhydra.plan import plan_run
+    from tfhydra.runner.plan import plan_run
 
     cfg = compose_cfg([f"data.cache_budget={value}"])
     plan_run(cfg)

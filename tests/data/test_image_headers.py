@@ -10,7 +10,7 @@ from PIL import Image
 import data_files
 from conftest import HYPOTHESIS_SEED, counts_cases
 from tfhydra.data.image_headers import header_size, pixels_over
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 FORMATS = {"png": {}, "jpg": {}, "progressive.jpg": {"progressive": True}, "gif": {}, "bmp": {}}
 

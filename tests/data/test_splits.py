@@ -49,8 +49,8 @@ def test_a_source_that_ships_its_test_split_holds_validation_out_of_training_onl
 
 
 def test_validation_and_test_that_leave_nothing_to_train_on_are_refused_before_the_job(compose_cfg):
-    from tfhydra.errors import ConfigError
-    from tfhydra.plan import plan_run
+    from tfhydra.config.errors import ConfigError
+    from tfhydra.runner.plan import plan_run
 
     with pytest.raises(ConfigError, match="data.test_fraction=0.8: validation and test together leave no"):
         plan_run(compose_cfg(["data.test_fraction=0.8"]))
@@ -159,10 +159,10 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
 def test_resuming_a_run_recorded_before_the_test_split_reads_its_record_and_says_why_not(tmp_path):
     """An unfinished run of an older tfhydra (schema_version 1, a config without the split keys) trained on another
     split of the data: its record is read without error, and the refusal says so in its one line."""
-    from tfhydra.errors import ConfigError
-    from tfhydra.hydra_files import without_hydra
-    from tfhydra.lifecycle import check_continuable
-    from tfhydra.rundir import RunPaths
+    from tfhydra.config.errors import ConfigError
+    from tfhydra.runner.hydra_files import without_hydra
+    from tfhydra.record.lifecycle import check_continuable
+    from tfhydra.record.rundir import RunPaths
 
     job = without_hydra(tfhydra.compose(["model=mlp"]))
     old = OmegaConf.to_container(job)

@@ -5,7 +5,7 @@ import pytest
 from omegaconf import open_dict
 
 from tfhydra.data.arrays import build_synthetic
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 SMALL = ["data=synthetic", "data.shape=[12,12,1]", "data.num_classes=3", "data.train_size=90", "data.val_size=9"]
 

@@ -7,7 +7,7 @@ import pytest
 
 import data_files
 from conftest import FAST, last_line, read_run_record, run_cli
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 tfds = pytest.importorskip("tensorflow_datasets")
 

@@ -20,8 +20,8 @@ import tfhydra
 from conftest import FAST, compose_config, read_run_record, run_cli
 from data_files import write_text_csv
 from tfhydra.export import measure, tflite
-from tfhydra.errors import ConfigError
-from tfhydra.plan import plan_run
+from tfhydra.config.errors import ConfigError
+from tfhydra.runner.plan import plan_run
 
 LITERT = f"ai-edge-litert {importlib.metadata.version('ai-edge-litert')}"
 ONNXRUNTIME = f"onnxruntime {onnxruntime.__version__}"

@@ -1,7 +1,7 @@
 """A user's own project, as a user of pip gets it: tfhydra installed into a fresh venv, once as the README
 installs it (`pip install -e <checkout>`) and once from a wheel, then every command run from a project
 directory outside the checkout holding only conf/model/tiny.yaml and mymodels.py (tests/journeys/installs.py).
-A project's own conf/ adds options to tfhydra's groups and may replace its primary config (tfhydra/project.py);
+A project's own conf/ adds options to tfhydra's groups and may replace its primary config (tfhydra/config/project.py);
 Hydra must find tfhydra's plugins and configs in both installs (docs/project.md).
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import FAST, ROOT, TESTS, read_run_record, run_cli
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 from tfhydra.launch.placement import (cpu_only, launcher_gpus, plan_workers, split_threads, visible_gpus, worker_count,
                                      WORKER_THREADS_ENV)
 
@@ -86,7 +86,7 @@ def test_gpus_found_without_tensorflow():
 
 
 def test_a_worker_gets_its_share_of_threads_through_the_runtime(monkeypatch):
-    from tfhydra import runtime
+    from tfhydra.platform import runtime
 
     monkeypatch.setenv(WORKER_THREADS_ENV, "3")
     assert runtime.worker_threads() == 3 and runtime.auto_threads() == 3 and runtime.data_threads() == 3

@@ -81,7 +81,7 @@ def test_mlflow_s_own_logging_is_silent_inside_tfhydra_s_calls_and_restored_afte
 
     from tfhydra.logger.mlflow_run import MLflowTracker
     from tfhydra.logger.trackers import RunInfo, Trackers
-    from tfhydra.rundir import RunPaths
+    from tfhydra.record.rundir import RunPaths
 
     monkeypatch.chdir(tmp_path)  # MLflow makes the URI form's "file:" folders in the working directory
     mlflow_store(tmp_path / "mlflow.db")
@@ -187,7 +187,7 @@ def test_a_damaged_optuna_study_database_is_one_line_before_any_job(tmp_path, da
     ("nosuch://host/db", "Can't load plugin: sqlalchemy.dialects:nosuch"),
     ("sqlite:////no/such/folder/study.db", "unable to open database file")])
 def test_a_storage_optuna_cannot_open_is_a_config_error_naming_it(url, reason):
-    from tfhydra.errors import ConfigError
+    from tfhydra.config.errors import ConfigError
     from tfhydra.sweep.search import open_study
 
     with pytest.raises(ConfigError) as error:
@@ -196,7 +196,7 @@ def test_a_storage_optuna_cannot_open_is_a_config_error_naming_it(url, reason):
 
 
 def test_a_default_study_database_that_is_damaged_names_its_file(tmp_path):
-    from tfhydra.errors import ConfigError
+    from tfhydra.config.errors import ConfigError
     from tfhydra.sweep.search import open_study, storage_url
 
     url = storage_url(tmp_path, None)
@@ -241,7 +241,7 @@ def test_a_submitit_job_killed_by_sigkill_leaves_the_summary_and_one_line(tmp_pa
 def test_only_a_launcher_s_own_exceptions_count_as_a_lost_job():
     from submitit.core.utils import UncompletedJobError
 
-    from tfhydra.launch.launch_errors import is_lost_job, launcher_reason
+    from tfhydra.launch.lost_jobs import is_lost_job, launcher_reason
 
     error = UncompletedJobError("Job 7_1 (task: 0) with path /x/7_1_0_result.pkl\nhas not produced any output "
                                 "(state: OUT_OF_MEMORY)\nError stream produced:\n----\nKilled\n")

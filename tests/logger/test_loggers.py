@@ -10,7 +10,7 @@ import pytest
 import tfhydra
 from conftest import CONFIG_DIR, last_line, read_run_record, run_cli
 from run_processes import BASE, epochs_recorded, finish, kill, start, wait_for
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 TINY = ["model=mlp", "logging.histogram_freq=0"]
 
@@ -76,7 +76,7 @@ def test_the_command_line_answers_a_misspelt_logger_before_anything_starts(tmp_p
 def test_a_tracker_that_is_not_installed_is_refused_by_the_plan(monkeypatch):
     import importlib.util
 
-    from tfhydra.plan import plan_run
+    from tfhydra.runner.plan import plan_run
 
     cfg = tfhydra.compose(["logger=[tensorboard,wandb]"])
     real = importlib.util.find_spec
@@ -186,7 +186,7 @@ class FakeTracker:
 
 def test_a_tracker_that_raises_is_dropped_and_the_others_go_on(tmp_path, caplog):
     from tfhydra.logger.trackers import Trackers
-    from tfhydra.rundir import RunPaths
+    from tfhydra.record.rundir import RunPaths
 
     good, bad = FakeTracker("good"), FakeTracker("bad", fail_on="log")
     trackers = Trackers([good, bad], RunPaths(tmp_path)).start(resume=True)
@@ -202,7 +202,7 @@ def test_a_tracker_that_raises_is_dropped_and_the_others_go_on(tmp_path, caplog)
 
 def test_a_resumed_tracker_gets_only_the_epochs_it_does_not_have(tmp_path):
     from tfhydra.logger.trackers import Trackers
-    from tfhydra.rundir import RunPaths
+    from tfhydra.record.rundir import RunPaths
 
     resumed = FakeTracker("resumed", logged=2)  # its store has epochs 1 and 2 already
     trackers = Trackers([resumed], RunPaths(tmp_path)).start(resume=True)

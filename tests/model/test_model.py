@@ -4,7 +4,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tfhydra.data import DataSpec
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 from tfhydra.model import MODELS, build_model
 
 DIGITS = DataSpec((28, 28, 1), 10, tuple("0123456789"), 1437, 360)
@@ -152,7 +152,7 @@ def test_keras_app_loads_a_local_weights_file_and_refuses_a_wrong_one(compose_cf
 
 
 def test_keras_app_weights_file_that_does_not_exist_is_refused_before_tensorflow_work(compose_cfg):
-    from tfhydra.plan import check_config as validate
+    from tfhydra.runner.plan import check_config as validate
 
     with pytest.raises(ConfigError) as info:
         validate(compose_cfg(["model=keras_app", "model.weights=/no/such/weights.h5"]))
@@ -271,7 +271,7 @@ def test_keras_app_imagenet_download_failure_is_one_line(compose_cfg, monkeypatc
 def test_target_model_keys_are_the_users_not_our_rules():
     """`model.units` must be a list for mlp/lstm, but a user builder's `units` may be anything it accepts."""
     from conftest import CONFIG_DIR
-    from tfhydra.preflight import check_overrides
+    from tfhydra.cli.preflight import check_overrides
 
     check_overrides(CONFIG_DIR, "config", ["~model", "+model._target_=user_code.build_tiny_model", "+model.units=128"])
     with pytest.raises(ConfigError, match=r"^model.units=128: not an accepted value"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import FAST, last_line, read_run_record, run_cli
-from tfhydra.contracts import DataSpec
-from tfhydra.errors import ConfigError
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
 
 SPEC = DataSpec((28, 28, 1), 10, tuple(str(i) for i in range(10)), 1000, 200)
 
@@ -40,7 +40,7 @@ def test_a_model_too_big_for_the_machine_is_refused_without_allocating_it(compos
 
 
 def test_a_declared_dataset_too_big_is_refused_by_the_plan(compose_cfg):
-    from tfhydra.plan import plan_run
+    from tfhydra.runner.plan import plan_run
 
     with pytest.raises(ConfigError) as refused:
         plan_run(compose_cfg(["data=synthetic", "data.train_size=10000000000"]))

@@ -13,10 +13,10 @@ import tf_keras as keras
 from omegaconf import OmegaConf
 
 from conftest import compose_config, run_cli
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 from tfhydra.optimizer import OPTIMIZERS, build_optimizer
 from tfhydra.optimizer.build import KERAS_CLASSES
-from tfhydra.project import CONFIG_DIR
+from tfhydra.config.project import CONFIG_DIR
 
 LR, STEPS, EPOCHS = 3e-3, 2, 2
 COSINE_AFTER_ONE_STEP = LR * 0.5 * (1 + math.cos(math.pi * 1 / (STEPS * EPOCHS)))  # CosineDecay, no warm-up

@@ -9,7 +9,7 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from conftest import run_cli
-from tfhydra import precision
+from tfhydra.precision.build import build
 
 NO_GPU = not tf.config.list_physical_devices("GPU")
 KERAS_CHECK = "Mixed precision compatibility check"

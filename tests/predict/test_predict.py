@@ -23,7 +23,7 @@ import tensorflow as tf
 import data_files
 import tfhydra
 from conftest import FAST, ROOT, TESTS, last_line
-from tfhydra.terminal import figure
+from tfhydra.platform.terminal import figure
 
 RUNS = {
     "npz": lambda tmp: ["data=npz", f"data.path={data_files.write_npz(tmp / 'images.npz', 96, 40, (28, 28))}"],

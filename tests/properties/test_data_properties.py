@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import data_files
 from conftest import HYPOTHESIS_SEED, counts_cases
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 CASES = int(os.environ.get("TFHYDRA_DATA_CASES", "12"))
 pytestmark = pytest.mark.slow
@@ -131,8 +131,8 @@ SOURCES = {"npz": npz_case, "csv": csv_case, "text_csv": text_csv_case, "tfrecor
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_any_damaged_file_works_or_is_one_line(source, tmp_path_factory, compose_cfg):
     from tfhydra.data import build_datasets
-    from tfhydra.job_errors import one_line_tensorflow_errors
-    from tfhydra.plan import plan_run
+    from tfhydra.config.errors import one_line_tensorflow_errors
+    from tfhydra.runner.plan import plan_run
 
     @counts_cases()
     @seed(HYPOTHESIS_SEED)

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from omegaconf import DictConfig, ListConfig
 
 from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
-from tfhydra.preflight import check_overrides
-from tfhydra.errors import ConfigError
+from tfhydra.cli.preflight import check_overrides
+from tfhydra.config.errors import ConfigError
 
 GROUPS = ("model", "data", "optimizer", "precision", "strategy", "compression")
 SHARED = ("trainer", "logging", "export", "data", "optimizer", "compression", "sweep")

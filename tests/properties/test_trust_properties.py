@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import trust_dirs
 from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 CASES = int(os.environ.get("TFHYDRA_TRUST_CASES", "25"))
 RESOLVERS = ["marker", "oc.env", "oc.create", "oc.decode", "oc.deprecated", "oc.select", "oc.dict.keys",
@@ -127,7 +127,7 @@ def build_run(root: Path, attack, status: str = "completed") -> Path:
 
 def assert_harmless(cfg, marker: Path) -> None:
     """A config a reader accepted runs nothing when it is resolved, and names only tfhydra's own code."""
-    from tfhydra.schema import nodes_with_target
+    from tfhydra.config.schema import nodes_with_target
 
     try:
         OmegaConf.to_container(cfg, resolve=True)
@@ -189,7 +189,7 @@ def test_compression_from_run_reads_no_code_from_a_run(attack):
 @settings(**SETTINGS)
 @given(hostile_run())
 def test_continuing_a_run_reads_no_code_from_it(attack):
-    from tfhydra.lifecycle import check_continuable
+    from tfhydra.record.lifecycle import check_continuable
 
     def read(run):
         check_continuable(run, _job_config(__import__("tfhydra")))
@@ -257,7 +257,7 @@ def build_sweep(root: Path, attack: dict) -> Path:
 @settings(**SETTINGS)
 @given(hostile_sweep())
 def test_sweep_resume_summary_and_preflight_read_no_code_from_a_sweep(attack):
-    from tfhydra.preflight import check_overrides
+    from tfhydra.cli.preflight import check_overrides
     from tfhydra.sweep.__main__ import resume_command
     from tfhydra.sweep.summary import summarize
 
@@ -295,7 +295,7 @@ def _compose_first_job(overrides: list[str]):
     except Exception:  # noqa: BLE001  (the resumed command's pre-flight refuses it in one line)
         return None
     callbacks = {str(c.get("_target_")) for c in (cfg.hydra.callbacks or {}).values()}
-    assert callbacks <= {"tfhydra.sweep.callback.SweepCallback", "tfhydra.dirlock.DirectoryLock"}, callbacks  # conf/'s own
+    assert callbacks <= {"tfhydra.sweep.callback.SweepCallback", "tfhydra.trust.locks.DirectoryLock"}, callbacks  # conf/'s own
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
 
 

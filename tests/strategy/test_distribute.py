@@ -261,7 +261,7 @@ def test_user_model_with_float16_output_gets_a_float32_cast(compose_cfg):
 
     from tfhydra.data import DataSpec
     from tfhydra.model import build_model
-    from tfhydra.precision import float32_output, policy_scope
+    from tfhydra.precision.build import float32_output, policy_scope
 
     cfg = compose_cfg(["~model", "+model._target_=user_code.build_tiny_model", "precision=mixed"])
     with policy_scope(cfg.precision):

@@ -1,9 +1,13 @@
-"""The import rules of the house (docs/design.md, "Rooms and what each may import"), read from the source.
+"""The import rules of the house (docs/design.md, "The map"), read from the source.
 
-train.py -> orchestration (cli, job, plan, sweep, evaluate, the package itself) -> group rooms -> neutral
-modules (contracts, registry, errors, record, rundir, report, schema). Group rooms never import each other,
-nor orchestration; neutral modules import no room; job and sweep do not import each other; and what the run
-plan reads must not import TensorFlow.
+A module's room is its folder under tfhydra/ (a top-level module is a room of its own), and a room's layer is
+the layer of its folder. From the top: the public faces (the top-level modules and the predict command), the
+commands (cli/, runner/, sweep/, launch/), the group rooms (one per config group: data/, model/, ...) and the
+ground floor (config/, platform/, trust/, record/). An import never runs back up a layer; group rooms never
+import each other; the runner and the sweep room do not import each other; the sweep room never imports the
+launch room (the run plan reads the sweep section's checks, sweep/checks.py, and nothing else of the sweep room);
+and what the run plan reads must not import TensorFlow. A new folder must say which layer it is
+in (LAYERS), so a room cannot be added without a place in the order.
 """
 import ast
 import subprocess
@@ -15,20 +19,34 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tfhydra"
 
-GROUPS = {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"}
-ORCHESTRATION = {"__init__", "__main__", "preflight", "composition", "console", "startup", "job", "phase", "job_errors",
-                 "hydra_files", "plan", "sweep", "launch", "preload", "help",
-                 "evaluate", "predict", "api", "notebook", "resolvers"}
-NEUTRAL = {"bounded", "hostmemory", "startclock", "contracts", "registry", "errors", "record", "rundir", "project",
-           "report", "schema", "terminal", "trust",
-           "lifecycle", "resume", "command", "hydra_api", "runtime", "dirlock", "sweep_kind", "monitor", "keras_env",
-           "private_api"}
+# The layers, top to bottom, each the folders it holds. Top-level modules are faces (FACES) wherever they are.
+LAYERS = {"faces": {"predict"},
+          "commands": {"cli", "runner", "sweep", "launch"},
+          "groups": {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export",
+                     "logger"},
+          "ground": {"config", "platform", "trust", "record"}}
+ORDER = list(LAYERS)
+FACES = "faces"
+
+
+def folders() -> set[str]:
+    return {p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name != "conf"}
 
 
 def room_of(module: str) -> str:
-    """`tfhydra.data.pipeline` -> `data`; `tfhydra` -> `__init__`."""
+    """`tfhydra.data.pipeline` -> `data`; `tfhydra.api` -> `api`; `tfhydra` -> `__init__`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
+
+
+def layer_of(room: str) -> str:
+    """A folder's layer (LAYERS); a top-level module is a face."""
+    for layer, rooms in LAYERS.items():
+        if room in rooms:
+            return layer
+    if (PACKAGE / f"{room}.py").is_file() or room == "__init__":
+        return FACES
+    raise KeyError(f"tfhydra/{room}/ is in no layer of LAYERS")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -44,20 +62,23 @@ def imports_of(path: Path) -> set[str]:
             if node.level:  # relative import
                 package = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
                 base = ".".join([*package, base] if base else package)
-            found |= {f"{base}.{alias.name}" if base == "tfhydra" and is_submodule(alias.name) else base
-                      for alias in node.names}
+            found |= {f"{base}.{alias.name}" if is_submodule(f"{base}.{alias.name}") else base for alias in node.names}
     return {name for name in found if name == "tfhydra" or name.startswith("tfhydra.")}
 
 
 def is_submodule(name: str) -> bool:
-    return (PACKAGE / f"{name}.py").is_file() or (PACKAGE / name / "__init__.py").is_file()
+    """`tfhydra.sweep.checks` names a module of the package (a file or a folder)."""
+    if not name.startswith("tfhydra."):
+        return False
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def lazy_targets(path: Path) -> set[str]:
     """Modules a package names in strings for PEP 562 lazy lookup (`"tfhydra.compression.schemes"`)."""
     tree = ast.parse(path.read_text())
     return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and node.value.startswith("tfhydra.") and " " not in node.value}
+            and node.value.startswith("tfhydra.") and all(part.isidentifier() for part in node.value.split("."))}
 
 
 def violations(files: dict[str, set[str]]) -> list[str]:
@@ -68,14 +89,15 @@ def violations(files: dict[str, set[str]]) -> list[str]:
             other = room_of(target)
             if other == room:
                 continue
-            if room in GROUPS and other in GROUPS:
+            here, there = layer_of(room), layer_of(other)
+            if ORDER.index(there) < ORDER.index(here):
+                found.append(f"{module} imports {target}: an import runs back up ({here} -> {there})")
+            elif here == there == "groups":
                 found.append(f"{module} imports {target}: group rooms never import each other")
-            elif room in GROUPS and other in ORCHESTRATION:
-                found.append(f"{module} imports {target}: a group room imports orchestration")
-            elif room in NEUTRAL and other not in NEUTRAL:
-                found.append(f"{module} imports {target}: a neutral module imports a room")
-            elif {room, other} == {"job", "sweep"}:
-                found.append(f"{module} imports {target}: job and sweep must not import each other")
+            elif (room, other) == ("sweep", "runner") or \
+                    ((room, other) == ("runner", "sweep") and target != "tfhydra.sweep.checks"):
+                found.append(f"{module} imports {target}: the runner and the sweep room must not import each other "
+                             "(the run plan reads sweep/checks.py alone)")
             elif (room, other) == ("sweep", "launch"):
                 found.append(f"{module} imports {target}: the sweep room never imports the launch room")
     return sorted(found)
@@ -89,9 +111,11 @@ def tfhydra_files() -> dict[str, set[str]]:
     return files
 
 
-def test_every_module_belongs_to_a_known_room():
-    rooms = {room_of(module) for module in tfhydra_files()}
-    assert rooms <= GROUPS | ORCHESTRATION | NEUTRAL, rooms - (GROUPS | ORCHESTRATION | NEUTRAL)
+def test_every_folder_is_in_a_layer_and_few_modules_stand_at_the_top():
+    declared = set().union(*LAYERS.values())
+    assert folders() - declared == set(), "a new folder: give it a layer in LAYERS (and docs/design.md)"
+    assert declared - folders() == set()
+    assert len(list(PACKAGE.glob("*.py"))) <= 8  # the public faces only
 
 
 def test_imports_point_one_way():
@@ -99,17 +123,47 @@ def test_imports_point_one_way():
 
 
 @pytest.mark.parametrize("module,target,rule", [
-    ("tfhydra.data.pipeline", "tfhydra.preflight", "a group room imports orchestration"),
+    ("tfhydra.data.pipeline", "tfhydra.cli.preflight", "an import runs back up (groups -> commands)"),
     ("tfhydra.model.seed", "tfhydra.data", "group rooms never import each other"),
-    ("tfhydra.compression.plan", "tfhydra.job", "a group room imports orchestration"),
-    ("tfhydra.contracts", "tfhydra.model", "a neutral module imports a room"),
-    ("tfhydra.job", "tfhydra.sweep.trial", "job and sweep must not import each other"),
+    ("tfhydra.compression.plan", "tfhydra.runner.job", "an import runs back up (groups -> commands)"),
+    ("tfhydra.config.contracts", "tfhydra.model", "an import runs back up (ground -> groups)"),
+    ("tfhydra.record.lifecycle", "tfhydra.api", "an import runs back up (ground -> faces)"),
+    ("tfhydra.runner.job", "tfhydra.sweep.trial", "the runner and the sweep room must not import each other"),
+    ("tfhydra.sweep.trial", "tfhydra.runner.phase", "the runner and the sweep room must not import each other"),
     ("tfhydra.sweep.callback", "tfhydra.launch.workers", "the sweep room never imports the launch room"),
 ])
 def test_the_rule_fails_when_a_room_imports_what_it_must_not(module, target, rule):
     files = tfhydra_files()
     files[module] = files[module] | {target}
     assert any(rule in v and v.startswith(f"{module} imports {target}") for v in violations(files))
+
+
+# Two folders that import each other, each with its reason (keep this short): the ground floor's rooms may
+# import each other, but a tie both ways is a room that wants splitting.
+TIES = {("record", "trust"): "the record is read through trust's bounded readers, and trust asks a run's record "
+                             "whether it completed before anything uses the run"}
+
+
+def ties(files: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The pairs of folders (sorted) that import each other."""
+    edges = {(room_of(m), room_of(t)) for m, imported in files.items() for t in imported}
+    return {tuple(sorted((a, b))) for a, b in edges if a != b and (b, a) in edges}
+
+
+def test_no_two_folders_import_each_other():
+    assert ties(tfhydra_files()) - set(TIES) == set()
+
+
+def test_the_tie_rule_sees_a_tie():
+    files = tfhydra_files()
+    files["tfhydra.platform.runtime"] = files["tfhydra.platform.runtime"] | {"tfhydra.config.errors"}
+    files["tfhydra.config.schema"] = files["tfhydra.config.schema"] | {"tfhydra.platform.runtime"}
+    assert ("config", "platform") in ties(files)
+
+
+def test_a_folder_without_a_layer_is_refused():
+    with pytest.raises(KeyError, match="tfhydra/newroom/ is in no layer"):
+        layer_of("newroom")
 
 
 def test_every_package_is_in_the_wheel():
@@ -123,15 +177,15 @@ def test_every_package_is_in_the_wheel():
 
 def test_the_run_plan_imports_no_tensorflow():
     """The pre-flight plans every job before TensorFlow is loaded: plan.py and every check it gathers."""
-    code = ("import sys, tfhydra; from tfhydra.plan import plan_run; import tfhydra.record, tfhydra.rundir, "
-            "tfhydra.contracts; bad = [m for m in ('tensorflow', 'tf_keras', 'keras') if m in sys.modules]; "
+    code = ("import sys, tfhydra; from tfhydra.runner.plan import plan_run; import tfhydra.record, tfhydra.record.rundir, "
+            "tfhydra.config.contracts; bad = [m for m in ('tensorflow', 'tf_keras', 'keras') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-COMMAND_LINE = ("tfhydra.preflight", "tfhydra.composition", "tfhydra.sweep", "tfhydra.launch", "tfhydra.console",
-                "tfhydra.startup", "tfhydra.api", "tfhydra.notebook", "tfhydra.job", "tensorflow", "tf_keras")
+COMMAND_LINE = ("tfhydra.cli.preflight", "tfhydra.config.composition", "tfhydra.sweep", "tfhydra.launch", "tfhydra.cli.console",
+                "tfhydra.platform.startup", "tfhydra.api", "tfhydra.notebook", "tfhydra.runner.job", "tensorflow", "tf_keras")
 
 
 def loaded_after(statement: str) -> list[str]:
@@ -145,15 +199,15 @@ def loaded_after(statement: str) -> list[str]:
 
 def test_importing_the_record_loads_no_command_line():
     """The ground floor stays light: `import tfhydra.record` (a tool reading metrics.json) sets the Keras
-    environment through tfhydra/keras_env.py, not by loading the pre-flight, the sweep room or TensorFlow.
+    environment through tfhydra/platform/keras_env.py, not by loading the pre-flight, the sweep room or TensorFlow.
     (Hydra itself is loaded: `ConfigError` is Hydra's `CompactHydraException`, so Hydra prints it in one line.)"""
-    assert loaded_after("import tfhydra.record, tfhydra.rundir, tfhydra.lifecycle") == []
+    assert loaded_after("import tfhydra.record, tfhydra.record.rundir, tfhydra.record.lifecycle") == []
 
 
 def test_importing_tfhydra_loads_its_names_on_first_use():
     assert loaded_after("import tfhydra") == []
     used = loaded_after("import tfhydra; tfhydra.compose, tfhydra.check_command_line")
-    assert {"tfhydra.preflight", "tfhydra.api"} <= set(used)
+    assert {"tfhydra.cli.preflight", "tfhydra.api"} <= set(used)
 
 
 # ---- no circles, small rooms (issue 25) -------------------------------------------------------------------------
@@ -225,8 +279,8 @@ def test_no_module_imports_itself_through_others():
 
 def test_the_circle_rule_sees_a_circle():
     graph = module_graph()
-    graph["tfhydra.rundir"] = graph["tfhydra.rundir"] | {"tfhydra.record"}  # record imports rundir
-    assert ["tfhydra.record", "tfhydra.rundir"] in circles(graph)
+    graph["tfhydra.record.rundir"] = graph["tfhydra.record.rundir"] | {"tfhydra.record"}  # record imports rundir
+    assert ["tfhydra.record", "tfhydra.record.rundir"] in circles(graph)
 
 
 def sizes() -> tuple[list[str], list[str]]:
@@ -251,12 +305,12 @@ def test_modules_and_functions_stay_small():
 
 def test_hydras_private_api_is_used_in_one_module():
     users = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if "hydra._internal" in p.read_text())
-    assert users == ["tfhydra/hydra_api.py"]
+    assert users == ["tfhydra/config/hydra_api.py"]
 
 
 # ---- one door for other packages' private API (issue 36 item 6) ---------------------------------------------------
 
-DOORS = {"tfhydra/hydra_api.py", "tfhydra/private_api.py"}
+DOORS = {"tfhydra/config/hydra_api.py", "tfhydra/platform/private_api.py"}
 PRIVATE_PACKAGES = ("tensorflow", "tf_keras", "keras", "omegaconf", "optuna", "hydra")
 # Private names reached outside the doors on purpose, each with its reason (keep this short).
 ALLOWED_PRIVATE = {"os._exit": "the os module's documented exit without clean-up",
@@ -299,8 +353,8 @@ def private_reaches(source: str) -> list[str]:
 
 
 def test_other_packages_private_api_is_reached_through_one_door():
-    """TensorFlow's, tf_keras', OmegaConf's and Optuna's private names are reached in tfhydra/private_api.py only,
-    Hydra's in tfhydra/hydra_api.py only: an upgrade is checked in two files."""
+    """TensorFlow's, tf_keras', OmegaConf's and Optuna's private names are reached in tfhydra/platform/private_api.py only,
+    Hydra's in tfhydra/config/hydra_api.py only: an upgrade is checked in two files."""
     paths = [*PACKAGE.rglob("*.py"), *(ROOT / "hydra_plugins").rglob("*.py")]
     reaches = {str(p.relative_to(ROOT)): private_reaches(p.read_text()) for p in sorted(paths)}
     assert {name: found for name, found in reaches.items() if found and name not in DOORS} == {}
@@ -322,6 +376,6 @@ def test_the_door_rule_sees_a_private_reach(line):
 
 
 @pytest.mark.parametrize("line", ["self._epoch = 0", "super()._log_weights(epoch)", "cfg.model._target_",
-                                  "os._exit(0)", "from tfhydra.errors import _show"])
+                                  "os._exit(0)", "from tfhydra.config.errors import _show"])
 def test_the_door_rule_lets_own_names_and_config_keys_pass(line):
     assert private_reaches(line) == []

@@ -14,7 +14,7 @@ def test_tf_keras_is_tf_keras_after_importing_tfhydra():
 
 def test_any_tfhydra_module_sets_the_keras_environment_before_tensorflow():
     """A room imported on its own (not `import tfhydra` first) still gets tf_keras: the package's first import is
-    tfhydra/keras_env.py, which sets TF_USE_LEGACY_KERAS, and importing the record alone sets it too."""
+    tfhydra/platform/keras_env.py, which sets TF_USE_LEGACY_KERAS, and importing the record alone sets it too."""
     probe = ("import os\n"
              "import tfhydra.record\n"
              "assert os.environ['TF_USE_LEGACY_KERAS'] == '1', os.environ['TF_USE_LEGACY_KERAS']\n"

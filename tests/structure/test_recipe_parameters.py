@@ -1,4 +1,4 @@
-"""The recipe (tfhydra/job.py) and its phase runner (tfhydra/phase.py) pass state in an object, not hand to hand:
+"""The recipe (tfhydra/runner/job.py) and its phase runner (tfhydra/runner/phase.py) pass state in an object, not hand to hand:
 no function takes more than 5 parameters (`self`/`cls` not counted; keyword-only and *args/**kwargs counted), and
 no one-item list is used as an out-parameter. Parsed with `ast`: no TensorFlow is imported."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPE = [ROOT / "tfhydra" / "job.py", ROOT / "tfhydra" / "phase.py"]
+RECIPE = [ROOT / "tfhydra" / "runner" / "job.py", ROOT / "tfhydra" / "runner" / "phase.py"]
 MOST = 5
 
 

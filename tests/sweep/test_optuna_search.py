@@ -9,8 +9,8 @@ import time
 import pytest
 
 from conftest import CONFIG_DIR, ROOT, TESTS, read_run_record, run_cli
-from tfhydra.errors import ConfigError
-from tfhydra.preflight import check_overrides
+from tfhydra.config.errors import ConfigError
+from tfhydra.cli.preflight import check_overrides
 
 optuna = pytest.importorskip("optuna")  # a dev dependency: CI installs it, so CI never skips this
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from conftest import CONFIG_DIR, HYPOTHESIS_SEED, last_line, read_run_record, run_cli
-from tfhydra.errors import ConfigError
-from tfhydra.preflight import check_overrides
+from tfhydra.config.errors import ConfigError
+from tfhydra.cli.preflight import check_overrides
 from tfhydra.sweep import decide
 from tfhydra.sweep.decide import choose, decided_stages, training_examples
 from tfhydra.sweep.stages import stages_of

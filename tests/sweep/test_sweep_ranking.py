@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import read_run_record, run_cli
-from tfhydra.monitor import Monitor
+from tfhydra.record.monitor import Monitor
 from tfhydra.record import RunRecord, Status
 from tfhydra.sweep.jobs import recorded_best
 from tfhydra.sweep.stages import Stages, promoted, screen_jobs

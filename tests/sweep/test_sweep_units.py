@@ -33,7 +33,7 @@ def test_a_job_config_carries_its_swept_keys_and_an_absolute_sweep_dir(monkeypat
     job's directory is named from its own config, in a process with neither the variable nor the command line
     (a Ray worker)."""
     from tfhydra.sweep import SWEPT_KEYS_ENV, current_swept_keys, handover_overrides
-    from tfhydra.sweep_kind import launcher_kind
+    from tfhydra.sweep.kind import launcher_kind
 
     monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
     monkeypatch.setattr(sys, "argv", ["default_worker.py", "--node-ip-address=127.0.0.1"])
@@ -91,7 +91,7 @@ def test_threads_default_to_cores_divided_by_parallel_jobs_under_joblib(as_hydra
 
 def test_a_job_that_raises_before_training_is_recorded_and_returns_nan(as_hydra_job, tmp_path, monkeypatch):
     """A ConfigError only a builder can see (no complete batch) is the job's one-line error, not the sweep's end."""
-    from tfhydra.errors import ConfigError
+    from tfhydra.config.errors import ConfigError
     from tfhydra.sweep import SWEPT_KEYS_ENV
     from tfhydra.sweep.trial import run_trial
 
@@ -222,7 +222,7 @@ def test_a_missing_launcher_plugin_or_optuna_names_the_extra_to_install(monkeypa
     from hydra.errors import MissingConfigException
 
     from tfhydra import composition, preflight
-    from tfhydra.errors import ConfigError
+    from tfhydra.config.errors import ConfigError
 
     def compose(**kwargs):  # what Hydra raises for hydra/launcher=joblib without the plugin
         raise MissingConfigException("missing", missing_cfg_file="hydra/launcher/joblib", options=["basic"])

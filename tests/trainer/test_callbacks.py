@@ -225,7 +225,7 @@ def test_a_default_runs_batch_hooks_take_tensors(tmp_path):
     """Every callback of a default run with a batch hook takes Keras' tensors: no NumPy copy of the logs per call."""
     import tf_keras as keras
 
-    from tfhydra.rundir import RunPaths
+    from tfhydra.record.rundir import RunPaths
     from tfhydra.trainer.callbacks import build_callbacks
     from tfhydra.trainer.state import ResumableBackup
 
@@ -239,7 +239,7 @@ def test_ema_swap_sits_after_the_best_checkpoint_and_before_the_resumable_state(
     """trainer.ema: the list build_callbacks makes puts the swap after the best checkpoint (it saves the averages)
     and the fit loop's list puts the resumable state after it (it saves the raw weights); a list that breaks
     either is refused where it is built, as Keras' SwapEMAWeights refuses its own misplacement."""
-    from tfhydra.rundir import RunPaths
+    from tfhydra.record.rundir import RunPaths
     from tfhydra.trainer.callbacks import build_callbacks
     from tfhydra.trainer.ema import AveragedWeightsForEvaluation, CallbackOrderError, check_ema_place
 

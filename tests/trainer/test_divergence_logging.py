@@ -50,11 +50,11 @@ def every_observer(tmp_path):
     """The callbacks a run with every observer on gets (tfhydra/trainer/callbacks.py: build_callbacks, the tracker
     callback, the fit loop's resumable state), its model (seed MLP, EMA) and recorder, for digits."""
     from tfhydra.data import build_datasets
-    from tfhydra.phase import build_model_and_optimizer
+    from tfhydra.runner.phase import build_model_and_optimizer
     from tfhydra.logger.callback import epoch_loggers
     from tfhydra.logger.start import start_trackers
     from tfhydra.logger.trackers import RunInfo
-    from tfhydra.rundir import RunPaths
+    from tfhydra.record.rundir import RunPaths
     from tfhydra.strategy import build_strategy
     from tfhydra.trainer.base import LoopContext
     from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound

@@ -9,8 +9,8 @@ import tf_keras as keras
 
 import tfhydra
 from conftest import CONFIG_DIR, FAST, counts_cases, read_run_record
-from tfhydra.preflight import check_overrides
-from tfhydra.errors import ConfigError
+from tfhydra.cli.preflight import check_overrides
+from tfhydra.config.errors import ConfigError
 
 TINY = ["model=mlp", "model.units=[16]", "data=synthetic", "data.shape=[8,8,1]", "data.num_classes=4",
         "data.train_size=64", "data.val_size=32", *FAST]

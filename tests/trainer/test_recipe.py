@@ -4,7 +4,7 @@ import pytest
 
 import tfhydra
 from conftest import CONFIG_DIR, read_run_record
-from tfhydra.preflight import check_overrides
+from tfhydra.cli.preflight import check_overrides
 
 TINY = ["model=mlp", "model.units=[16]", "data=synthetic", "data.shape=[8,8,1]", "data.num_classes=4",
         "data.train_size=1024", "data.val_size=64", "logging.histogram_freq=0", "export.formats=[]"]

@@ -73,7 +73,7 @@ def test_a_model_with_no_declared_inputs_writes_no_graph_and_trains_on(tmp_path)
 def test_keras_own_graph_is_off_and_the_model_graph_goes_to_the_train_run(tmp_path):
     import tf_keras as keras
 
-    from tfhydra.rundir import RunPaths
+    from tfhydra.record.rundir import RunPaths
     from tfhydra.trainer.callbacks import RunRecorder, build_callbacks
     from tfhydra.trainer.graph import ModelGraph
 
@@ -90,7 +90,7 @@ def test_keras_own_graph_is_off_and_the_model_graph_goes_to_the_train_run(tmp_pa
 
 TAGGED_WORKER = r"""
 import os, sys
-from tfhydra.terminal import TaggedLines
+from tfhydra.platform.terminal import TaggedLines
 tagged = TaggedLines().start()
 print("before any job")
 tagged.for_job("[job 3 lr=0.001]")

@@ -13,7 +13,7 @@ import tf_keras as keras
 import data_files
 import tfhydra
 from conftest import ROOT, last_line, read_run_record, run_cli
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 MARKER = "code_from_a_file_ran"
 

@@ -17,7 +17,7 @@ from conftest import ROOT, TESTS, last_line, run_cli
 
 
 def test_write_atomically_replaces_the_file_and_leaves_no_temporary(tmp_path):
-    from tfhydra.report import write_atomically, write_json
+    from tfhydra.record.report import write_atomically, write_json
 
     target = tmp_path / "summary.csv"
     target.write_text("old\n")
@@ -31,7 +31,7 @@ def test_write_atomically_replaces_the_file_and_leaves_no_temporary(tmp_path):
 
 
 def test_a_writer_that_raises_leaves_the_old_file_intact_and_no_temporary(tmp_path):
-    from tfhydra.report import atomic_path, write_json
+    from tfhydra.record.report import atomic_path, write_json
 
     target = tmp_path / "summary.png"
     target.write_bytes(b"old plot")
@@ -57,7 +57,7 @@ def test_a_writer_killed_mid_write_leaves_the_complete_old_file(tmp_path):
     target.write_text("old summary\n" * 1000)
     script = textwrap.dedent(f"""
         import time
-        from tfhydra.report import atomic_path
+        from tfhydra.record.report import atomic_path
         with atomic_path({str(target)!r}) as temporary:
             with open(temporary, "w") as out:
                 out.write("new summ")

@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, given, seed, settings, strategies as st
 
 import trust_dirs
 from conftest import HYPOTHESIS_SEED, TESTS, counts_cases, last_line
-from tfhydra.bounded import MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, load_json_bounded
-from tfhydra.errors import ConfigError
+from tfhydra.trust.bounded import MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, load_json_bounded
+from tfhydra.config.errors import ConfigError
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 
-_LAZY = {"Compression": "tfhydra.contracts", "Phase": "tfhydra.contracts", "COMPRESSIONS": "tfhydra.compression.schemes",
+_LAZY = {"Compression": "tfhydra.config.contracts", "Phase": "tfhydra.config.contracts", "COMPRESSIONS": "tfhydra.compression.schemes",
          "compress_model": "tfhydra.compression.phases", "build_scheme": "tfhydra.compression.schemes"}
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 SCHEMES = ("none", "prune", "cluster", "quantize", "prune_quantize", "cluster_quantize")  # conf/compression/
 QUANTIZATION_AWARE = ("quantize", "prune_quantize", "cluster_quantize")

@@ -1,7 +1,7 @@
 """Applying the run's scheme, starting from an earlier run's trained model (`compression.from_run`, and each
 phase after the first) when there is one.
 
-The phases themselves are planned in tfhydra/compression/plan.py and run in order by tfhydra/job.py.
+The phases themselves are planned in tfhydra/compression/plan.py and run in order by tfhydra/runner/job.py.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from omegaconf import DictConfig
 
 from tfhydra.compression.plan import saved_run_config
 from tfhydra.compression.schemes import build_scheme
-from tfhydra.contracts import Compression, Phase
-from tfhydra.errors import ConfigError
-from tfhydra.rundir import RunPaths
+from tfhydra.config.contracts import Compression, Phase
+from tfhydra.config.errors import ConfigError
+from tfhydra.record.rundir import RunPaths
 
 log = logging.getLogger("tfhydra")
 

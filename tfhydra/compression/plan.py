@@ -9,9 +9,9 @@
 An earlier phase is a run like any other (checkpoints, TensorBoard, metrics.json,
 `.hydra/config.yaml`; no export), so an interrupted run continues inside the phase it was in and
 skips the completed ones, and a phase directory can be a later run's `compression.from_run`. The
-scheme's own phase is the run itself. The run plan (tfhydra/plan.py) gathers `check_compression`,
+scheme's own phase is the run itself. The run plan (tfhydra/runner/plan.py) gathers `check_compression`,
 and `plan_phases`;
-tfhydra/job.py runs the phases in order with `phase_config`.
+tfhydra/runner/job.py runs the phases in order with `phase_config`.
 """
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfhydra.compression.checks_models import check_model_support
-from tfhydra.contracts import PhasePlan
-from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, choice, integer, is_block, is_run_dir, number, optional
-from tfhydra.rundir import RunPaths, phase_directory
-from tfhydra.schema import config_differences
+from tfhydra.config.contracts import PhasePlan
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import Rule, choice, integer, is_block, is_run_dir, number, optional
+from tfhydra.record.rundir import RunPaths, phase_directory
+from tfhydra.config.schema import config_differences
 
 # Collaborative schemes: this float scheme trains first, in its own phase, then the scheme itself
 # trains quantization-aware for `compression.quantize_epochs`, keeping its property.
@@ -140,7 +140,7 @@ def saved_run_config(run: Path) -> DictConfig:
 CHECKS = (check_compression, check_model_support)
 
 
-# The compression section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+# The compression section's ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
 RULES: dict[str, Rule] = {
     "compression.start_epoch": integer(0),
     "compression.from_run": Rule("null or the directory of a completed run", is_run_dir, refusal="no such directory"),

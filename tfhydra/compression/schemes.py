@@ -18,10 +18,10 @@ import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.plan import SHARED_KEYS
-from tfhydra.contracts import Compression, Phase
-from tfhydra.errors import ConfigError
-from tfhydra.private_api import is_functional
-from tfhydra.registry import Registry
+from tfhydra.config.contracts import Compression, Phase
+from tfhydra.config.errors import ConfigError
+from tfhydra.platform.private_api import is_functional
+from tfhydra.config.registry import Registry
 
 COMPRESSIONS = Registry("compression")
 log = logging.getLogger("tfhydra")

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tfhydra.data.source import (DATA, Serving, Source, check_examples, check_finite, class_labels, image_size,
                                  source_from_arrays)
 from tfhydra.data.splits import hold_out, wants_test
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 
 def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, int] | None = None,

@@ -11,7 +11,7 @@ import tf_keras as keras
 from omegaconf import ListConfig, OmegaConf
 
 from tfhydra.data.source import DataSpec
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 AUGMENTATION_LAYERS = {
     "random_flip": keras.layers.RandomFlip,

@@ -18,7 +18,7 @@ import os
 import re
 import socket
 
-from tfhydra.hostmemory import available_memory, human  # noqa: F401  (human: the data room's figures)
+from tfhydra.platform.hostmemory import available_memory, human  # noqa: F401  (human: the data room's figures)
 
 BUDGET_SHARE = 1 / 16
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,

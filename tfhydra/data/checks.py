@@ -1,6 +1,6 @@
 """What the run plan checks in the `data:` section: mistakes the config alone decides. No TensorFlow.
 
-Whether files exist is checked by the schema (tfhydra/schema.py RULES); what they hold is only known
+Whether files exist is checked by the schema (tfhydra/config/schema.py RULES); what they hold is only known
 once a source reads them, in the job.
 """
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, choice, exists, integer, is_augment_list, is_globs, is_image_size, is_int, list_of, number, optional
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import Rule, choice, exists, integer, is_augment_list, is_globs, is_image_size, is_int, list_of, number, optional
 
 # `data.augment` item names -> the tf_keras preprocessing layer each builds (tfhydra/data/augment.py).
 AUGMENTATION_NAMES = ("random_flip", "random_rotation", "random_zoom", "random_translation", "random_contrast")
@@ -74,7 +74,7 @@ def check_streaming(cfg: DictConfig) -> None:
 def check_declared_size(cfg: DictConfig) -> None:
     """A source that makes its examples in memory from the config (synthetic: sizes and shape) must fit: its arrays
     and the temporaries that make them (about 3x the float32 arrays), against the memory this process may take."""
-    from tfhydra.hostmemory import available_memory, human
+    from tfhydra.platform.hostmemory import available_memory, human
 
     data = cfg.data
     sizes = (data.get("train_size"), data.get("val_size"), data.get("test_size"))
@@ -100,7 +100,7 @@ def check_split_fractions(cfg: DictConfig) -> None:
 CHECKS = (check_augment, check_features, check_streaming, check_split_fractions, check_declared_size)
 
 
-# The data section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+# The data section's ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
 RULES: dict[str, Rule] = {
     "data.batch_size": integer(1),
     "data.val_fraction": number(0, 1),

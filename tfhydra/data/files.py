@@ -17,7 +17,7 @@ import tensorflow as tf
 from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Source, class_labels, image_size,
                                  take_examples)
 from tfhydra.data.splits import hold_out, wants_test
-from tfhydra.errors import ConfigError, first_line
+from tfhydra.config.errors import ConfigError, first_line
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")  # what tf.io.decode_image reads
 CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from tfhydra.bounded import load_json_bounded, read_text_bounded
+from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
 log = logging.getLogger("tfhydra")
 VERSION = 2

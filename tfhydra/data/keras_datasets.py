@@ -28,7 +28,7 @@ import numpy as np
 from tfhydra.data.arrays import image_source, read_npz
 from tfhydra.data.source import DATA, Source, class_labels
 from tfhydra.data.splits import hold_out, wants_test
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 DOWNLOAD_TIMEOUT_S = 60  # per socket operation: an unreachable host fails instead of hanging
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, "list[str] | None"]

@@ -25,14 +25,14 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from tfhydra.rundir import check_creatable
+from tfhydra.record.rundir import check_creatable
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Serving, Source, deterministic_reads, stratified_subset,
                                  take_examples)
-from tfhydra.runtime import cluster_size, data_threads
-from tfhydra.errors import ConfigError
+from tfhydra.platform.runtime import cluster_size, data_threads
+from tfhydra.config.errors import ConfigError
 
 log = logging.getLogger("tfhydra")
 # Pipeline keys that do not change which examples a source yields, so not part of a cache file's name.

@@ -19,7 +19,7 @@ import socket
 import sys
 from urllib.parse import urlparse
 
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 CONNECT_TIMEOUT_S = 5  # an unreachable dispatcher fails the run in seconds, not after gRPC's long retries
 MODES = ("distributed_epoch", "parallel_epochs")

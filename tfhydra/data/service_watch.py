@@ -38,7 +38,7 @@ import time
 from typing import Callable, Iterator
 
 from tfhydra.data.service import CONNECT_TIMEOUT_S, dispatcher_host_port, probe
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 log = logging.getLogger("tfhydra")
 SIGNAL_GRACE_S = 5  # a Python signal handler runs within milliseconds unless the main thread sits in C++

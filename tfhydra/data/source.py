@@ -8,9 +8,9 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.contracts import DataSpec
-from tfhydra.errors import ConfigError
-from tfhydra.registry import Registry
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.registry import Registry
 
 DATA = Registry("data")
 AUTOTUNE = tf.data.AUTOTUNE
@@ -82,7 +82,7 @@ def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=N
 def deterministic_reads() -> bool:
     """Op determinism (`trainer.deterministic`, turned on before the data are built) asks for a fixed read
     order too; otherwise parallel reads deliver in the faster order they finish."""
-    from tfhydra.private_api import op_determinism_enabled  # not public API
+    from tfhydra.platform.private_api import op_determinism_enabled  # not public API
 
     return op_determinism_enabled()
 

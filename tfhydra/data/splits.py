@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tfhydra.data.source import DATA, Serving, Source, class_labels, source_from_arrays
 from tfhydra.data.splits import hold_out
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 
 def read_table(path_text: str, delimiter: str) -> tuple[Path, dict[str, list[str]]]:

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Serving, Source, image_size, take_examples
 from tfhydra.data.splits import hold_out, wants_test
-from tfhydra.errors import ConfigError, first_line, suggestion
+from tfhydra.config.errors import ConfigError, first_line, suggestion
 
 
 class LazyServing(Serving):

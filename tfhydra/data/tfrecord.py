@@ -26,7 +26,7 @@ from tfhydra.data.files import float_image
 from tfhydra.data.index import indexed_labels
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, class_labels, deterministic_reads, image_size
 from tfhydra.data.splits import hold_out, wants_test
-from tfhydra.errors import ConfigError, first_line
+from tfhydra.config.errors import ConfigError, first_line
 
 CYCLE_LENGTH = 16  # shards read at once: enough to hide one file's latency, few enough to bound open files
 

@@ -13,7 +13,7 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
-from tfhydra.registry import Registry
+from tfhydra.config.registry import Registry
 
 EXPORT_FORMATS = Registry("export.formats")
 from tfhydra.export.checks import ONNX_MODEL, TFLITE_FLOAT32, TFLITE_MODEL  # noqa: E402,F401  (declared once there)

@@ -7,8 +7,8 @@ import importlib.util
 
 from omegaconf import DictConfig
 
-from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, choice, integer, list_of
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import Rule, choice, integer, list_of
 
 ONNX_PACKAGES = ("tf2onnx", "onnxruntime")  # the onnx extra: the writer, and the runtime that measures its file
 # TensorFlow 2.21's converter has no working int8 for recurrent layers (docs/compression.md, "Text models"):
@@ -38,7 +38,7 @@ TFLITE_MODEL, TFLITE_FLOAT32 = "model.tflite", "float32.tflite"  # the files of 
 ONNX_MODEL = "model.onnx"
 FORMATS = ("saved_model", "keras", "tflite", "onnx")  # export.formats: the writers tfhydra/export/ registers
 
-# The export section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+# The export section's ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
 RULES: dict[str, Rule] = {
     "export.formats": list_of(choice(*FORMATS), min_len=0),
     "export.tflite.quantization": choice("none", "dynamic", "float16", "int8"),

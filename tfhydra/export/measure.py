@@ -12,12 +12,12 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
-from tfhydra.contracts import Compression
-from tfhydra.errors import ConfigError, clip, first_line
+from tfhydra.config.contracts import Compression
+from tfhydra.config.errors import ConfigError, clip, first_line
 from tfhydra.export.base import ONNX_MODEL, TFLITE_FLOAT32, TFLITE_MODEL
 from tfhydra.export.onnx import onnx_predict
 from tfhydra.export.tflite import tflite_interpreter, tflite_predict, tflite_runtime
-from tfhydra.rundir import RunPaths
+from tfhydra.record.rundir import RunPaths
 
 
 def measure_artefacts(paths: RunPaths, written: dict[str, str], validation: tf.data.Dataset, cfg_tflite: DictConfig,

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tfhydra.export.base import EXPORT_FORMATS, Deployment
-from tfhydra.rundir import RunPaths
+from tfhydra.record.rundir import RunPaths
 
 
 @EXPORT_FORMATS.register("saved_model")

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from tfhydra.errors import ConfigError, clip, first_line
+from tfhydra.config.errors import ConfigError, clip, first_line
 from tfhydra.export.checks import TFLITE_MODEL
-from tfhydra.rundir import RunPaths
+from tfhydra.record.rundir import RunPaths
 
 SAVED_MODEL, TFLITE = "saved_model", "tflite"
 

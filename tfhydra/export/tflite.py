@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 from tfhydra.export.base import EXPORT_FORMATS, TFLITE_FLOAT32, TFLITE_MODEL, Deployment
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import tf_keras as keras
 from omegaconf import DictConfig
 
-from tfhydra.contracts import Compression
-from tfhydra.errors import ConfigError, clip, first_line
+from tfhydra.config.contracts import Compression
+from tfhydra.config.errors import ConfigError, clip, first_line
 from tfhydra.export import onnx, tflite  # noqa: F401  (the writers register themselves)
 from tfhydra.export.base import EXPORT_FORMATS, Deployment
 from tfhydra.export.measure import accuracy, measure_artefacts
 from tfhydra.export.savedmodel import serving_layout
-from tfhydra.rundir import RunPaths
+from tfhydra.record.rundir import RunPaths
 
 
 def export_model(cfg_export: DictConfig, compression: Compression, trained: keras.Model, datasets,

@@ -5,7 +5,8 @@ runs its jobs. Its files:
 - launcher.py: `launch_jobs`, the work of hydra_plugins/tfhydra_launcher (the plugin class only hands over);
 - placement.py: how many worker processes, the threads and GPUs of each (plain functions, no process);
 - workers.py: the worker pool: processes reused job after job, signals passed on, a killed launcher noticed;
-- fork_server.py: the process the workers are forked from, TensorFlow imported once (tfhydra/preload.py);
-- launch_errors.py: a job a cluster launcher lost (submitit, Ray) recorded as failed, then one `Error:` line.
+- fork_server.py: the process the workers are forked from, TensorFlow imported once (tfhydra/launch/preload.py);
+- lost_jobs.py: a job a cluster launcher lost (submitit, Ray) recorded as failed, then one `Error:` line;
+- preload.py: what the fork server imports (TensorFlow, through the recipe), silently.
 Nothing here imports TensorFlow in the launching process: only the fork server and the workers do.
 """

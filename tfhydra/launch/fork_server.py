@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-PRELOAD = ["tfhydra.preload"]  # TensorFlow, tf_keras and every room, imported once and silently
+PRELOAD = ["tfhydra.launch.preload"]  # TensorFlow, tf_keras and every room, imported once and silently
 
 
 def worker_context() -> Any:

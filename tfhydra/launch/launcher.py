@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from tfhydra.runtime import available_cores
+from tfhydra.platform.runtime import available_cores
 from tfhydra.sweep import current_swept_keys
 from tfhydra.launch.placement import cpu_only, launcher_gpus, plan_workers
 

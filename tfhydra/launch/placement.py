@@ -5,7 +5,7 @@ launcher's options, so tests call them with any device list; nothing here import
 A worker's placement is a set of environment variables, set in the worker before TensorFlow is imported:
 `CUDA_VISIBLE_DEVICES` (its GPU: round-robin over the visible ones), `TF_FORCE_GPU_ALLOW_GROWTH=true` when
 several workers share a GPU (TensorFlow would otherwise map all its memory in the first of them), and
-`TFHYDRA_WORKER_THREADS` (read by tfhydra/runtime.py: the intra/inter-op and tf.data threads of every job the
+`TFHYDRA_WORKER_THREADS` (read by tfhydra/platform/runtime.py: the intra/inter-op and tf.data threads of every job the
 worker runs), so the threads of all workers add up to the machine's cores, not N times them.
 """
 from __future__ import annotations
@@ -17,11 +17,11 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
-WORKER_THREADS_ENV = "TFHYDRA_WORKER_THREADS"  # threads of each job in this worker (tfhydra/runtime.py)
+WORKER_THREADS_ENV = "TFHYDRA_WORKER_THREADS"  # threads of each job in this worker (tfhydra/platform/runtime.py)
 WORKER_INDEX_ENV = "TFHYDRA_WORKER_INDEX"  # which worker of the sweep this process is (its record says so)
-GPU_MEMORY_ENV = "TFHYDRA_GPU_MEMORY_MB"  # a per-job GPU memory limit (tfhydra/runtime.py), when set
+GPU_MEMORY_ENV = "TFHYDRA_GPU_MEMORY_MB"  # a per-job GPU memory limit (tfhydra/platform/runtime.py), when set
 # Measured on 2 cores (docs/sweeps.md, "Concurrent by default"): one worker per job up to this many per core.
 JOBS_PER_CORE = 1.5
 

@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from tfhydra.dirlock import process_alive
-from tfhydra.hydra_api import job_return_value, set_job_return_value
-from tfhydra.runtime import WORKER_ENV
+from tfhydra.trust.locks import process_alive
+from tfhydra.config.hydra_api import job_return_value, set_job_return_value
+from tfhydra.platform.runtime import WORKER_ENV
 from tfhydra.launch.fork_server import start_fork_server, worker_environment
 from tfhydra.launch.placement import WorkerPlan
-from tfhydra.terminal import TaggedLines
+from tfhydra.platform.terminal import TaggedLines
 
 log = logging.getLogger("tfhydra")
 WORKER_JOB_ENV = "TFHYDRA_WORKER_JOB"  # the job's ordinal in its worker (1 = its first), for the record
@@ -190,7 +190,7 @@ def lost_job_return(sweep_dir: Path, idx: int, overrides: Sequence[str], process
     """A job whose worker died: recorded as failed (its directory, when Hydra made one), NaN returned."""
     from hydra.core.utils import JobReturn, JobStatus
 
-    from tfhydra.launch.launch_errors import job_dir
+    from tfhydra.launch.lost_jobs import job_dir
     from tfhydra.sweep.trial import record_lost
 
     directory = job_dir(Path(sweep_dir), idx)
@@ -206,20 +206,20 @@ def lost_job_return(sweep_dir: Path, idx: int, overrides: Sequence[str], process
 # ---- in the worker process -------------------------------------------------------------------------------------
 
 def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
-    env = {**env, WORKER_ENV[4]: "1" if "tfhydra.job" in sys.modules else "0"}  # from the fork server, or not
+    env = {**env, WORKER_ENV[4]: "1" if "tfhydra.runner.job" in sys.modules else "0"}  # from the fork server, or not
     os.environ.update(env)
     if not os.environ["PYTHONPATH"]:
         del os.environ["PYTHONPATH"]  # the launching process had none
     os.setpgrp()  # the terminal's Ctrl-C goes to the launching process, which passes it on once
-    import tfhydra.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
-    from tfhydra.startup import leave_now, preload_job
+    import tfhydra.platform.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+    from tfhydra.platform.startup import leave_now, preload_job
 
     TAGGED.start()  # every line the worker prints carries its job's tag; TensorFlow's start-up noise dropped
     preload_job()  # a no-op when the fork server imported it; otherwise it loads while the first job composes
     _die_with_launcher(launcher)
     try:
         _serve(tasks, results)
-    finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/startup.py)
+    finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/platform/startup.py)
         results.close()
         results.join_thread()  # the last message is sent before the process goes
         TAGGED.release()
@@ -317,7 +317,7 @@ def execute_job(idx: int, overrides: Sequence[str], hydra_context: Any, config: 
     from hydra.core.utils import run_job, setup_globals
     from omegaconf import open_dict
 
-    from tfhydra.private_api import omegaconf_resolvers
+    from tfhydra.platform.private_api import omegaconf_resolvers
 
     setup_globals()  # Hydra's resolvers (`now`, `hydra`); tfhydra's were registered when the worker imported it
     Singleton.set_state({**singleton_state, "omegaconf_resolvers": omegaconf_resolvers()})

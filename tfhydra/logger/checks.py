@@ -7,8 +7,8 @@ import importlib.util
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, integer, is_int
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import Rule, integer, is_int
 
 # logger option -> (modules it imports, the extra that installs them). MLflow's SQLite store (the default)
 # needs SQLAlchemy and Alembic, which mlflow-skinny does not bring.
@@ -28,7 +28,7 @@ def check_installed(cfg: DictConfig) -> None:
 CHECKS = (check_installed,)
 
 
-# The logging and logger sections' ranges and choices, read by the schema's checks (tfhydra/schema.py).
+# The logging and logger sections' ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
 RULES: dict[str, Rule] = {
     "logging.histogram_freq": integer(0),
     "logging.images_freq": integer(0),

@@ -26,8 +26,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.logger.trackers import LOGGERS, TRACKER_STATUS, RunInfo, Tracker, flatten, quiet_loggers, read_json_map
 from tfhydra.record import Status
-from tfhydra.report import write_json
-from tfhydra.rundir import RunPaths, SweepPaths
+from tfhydra.record.report import write_json
+from tfhydra.record.rundir import RunPaths, SweepPaths
 
 log = logging.getLogger("tfhydra")
 PARENT_ENV = "TFHYDRA_MLFLOW_PARENT"  # {"run_id", "tracking_uri", "experiment_id"} of a sweep's parent run

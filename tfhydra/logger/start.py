@@ -8,7 +8,7 @@ from omegaconf import DictConfig
 
 from tfhydra.logger import mlflow_run, wandb_run  # noqa: F401  (they register their builders)
 from tfhydra.logger.trackers import LOGGERS, RunInfo, Trackers
-from tfhydra.rundir import RunPaths
+from tfhydra.record.rundir import RunPaths
 
 
 def start_trackers(cfg_logger: DictConfig | None, paths: RunPaths, info: RunInfo) -> Trackers:

@@ -23,11 +23,11 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-from tfhydra.bounded import load_json_bounded, read_text_bounded
+from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 from tfhydra.record import Status
-from tfhydra.registry import Registry
-from tfhydra.report import write_json
-from tfhydra.rundir import RunPaths
+from tfhydra.config.registry import Registry
+from tfhydra.record.report import write_json
+from tfhydra.record.rundir import RunPaths
 
 log = logging.getLogger("tfhydra")
 LOGGERS = Registry("logger")  # option name -> build(node, paths, info) -> Tracker
@@ -38,7 +38,7 @@ TRACKER_STATUS = {s.value: s.tracker for s in Status if s is not Status.NOT_STAR
 
 @dataclass
 class RunInfo:
-    """What every tracker is told about the run (tfhydra/job.py fills it in from the config and Hydra)."""
+    """What every tracker is told about the run (tfhydra/runner/job.py fills it in from the config and Hydra)."""
     name: str  # the run directory's name: the tracker run's name
     config: dict  # the composed config, resolved, without `hydra`
     tags: dict  # model, data, sweep (absent outside a sweep)

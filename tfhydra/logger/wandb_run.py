@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from tfhydra.logger.trackers import LOGGERS, RunInfo, Tracker, quiet_loggers
 from tfhydra.record import Status
-from tfhydra.rundir import RunPaths
+from tfhydra.record.rundir import RunPaths
 
 # W&B's variables for where it writes -> the folder of <run>/wandb/ they point at, when the user set none.
 WANDB_DIRS = {"WANDB_CACHE_DIR": "cache", "WANDB_DATA_DIR": "data", "WANDB_ARTIFACT_DIR": "artifacts",

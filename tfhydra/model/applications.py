@@ -14,8 +14,8 @@ import re
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.contracts import DataSpec
-from tfhydra.errors import ConfigError
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_images
 
 # Arguments the builder sets itself; everything else in an application's signature may go in `arch_args`.

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from tfhydra.contracts import DataSpec
-from tfhydra.errors import ConfigError
-from tfhydra.registry import Registry
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.registry import Registry
 
 MODELS = Registry("model")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from tfhydra.contracts import DataSpec
-from tfhydra.errors import ConfigError
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
 from tfhydra.model import applications, resnet, seed, sequence  # noqa: F401  (the builders register themselves)
 from tfhydra.model.base import MODELS
 

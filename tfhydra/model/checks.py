@@ -3,10 +3,10 @@
 Whether the data suit a model is known only once the data are built (tfhydra/model/base.py's `require_*`)."""
 from __future__ import annotations
 
-from tfhydra.schema import Rule, choice, integer, is_int, is_weights, list_of, number, optional
+from tfhydra.config.schema import Rule, choice, integer, is_int, is_weights, list_of, number, optional
 
 # tf_keras.applications' architectures (`model=keras_app model.arch=...`), checked before TensorFlow is
-# imported; tests/test_plan_group_checks.py holds the list to the installed tf_keras.
+# imported; tests/runner/test_plan_group_checks.py holds the list to the installed tf_keras.
 KERAS_APPLICATIONS = (
     "ConvNeXtBase", "ConvNeXtLarge", "ConvNeXtSmall", "ConvNeXtTiny", "ConvNeXtXLarge", "DenseNet121", "DenseNet169",
     "DenseNet201", "EfficientNetB0", "EfficientNetB1", "EfficientNetB2", "EfficientNetB3", "EfficientNetB4",
@@ -19,7 +19,7 @@ KERAS_APPLICATIONS = (
     "ResNet101V2", "ResNet152", "ResNet152V2", "ResNet50", "ResNet50V2", "ResNetRS101", "ResNetRS152", "ResNetRS200",
     "ResNetRS270", "ResNetRS350", "ResNetRS420", "ResNetRS50", "VGG16", "VGG19", "Xception")
 
-# tf_keras' activation functions by name (tests/test_plan_group_checks.py holds it to the installed tf_keras).
+# tf_keras' activation functions by name (tests/runner/test_plan_group_checks.py holds it to the installed tf_keras).
 KERAS_ACTIVATIONS = ("elu", "exponential", "gelu", "hard_sigmoid", "linear", "mish", "relu", "selu", "sigmoid",
                      "softmax", "softplus", "softsign", "swish", "tanh")
 

@@ -24,8 +24,8 @@ import numpy as np
 
 from omegaconf import DictConfig
 
-from tfhydra.contracts import DataSpec
-from tfhydra.errors import ConfigError
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
 
 log = logging.getLogger("tfhydra")
 
@@ -57,8 +57,8 @@ def estimated_bytes(cfg_model: DictConfig, spec: DataSpec, batch_size: int, slot
 
 def _random_states() -> tuple:
     """Python's, NumPy's and tf_keras' seed generator (what `keras.utils.set_random_seed` seeds and an initializer
-    without a seed draws from, tfhydra/private_api.py) as they are before the symbolic build."""
-    from tfhydra.private_api import keras_seed_generator
+    without a seed draws from, tfhydra/platform/private_api.py) as they are before the symbolic build."""
+    from tfhydra.platform.private_api import keras_seed_generator
 
     generator = keras_seed_generator()
     return random.getstate(), np.random.get_state(), generator, generator.getstate() if generator else None
@@ -85,7 +85,7 @@ def _values(layer) -> int:
 
 def check_model_fits(cfg: DictConfig, spec: DataSpec) -> None:
     """One ConfigError when training `cfg.model` on `spec` needs more memory than this process may take."""
-    from tfhydra.hostmemory import available_memory, human
+    from tfhydra.platform.hostmemory import available_memory, human
 
     slots = _optimizer_slots(cfg)
     half = cfg.precision.name in ("mixed", "bf16")  # 16-bit activations

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from tfhydra.contracts import DataSpec
-from tfhydra.errors import ConfigError
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_features, require_images
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.contracts import DataSpec
-from tfhydra.errors import ConfigError
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_tokens
 
 RECURRENT_CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}

@@ -10,9 +10,9 @@ from __future__ import annotations
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
-from tfhydra.hydra_api import locate
-from tfhydra.registry import Registry, instantiate_target
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.hydra_api import locate
+from tfhydra.config.registry import Registry, instantiate_target
 
 OPTIMIZERS = Registry("optimizer")
 SCHEDULES = Registry("optimizer.schedule")

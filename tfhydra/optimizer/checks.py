@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, choice, integer, list_of, number, optional
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import Rule, choice, integer, list_of, number, optional
 
 
 def check_schedule(cfg: DictConfig) -> None:
@@ -34,7 +34,7 @@ def check_schedule(cfg: DictConfig) -> None:
 
 def check_warmup(cfg_optimizer: DictConfig, epochs: int, what: str) -> None:
     """A cosine warm-up shorter than the epochs its schedule runs over (`what` names them): the schedule is built
-    per phase (tfhydra/plan.py checks each phase), so a warm-up longer than a phase would decay below zero."""
+    per phase (tfhydra/runner/plan.py checks each phase), so a warm-up longer than a phase would decay below zero."""
     if "schedule" not in cfg_optimizer:  # a `_target_` optimizer that takes a learning_rate gets the schedule too
         return
     schedule = cfg_optimizer.schedule
@@ -49,7 +49,7 @@ CHECKS = (check_schedule,)
 # optimizer.schedule.name: the schedules tfhydra/optimizer/build.py registers (a test holds them equal)
 SCHEDULE_NAMES = ("constant", "cosine", "exponential", "piecewise", "reduce_on_plateau")
 
-# The optimizer section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+# The optimizer section's ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
 RULES: dict[str, Rule] = {
     "optimizer.schedule.name": choice(*SCHEDULE_NAMES),
     "optimizer.schedule.warmup_epochs": number(0, low_open=False),

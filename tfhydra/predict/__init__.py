@@ -36,9 +36,9 @@ import sys
 import time
 from pathlib import Path
 
-import tfhydra.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
-from tfhydra.errors import ConfigError
-from tfhydra.terminal import figure
+import tfhydra.platform.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+from tfhydra.config.errors import ConfigError
+from tfhydra.platform.terminal import figure
 
 USAGE = ("usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] [--batch-size N] "
          "[--top-k K] [--format csv|jsonl] [--on-error skip|fail] (also python -m tfhydra.predict)")
@@ -82,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
-    from tfhydra.terminal import QUIET
+    from tfhydra.platform.terminal import QUIET
 
     QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
     try:
-        from tfhydra.project import import_from_working_directory, project_config_dir, without_config_dir_flags
+        from tfhydra.config.project import import_from_working_directory, project_config_dir, without_config_dir_flags
 
         import_from_working_directory()  # a run's own `_target_` source resolves as under tfhydra-train
         project = project_config_dir(argv)  # the project's own conf/, as tfhydra-train finds it
@@ -112,7 +112,7 @@ def predict(args: argparse.Namespace) -> tuple[str, int]:
         raise ConfigError("--top-k", args.top_k, f"an integer from 1 to {len(run.class_names)} (the run's classes)",
                           "more classes than the model predicts")
     if args.output:
-        from tfhydra.rundir import check_creatable
+        from tfhydra.record.rundir import check_creatable
 
         check_creatable("--output", args.output, Path(args.output).expanduser().absolute().parent)
     from tfhydra.predict.inputs import read_inputs, unread_images

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.data.files import IMAGE_EXTENSIONS
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 from tfhydra.predict.layout import Layout
 from tfhydra.predict.stream import Inputs, no_extra
 from tfhydra.predict.tables import read_table_input, read_text_lines

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 IMAGE_SOURCES_CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}  # image_folder's data.color_mode (tfhydra/data/files.py)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.errors import ConfigError, first_line, write_failure
+from tfhydra.config.errors import ConfigError, first_line, write_failure
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.data.tables import read_table
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 from tfhydra.predict.stream import Inputs, no_extra
 from tfhydra.predict.layout import Layout
 

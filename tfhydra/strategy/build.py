@@ -5,7 +5,7 @@ strategy builder only chooses devices. `data.batch_size` is the GLOBAL batch: ea
 the strategy's replicas gets `batch_size / replicas` examples per step.
 
 Strategies that set up collectives (multi_worker) must be built before TensorFlow runs
-its first op, so the run builds the strategy first (tfhydra/job.py).
+its first op, so the run builds the strategy first (tfhydra/runner/job.py).
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import os
 
 import tensorflow as tf
 
-from tfhydra.errors import ConfigError, first_line
-from tfhydra.registry import Registry
+from tfhydra.config.errors import ConfigError, first_line
+from tfhydra.config.registry import Registry
 
 STRATEGIES = Registry("strategy")
 
@@ -95,7 +95,7 @@ def slurm_resolver(cfg) -> tf.distribute.cluster_resolver.ClusterResolver:
     if missing:
         raise ConfigError("strategy.cluster_resolver", "slurm", SLURM_ACCEPTED, f"{', '.join(missing)} not set: "
                           "not inside a SLURM job step")
-    from tfhydra.private_api import slurm_tasks_per_node
+    from tfhydra.platform.private_api import slurm_tasks_per_node
 
     tasks_per_node = max(slurm_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"]))
     gpus = cfg.get("gpus_per_task")

@@ -3,14 +3,14 @@
 Only what the config decides is checked here: the replica count of `mirrored` with explicit
 `devices` or `logical_cpus`, and of the single-device strategies. `auto` and `multi_worker` count
 their replicas on the machine (GPUs, TF_CONFIG), so their check runs in the job
-(tfhydra/job.py calls `check_replica_batch` with the replicas the strategy found).
+(tfhydra/runner/job.py calls `check_replica_batch` with the replicas the strategy found).
 """
 from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, choice, integer, list_of, optional
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import Rule, choice, integer, list_of, optional
 
 
 def planned_replicas(cfg_strategy: DictConfig) -> int | None:
@@ -43,7 +43,7 @@ CHECKS = (check_strategy,)
 
 CLUSTER_RESOLVERS = ("tf_config", "slurm", "kubernetes")  # strategy.cluster_resolver (tfhydra/strategy/build.py)
 
-# The strategy section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+# The strategy section's ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
 RULES: dict[str, Rule] = {
     "strategy.cross_device_ops": choice("auto", "nccl", "hierarchical_copy", "reduce_to_one"),
     "strategy.communication": choice("auto", "ring", "nccl"),

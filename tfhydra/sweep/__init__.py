@@ -15,6 +15,7 @@ the sweep's `hydra.overrides.hydra` under every launcher, and sets the variable 
 runs, for the job's own code.
 
 The rest of the room (how its jobs run as processes is tfhydra/launch/'s):
+- kind.py: which sweeper, which launcher, am I in a sweep, and the threads a job gets under each launcher;
 - __main__.py: `python -m tfhydra.sweep` (tfhydra-sweep: summary, resume);
 - callback.py: the Hydra callback tying a sweep together (swept keys, summary, MLflow parent run);
 - checks.py: what the run plan checks in the `sweep` section (screen, then promote);
@@ -39,64 +40,15 @@ import re
 import sys
 from typing import Iterable, Sequence
 
-from tfhydra.runtime import auto_threads, available_cores, launcher_cpus, parallel_jobs  # noqa: F401
-from tfhydra.sweep_kind import in_sweep  # noqa: F401
-
-_UNSAFE = re.compile(r"[/\\:*?\"<>|\s]")
-MAX_NAME = 180  # leaves room under the usual 255-byte limit for the job number
-SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"  # JSON list of swept keys: a job's hydra.job.env_set, written by the sweep callback
-
-
-def swept_keys(argv: Sequence[str]) -> set[str]:
-    """Keys whose value on the command line is a sweep (`a=1,2`, `range(...)`, `glob(...)`)."""
-    from tfhydra.hydra_api import parse_command_line
-
-    args, _ = parse_command_line(argv)
-    return sweep_override_keys(args.overrides)
-
-
-def sweep_override_keys(overrides: Iterable[str]) -> set[str]:
-    """The keys of the overrides that are sweeps, from Hydra's own parser."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception:  # malformed overrides are reported by the pre-flight check, not here
-        return set()
-    return {o.get_key_element() for o in parsed if o.is_sweep_override()}
-
-
-def current_swept_keys(argv: Sequence[str] | None = None, hydra_node=None) -> set[str]:
-    """The swept keys of the running sweep: those the sweep callback wrote into the job's config
-    (`recorded_swept_keys`), else those of the command line (`argv`, else `sys.argv`)."""
-    recorded = recorded_swept_keys(hydra_node) if argv is None else None
-    return recorded if recorded is not None else swept_keys(sys.argv[1:] if argv is None else argv)
-
-
-def recorded_swept_keys(hydra_node=None) -> set[str] | None:
-    """`hydra.job.env_set.TFHYDRA_SWEPT_KEYS` of a job's `hydra` node (by default the running job's), else the
-    variable in the environment (Hydra sets it while the job runs); None when neither holds a JSON list."""
-    from omegaconf import OmegaConf
-
-    if hydra_node is None:
-        from hydra.core.hydra_config import HydraConfig
-
-        hydra_node = HydraConfig.get() if HydraConfig.initialized() else None
-    recorded = OmegaConf.select(hydra_node, f"job.env_set.{SWEPT_KEYS_ENV}", default=None) if hydra_node else None
-    for text in (recorded, os.environ.get(SWEPT_KEYS_ENV)):
-        try:
-            keys = json.loads(text) if text else None
-        except ValueError:
-            continue
-        if isinstance(keys, list):
-            return set(keys)
-    return None
-
+from tfhydra.platform.runtime import available_cores  # noqa: F401
+from tfhydra.config.jobnames import (MAX_NAME, SWEPT_KEYS_ENV, current_swept_keys, job_dirname,  # noqa: F401
+                                     recorded_swept_keys, safe_name, sweep_override_keys, swept_keys)
+from tfhydra.sweep.kind import auto_threads, in_sweep, launcher_cpus, parallel_jobs  # noqa: F401
 
 def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "none") -> list[str]:
     """Hydra overrides that carry what each job must know about its sweep to every launcher (Hydra composes
     every job again from the sweep's `hydra.overrides.hydra`): the swept keys, and under Ray's launcher
-    (`launcher`: its kind, tfhydra/sweep_kind.py) an absolute sweep directory, because a Ray worker runs in the directory
+    (`launcher`: its kind, tfhydra/sweep/kind.py) an absolute sweep directory, because a Ray worker runs in the directory
     `ray start` ran in; the others run their jobs in the launching directory."""
     overrides = [f"++hydra.job.env_set.{SWEPT_KEYS_ENV}={override_quoted(json.dumps(sorted(swept)))}"]
     if launcher == "ray" and not os.path.isabs(sweep_dir):
@@ -108,16 +60,3 @@ def override_quoted(text: str) -> str:
     """`text` as one quoted value in Hydra's override grammar: quotes escaped, and the backslashes just before
     a quote or the closing quote doubled (Hydra unescapes backslashes only there)."""
     return "'" + re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), text) + "'"
-
-
-def job_dirname(task_overrides: Sequence[str], argv: Sequence[str] | None = None, swept: set[str] | None = None,
-                hydra_node=None) -> str:
-    """`<swept overrides>` of a job's directory `<num>_<swept overrides>` (conf/tfhydra.yaml's hydra.sweep.subdir)."""
-    swept = current_swept_keys(argv, hydra_node) if swept is None else swept
-    chosen = [o for o in task_overrides if o.split("=", 1)[0] in swept] or list(task_overrides)
-    return safe_name(",".join(chosen))
-
-
-def safe_name(text: str) -> str:
-    return _UNSAFE.sub("_", text)[:MAX_NAME]
-

@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tfhydra.errors import ConfigError
+from tfhydra.config.errors import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,8 +64,8 @@ def resume_command(sweep_dir: Path, trusted: bool = False, config_dir: str | Non
                    settings: list[str] | None = None) -> list[str]:
     """`python -m tfhydra [--config-dir <dir>] -m <the recorded overrides> hydra.sweep.dir=<sweep dir>`: the
     sweep's command from its multirun.yaml, read through the trust boundary (tfhydra/trust). The config
-    directory is this command's (tfhydra/project.py), or with `trusted` the one the sweep recorded."""
-    from tfhydra.project import project_config_dir
+    directory is this command's (tfhydra/config/project.py), or with `trusted` the one the sweep recorded."""
+    from tfhydra.config.project import project_config_dir
     from tfhydra.trust import sweep_command
 
     if not sweep_dir.is_dir():
@@ -113,7 +113,7 @@ def _log_trusted(sweep_dir: Path, warning: str, command: list[str]) -> None:
     import shlex
     import time
 
-    from tfhydra.rundir import SweepPaths, contained
+    from tfhydra.record.rundir import SweepPaths, contained
 
     try:
         with open(contained(SweepPaths(sweep_dir).trusted_log, sweep_dir), "a", encoding="utf-8") as log:

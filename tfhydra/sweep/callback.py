@@ -23,9 +23,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from tfhydra.rundir import SweepPaths
+from tfhydra.record.rundir import SweepPaths
 from tfhydra.sweep import handover_overrides, override_quoted
-from tfhydra.sweep_kind import launcher_kind
+from tfhydra.sweep.kind import launcher_kind
 from tfhydra.trainer.checks import metric_names
 
 log = logging.getLogger("tfhydra")
@@ -62,7 +62,7 @@ class SweepCallback(Callback):
 
 def finish_sweep(config: DictConfig, lost_line: str | None = None) -> None:
     """The sweep's end: summary files, the best job, its trackers ended, and exit 1 with one `Error:` line when
-    any job did not complete. `lost_line`: what a launcher lost (tfhydra/launch/launch_errors.py), said instead."""
+    any job did not complete. `lost_line`: what a launcher lost (tfhydra/launch/lost_jobs.py), said instead."""
     from tfhydra.sweep.summary import summarize
 
     sweep_dir = Path(config.hydra.sweep.dir)
@@ -94,7 +94,7 @@ class SweepProgress:
         self.total, self.durations, self._started = None, [], None
 
     def sweep_started(self, config: DictConfig) -> None:
-        from tfhydra.terminal import on_terminal
+        from tfhydra.platform.terminal import on_terminal
 
         self.total = planned_jobs(config) if on_terminal() else None
 
@@ -124,7 +124,7 @@ def planned_jobs(config: DictConfig) -> int | None:
     if OmegaConf.select(sweeper, "n_trials", default=None):
         return int(sweeper.n_trials)
     try:
-        from tfhydra.hydra_api import split_sweep
+        from tfhydra.config.hydra_api import split_sweep
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         from tfhydra.sweep.decide import sweep_stages

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
-from tfhydra.schema import Rule, choice, integer, number, optional
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import Rule, choice, integer, number, optional
 
-# The sweep section's ranges, read by the schema's checks (tfhydra/schema.py); null leaves each off.
+# The sweep section's ranges, read by the schema's checks (tfhydra/config/schema.py); null leaves each off.
 RULES: dict[str, Rule] = {
     "sweep.screen.fraction": optional(number(0, 1, high_open=False)),
     "sweep.screen.epochs": optional(integer(1)),

@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from tfhydra.errors import ConfigError
-from tfhydra.schema import is_int, is_number
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import is_int, is_number
 from tfhydra.sweep.stages import Stages, stages_of
 
 KEY = "sweep.decide"

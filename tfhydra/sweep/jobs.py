@@ -1,6 +1,6 @@
 """A sweep's jobs as they stand on disk: what each job directory and the sweep's multirun.yaml say.
 
-Read back from each job's `metrics.json` (tfhydra/record.py), `.hydra/overrides.yaml` and `hydra.yaml` (through
+Read back from each job's `metrics.json` (tfhydra/record/__init__.py), `.hydra/overrides.yaml` and `hydra.yaml` (through
 the trust boundary's plain reader, tfhydra/trust: displayed, never composed), `checkpoints/history.json`, and the
 sweep's `multirun.yaml`. A job killed without a word (SIGKILL leaves a record saying `running`, or none) is
 `interrupted`; a job of the recorded grid without a directory is `not started`.
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfhydra.monitor import MODES, Monitor, is_figure
+from tfhydra.record.monitor import MODES, Monitor, is_figure
 from tfhydra.record import RunRecord, Status, read_record
-from tfhydra.resume import read_history
-from tfhydra.rundir import RunPaths, SweepPaths
+from tfhydra.record.resume import read_history
+from tfhydra.record.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
-from tfhydra.sweep_kind import expands_grid
+from tfhydra.sweep.kind import expands_grid
 from tfhydra.trust import plain_file
 
 
@@ -200,7 +200,7 @@ def expected_jobs(sweep: Any) -> list[Job]:
     sweeper = hydra.get("sweeper") or {}
     if not expands_grid(sweep):
         return []
-    from tfhydra.hydra_api import split_sweep
+    from tfhydra.config.hydra_api import split_sweep
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     arguments = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()] + list(

@@ -1,10 +1,10 @@
-"""What the pre-flight (tfhydra/preflight.py) checks of a `-m` command line, before Hydra creates a directory:
+"""What the pre-flight (tfhydra/cli/preflight.py) checks of a `-m` command line, before Hydra creates a directory:
 the jobs the sweep expands to, what its sweeper and launcher can do here, screen-then-promote as far as the
 command line decides it, and a sweep run again into its directory. Each raises ConfigError at the first mistake,
 which the pre-flight prints as one line; none imports TensorFlow.
 
-Which sweeper and launcher the sweep has is tfhydra/sweep_kind.py's answer; whether an existing job directory
-may be written into is tfhydra/lifecycle.py's.
+Which sweeper and launcher the sweep has is tfhydra/sweep/kind.py's answer; whether an existing job directory
+may be written into is tfhydra/record/lifecycle.py's.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
-from tfhydra.monitor import MODES, Monitor
-from tfhydra.rundir import STAGES, SweepPaths
-from tfhydra.sweep_kind import GRID_SWEEPERS, launcher_kind, plugin_target, sweeper_kind
+from tfhydra.config.errors import ConfigError
+from tfhydra.record.monitor import MODES, Monitor
+from tfhydra.record.rundir import STAGES, SweepPaths
+from tfhydra.sweep.kind import GRID_SWEEPERS, launcher_kind, plugin_target, sweeper_kind
 
 SCREEN, PROMOTE = STAGES
 MAX_CHECKED_JOBS = 256  # beyond this a sweep's values are checked one override at a time
@@ -40,7 +40,7 @@ def jobs_of(parsed, overrides: list[str], multirun: bool) -> list[list[str]]:
 
 def _expand_jobs(parsed) -> list[list[str]]:
     """The override lists of each job a basic sweep would launch (or one value at a time if huge)."""
-    from tfhydra.hydra_api import split_sweep
+    from tfhydra.config.hydra_api import split_sweep
 
     sweeps = [o for o in parsed if o.is_sweep_override()]
     if any(not o.is_discrete_sweep() for o in sweeps):  # ranges/intervals belong to a search plugin
@@ -60,7 +60,7 @@ def check_globs(parsed) -> None:
     """`model=glob(zz*)` that matches no option would run a sweep of zero jobs and exit 0."""
     from hydra.core.override_parser.types import Glob
 
-    from tfhydra.composition import group_options
+    from tfhydra.config.composition import group_options
 
     for override in parsed:
         value = override.value() if override.is_sweep_override() else None
@@ -74,7 +74,7 @@ def check_globs(parsed) -> None:
 
 def check_plugins(cfg: DictConfig, parsed) -> str:
     """The sweep's sweeper can expand its values and its launcher can submit from here; returns the launcher's
-    kind (tfhydra/sweep_kind.py)."""
+    kind (tfhydra/sweep/kind.py)."""
     check_sweeper_can_expand(cfg, parsed)
     check_launcher_can_submit(cfg)
     return launcher_kind(cfg)
@@ -161,7 +161,7 @@ def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
 
 def _grid_size(parsed) -> int | None:
     """How many settings a grid sweep runs; None where it cannot be told without the config (glob())."""
-    from tfhydra.hydra_api import split_sweep
+    from tfhydra.config.hydra_api import split_sweep
 
     try:
         return sum(len(batch) for batch in split_sweep(parsed))
@@ -172,10 +172,10 @@ def _grid_size(parsed) -> int | None:
 def check_rerun_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str], stage: str | None = None
                         ) -> None:
     """A sweep run again into its directory: each job directory already there must hold this job's config
-    (tfhydra/lifecycle.py decides). A staged sweep's jobs are in their stage's folder; which number a promoted
+    (tfhydra/record/lifecycle.py decides). A staged sweep's jobs are in their stage's folder; which number a promoted
     setting has depends on the screen, so any promoted job of this setting (its directory's name after the
     number) is checked against the setting's full config."""
-    from tfhydra.lifecycle import check_sweep_job_dir
+    from tfhydra.record.lifecycle import check_sweep_job_dir
     from tfhydra.sweep import job_dirname
 
     sweep_dir = OmegaConf.select(cfg, "hydra.sweep.dir", default=None)

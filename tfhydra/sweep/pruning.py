@@ -8,8 +8,8 @@ import math
 
 import tf_keras as keras
 
-from tfhydra.private_api import trial_id
-from tfhydra.terminal import figure
+from tfhydra.platform.private_api import trial_id
+from tfhydra.platform.terminal import figure
 
 log = logging.getLogger("tfhydra")
 

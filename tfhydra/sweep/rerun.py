@@ -3,11 +3,11 @@ holds the config of the job about to run in it, asked before the launcher is han
 
 Why here and not in the job: Hydra's `run_job` rewrites the job directory's `.hydra/config.yaml` before the task
 function starts, under every launcher, so a job that found out itself would already have overwritten the record of
-the config its completed run was trained with. The pre-flight (tfhydra/preflight.py) asks the same question of
+the config its completed run was trained with. The pre-flight (tfhydra/cli/preflight.py) asks the same question of
 every job of a grid it can expand; this asks it of every batch a sweeper launches, so sweeps the pre-flight cannot
 expand (`glob()`, more than 256 jobs, Optuna's trials) are held to it too: tfhydra's basic sweeper asks it of the
 whole grid before Hydra's sweeper writes multirun.yaml again; a staged sweep and the Optuna search of each batch
-they launch. The answer is tfhydra/lifecycle.py's (`check_sweep_job_dir`, the saved config read through the trust
+they launch. The answer is tfhydra/record/lifecycle.py's (`check_sweep_job_dir`, the saved config read through the trust
 boundary): one `Error:` line, exit 1, before the jobs start; nothing in a job's directory is rewritten.
 Nothing here imports TensorFlow.
 """
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, open_dict
 
-from tfhydra.rundir import SweepPaths
+from tfhydra.record.rundir import SweepPaths
 
 
 def check_batch(config: DictConfig, hydra_context: Any, batch: Sequence[Sequence[str]], first: int) -> None:
@@ -27,7 +27,7 @@ def check_batch(config: DictConfig, hydra_context: Any, batch: Sequence[Sequence
     a new sweep composes nothing."""
     from hydra.core.hydra_config import HydraConfig
 
-    from tfhydra.lifecycle import check_sweep_job_dir
+    from tfhydra.record.lifecycle import check_sweep_job_dir
 
     numbers = existing_job_numbers(SweepPaths(str(config.hydra.sweep.dir)))
     if not numbers:

@@ -23,13 +23,13 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError, clip
-from tfhydra.hydra_api import job_return_value
-from tfhydra.private_api import set_trial_attribute
+from tfhydra.config.errors import ConfigError, clip
+from tfhydra.config.hydra_api import job_return_value
+from tfhydra.platform.private_api import set_trial_attribute
 from tfhydra.record import Status, read_record
-from tfhydra.report import write_atomically
-from tfhydra.rundir import SweepPaths
-from tfhydra.terminal import figure
+from tfhydra.record.report import write_atomically
+from tfhydra.record.rundir import SweepPaths
+from tfhydra.platform.terminal import figure
 
 log = logging.getLogger("tfhydra")
 TRIAL_KEY = "optuna_trial"  # the override that tells a job its trial number: +optuna_trial=N

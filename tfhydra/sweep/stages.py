@@ -4,7 +4,7 @@
 sweep.screen.epochs=3 sweep.promote=2`: stage 1 (`screen/`) runs every setting of the grid with
 `data.fraction`, `trainer.epochs` set to the screen's and no export; stage 2 (`promote/`) runs the best
 `sweep.promote` of them, by `trainer.monitor` and `trainer.monitor_mode` as the summary ranks them (each screen
-record's best epoch, tfhydra/monitor.py; completed jobs only, ties by job number), with their own overrides: all
+record's best epoch, tfhydra/record/monitor.py; completed jobs only, ties by job number), with their own overrides: all
 the data, the run's own epochs and export.
 
 The stages are launched by tfhydra's default sweeper (hydra_plugins/tfhydra_basic/) on whatever launcher the
@@ -22,14 +22,14 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
-from tfhydra.monitor import Monitor
+from tfhydra.config.errors import ConfigError
+from tfhydra.record.monitor import Monitor
 from tfhydra.record import Status
-from tfhydra.rundir import STAGES, SweepPaths
-from tfhydra.schema import is_int, is_number
+from tfhydra.record.rundir import STAGES, SweepPaths
+from tfhydra.config.schema import is_int, is_number
 from tfhydra.sweep import override_quoted
 from tfhydra.sweep.jobs import Job, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs
-from tfhydra.terminal import figure
+from tfhydra.platform.terminal import figure
 
 SCREEN, PROMOTE = STAGES
 UNDECIDED = (Status.NOT_STARTED, Status.INTERRUPTED, Status.RUNNING)  # a screen job that has not ended yet

@@ -5,7 +5,7 @@ Everything is read back from what the jobs left on disk (each job's `metrics.jso
 the same code summarises a sweep that just ended, one still running, and one that was
 interrupted (`python -m tfhydra.sweep summary <sweep dir>`). Jobs are ranked by their best
 monitored metric (`trainer.monitor`, `trainer.monitor_mode`) as each job's record chose it (the epoch
-it exported: tfhydra/monitor.py); only completed jobs are ranked, since a diverged or failed job exported
+it exported: tfhydra/record/monitor.py); only completed jobs are ranked, since a diverged or failed job exported
 no model. Reading the jobs is tfhydra/sweep/jobs.py's,
 laying out the files tfhydra/sweep/summary_render.py's.
 """
@@ -15,15 +15,15 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfhydra.monitor import Monitor
+from tfhydra.record.monitor import Monitor
 from tfhydra.record import Status, test_name
-from tfhydra.report import write_atomically
-from tfhydra.rundir import SweepPaths
+from tfhydra.record.report import write_atomically
+from tfhydra.record.rundir import SweepPaths
 from tfhydra.sweep.jobs import (Group, Job, expected_jobs, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs,
                                 sweep_monitor, swept_keys_of)
 from tfhydra.sweep.stages import PROMOTE, Stages, staged_jobs, stages_of
 from tfhydra.sweep.summary_render import SEED_KEY, to_csv, to_markdown, write_plot
-from tfhydra.terminal import figure
+from tfhydra.platform.terminal import figure
 from tfhydra.trust import plain_file
 
 __all__ = ["Job", "Group", "Summary", "summarize", "write_summary", "seed_groups", "SEED_KEY"]
@@ -86,7 +86,7 @@ class Summary:
         sweep.* keys (a staged sweep's; a promoted job's overrides are its setting's, on all the data)."""
         overrides = [o for o in job.overrides if not o.startswith(("+optuna_trial=", "optuna_trial="))
                      and not key_of(o).lstrip("+~").startswith("sweep.")]
-        from tfhydra.command import train_command
+        from tfhydra.platform.command import train_command
 
         return " ".join([train_command(), *(shlex.quote(o) for o in overrides)])
 
@@ -168,7 +168,7 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
 
 
 def write_summary(summary: Summary) -> None:
-    """Each file is replaced whole (tfhydra.report): a summary rebuilt while someone reads it, or a
+    """Each file is replaced whole (tfhydra.record.report): a summary rebuilt while someone reads it, or a
     sweep killed while writing it, leaves the previous file or the new one, never half of one."""
     paths = SweepPaths(summary.sweep_dir)
     write_atomically(paths.summary_csv, to_csv(summary))

@@ -10,11 +10,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tfhydra.monitor import Monitor
+from tfhydra.record.monitor import Monitor
 from tfhydra.record import Status, test_name
-from tfhydra.report import atomic_path
+from tfhydra.record.report import atomic_path
 from tfhydra.sweep.jobs import split_override
-from tfhydra.terminal import figure
+from tfhydra.platform.terminal import figure
 
 SEED_KEY = "trainer.seed"
 

@@ -18,11 +18,11 @@ from typing import Callable
 
 from omegaconf import DictConfig
 
-from tfhydra.errors import ConfigError
-from tfhydra.lifecycle import kept_record, record_stopped
-from tfhydra.resume import KEPT, how_it_starts, say
+from tfhydra.config.errors import ConfigError
+from tfhydra.record.lifecycle import kept_record, record_stopped
+from tfhydra.record.resume import KEPT, how_it_starts, say
 from tfhydra.record import RunRecord, Status, provenance, read_record
-from tfhydra.rundir import RunPaths
+from tfhydra.record.rundir import RunPaths
 from tfhydra.sweep import current_swept_keys
 from tfhydra.sweep.hparams import Trial, plain
 from tfhydra.sweep.search import make_pruner, storage_url, trial_number
@@ -31,7 +31,7 @@ log = logging.getLogger("tfhydra")
 
 
 def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
-    """Run one sweep job with `run_job` (tfhydra.run hands over tfhydra.job's); returns its monitored metric,
+    """Run one sweep job with `run_job` (tfhydra.run hands over tfhydra.runner.job's); returns its monitored metric,
     NaN when it diverged or failed."""
     from hydra.core.hydra_config import HydraConfig
 
@@ -116,7 +116,7 @@ def record_failure(run_dir: Path, cfg: DictConfig, overrides: list[str], error: 
 
 
 def record_lost(run_dir: Path, overrides: list[str], reason: str) -> bool:
-    """A job its launcher lost (killed by SIGKILL on a cluster: tfhydra/launch/launch_errors.py) recorded as failed
+    """A job its launcher lost (killed by SIGKILL on a cluster: tfhydra/launch/lost_jobs.py) recorded as failed
     with the launcher's reason; False when its record says it ended on its own (completed, failed ...)."""
     record = read_record(run_dir)
     if record is not None and record.status.finished:

@@ -7,8 +7,8 @@ from typing import Callable
 
 import tensorflow as tf
 
-from tfhydra.registry import Registry
-from tfhydra.rundir import RunPaths
+from tfhydra.config.registry import Registry
+from tfhydra.record.rundir import RunPaths
 from tfhydra.trainer.state import StopOnSignal
 
 LOOPS = Registry("trainer.loop")

@@ -11,11 +11,11 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
-from tfhydra.monitor import Monitor
-from tfhydra.registry import instantiate_target
-from tfhydra.resume import HISTORY_FIELDS, read_history, write_history
-from tfhydra.rundir import RunPaths
-from tfhydra.terminal import figure
+from tfhydra.record.monitor import Monitor
+from tfhydra.config.registry import instantiate_target
+from tfhydra.record.resume import HISTORY_FIELDS, read_history, write_history
+from tfhydra.record.rundir import RunPaths
+from tfhydra.platform.terminal import figure
 from tfhydra.trainer.ema import AveragedWeightsForEvaluation, check_ema_place
 from tfhydra.trainer.gradients import GradientSummaries
 from tfhydra.trainer.graph import ModelGraph
@@ -206,7 +206,7 @@ def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
     for i, node in enumerate(nodes):
         callback = instantiate_target(node, f"trainer.callbacks[{i}]") if isinstance(node, DictConfig) else None
         if not isinstance(callback, keras.callbacks.Callback):
-            from tfhydra.errors import ConfigError
+            from tfhydra.config.errors import ConfigError
 
             raise ConfigError(f"trainer.callbacks[{i}]", node, "a node whose _target_ builds a tf_keras Callback",
                               "not a callback")
@@ -261,7 +261,7 @@ def loss_bound(cfg_trainer) -> float | None:
 
 def epoch_progress(verbose: int, batch_size: int) -> list[keras.callbacks.Callback]:
     """A live bar per epoch on a terminal (unless Keras draws its own, trainer.verbose=1); nothing otherwise."""
-    from tfhydra.terminal import wants_progress
+    from tfhydra.platform.terminal import wants_progress
 
     return [EpochProgress(batch_size)] if not verbose and wants_progress() else []
 
@@ -285,7 +285,7 @@ class EpochProgress(keras.callbacks.Callback):
         import sys
         import threading
 
-        from tfhydra.terminal import progress_bar
+        from tfhydra.platform.terminal import progress_bar
 
         self._latest, self._stop = (0, None), threading.Event()
         self.bar = progress_bar(total=self.params.get("steps"), desc=f"epoch {epoch + 1}/{self.params.get('epochs')}",

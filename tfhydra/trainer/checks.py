@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, ListConfig
 
-from tfhydra.errors import ConfigError, suggestion
-from tfhydra.monitor import MODES
-from tfhydra.schema import Rule, choice, integer, is_int, is_target, number, optional
+from tfhydra.config.errors import ConfigError, suggestion
+from tfhydra.record.monitor import MODES
+from tfhydra.config.schema import Rule, choice, integer, is_int, is_target, number, optional
 
 # The names tf_keras resolves to a loss or a metric it can build with no arguments, so a misspelling is
 # refused before TensorFlow is imported (Keras' own `metrics.get` accepts any string and fails at the first
-# training step). tests/test_plan_group_checks.py checks both sets against the installed tf_keras.
+# training step). tests/runner/test_plan_group_checks.py checks both sets against the installed tf_keras.
 KERAS_LOSSES = frozenset({
     "BinaryCrossentropy", "BinaryFocalCrossentropy", "CategoricalCrossentropy", "CategoricalFocalCrossentropy",
     "CategoricalHinge", "CosineSimilarity", "Hinge", "Huber", "KLD", "KLDivergence", "LogCosh", "MAE", "MAPE", "MSE",
@@ -109,7 +109,7 @@ CHECKS = (check_seed, check_objectives, check_monitor, check_recovery)
 
 LOOP_NAMES = ("fit", "custom")  # trainer.loop: the loops tfhydra/trainer/ registers (a test holds them equal)
 
-# The trainer section's ranges and choices, read by the schema's checks (tfhydra/schema.py).
+# The trainer section's ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
 RULES: dict[str, Rule] = {
     "trainer.epochs": integer(1),
     "trainer.seed": integer(0),

@@ -16,7 +16,7 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.private_api import is_trackable, layer_random_generator
+from tfhydra.platform.private_api import is_trackable, layer_random_generator
 from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.restore import restore_newest_readable
 from tfhydra.trainer.state import KEEP, stop_for
@@ -107,7 +107,7 @@ class CustomLoop:
         """`step(data)` on every replica; its returned logs reduced over the replicas as model.fit reduces them
         (tf_keras' own `reduce_per_replica` with the model's `distribute_reduction_method`: "auto" sums them,
         except on a TPU)."""
-        from tfhydra.private_api import reduce_per_replica  # fit's function: the same figures as fit
+        from tfhydra.platform.private_api import reduce_per_replica  # fit's function: the same figures as fit
 
         outputs = self.strategy.run(step, args=(data,))
         reduced = reduce_per_replica(outputs, self.strategy, reduction=self.model.distribute_reduction_method)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from tfhydra.private_api import moving_average_of
+from tfhydra.platform.private_api import moving_average_of
 
 
 def ema_options(cfg_ema) -> dict:

@@ -10,7 +10,7 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.private_api import build_compiled_metrics, optimizer_built
+from tfhydra.platform.private_api import build_compiled_metrics, optimizer_built
 from tfhydra.trainer import custom  # noqa: F401  (registers "custom")
 from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.ema import check_ema_place

@@ -6,8 +6,8 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
-from tfhydra.errors import ConfigError
-from tfhydra.registry import instantiate_target
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.registry import instantiate_target
 
 
 class SparseCrossentropyWithSmoothing(keras.losses.Loss):

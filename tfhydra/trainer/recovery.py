@@ -20,8 +20,8 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.private_api import learning_rate_of
-from tfhydra.terminal import figure
+from tfhydra.platform.private_api import learning_rate_of
+from tfhydra.platform.terminal import figure
 from tfhydra.trainer.debugging import numeric_failure
 from tfhydra.trainer.ema import optimizer_of
 from tfhydra.trainer.loops import train

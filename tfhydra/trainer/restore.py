@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from tfhydra.errors import ConfigError, clip
+from tfhydra.config.errors import ConfigError, clip
 
 log = logging.getLogger("tfhydra")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.private_api import (attach_training_state, optimizer_built, saved_epoch_and_batch,
+from tfhydra.platform.private_api import (attach_training_state, optimizer_built, saved_epoch_and_batch,
                                  worker_training_state)
 from tfhydra.trainer.restore import cluster_workers, restore_newest_readable
 

@@ -1,4 +1,4 @@
-"""The weights a run keeps between attempts and exports (how a run starts is tfhydra/resume.py's): the best epoch's
+"""The weights a run keeps between attempts and exports (how a run starts is tfhydra/record/resume.py's): the best epoch's
 weights restored before the export (or the last epoch's, said in the record, when they cannot be read), and the
 last epoch's weights of a run that ended training in an earlier attempt."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.errors import clip, first_line
+from tfhydra.config.errors import clip, first_line
 from tfhydra.record import RunRecord
-from tfhydra.rundir import RunPaths
-from tfhydra.terminal import figure
+from tfhydra.record.rundir import RunPaths
+from tfhydra.platform.terminal import figure
 
 log = logging.getLogger("tfhydra")
 

@@ -6,6 +6,10 @@ readers here are the only way into them: evaluate and predict (`run_overrides`, 
 (`run_config` against the config about to run), `tfhydra-sweep resume` (`sweep_command`) and the sweep
 summary (`plain_file`, which only displays). tests/trust/test_trust.py fails on any other module that opens
 them. `trusted=True` (`--trust-run`, `--trust-sweep`) skips the allowlist, never the plain-YAML parse.
+
+The rest of the room, the other limits on what a directory can do to the process that reads or writes it:
+- bounded.py: every file read back from a directory is bounded in size, depth and aliases before it is parsed;
+- locks.py: one writer per run and sweep directory (a lock held while a command writes there).
 """
 from __future__ import annotations
 
@@ -15,8 +19,8 @@ from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.errors import ConfigError
-from tfhydra.rundir import RunPaths, SweepPaths
+from tfhydra.config.errors import ConfigError
+from tfhydra.record.rundir import RunPaths, SweepPaths
 from tfhydra.trust.allowlist import (HYDRA_DROPPED, INSTANTIATE_KEYS, Untrusted, check_overrides, compose_trusted,
                                      read_plain_yaml)
 
@@ -70,7 +74,7 @@ def run_config(run_dir: Path, reference: DictConfig | None, flag: str = NEW_RUN,
 
 def own_targets(primary: Path | None = None) -> set[str]:
     """Every `_target_` the trusted config directories (the project's and tfhydra's) name."""
-    from tfhydra.project import CONFIG_DIR, project_config_dir
+    from tfhydra.config.project import CONFIG_DIR, project_config_dir
 
     found: set[str] = set()
     for directory in {d for d in (primary or project_config_dir(), CONFIG_DIR) if d is not None}:
@@ -199,7 +203,7 @@ def sweep_command(sweep_dir: Path, primary: Path | None, trusted: bool = False, 
     environment, callbacks: each can run code or send work elsewhere); `given` are the ones the user typed
     after the directory. A setting the file records and the user did not give again is refused by name, so a
     sweep that ran under SLURM does not quietly resume on this machine, nor the other way round."""
-    from tfhydra.project import primary_config_dir
+    from tfhydra.config.project import primary_config_dir
 
     path = SweepPaths(sweep_dir).multirun
     if not path.is_file():

@@ -16,7 +16,7 @@ anything is composed or imported (docs/reliability.md, "The trust model"):
   (`CONNECT_KEYS`), and it is no `hydra.*` key at all: the launcher, the sweeper, their keys, the jobs'
   environment, callbacks and search paths come only from the user's command line (resume takes them as its
   own arguments: tfhydra/sweep/__main__.py);
-- every YAML file is measured before it is parsed (tfhydra/bounded.py: size, depth, nodes with aliases
+- every YAML file is measured before it is parsed (tfhydra/trust/bounded.py: size, depth, nodes with aliases
   expanded), so a 2 kB alias bomb is one line, not a walk of 10⁹ nodes;
 - a group choice names an option that the trusted config directories have;
 - a saved config (`.hydra/config.yaml`) may hold an interpolation or an instantiate key only where the
@@ -37,8 +37,8 @@ from typing import Any, Iterable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, read_text_bounded
-from tfhydra.errors import ConfigError
+from tfhydra.trust.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, read_text_bounded
+from tfhydra.config.errors import ConfigError
 
 # Keys Hydra's instantiate reads: any of them makes a node a call.
 INSTANTIATE_KEYS = ("_target_", "_args_", "_partial_", "_recursive_", "_convert_")
@@ -75,7 +75,7 @@ def read_plain_yaml(path: Path, root: Path, flag: str) -> Any:
     """`path` (a file inside the directory `root`) parsed as plain data; an Untrusted error otherwise.
 
     A link that leaves `root` is refused: the directory's author would choose which of the reader's
-    files tfhydra reads. The file is measured before it is parsed (tfhydra/bounded.py: size, depth, nodes
+    files tfhydra reads. The file is measured before it is parsed (tfhydra/trust/bounded.py: size, depth, nodes
     with aliases expanded), so a YAML bomb is one line, not a reader walking 10⁹ nodes."""
     import yaml
 
@@ -295,7 +295,7 @@ def trusted_hydra(primary: Path | None) -> Iterator[None]:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from tfhydra.project import CONFIG_DIR
+    from tfhydra.config.project import CONFIG_DIR
 
     if GlobalHydra.instance().is_initialized():
         yield

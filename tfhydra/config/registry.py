@@ -1,0 +1,94 @@
+"""One Registry type: a config group's name -> builder table.
+
+Builders register at their definition site (`@MODELS.register("cnn")`) and are plain
+functions `build(cfg_node, *context) -> object`. A node with `_target_` bypasses the
+table: Hydra instantiates the dotted path with the node's keys plus the context as
+keyword arguments, so user code needs no change to tfhydra.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from omegaconf import DictConfig
+
+from tfhydra.config.errors import ConfigError
+
+
+class Registry:
+    def __init__(self, group: str):
+        self.group = group
+        self._builders: dict[str, Callable[..., Any]] = {}
+
+    def register(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorate(builder: Callable[..., Any]) -> Callable[..., Any]:
+            if name in self._builders:
+                raise ValueError(f"{self.group} builder {name!r} is registered twice")
+            self._builders[name] = builder
+            return builder
+
+        return decorate
+
+    def names(self) -> list[str]:
+        return sorted(self._builders)
+
+    def get(self, name: str) -> Callable[..., Any]:
+        """Like `keras.optimizers.get`: an unknown name lists the valid ones."""
+        try:
+            return self._builders[name]
+        except KeyError:
+            raise ConfigError(f"{self.group}.name", name, self.names(), f"no {self.group} builder of that name") from None
+
+    def build(self, node: DictConfig, **context: Any) -> Any:
+        if "_target_" in node:
+            return instantiate_target(node, self.group, **context)
+        return self.get(node.name)(node, **context)
+
+
+def instantiate_target(node: DictConfig, key: str, **context: Any) -> Any:
+    """Hydra-instantiate a user's `_target_`, turning an unimportable path into a ConfigError."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    check_target_imports(node, key)
+    try:
+        # _partial_ then call: context objects (a DataSpec, a model) must not be merged into the config
+        builder = instantiate(node, _partial_=True, _convert_="all")
+    except InstantiationException as error:
+        raise ConfigError(f"{key}._target_", node._target_, "a callable taking the node's keys as keyword arguments",
+                          f"calling it failed ({error.__cause__ or error})") from error
+    check_signature(builder, node, key, context)
+    try:
+        return builder(**context)
+    except InstantiationException as error:
+        raise ConfigError(f"{key}._target_", node._target_, "a callable taking the node's keys as keyword arguments",
+                          f"calling it failed ({error.__cause__ or error})") from error
+
+
+def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:
+    """A node's keys the target does not take (e.g. a group option's own keys under a user `_target_`)
+    are one line, not a TypeError from deep inside the call."""
+    import functools
+    import inspect
+
+    target = builder.func if isinstance(builder, functools.partial) else builder
+    args, keywords = (builder.args, builder.keywords) if isinstance(builder, functools.partial) else ((), {})
+    try:
+        inspect.signature(target).bind(*args, **keywords, **context)
+    except (TypeError, ValueError) as error:
+        if isinstance(error, ValueError) or "keyword" not in str(error) and "argument" not in str(error):
+            return  # no signature to check (a builtin): let the call speak
+        keys = [k for k in node if not str(k).startswith("_")]
+        raise ConfigError(f"{key}._target_", node._target_, f"a callable taking the node's keys ({', '.join(keys)}) and "
+                          f"{', '.join(context) or 'nothing else'} as keyword arguments (drop a group option's keys "
+                          f"with ~{key} before +{key}._target_=...)", f"cannot call it: {error}") from None
+
+
+def check_target_imports(node: DictConfig, key: str) -> None:
+    from tfhydra.config.hydra_api import locate
+
+    try:
+        locate(node._target_)
+    except Exception as error:  # ImportError, AttributeError, ValueError from _locate
+        reason = str(error.__cause__ or error).splitlines()[0]
+        raise ConfigError(f"{key}._target_", node._target_, "an importable dotted path such as mypkg.models.build_net",
+                          f"cannot import it ({reason})") from None

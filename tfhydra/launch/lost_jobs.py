@@ -1,0 +1,141 @@
+"""A sweep's job lost by its launcher: killed on a cluster (out of memory, a lost node, a preempted worker).
+
+A job that raises is recorded by the job itself (tfhydra/sweep/trial.py); a job killed with SIGKILL cannot
+say anything, and the launcher then raises in the launching process once it collects the batch (submitit:
+`UncompletedJobError`; Ray: `WorkerCrashedError`, `NodeDiedError`, `OutOfMemoryError`), which Hydra prints as
+a traceback, skipping the sweep callback's summary. tfhydra's entry point (tfhydra/__main__.py) therefore
+hands every sweeper a guarded launcher: on such an error it waits for the batch's other jobs, records each
+lost one as failed with the launcher's reason, writes the summary and ends the command with one `Error:` line
+and exit 1 (tfhydra/sweep/callback.py: `finish_sweep`). The sweep's later batches are not launched: a cluster
+that loses jobs is for the user to look at, and the same command continues the sweep (completed jobs are kept).
+
+Hydra gives no hook between a sweeper and its launcher, so the guard wraps `Plugins.instantiate_launcher`
+while the command runs; the launchers themselves and the config (multirun.yaml) are unchanged.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import DictConfig
+
+from tfhydra.config.errors import clip
+
+log = logging.getLogger("tfhydra")
+LAUNCHER_MODULES = ("submitit", "ray")  # the packages whose exceptions say a job was lost, not a job's own error
+
+
+@contextlib.contextmanager
+def guarded_launchers():
+    """Every launcher a sweeper instantiates inside the block is a GuardedLauncher."""
+    from hydra.core.plugins import Plugins
+
+    original = Plugins.instantiate_launcher
+
+    def instantiate_launcher(self, hydra_context, task_function, config):
+        launcher = original(self, hydra_context=hydra_context, task_function=task_function, config=config)
+        return GuardedLauncher(launcher, config)
+
+    Plugins.instantiate_launcher = instantiate_launcher
+    try:
+        yield
+    finally:
+        Plugins.instantiate_launcher = original
+
+
+class GuardedLauncher:
+    """The sweeper's launcher, whose `launch` turns a lost job into the sweep's summary and one error line."""
+
+    def __init__(self, launcher: Any, config: DictConfig) -> None:
+        self.launcher, self.config = launcher, config
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the launcher's
+        return getattr(self.launcher, name)
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
+        try:
+            return self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx)
+        except Exception as error:
+            if not is_lost_job(error):
+                raise
+            end_with_lost_jobs(self.config, job_overrides, initial_job_idx, error)
+            raise  # not reached: end_with_lost_jobs exits
+
+
+def is_lost_job(error: BaseException) -> bool:
+    """An exception of a cluster launcher's own package (submitit's, Ray's); a job's own errors never get here."""
+    return any(cls.__module__.split(".")[0] in LAUNCHER_MODULES for cls in type(error).__mro__)
+
+
+def launcher_reason(error: BaseException) -> str:
+    """`UncompletedJobError: Job 12_1 (task: 0) ... has not produced any output (state: FAILED)`: the launcher's
+    words up to the job's own error stream (which a SIGKILL leaves empty, and which is in the job's log)."""
+    text = str(error).split("Error stream produced:", 1)[0]
+    return clip(f"{type(error).__name__}: {' '.join(text.split())}", 240)
+
+
+def wait_for_batch(error: BaseException) -> None:
+    """Let the batch's other jobs finish before the summary reads them. The launcher raised while collecting
+    its jobs one by one; its frame still holds them (submitit's `jobs`, Ray's `runs`), and they keep running
+    on the cluster: each is waited for, whatever it ends with."""
+    tb = error.__traceback__
+    while tb is not None:
+        for value in list(tb.tb_frame.f_locals.values()):
+            if isinstance(value, list) and value:
+                _wait_all(value)
+        tb = tb.tb_next
+
+
+def _wait_all(handles: list) -> None:
+    if all(callable(getattr(h, "wait", None)) and callable(getattr(h, "done", None)) for h in handles):  # submitit
+        for handle in handles:
+            with contextlib.suppress(Exception):
+                handle.wait()
+    elif all(type(h).__name__ == "ObjectRef" for h in handles):  # Ray
+        import ray
+
+        with contextlib.suppress(Exception):
+            ray.wait(handles, num_returns=len(handles), timeout=None)
+
+
+def disconnect_ray() -> None:
+    """A Ray driver forwards its workers' output to this stderr from a thread, which would print after the one
+    error line: disconnected first (what is buffered comes out now), as the process would at exit anyway."""
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+
+
+def job_dir(sweep_dir: Path, number: int) -> Path | None:
+    """The directory Hydra made for job `number` (`<num>_<overrides>`, conf/tfhydra.yaml; in its stage's folder in a
+    staged sweep, whose job numbers go on across its stages); None before it started."""
+    from tfhydra.record.rundir import SweepPaths
+
+    return next((d for d in SweepPaths(sweep_dir).jobs() if d.name == str(number) or d.name.startswith(f"{number}_")),
+                None)
+
+
+def end_with_lost_jobs(config: DictConfig, job_overrides: Sequence[Sequence[str]], first: int,
+                       error: BaseException) -> None:
+    """Record the batch's lost jobs (those whose record is missing or still says running), then the summary,
+    the sweep's trackers and the one error line (SystemExit: Hydra lets it through)."""
+    from tfhydra.sweep.callback import finish_sweep
+    from tfhydra.sweep.trial import record_lost
+
+    wait_for_batch(error)
+    disconnect_ray()
+    reason = launcher_reason(error)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    lost = []
+    for number, overrides in enumerate(job_overrides, first):
+        directory = job_dir(sweep_dir, number)
+        if directory is None:
+            lost.append(f"{number} ({' '.join(overrides)}, not started)")
+        elif record_lost(directory, list(overrides), reason):
+            lost.append(directory.name)
+    log.error("the launcher lost %s: %s", ", ".join(lost) or "a job", reason)
+    finish_sweep(config, lost_line=f"{', '.join(lost) or 'a job'} lost by the launcher ({reason})")

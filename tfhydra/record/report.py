@@ -1,0 +1,70 @@
+"""Files a run or sweep leaves, written atomically (temporary file, then rename): the run record
+(tfhydra/record/__init__.py), `history.json`, summaries, evaluations, weights and exports.
+
+A reader (a user, `tensorboard`, the sweep summary of a sweep still running) or a kill at any
+moment then sees the previous complete file or the new complete file, never half of one.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from tfhydra.record.monitor import Monitor
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary name beside `path` for writers that want a file name (matplotlib's savefig): renamed to
+    `path` when the block ends, removed if it raises, so `path` is always the old file or the new one.
+
+    The temporary file is in the same directory (a rename is atomic only within one file system)
+    and hidden (`.<name>.<pid>.<random>.partial`), so globs over the directory do not pick it up.
+    """
+    path = Path(path)
+    # Unique per writer (two processes may write one sweep's summary); created by the writer with the
+    # usual permissions (tempfile.mkstemp would make every record private to its owner).
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException:  # a KeyboardInterrupt mid-write too: leave nothing half-written behind
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def write_atomically(path: str | Path, content: str | bytes) -> None:
+    """Write `content` (text as UTF-8, or bytes) to `path` all at once, as seen by any reader."""
+    with atomic_path(path) as temporary:
+        if isinstance(content, str):
+            temporary.write_text(content, encoding="utf-8")
+        else:
+            temporary.write_bytes(content)
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    write_atomically(path, json.dumps(_finite(payload), indent=2, sort_keys=False) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN/inf: write them as null so every reader can parse the file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def epoch_summary(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> dict:
+    """Best and final epoch's metrics (epochs are numbered from 1); the best is one from `from_epoch` (0-based) on."""
+    if not epochs:
+        return {"best": None, "final": None}
+    _, epoch = Monitor(monitor, mode).best_of_epochs(epochs, from_epoch)
+    best = epoch or len(epochs)  # no figure from `from_epoch` on: the last epoch stands for the run
+    return {"best": {"epoch": best, **epochs[best - 1]}, "final": {"epoch": len(epochs), **epochs[-1]}}

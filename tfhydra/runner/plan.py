@@ -1,0 +1,74 @@
+"""The run plan: everything about a run that the config alone decides, before TensorFlow is imported.
+
+`plan_run(cfg)` checks the config (the schema's types and ranges, then each group's own cross-key
+checks, which live beside the group's builders in a TensorFlow-free `checks`/`plan` module) and
+returns the ordered phases the run will train. The pre-flight (tfhydra/cli/preflight.py) plans every job of
+a command line, sweeps included, before Hydra creates a directory; tfhydra/runner/job.py plans again
+(a run started from Python has had no pre-flight) and trains the phases in this order.
+
+After the plan, a ConfigError can only come from the data or the machine (a file's contents, the
+devices present, TF_CONFIG), never from the config alone: docs/reliability.md marks each bad input
+"pre-flight" or "in the job".
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
+from tfhydra.compression import plan as compression_plan
+from tfhydra.config.contracts import PhasePlan
+from tfhydra.data import checks as data_checks
+from tfhydra.export import checks as export_checks
+from tfhydra.logger import checks as logger_checks
+from tfhydra.model import checks as model_checks
+from tfhydra.optimizer import checks as optimizer_checks
+from tfhydra.config.schema import Rule, validate
+from tfhydra.strategy import checks as strategy_checks
+from tfhydra.sweep import checks as sweep_checks
+from tfhydra.trainer import checks as trainer_checks
+
+def _source(room) -> str:
+    return "tfhydra/" + room.__name__.removeprefix("tfhydra.").replace(".", "/") + ".py"
+
+
+ROOMS = (data_checks, model_checks, optimizer_checks, trainer_checks, strategy_checks, compression_plan, export_checks,
+         logger_checks, sweep_checks)
+# Each room's ranges and choices of its own keys (declared once, beside its option names), and its cross-key
+# checks, in the order a user reads the config.
+RULES: dict[str, Rule] = {key: dataclasses.replace(rule, source=_source(room)) for room in ROOMS
+                          for key, rule in room.RULES.items()}
+GROUP_CHECKS = tuple(check for room in ROOMS for check in getattr(room, "CHECKS", ()))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    phases: tuple[PhasePlan, ...]  # earlier phases first; the last is the run's own
+
+    @property
+    def earlier_phases(self) -> tuple[PhasePlan, ...]:
+        return self.phases[:-1]
+
+    @property
+    def final_phase(self) -> PhasePlan:
+        return self.phases[-1]
+
+
+def check_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None:
+    """The schema's checks with every room's rules: what `plan_run` checks first (also for tests)."""
+    validate(cfg, defaults, RULES)
+
+
+def plan_run(cfg: DictConfig, defaults: DictConfig | None = None) -> RunPlan:
+    """Check `cfg` (raising the first ConfigError) and return its phases. `defaults`: the config the
+    command line's group choices compose to, which gives every leaf its expected type."""
+    validate(cfg, defaults, RULES)
+    for check in GROUP_CHECKS:
+        check(cfg)
+    phases = tuple(compression_plan.plan_phases(cfg))
+    if len(phases) > 1:  # each phase builds its own schedule over its own epochs
+        for phase in phases:
+            optimizer_checks.check_warmup(cfg.optimizer, phase.epochs, f"the {phase.epochs} epochs of the "
+                                          f"{phase.label} phase (compression.start_epoch, compression.quantize_epochs)")
+    return RunPlan(phases)
