@@ -24,6 +24,7 @@ totals. Goal (issue 37): the same winner in at least 4 of 5 seeds in <= 0.5x the
 winner's full job alone on the machine (`python train.py optimizer.lr=X`, after both ways): no screen with one
 promoted setting can take less, so alone / article is the bound of the ratio on this machine and data.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,7 @@ class CpuMeter:
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.tick = os.sysconf("SC_CLK_TCK")
 
-    def __enter__(self) -> "CpuMeter":
+    def __enter__(self) -> CpuMeter:
         self.thread.start()
         return self
 
@@ -77,7 +78,11 @@ class CpuMeter:
                     fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
                 except (OSError, IndexError):
                     continue  # not a process, or it exited
-                stats[int(entry.name)] = (int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / self.tick)
+                stats[int(entry.name)] = (
+                    int(fields[1]),
+                    int(fields[19]),
+                    (int(fields[11]) + int(fields[12])) / self.tick,
+                )
             mine, grew = {os.getpid()}, True
             while grew:
                 found = {pid for pid, (ppid, _, _) in stats.items() if ppid in mine} - mine
@@ -98,9 +103,17 @@ def best_of(run_dir: Path) -> float:
 def article(overrides: list[str], cwd: Path) -> tuple[float, list[float]]:
     dirs = [cwd / f"article_{lr}" for lr in LRS]
     started = time.perf_counter()
-    runs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"optimizer.lr={lr}", f"hydra.run.dir={d}",
-                              *overrides], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             stdin=subprocess.DEVNULL, text=True) for lr, d in zip(LRS, dirs)]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), f"optimizer.lr={lr}", f"hydra.run.dir={d}", *overrides],
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        for lr, d in zip(LRS, dirs)
+    ]
     errors = [run.communicate()[1] for run in runs]
     seconds = time.perf_counter() - started
     for run, error in zip(runs, errors):
@@ -112,9 +125,21 @@ def article(overrides: list[str], cwd: Path) -> tuple[float, list[float]]:
 def sweep(overrides: list[str], cwd: Path, extra=(), stage: str = "") -> tuple[float, list[float], str]:
     sweep_dir = cwd / "sweep"
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", f"optimizer.lr={','.join(LRS)}",
-                             f"hydra.sweep.dir={sweep_dir}", *overrides, *extra], cwd=cwd, capture_output=True,
-                            text=True, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "-m",
+            f"optimizer.lr={','.join(LRS)}",
+            f"hydra.sweep.dir={sweep_dir}",
+            *overrides,
+            *extra,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     seconds = time.perf_counter() - started
     if result.returncode:
         sys.exit(f"the sweep failed:\n{result.stderr[-3000:]}")
@@ -130,26 +155,35 @@ def compare(name: str, overrides: list[str], rounds: int) -> dict:
     samples = {"article": [], "sweep": []}
     ranks = {"article": [], "sweep": []}
     for round_ in range(rounds):
-        for way in (("article", "sweep") if round_ % 2 == 0 else ("sweep", "article")):
+        for way in ("article", "sweep") if round_ % 2 == 0 else ("sweep", "article"):
             with tempfile.TemporaryDirectory() as cwd:
-                seconds, values = (article(overrides, Path(cwd)) if way == "article" else
-                                   sweep(overrides, Path(cwd))[:2])
+                seconds, values = article(overrides, Path(cwd)) if way == "article" else sweep(overrides, Path(cwd))[:2]
             samples[way].append(seconds)
             ranks[way].append(ranking(values))
-            print(f"{name} round {round_ + 1}: {way}: {seconds:.1f} s, best {[round(v, 4) for v in values]} "
-                  f"(lr ranking {ranks[way][-1]})", flush=True)
+            print(
+                f"{name} round {round_ + 1}: {way}: {seconds:.1f} s, best {[round(v, 4) for v in values]} "
+                f"(lr ranking {ranks[way][-1]})",
+                flush=True,
+            )
     medians = {way: statistics.median(values) for way, values in samples.items()}
-    return {"data": name, "article": medians["article"], "sweep": medians["sweep"],
-            "ratio": medians["sweep"] / medians["article"], "samples": samples,
-            "same_ranking": [a == s for a, s in zip(ranks["article"], ranks["sweep"])], "rankings": ranks}
+    return {
+        "data": name,
+        "article": medians["article"],
+        "sweep": medians["sweep"],
+        "ratio": medians["sweep"] / medians["article"],
+        "samples": samples,
+        "same_ranking": [a == s for a, s in zip(ranks["article"], ranks["sweep"])],
+        "rankings": ranks,
+    }
 
 
 def decide_sweep(overrides: list[str], cwd: Path) -> tuple[float, str, str]:
     """`-m` over LRS in decide mode: its wall time, the learning rate it promoted (best promoted job by its
     record's validation figure) and the line that says how the screen was chosen."""
     seconds, _, output = sweep(overrides, cwd, ["sweep.decide=true"], stage="promote")
-    promoted = sorted((best_of(d), d.name) for d in (cwd / "sweep" / "promote").iterdir()
-                      if (d / "metrics.json").is_file())
+    promoted = sorted(
+        (best_of(d), d.name) for d in (cwd / "sweep" / "promote").iterdir() if (d / "metrics.json").is_file()
+    )
     if not promoted:
         sys.exit(f"decide mode promoted nothing:\n{output[-3000:]}")
     value = promoted[-1][1].split("optimizer.lr=", 1)[1].split(",")[0]
@@ -162,9 +196,13 @@ def alone(overrides: list[str], lr: str, cwd: Path) -> float:
     """One full job of the winning setting, alone on the machine (`python train.py optimizer.lr=X`): the least
     any screen-then-promote way with one promoted setting can take, whatever its screen costs."""
     started = time.perf_counter()
-    run = subprocess.run([sys.executable, str(ROOT / "train.py"), f"optimizer.lr={lr}",
-                          f"hydra.run.dir={cwd / 'alone'}", *overrides], cwd=cwd, capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"optimizer.lr={lr}", f"hydra.run.dir={cwd / 'alone'}", *overrides],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     if run.returncode:
         sys.exit(f"the lone run failed:\n{run.stderr[-3000:]}")
     return time.perf_counter() - started
@@ -177,7 +215,7 @@ def decision(name: str, overrides: list[str], seeds: list[int], with_alone: bool
     for i, seed in enumerate(seeds):
         seeded = [*overrides, f"trainer.seed={seed}"]
         found = {}
-        for way in (("article", "decide") if i % 2 == 0 else ("decide", "article")):
+        for way in ("article", "decide") if i % 2 == 0 else ("decide", "article"):
             with tempfile.TemporaryDirectory() as cwd, CpuMeter() as cpu:
                 if way == "article":
                     seconds, values = article(seeded, Path(cwd))
@@ -190,49 +228,80 @@ def decision(name: str, overrides: list[str], seeds: list[int], with_alone: bool
         if with_alone:
             with tempfile.TemporaryDirectory() as cwd:
                 found["alone"] = alone(seeded, d_win, Path(cwd))
-        rows.append({"seed": seed, "article": a_s, "decide": d_s, "ratio": d_s / a_s, "article_winner": a_win,
-                     "decide_winner": d_win, "same": a_win == d_win, "values": values, "decided": decided,
-                     "article_cpu": a_cpu, "decide_cpu": d_cpu, "alone": found.get("alone"),
-                     "load": os.getloadavg()[0]})
+        rows.append(
+            {
+                "seed": seed,
+                "article": a_s,
+                "decide": d_s,
+                "ratio": d_s / a_s,
+                "article_winner": a_win,
+                "decide_winner": d_win,
+                "same": a_win == d_win,
+                "values": values,
+                "decided": decided,
+                "article_cpu": a_cpu,
+                "decide_cpu": d_cpu,
+                "alone": found.get("alone"),
+                "load": os.getloadavg()[0],
+            }
+        )
         bound = f", the winner alone {found['alone']:.1f} s ({found['alone'] / a_s:.2f}x)" if with_alone else ""
-        print(f"{name} seed {seed}: article {a_s:.1f} s, {a_cpu:.0f} CPU s (best val {values}: {a_win}), decide "
-              f"{d_s:.1f} s, {d_cpu:.0f} CPU s (promoted {d_win}): {d_s / a_s:.2f}x wall, {d_cpu / a_cpu:.2f}x CPU, "
-              f"same winner: {a_win == d_win}{bound}; load {os.getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"{name} seed {seed}: article {a_s:.1f} s, {a_cpu:.0f} CPU s (best val {values}: {a_win}), decide "
+            f"{d_s:.1f} s, {d_cpu:.0f} CPU s (promoted {d_win}): {d_s / a_s:.2f}x wall, {d_cpu / a_cpu:.2f}x CPU, "
+            f"same winner: {a_win == d_win}{bound}; load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
     total = {key: sum(r[key] for r in rows) for key in ("article", "decide", "article_cpu", "decide_cpu")}
     if with_alone:
         total["alone"] = sum(r["alone"] for r in rows)
-    return {"data": name, "rows": rows, "ratio": total["decide"] / total["article"], **total,
-            "cpu_ratio": total["decide_cpu"] / total["article_cpu"], "same": sum(r["same"] for r in rows)}
+    return {
+        "data": name,
+        "rows": rows,
+        "ratio": total["decide"] / total["article"],
+        **total,
+        "cpu_ratio": total["decide_cpu"] / total["article_cpu"],
+        "same": sum(r["same"] for r in rows),
+    }
 
 
 def print_decision(results: list[dict], overrides: list[str]) -> None:
-    print(f"\noverrides: {' '.join(overrides) or '(the defaults)'}; load average (1, 5, 15 min) at the end: "
-          f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print("| data | seed | 3 background processes: wall, CPU | `-m ... sweep.decide=true`: wall, CPU | ratio wall, "
-          "CPU | full grid's winner (best val per lr) | decide's winner | same | load after |")
+    print(
+        f"\noverrides: {' '.join(overrides) or '(the defaults)'}; load average (1, 5, 15 min) at the end: "
+        f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}"
+    )
+    print(
+        "| data | seed | 3 background processes: wall, CPU | `-m ... sweep.decide=true`: wall, CPU | ratio wall, "
+        "CPU | full grid's winner (best val per lr) | decide's winner | same | load after |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for row in r["rows"]:
-            print(f"| {r['data']} | {row['seed']} | {row['article']:.0f} s, {row['article_cpu']:.0f} s | "
-                  f"{row['decide']:.0f} s, {row['decide_cpu']:.0f} s | {row['ratio']:.2f}x, "
-                  f"{row['decide_cpu'] / row['article_cpu']:.2f}x | {row['article_winner']} ({row['values']}) | "
-                  f"{row['decide_winner']} | {'yes' if row['same'] else 'no'} | {row['load']:.1f} |")
-        print(f"| {r['data']} | all {len(r['rows'])} | {r['article']:.0f} s, {r['article_cpu']:.0f} s | "
-              f"{r['decide']:.0f} s, {r['decide_cpu']:.0f} s | **{r['ratio']:.2f}x, {r['cpu_ratio']:.2f}x** | | | "
-              f"**{r['same']} of {len(r['rows'])}** | |")
+            print(
+                f"| {r['data']} | {row['seed']} | {row['article']:.0f} s, {row['article_cpu']:.0f} s | "
+                f"{row['decide']:.0f} s, {row['decide_cpu']:.0f} s | {row['ratio']:.2f}x, "
+                f"{row['decide_cpu'] / row['article_cpu']:.2f}x | {row['article_winner']} ({row['values']}) | "
+                f"{row['decide_winner']} | {'yes' if row['same'] else 'no'} | {row['load']:.1f} |"
+            )
+        print(
+            f"| {r['data']} | all {len(r['rows'])} | {r['article']:.0f} s, {r['article_cpu']:.0f} s | "
+            f"{r['decide']:.0f} s, {r['decide_cpu']:.0f} s | **{r['ratio']:.2f}x, {r['cpu_ratio']:.2f}x** | | | "
+            f"**{r['same']} of {len(r['rows'])}** | |"
+        )
     for r in results:
         if "alone" in r:
-            print(f"{r['data']}: the winner's full job alone, summed over the seeds: {r['alone']:.0f} s, "
-                  f"**{r['alone'] / r['article']:.2f}x** the three background processes (the bound of a screen "
-                  "with one promoted setting)")
+            print(
+                f"{r['data']}: the winner's full job alone, summed over the seeds: {r['alone']:.0f} s, "
+                f"**{r['alone'] / r['article']:.2f}x** the three background processes (the bound of a screen "
+                "with one promoted setting)"
+            )
         print(f"{r['data']}: {r['rows'][0]['decided']}")
 
 
 def worker_memory(jobs: int, overrides: list[str]) -> tuple[float, float]:
     """Peak RSS (MB) of the one worker after its first and its last job of a `jobs`-job sweep."""
     with tempfile.TemporaryDirectory() as cwd:
-        extra = ["hydra.launcher.workers=1", f"trainer.seed=range(0,{jobs})", "trainer.epochs=2",
-                 "export.formats=[]"]
+        extra = ["hydra.launcher.workers=1", f"trainer.seed=range(0,{jobs})", "trainer.epochs=2", "export.formats=[]"]
         global LRS
         saved, LRS = LRS, ["1e-3"]
         try:
@@ -263,21 +332,29 @@ def main() -> None:
         datasets[args.npz.name] = ["data=npz", f"data.path={args.npz.resolve()}"]
     if args.decision:
         print(f"{cores} cores, load average {load:.2f} at start", flush=True)
-        print_decision([decision(name, data + args.overrides, args.seeds, args.alone)
-                        for name, data in datasets.items()], args.overrides)
+        print_decision(
+            [decision(name, data + args.overrides, args.seeds, args.alone) for name, data in datasets.items()],
+            args.overrides,
+        )
         return
     results = [compare(name, data + args.overrides, args.rounds) for name, data in datasets.items()]
-    print(f"\n{cores} cores, load average {load:.2f} at start, {args.rounds} rounds alternated, "
-          f"overrides: {' '.join(args.overrides) or '(the defaults)'}")
+    print(
+        f"\n{cores} cores, load average {load:.2f} at start, {args.rounds} rounds alternated, "
+        f"overrides: {' '.join(args.overrides) or '(the defaults)'}"
+    )
     print("| data | 3 background processes | `-m` (tfhydra launcher) | ratio | same ranking (per round) | samples |")
     print("|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['data']} | {r['article']:.1f} s | {r['sweep']:.1f} s | **{r['ratio']:.2f}x** | "
-              f"{r['same_ranking']} | article {r['samples']['article']}, sweep {r['samples']['sweep']} |")
+        print(
+            f"| {r['data']} | {r['article']:.1f} s | {r['sweep']:.1f} s | **{r['ratio']:.2f}x** | "
+            f"{r['same_ranking']} | article {r['samples']['article']}, sweep {r['samples']['sweep']} |"
+        )
     if args.rss_jobs:
         first, last = worker_memory(args.rss_jobs, args.overrides)
-        print(f"\none worker, {args.rss_jobs} jobs (seed CNN on digits, 2 epochs, no export): peak RSS after job 1 "
-              f"{first:.0f} MB, after job {args.rss_jobs} {last:.0f} MB: **{last / first:.2f}x**")
+        print(
+            f"\none worker, {args.rss_jobs} jobs (seed CNN on digits, 2 epochs, no export): peak RSS after job 1 "
+            f"{first:.0f} MB, after job {args.rss_jobs} {last:.0f} MB: **{last / first:.2f}x**"
+        )
 
 
 if __name__ == "__main__":

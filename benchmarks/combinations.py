@@ -4,6 +4,7 @@
 
 Prints each case and what happened, and the failures at the end (exit 1 if any). CI runs a few of the same cases
 (tests/properties/test_combinations.py); this is the long run the issue asks for, not a timing."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,15 +23,17 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=20)
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
-    seed = args.seed if args.seed is not None else random.randrange(2 ** 32)
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
     print(f"seed {seed}", flush=True)
     rng, failures = random.Random(seed), []
     for number in range(args.cases):
         case = _draw(rng)  # the same dimensions as combinations.strategies(), drawn with a seeded random
         with tempfile.TemporaryDirectory() as folder:
             try:
-                print(f"{number + 1}/{args.cases} {case}: {combinations.check_case(case, Path(folder) / 'out')}",
-                      flush=True)
+                print(
+                    f"{number + 1}/{args.cases} {case}: {combinations.check_case(case, Path(folder) / 'out')}",
+                    flush=True,
+                )
             except AssertionError as error:
                 failures.append((case, str(error)))
                 print(f"{number + 1}/{args.cases} {case}: FAILED {str(error).splitlines()[0]}", flush=True)
@@ -42,11 +45,20 @@ def main() -> int:
 
 def _draw(rng: random.Random) -> combinations.Case:
     pick = rng.choice
-    return combinations.Case(loop=pick(["fit", "custom"]), precision=pick(["fp32", "mixed"]),
-                             strategy=pick(["default", "mirrored"]), ema=pick([False, True]), recovery=pick([0, 3]),
-                             histograms=pick([False, True]), gradients=pick([False, True]), images=pick([False, True]),
-                             compression=pick(["none", "prune"]), data=pick(["digits", "synthetic"]),
-                             sweep=pick([False, True]), fault=pick(combinations.FAULTS))
+    return combinations.Case(
+        loop=pick(["fit", "custom"]),
+        precision=pick(["fp32", "mixed"]),
+        strategy=pick(["default", "mirrored"]),
+        ema=pick([False, True]),
+        recovery=pick([0, 3]),
+        histograms=pick([False, True]),
+        gradients=pick([False, True]),
+        images=pick([False, True]),
+        compression=pick(["none", "prune"]),
+        data=pick(["digits", "synthetic"]),
+        sweep=pick([False, True]),
+        fault=pick(combinations.FAULTS),
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Each row is one in-process run with `export.formats=[tflite,onnx]`; the figures 
 measured on its written artefacts (docs/compression.md: the `compression` section), TFLite files by
 LiteRT and the ONNX file by onnxruntime (the runtimes are printed above the table).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,9 @@ import json
 import tempfile
 from pathlib import Path
 
-import tfhydra
 from hydra import compose, initialize_config_dir
+
+import tfhydra
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "conf"
 ROWS = {  # row label: overrides
@@ -44,8 +46,10 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="extra overrides for every row, e.g. model=mlp")
     args = parser.parse_args()
     print(f"\n{args.epochs} epochs, {' '.join(args.overrides) or 'defaults'}")
-    print("| run | Keras val acc | TFLite val acc | TFLite bytes | gzipped | float32 / gzipped | sparsity "
-          "| max distinct | ONNX val acc | ONNX bytes |")
+    print(
+        "| run | Keras val acc | TFLite val acc | TFLite bytes | gzipped | float32 / gzipped | sparsity "
+        "| max distinct | ONNX val acc | ONNX bytes |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     runtimes = set()
     for label, overrides in ROWS.items():
@@ -54,9 +58,12 @@ def main() -> None:
         tflite, onnx = artefacts["export/tflite/model.tflite"], artefacts["export/onnx/model.onnx"]
         runtimes |= {tflite["runtime"], onnx["runtime"]}
         distinct = max(figures["distinct_values"].values()) if "distinct_values" in figures else "-"
-        print(f"| {label} | {figures['keras_val_accuracy']:.3f} | {tflite['val_accuracy']:.3f} | {tflite['bytes']:,} "
-              f"| {tflite['gzip_bytes']:,} | {tflite['gzip_ratio']:.1f}x | {figures['sparsity']['overall']:.2f} "
-              f"| {distinct} | {onnx['val_accuracy']:.3f} | {onnx['bytes']:,} |", flush=True)
+        print(
+            f"| {label} | {figures['keras_val_accuracy']:.3f} | {tflite['val_accuracy']:.3f} | {tflite['bytes']:,} "
+            f"| {tflite['gzip_bytes']:,} | {tflite['gzip_ratio']:.1f}x | {figures['sparsity']['overall']:.2f} "
+            f"| {distinct} | {onnx['val_accuracy']:.3f} | {onnx['bytes']:,} |",
+            flush=True,
+        )
     print(f"runtimes: {', '.join(sorted(runtimes))}")
 
 

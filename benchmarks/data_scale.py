@@ -21,6 +21,7 @@ less the moment the process was started. examples/s: training examples over the 
 the first epoch left out when there are more (it pays for tracing and, with a cache, for filling it), as the
 record's examples_per_second does.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = (32, 32, 3)
 
-HAND_WRITTEN = r'''
+HAND_WRITTEN = r"""
 import json, sys, time
 import tensorflow as tf
 import tf_keras as keras
@@ -74,7 +75,7 @@ model.fit(pipeline(train, n_train, True), validation_data=pipeline(val, n_val, F
 timed = times.seconds[1:] or times.seconds
 json.dump({"first_step_unix_time": times.first, "examples_per_second": n_train * len(timed) / sum(timed)},
           open(out, "w"))
-'''
+"""
 
 
 def write_shards(folder: Path, examples: int) -> tuple[str, str, int]:
@@ -92,8 +93,10 @@ def write_shards(folder: Path, examples: int) -> tuple[str, str, int]:
                 images = rng.integers(0, 256, size=(min(4096, count - start), *SHAPE), dtype=np.uint8)
                 labels = rng.integers(0, 10, size=len(images))
                 for image, label in zip(images, labels):
-                    feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
-                               "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+                    feature = {
+                        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
+                        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+                    }
                     writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 
     for shard in range(8):
@@ -105,8 +108,9 @@ def write_shards(folder: Path, examples: int) -> tuple[str, str, int]:
 def measured(command: list[str], env: dict, wrapper: list[str] | None = None) -> tuple[int, float, int]:
     """(peak RSS in bytes, start time, exit status) of one child process."""
     started = time.time()
-    process = subprocess.Popen([*(wrapper or []), *command], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [*(wrapper or []), *command], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode:
@@ -115,39 +119,65 @@ def measured(command: list[str], env: dict, wrapper: list[str] | None = None) ->
 
 
 def tfhydra_run(train: str, val: str, run_dir: Path, env: dict, epochs: int, wrapper=None) -> dict:
-    command = [sys.executable, "train.py", "model=mlp", "data=tfrecord", f"data.train={train}",
-               f"data.validation={val}", "data.encoding=raw", "data.raw_shape=[32,32,3]", f"trainer.epochs={epochs}",
-               # equal work: the script trains on every training record; a test split held out of the training
-               # shards (data.test_fraction) trains on 80 % of the records it reads and filters
-               "data.test_fraction=0", "data.batch_size=128", "export.formats=[]", f"hydra.run.dir={run_dir}"]
+    command = [
+        sys.executable,
+        "train.py",
+        "model=mlp",
+        "data=tfrecord",
+        f"data.train={train}",
+        f"data.validation={val}",
+        "data.encoding=raw",
+        "data.raw_shape=[32,32,3]",
+        f"trainer.epochs={epochs}",
+        # equal work: the script trains on every training record; a test split held out of the training
+        # shards (data.test_fraction) trains on 80 % of the records it reads and filters
+        "data.test_fraction=0",
+        "data.batch_size=128",
+        "export.formats=[]",
+        f"hydra.run.dir={run_dir}",
+    ]
     rss, started, code = measured(command, env, wrapper)
     record = json.loads((run_dir / "metrics.json").read_text()) if (run_dir / "metrics.json").exists() else {}
     first = record.get("first_step_unix_time")
-    return {"peak_rss_gb": rss / 1e9, "first_step_s": first - started if first else None,
-            "examples_per_s": record.get("examples_per_second"), "status": record.get("status"), "exit": code,
-            "cache": (record.get("data") or {}).get("pipeline", {}).get("train", {}).get("cache"),
-            "cache_reason": (record.get("data") or {}).get("pipeline", {}).get("train", {}).get("reason")}
+    return {
+        "peak_rss_gb": rss / 1e9,
+        "first_step_s": first - started if first else None,
+        "examples_per_s": record.get("examples_per_second"),
+        "status": record.get("status"),
+        "exit": code,
+        "cache": (record.get("data") or {}).get("pipeline", {}).get("train", {}).get("cache"),
+        "cache_reason": (record.get("data") or {}).get("pipeline", {}).get("train", {}).get("reason"),
+    }
 
 
 def hand_written_run(train: str, val: str, n_train: int, n_val: int, folder: Path, env: dict, epochs: int) -> dict:
     script, out = folder / "hand_written.py", folder / "hand_written.json"
     script.write_text(HAND_WRITTEN)
-    rss, started, code = measured([sys.executable, str(script), train, val, str(n_train), str(n_val), str(out),
-                                   str(epochs)], env)
+    rss, started, code = measured(
+        [sys.executable, str(script), train, val, str(n_train), str(n_val), str(out), str(epochs)], env
+    )
     result = json.loads(out.read_text())
-    return {"peak_rss_gb": rss / 1e9, "first_step_s": result["first_step_unix_time"] - started,
-            "examples_per_s": result["examples_per_second"], "exit": code}
+    return {
+        "peak_rss_gb": rss / 1e9,
+        "first_step_s": result["first_step_unix_time"] - started,
+        "examples_per_s": result["examples_per_second"],
+        "exit": code,
+    }
 
 
 def memory_cgroup(limit_bytes: int) -> tuple[list[str] | None, str]:
     """A command prefix that runs a process under a memory limit, and how: a cgroup (v2, else v1) we create."""
     name = f"tfhydra-bench-{os.getpid()}"
-    for folder, limit_file in [(Path("/sys/fs/cgroup") / name, "memory.max"),
-                               (Path("/sys/fs/cgroup/memory") / name, "memory.limit_in_bytes")]:
+    for folder, limit_file in [
+        (Path("/sys/fs/cgroup") / name, "memory.max"),
+        (Path("/sys/fs/cgroup/memory") / name, "memory.limit_in_bytes"),
+    ]:
         try:
-            if not (folder.parent / ("cgroup.controllers" if limit_file == "memory.max" else "memory.limit_in_bytes")
-                    ).exists() or (limit_file == "memory.max" and "memory" not in
-                                   (folder.parent / "cgroup.subtree_control").read_text()):
+            if not (
+                folder.parent / ("cgroup.controllers" if limit_file == "memory.max" else "memory.limit_in_bytes")
+            ).exists() or (
+                limit_file == "memory.max" and "memory" not in (folder.parent / "cgroup.subtree_control").read_text()
+            ):
                 continue
             folder.mkdir(exist_ok=True)
             (folder / limit_file).write_text(str(limit_bytes))
@@ -188,12 +218,20 @@ def main() -> None:
                 ours = tfhydra_run(train, val, scratch / f"run-{n}-{repeat}", env, args.epochs)
                 if not repeat % 2:
                     hand = hand_written_run(train, val, n, n_val, scratch, env, args.epochs)
-                rows.append({"examples": n, "epochs": args.epochs, "stored_gb": stored / 1e9, "tfhydra": ours,
-                             "hand_written": hand, "load": os.getloadavg()[0]})
+                rows.append(
+                    {
+                        "examples": n,
+                        "epochs": args.epochs,
+                        "stored_gb": stored / 1e9,
+                        "tfhydra": ours,
+                        "hand_written": hand,
+                        "load": os.getloadavg()[0],
+                    }
+                )
                 print(json.dumps(rows[-1]), flush=True)
             if factor != factors[-1]:
                 shutil.rmtree(folder)
-        wrapper, how = (None, "--no-capped") if args.no_capped else memory_cgroup(args.cap_mb * 10 ** 6)
+        wrapper, how = (None, "--no-capped") if args.no_capped else memory_cgroup(args.cap_mb * 10**6)
         capped = tfhydra_run(train, val, scratch / "run-capped", env, args.epochs, wrapper) if wrapper else None
         print(json.dumps({"capped": capped, "limit_mb": args.cap_mb, "how": how, "stored_gb": stored / 1e9}))
     finally:
@@ -214,26 +252,36 @@ def index_labels(train: str, val: str) -> None:
 
 
 def report(rows: list[dict]) -> None:
-    print("| stored | examples | epochs | tfhydra peak RSS | first step | examples/s | cache | script peak RSS "
-          "| first step | examples/s | ratio ex/s | load |")
+    print(
+        "| stored | examples | epochs | tfhydra peak RSS | first step | examples/s | cache | script peak RSS "
+        "| first step | examples/s | ratio ex/s | load |"
+    )
     print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for row in rows:
         ours, hand = row["tfhydra"], row["hand_written"]
         ratio = ours["examples_per_s"] / hand["examples_per_s"] if ours["examples_per_s"] else float("nan")
-        print(f"| {row['stored_gb']:.2f} GB | {row['examples']} | {row['epochs']} | {ours['peak_rss_gb']:.2f} GB | "
-              f"{ours['first_step_s']:.1f} s | {ours['examples_per_s']:,.0f} | {ours['cache']} | "
-              f"{hand['peak_rss_gb']:.2f} GB | {hand['first_step_s']:.1f} s | {hand['examples_per_s']:,.0f} | "
-              f"{ratio:.2f} | {row['load']:.2f} |")
+        print(
+            f"| {row['stored_gb']:.2f} GB | {row['examples']} | {row['epochs']} | {ours['peak_rss_gb']:.2f} GB | "
+            f"{ours['first_step_s']:.1f} s | {ours['examples_per_s']:,.0f} | {ours['cache']} | "
+            f"{hand['peak_rss_gb']:.2f} GB | {hand['first_step_s']:.1f} s | {hand['examples_per_s']:,.0f} | "
+            f"{ratio:.2f} | {row['load']:.2f} |"
+        )
     smallest = None
     for examples in sorted({row["examples"] for row in rows}):
         rss = statistics.median(row["tfhydra"]["peak_rss_gb"] for row in rows if row["examples"] == examples)
         smallest = smallest or rss
-        print(f"- {examples} examples: tfhydra's median peak RSS {rss:.2f} GB, {rss / smallest:.2f}x the smallest "
-              "size's")
-        ratios = [row["tfhydra"]["examples_per_s"] / row["hand_written"]["examples_per_s"] for row in rows
-                  if row["examples"] == examples and row["tfhydra"]["examples_per_s"]]
-        print(f"- {examples} examples: median examples/s ratio {statistics.median(ratios):.2f} over {len(ratios)} "
-              f"alternated pairs ({', '.join(f'{r:.2f}' for r in ratios)})")
+        print(
+            f"- {examples} examples: tfhydra's median peak RSS {rss:.2f} GB, {rss / smallest:.2f}x the smallest size's"
+        )
+        ratios = [
+            row["tfhydra"]["examples_per_s"] / row["hand_written"]["examples_per_s"]
+            for row in rows
+            if row["examples"] == examples and row["tfhydra"]["examples_per_s"]
+        ]
+        print(
+            f"- {examples} examples: median examples/s ratio {statistics.median(ratios):.2f} over {len(ratios)} "
+            f"alternated pairs ({', '.join(f'{r:.2f}' for r in ratios)})"
+        )
 
 
 if __name__ == "__main__":

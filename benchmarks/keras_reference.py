@@ -11,6 +11,7 @@ terms, and prints one JSON line with the figures the benchmark compares.
 val_accuracy, a SavedModel of them, a JSON record), so `framework_tax.py --startup` can
 compare whole-process times of equal work: without it the script only trains.
 """
+
 import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -77,9 +78,16 @@ class Timer(keras.callbacks.Callback):
 
 def equal_work_callbacks(run_dir: Path) -> list:
     """tfhydra's default logging and best checkpoint, as a hand-written script would add them."""
-    return [keras.callbacks.TensorBoard(log_dir=str(run_dir / "tensorboard"), histogram_freq=1, write_graph=True),
-            keras.callbacks.ModelCheckpoint(str(run_dir / "checkpoints" / "best.weights.h5"), monitor="val_accuracy",
-                                            mode="max", save_best_only=True, save_weights_only=True)]
+    return [
+        keras.callbacks.TensorBoard(log_dir=str(run_dir / "tensorboard"), histogram_freq=1, write_graph=True),
+        keras.callbacks.ModelCheckpoint(
+            str(run_dir / "checkpoints" / "best.weights.h5"),
+            monitor="val_accuracy",
+            mode="max",
+            save_best_only=True,
+            save_weights_only=True,
+        ),
+    ]
 
 
 def finish_equal_work(model, history, run_dir: Path) -> None:
@@ -88,8 +96,11 @@ def finish_equal_work(model, history, run_dir: Path) -> None:
     model.export(str(run_dir / "export" / "saved_model"))
     epochs = [{k: float(v[i]) for k, v in history.history.items()} for i in range(len(history.epoch))]
     best = max(range(len(epochs)), key=lambda i: epochs[i]["val_accuracy"])
-    (run_dir / "metrics.json").write_text(json.dumps(
-        {"epochs": epochs, "best": {"epoch": best + 1, "val_accuracy": epochs[best]["val_accuracy"]}}, indent=2))
+    (run_dir / "metrics.json").write_text(
+        json.dumps(
+            {"epochs": epochs, "best": {"epoch": best + 1, "val_accuracy": epochs[best]["val_accuracy"]}}, indent=2
+        )
+    )
 
 
 def main():
@@ -102,13 +113,16 @@ def main():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--train-size", type=int, default=2048)
     parser.add_argument("--val-size", type=int, default=512)
-    parser.add_argument("--equal-work", type=Path, metavar="RUN_DIR",
-                        help="also write TensorBoard logs, the best checkpoint, a SavedModel and metrics.json here")
+    parser.add_argument(
+        "--equal-work",
+        type=Path,
+        metavar="RUN_DIR",
+        help="also write TensorBoard logs, the best checkpoint, a SavedModel and metrics.json here",
+    )
     args = parser.parse_args()
 
     keras.utils.set_random_seed(args.seed)
-    (x_train, y_train), (x_val, y_val), resize = load(args.data, args.seed, args.train_size, args.val_size,
-                                                               args.path)
+    (x_train, y_train), (x_val, y_val), resize = load(args.data, args.seed, args.train_size, args.val_size, args.path)
     train = tf.data.Dataset.from_tensor_slices((x_train, y_train))
     val = tf.data.Dataset.from_tensor_slices((x_val, y_val))
     if resize:
@@ -117,24 +131,37 @@ def main():
     train = train.cache().shuffle(2048, seed=args.seed).batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
     val = val.cache().batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
 
-    model = keras.Sequential([
-        keras.Input((28, 28, 1)),
-        keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(64, 3, activation="relu"), keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(10, activation="softmax")])
-    model.compile(optimizer=keras.optimizers.Adam(args.lr), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.lr), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
     timer = Timer()
     extra = equal_work_callbacks(args.equal_work) if args.equal_work else []
     history = model.fit(train, validation_data=val, epochs=args.epochs, verbose=0, callbacks=[timer, *extra])
     if args.equal_work:
         finish_equal_work(model, history, args.equal_work)
     timed = timer.seconds[1:] or timer.seconds
-    print(json.dumps({"examples_per_second": len(x_train) * len(timed) / sum(timed),
-                      "best_val_accuracy": max(history.history["val_accuracy"]),
-                      "final_val_accuracy": history.history["val_accuracy"][-1],
-                      "first_step_unix_time": timer.first_step}))
+    print(
+        json.dumps(
+            {
+                "examples_per_second": len(x_train) * len(timed) / sum(timed),
+                "best_val_accuracy": max(history.history["val_accuracy"]),
+                "final_val_accuracy": history.history["val_accuracy"][-1],
+                "first_step_unix_time": timer.first_step,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ excludes input work; the pipeline is timed iterating a full epoch without a mode
 pipeline / model: above 1 the pipeline keeps up; the target is >= 5 with the default cache.
 Prints a Markdown table (docs/data.md records one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,9 @@ def source_overrides(name: str, folder: Path, n: int) -> list[str]:
         val = data_files.write_tfrecords(folder / "tfr", "val", n=n // 4, shards=2, shape=(28, 28, 1), classes=10)
         return ["data=tfrecord", f"data.train={train}", f"data.validation={val}"]
     if name == "image_folder":
-        root = data_files.write_image_folder(folder / "images", classes=("a", "b", "c", "d"), per_class=n // 8,
-                                             size=(32, 32), val_per_class=n // 32)
+        root = data_files.write_image_folder(
+            folder / "images", classes=("a", "b", "c", "d"), per_class=n // 8, size=(32, 32), val_per_class=n // 32
+        )
         return ["data=image_folder", f"data.path={root}", "data.image_size=[32,32]"]
     if name == "csv":
         return ["data=csv", f"data.path={data_files.write_csv(folder / 't.csv', n=n)}"]
@@ -51,7 +53,8 @@ def source_overrides(name: str, folder: Path, n: int) -> list[str]:
 
 
 def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=overrides)
@@ -93,8 +96,7 @@ def model_rate(cfg, seconds: float = 4.0) -> float:
     datasets = build_datasets(cfg.data, 0)
     batch = next(iter(datasets.prefetched(datasets.train)))
     model = build_model(cfg.model, datasets.spec)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     data = tf.data.Dataset.from_tensors(batch).repeat()
     model.fit(data, steps_per_epoch=10, epochs=1, verbose=0)  # trace and warm up
     steps, elapsed = 20, 0.0
@@ -131,14 +133,20 @@ def main() -> None:
             rows.append((name, size, built, model, uncached, cached, on_disk, trained))
             print(f"{name}: done in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, TensorFlow {tf.__version__}, "
-          f"batch size 32, {args.examples} generated training examples per file source\n")
-    print("| source | train examples | build (s) | pipeline, cache off (ex/s) | cache=memory (ex/s) | cache=<file> "
-          "(ex/s) | default model | model training (ex/s) | ratio, cache off | ratio, memory | ratio, file |")
+    print(
+        f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, TensorFlow {tf.__version__}, "
+        f"batch size 32, {args.examples} generated training examples per file source\n"
+    )
+    print(
+        "| source | train examples | build (s) | pipeline, cache off (ex/s) | cache=memory (ex/s) | cache=<file> "
+        "(ex/s) | default model | model training (ex/s) | ratio, cache off | ratio, memory | ratio, file |"
+    )
     print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for name, size, built, model, uncached, cached, on_disk, trained in rows:
-        print(f"| {name} | {size} | {built:.2f} | {uncached:,.0f} | {cached:,.0f} | {on_disk:,.0f} | {model} | "
-              f"{trained:,.0f} | {uncached / trained:.1f}x | {cached / trained:.1f}x | {on_disk / trained:.1f}x |")
+        print(
+            f"| {name} | {size} | {built:.2f} | {uncached:,.0f} | {cached:,.0f} | {on_disk:,.0f} | {model} | "
+            f"{trained:,.0f} | {uncached / trained:.1f}x | {cached / trained:.1f}x | {on_disk / trained:.1f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ folder of PNG files. Three ways to predict them, alternated in every round (medi
   batch (the model's cost alone: no reading, decoding or writing).
 Goals (issue 29): predict >= 5x per file, and >= 0.8x stacked. Prints a Markdown table (docs/deploy.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,15 +32,19 @@ import tfhydra  # noqa: E402  (TF_USE_LEGACY_KERAS before TensorFlow)
 
 MODELS = {
     "digits": ("digits CNN (float32 8x8 in, 28x28 conv)", ["model=cnn", "data=digits"], (8, 8, 1)),
-    "resnet": ("ResNet-20, 32x32x3", ["model=resnet", "data=synthetic", "data.shape=[32,32,3]", "data.train_size=256",
-                                      "data.val_size=64"], (32, 32, 3)),
+    "resnet": (
+        "ResNet-20, 32x32x3",
+        ["model=resnet", "data=synthetic", "data.shape=[32,32,3]", "data.train_size=256", "data.val_size=64"],
+        (32, 32, 3),
+    ),
 }
 
 
 def train(name: str, folder: Path) -> Path:
     run_dir = folder / f"run_{name}"
-    cfg = tfhydra.compose([*MODELS[name][1], "trainer.epochs=1", "logging.histogram_freq=0",
-                           "logging.tensorboard=false"])
+    cfg = tfhydra.compose(
+        [*MODELS[name][1], "trainer.epochs=1", "logging.histogram_freq=0", "logging.tensorboard=false"]
+    )
     tfhydra.run(cfg, run_dir=run_dir)
     return run_dir
 
@@ -94,7 +99,7 @@ def ways(run_dir: Path, files: list[str], batch_size: int, out: Path) -> dict:
 
     def stacked():
         for start in range(0, len(files), batch_size):
-            signature(**{key: stacked_inputs[start:start + batch_size]})[layout.output_key].numpy().argmax(-1)
+            signature(**{key: stacked_inputs[start : start + batch_size]})[layout.output_key].numpy().argmax(-1)
 
     return {"predict": predict, "per file": per_file, "stacked": stacked}
 
@@ -108,11 +113,16 @@ def measure(name: str, folder: Path, count: int, batch_size: int, rounds: int) -
     seconds = {way: [] for way in functions}
     order = list(functions)
     for round_ in range(rounds):  # alternate, rotating which goes first
-        for way in order[round_ % 3:] + order[:round_ % 3]:
+        for way in order[round_ % 3 :] + order[: round_ % 3]:
             seconds[way].append(timed(functions[way]))
     rate = {way: count / statistics.median(times) for way, times in seconds.items()}
-    return {"model": MODELS[name][0], "files": count, **rate, "vs per file": rate["predict"] / rate["per file"],
-            "vs stacked": rate["predict"] / rate["stacked"]}
+    return {
+        "model": MODELS[name][0],
+        "files": count,
+        **rate,
+        "vs per file": rate["predict"] / rate["per file"],
+        "vs stacked": rate["predict"] / rate["stacked"],
+    }
 
 
 def main() -> None:
@@ -129,15 +139,21 @@ def main() -> None:
         for name in args.models.split(","):
             rows.append(measure(name, Path(tmp), args.files, args.batch_size, args.rounds))
     devices = ", ".join(d.device_type for d in tf.config.list_logical_devices()) or "CPU"
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, devices: {devices}, "
-          f"TensorFlow {tf.__version__}; {args.files} PNG files, batch {args.batch_size}, median of {args.rounds} "
-          "alternating rounds\n")
-    print("| model | predict (files/s) | per-file loop (files/s) | stacked arrays (examples/s) | predict / per file "
-          "(goal >= 5) | predict / stacked (goal >= 0.8) |")
+    print(
+        f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, devices: {devices}, "
+        f"TensorFlow {tf.__version__}; {args.files} PNG files, batch {args.batch_size}, median of {args.rounds} "
+        "alternating rounds\n"
+    )
+    print(
+        "| model | predict (files/s) | per-file loop (files/s) | stacked arrays (examples/s) | predict / per file "
+        "(goal >= 5) | predict / stacked (goal >= 0.8) |"
+    )
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['predict']:.0f} | {r['per file']:.0f} | {r['stacked']:.0f} | "
-              f"{r['vs per file']:.1f}x | {r['vs stacked']:.2f}x |")
+        print(
+            f"| {r['model']} | {r['predict']:.0f} | {r['per file']:.0f} | {r['stacked']:.0f} | "
+            f"{r['vs per file']:.1f}x | {r['vs stacked']:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ docs/training.md). `--npz PATH` adds data kept outside the repository in the Ker
 y_train, x_test, y_test; all of x_train trains, x_test is the validation set): the recipe was chosen on the
 proxies only, so that set measures it without having tuned it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,18 +33,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHIFTS = "data.augment=[{name:random_translation,height_factor:0.1,width_factor:0.1}]"
 SYNTHETIC = ["data=synthetic", "data.shape=[28,28,1]", "data.train_size=4096", "data.val_size=1024"]
-DATA = {"digits": ["data=digits"],
-        # every recipe trains on shifted digits (the proxy's data.augment wins over a recipe's): a proxy for data a user
-        # augments (slower to fit, harder to overfit)
-        "digits+shifts": ["data=digits", SHIFTS],
-        # 4x4-pixel-block patterns at a random place (data.shift): position carries no information
-        "shifted-synthetic": [*SYNTHETIC, "data.signal=0.2", "data.shift=3"],
-        "synthetic": [*SYNTHETIC, "data.signal=0.15"]}  # the pixel patterns of the first choice (no shifts)
+DATA = {
+    "digits": ["data=digits"],
+    # every recipe trains on shifted digits (the proxy's data.augment wins over a recipe's): a proxy for data a user
+    # augments (slower to fit, harder to overfit)
+    "digits+shifts": ["data=digits", SHIFTS],
+    # 4x4-pixel-block patterns at a random place (data.shift): position carries no information
+    "shifted-synthetic": [*SYNTHETIC, "data.signal=0.2", "data.shift=3"],
+    "synthetic": [*SYNTHETIC, "data.signal=0.15"],
+}  # the pixel patterns of the first choice (no shifts)
 PROXIES = ["digits", "digits+shifts", "shifted-synthetic"]
 CANDIDATES = {  # what recipe=fast was chosen among on the proxies (docs/training.md)
     "fast + shifts 10%": ["recipe=fast", SHIFTS],
-    "fast + shifts 5%": ["recipe=fast",
-                         "data.augment=[{name:random_translation,height_factor:0.05,width_factor:0.05}]"],
+    "fast + shifts 5%": [
+        "recipe=fast",
+        "data.augment=[{name:random_translation,height_factor:0.05,width_factor:0.05}]",
+    ],
     "fast + shifts 10%, peak 5e-3": ["recipe=fast", SHIFTS, "optimizer.lr=5e-3"],
 }
 ABLATION = {  # each part of conf/recipe/fast.yaml put back to the article's, and the parts tried and left out
@@ -71,9 +76,21 @@ def train(overrides: list[str], epochs: int) -> dict:
 
 def train_once(overrides: list[str], epochs: int) -> dict:
     with tempfile.TemporaryDirectory() as run_dir:
-        result = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides, f"trainer.epochs={epochs}",
-                                 "export.formats=[]", "logging.histogram_freq=0", f"hydra.run.dir={run_dir}"],
-                                cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "train.py"),
+                *overrides,
+                f"trainer.epochs={epochs}",
+                "export.formats=[]",
+                "logging.histogram_freq=0",
+                f"hydra.run.dir={run_dir}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         if result.returncode:
             sys.exit(f"{' '.join(overrides)} failed:\n{result.stderr[-3000:]}")
         record = json.loads((Path(run_dir) / "metrics.json").read_text())
@@ -90,8 +107,9 @@ def seconds_to(run: dict, target: float) -> float:
     return next((t for a, t in zip(run["accuracy"], run["elapsed"]) if a >= target), float("inf"))
 
 
-def compare(name: str, data: list[str], rounds: int, epochs: int, variants: dict[str, list[str]],
-            seeds: list[int]) -> list[dict]:
+def compare(
+    name: str, data: list[str], rounds: int, epochs: int, variants: dict[str, list[str]], seeds: list[int]
+) -> list[dict]:
     runs: dict[str, list[dict]] = {variant: [] for variant in variants}
     for round_ in range(rounds):
         for i, seed in enumerate(seeds):
@@ -99,39 +117,55 @@ def compare(name: str, data: list[str], rounds: int, epochs: int, variants: dict
             for variant in order:
                 runs[variant].append(train(variants[variant] + data + [f"trainer.seed={seed}"], epochs))
                 last = runs[variant][-1]
-                print(f"{name} round {round_ + 1} seed {seed} {variant}: best {max(last['accuracy']):.4f} final "
-                      f"{last['accuracy'][-1]:.4f} in {last['elapsed'][-1]:.1f} s", flush=True)
+                print(
+                    f"{name} round {round_ + 1} seed {seed} {variant}: best {max(last['accuracy']):.4f} final "
+                    f"{last['accuracy'][-1]:.4f} in {last['elapsed'][-1]:.1f} s",
+                    flush=True,
+                )
     article = runs["article"]
     rows = []
     for variant, samples in runs.items():
         pairs = list(zip(article, samples))
         targets = [max(a["accuracy"]) for a, _ in pairs]
-        rows.append({"data": name, "variant": variant,
-                     "best": statistics.median(max(s["accuracy"]) for s in samples),
-                     "final": statistics.median(s["accuracy"][-1] for s in samples),
-                     "to_article_best": statistics.median(seconds_to(s, t) for (_, s), t in zip(pairs, targets)),
-                     "article_to_best": statistics.median(seconds_to(a, t) for (a, _), t in zip(pairs, targets)),
-                     "total": statistics.median(s["elapsed"][-1] for s in samples)})
+        rows.append(
+            {
+                "data": name,
+                "variant": variant,
+                "best": statistics.median(max(s["accuracy"]) for s in samples),
+                "final": statistics.median(s["accuracy"][-1] for s in samples),
+                "to_article_best": statistics.median(seconds_to(s, t) for (_, s), t in zip(pairs, targets)),
+                "article_to_best": statistics.median(seconds_to(a, t) for (a, _), t in zip(pairs, targets)),
+                "total": statistics.median(s["elapsed"][-1] for s in samples),
+            }
+        )
     return rows
 
 
 def report(rows: list[dict], epochs: int, rounds: int, seeds: list[int]) -> None:
-    print(f"\n{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; {epochs} epochs, "
-          f"medians of {rounds} alternated round(s) x seeds {seeds}; seconds are training seconds")
-    print("| data | recipe | best val acc | final val acc | s to the article's best (its own) | ratio | "
-          "s for all epochs |")
+    print(
+        f"\n{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; {epochs} epochs, "
+        f"medians of {rounds} alternated round(s) x seeds {seeds}; seconds are training seconds"
+    )
+    print(
+        "| data | recipe | best val acc | final val acc | s to the article's best (its own) | ratio | "
+        "s for all epochs |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         ratio = r["to_article_best"] / r["article_to_best"]
-        print(f"| {r['data']} | {r['variant']} | {r['best']:.4f} | {r['final']:.4f} | {r['to_article_best']:.1f} "
-              f"({r['article_to_best']:.1f}) | {ratio:.2f} | {r['total']:.1f} |")
+        print(
+            f"| {r['data']} | {r['variant']} | {r['best']:.4f} | {r['final']:.4f} | {r['to_article_best']:.1f} "
+            f"({r['article_to_best']:.1f}) | {ratio:.2f} | {r['total']:.1f} |"
+        )
     for data in dict.fromkeys(r["data"] for r in rows):
         article = next(r for r in rows if r["data"] == data and r["variant"] == "article")
         fast = next(r for r in rows if r["data"] == data and r["variant"] == "recipe=fast")
         ratio = fast["to_article_best"] / article["article_to_best"]
-        print(f"- {data}: time to the article's best {ratio:.2f}x (goal <= 0.5: {'met' if ratio <= 0.5 else 'not met'});"
-              f" final accuracy {fast['final']:.4f} against {article['final']:.4f} "
-              f"({'met' if fast['final'] >= article['final'] + 0.005 else 'not met'}: goal >= 0.5 points higher)")
+        print(
+            f"- {data}: time to the article's best {ratio:.2f}x (goal <= 0.5: {'met' if ratio <= 0.5 else 'not met'});"
+            f" final accuracy {fast['final']:.4f} against {article['final']:.4f} "
+            f"({'met' if fast['final'] >= article['final'] + 0.005 else 'not met'}: goal >= 0.5 points higher)"
+        )
 
 
 def main() -> None:
@@ -146,15 +180,25 @@ def main() -> None:
     args = parser.parse_args()
     datasets = {name: DATA[name] for name in args.data}
     if args.npz:
-        datasets["outside"] = ["data=npz", f"data.path={args.npz.resolve()}", "data.x_val=x_test",
-                               "data.y_val=y_test", "data.x_test=null", "data.y_test=null", "data.test_fraction=0"]
+        datasets["outside"] = [
+            "data=npz",
+            f"data.path={args.npz.resolve()}",
+            "data.x_val=x_test",
+            "data.y_val=y_test",
+            "data.x_test=null",
+            "data.y_test=null",
+            "data.test_fraction=0",
+        ]
     variants = {"article": [], "recipe=fast": ["recipe=fast"]}
     if args.ablation:
         variants.update({f"fast, {part}": ["recipe=fast", *overrides] for part, overrides in ABLATION.items()})
     if args.candidates:
         variants.update(CANDIDATES)
-    rows = [row for name, data in datasets.items()
-            for row in compare(name, data, args.rounds, args.epochs, variants, args.seeds)]
+    rows = [
+        row
+        for name, data in datasets.items()
+        for row in compare(name, data, args.rounds, args.epochs, variants, args.seeds)
+    ]
     report(rows, args.epochs, args.rounds, args.seeds)
 
 

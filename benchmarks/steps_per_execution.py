@@ -6,6 +6,7 @@ Runs are alternated (1, 4, 16, 1, 4, 16, ...) in one process so load on a shared
 spreads over every setting; the figure is the median `examples_per_second` of each
 setting (training phase only, first epoch excluded), reported relative to 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,16 +15,25 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import tfhydra
 from hydra import compose, initialize_config_dir
+
+import tfhydra
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 def measure(loop: str, spe: int, epochs: int, extra: list[str]) -> float:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"trainer.loop={loop}", f"trainer.steps_per_execution={spe}",
-                                           f"trainer.epochs={epochs}", "logging.histogram_freq=0", *extra])
+        cfg = compose(
+            "config",
+            overrides=[
+                f"trainer.loop={loop}",
+                f"trainer.steps_per_execution={spe}",
+                f"trainer.epochs={epochs}",
+                "logging.histogram_freq=0",
+                *extra,
+            ],
+        )
     with tempfile.TemporaryDirectory() as run_dir:
         tfhydra.run(cfg, run_dir=run_dir)
         return json.loads((Path(run_dir) / "metrics.json").read_text())["examples_per_second"]

@@ -1,5 +1,6 @@
 """A Keras callback attached to a tiny compiled model, as `fit` attaches it: shared by the callback tests
 (tests/trainer/) and the terminal's rounding test (tests/platform/test_terminal_rounding.py)."""
+
 import tf_keras as keras
 
 

@@ -1,5 +1,6 @@
 """Two loopback workers of a `strategy=multi_worker` cluster as real `python train.py` processes, stopped and
 started again: shared by tests/strategy/test_distribute.py and tests/contract/test_faults_while_training.py."""
+
 import json
 import os
 import signal
@@ -28,9 +29,16 @@ def start_workers(tmp_path, args, environments, attempt):
         env = {**os.environ, "PYTHONPATH": str(TESTS), **environment}
         env.pop("HYDRA_FULL_ERROR", None)
         err = open(tmp_path / f"worker{index}.{attempt}.stderr", "w")  # noqa: SIM115 (closed with the process)
-        processes.append(subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args,
-                                           f"hydra.run.dir={tmp_path / f'worker{index}'}"], cwd=ROOT, env=env,
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={tmp_path / f'worker{index}'}"],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        )
     return processes
 
 
@@ -38,10 +46,18 @@ def stop_a_cluster_after_one_epoch(tmp_path, loop: str):
     """Two loopback workers training 3 epochs; once the chief recorded an epoch, SIGTERM to the non-chief only.
     Returns the workers' exit codes, (args, environments) to start them again, and their run directories."""
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    environments = [{"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})}
-                    for i in range(2)]
-    args = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0", "trainer.epochs=3", "strategy=multi_worker",
-            f"trainer.loop={loop}"]
+    environments = [
+        {"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})}
+        for i in range(2)
+    ]
+    args = [
+        "model=mlp",
+        "data.batch_size=8",
+        "logging.histogram_freq=0",
+        "trainer.epochs=3",
+        "strategy=multi_worker",
+        f"trainer.loop={loop}",
+    ]
     processes = start_workers(tmp_path, args, environments, attempt=1)
     try:
         assert wait_for(processes[0], lambda: epochs_recorded(tmp_path / "worker0") >= 1), "the cluster ended early"

@@ -12,6 +12,7 @@ or SIGKILL once an epoch is recorded. The contract, whatever the combination:
 Used by tests/properties/test_combinations.py (a few drawn cases in CI, seed in pytest's header) and by
 benchmarks/combinations.py (as many as you like, locally).
 """
+
 from __future__ import annotations
 
 import json
@@ -44,11 +45,21 @@ class Case:
     fault: str = "none"
 
     def overrides(self) -> list[str]:
-        args = ["model=mlp", f"trainer.loop={self.loop}", f"precision={self.precision}", f"data={self.data}",
-                f"compression={self.compression}", f"logging.histogram_freq={int(self.histograms)}",
-                f"logging.gradients={str(self.gradients).lower()}", f"logging.images_freq={int(self.images)}",
-                f"trainer.recovery.max_trials={self.recovery}", "trainer.recovery.lr_factor=0.01",
-                "export.formats=[saved_model]", "trainer.epochs=3", "data.batch_size=16"]
+        args = [
+            "model=mlp",
+            f"trainer.loop={self.loop}",
+            f"precision={self.precision}",
+            f"data={self.data}",
+            f"compression={self.compression}",
+            f"logging.histogram_freq={int(self.histograms)}",
+            f"logging.gradients={str(self.gradients).lower()}",
+            f"logging.images_freq={int(self.images)}",
+            f"trainer.recovery.max_trials={self.recovery}",
+            "trainer.recovery.lr_factor=0.01",
+            "export.formats=[saved_model]",
+            "trainer.epochs=3",
+            "data.batch_size=16",
+        ]
         if self.strategy == "mirrored":
             args += ["strategy=mirrored", "strategy.logical_cpus=2"]
         if self.ema:
@@ -64,12 +75,21 @@ def strategies():
     """Hypothesis' strategy of cases."""
     from hypothesis import strategies as st
 
-    return st.builds(Case, loop=st.sampled_from(["fit", "custom"]), precision=st.sampled_from(["fp32", "mixed"]),
-                     strategy=st.sampled_from(["default", "mirrored"]), ema=st.booleans(),
-                     recovery=st.sampled_from([0, 3]), histograms=st.booleans(), gradients=st.booleans(),
-                     images=st.booleans(), compression=st.sampled_from(["none", "prune"]),
-                     data=st.sampled_from(["digits", "synthetic"]), sweep=st.booleans(),
-                     fault=st.sampled_from(FAULTS))
+    return st.builds(
+        Case,
+        loop=st.sampled_from(["fit", "custom"]),
+        precision=st.sampled_from(["fp32", "mixed"]),
+        strategy=st.sampled_from(["default", "mirrored"]),
+        ema=st.booleans(),
+        recovery=st.sampled_from([0, 3]),
+        histograms=st.booleans(),
+        gradients=st.booleans(),
+        images=st.booleans(),
+        compression=st.sampled_from(["none", "prune"]),
+        data=st.sampled_from(["digits", "synthetic"]),
+        sweep=st.booleans(),
+        fault=st.sampled_from(FAULTS),
+    )
 
 
 def command(case: Case, where: Path) -> list[str]:
@@ -108,8 +128,15 @@ def _record(run: Path | None) -> dict | None:
 
 def run_once(case: Case, where: Path, timeout: float = 900) -> tuple[int, str, bool]:
     """Run the case's command, sending its fault once an epoch is recorded; (exit code, stderr, fault sent)."""
-    process = subprocess.Popen(command(case, where), cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        command(case, where),
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     sent = False
     if case.fault in ("sigterm", "sigkill"):
         deadline = time.monotonic() + timeout

@@ -1,4 +1,5 @@
 """Shared fixtures: configs composed with Hydra's compose API, and the real CLI in a subprocess."""
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,15 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: floa
     """Run `python train.py ARGS` as a user would; tests/ is importable for user-code `_target_`s."""
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None) if not (env or {}).get("HYDRA_FULL_ERROR") else None
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def last_line(text: str) -> str:
@@ -109,8 +117,9 @@ def counts_cases(at_least: int | None = None):
             # @settings or @seed put above this decorator would land on this wrapper, not on the property (which
             # would then run Hypothesis' defaults: 100 cases, a 200 ms deadline)
             for attribute in ("_hypothesis_internal_use_settings", "_hypothesis_internal_use_seed"):
-                assert getattr(checked, attribute, None) is getattr(test, attribute, None), \
+                assert getattr(checked, attribute, None) is getattr(test, attribute, None), (
                     f"put @counts_cases() above @settings and @seed on {test.__name__}"
+                )
             cases.clear()
             test(*args, **kwargs)
             wanted = test._hypothesis_internal_use_settings.max_examples if at_least is None else at_least

@@ -3,6 +3,7 @@
 Every class lights its own band of rows, so a model can tell the classes apart after one
 epoch; labels cycle through the classes so every class is present in any file.
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,7 +21,7 @@ def class_images(n: int, shape: tuple[int, ...], classes: int, seed: int = 0) ->
     images = rng.integers(0, 60, size=(n, *shape), dtype=np.uint8)
     band = max(1, shape[0] // classes)
     for image, label in zip(images, labels):
-        image[label * band:(label + 1) * band] += 180
+        image[label * band : (label + 1) * band] += 180
     return images, labels
 
 
@@ -28,27 +29,43 @@ def write_npz(path: Path, n_train: int = 64, n_test: int = 32, shape=(28, 28), c
     """The Keras mnist.npz layout (uint8 (N, H, W) images, uint8 labels); `renamed` maps x_train=... to other names."""
     x_train, y_train = class_images(n_train, shape, classes, seed=1)
     x_test, y_test = class_images(n_test, shape, classes, seed=2)
-    arrays = {"x_train": x_train, "y_train": y_train.astype(np.uint8), "x_test": x_test,
-              "y_test": y_test.astype(np.uint8)}
+    arrays = {
+        "x_train": x_train,
+        "y_train": y_train.astype(np.uint8),
+        "x_test": x_test,
+        "y_test": y_test.astype(np.uint8),
+    }
     np.savez(path, **{renamed.get(k, k): v for k, v in arrays.items()})
     return path
 
 
-def serialized_examples(images: np.ndarray, labels: np.ndarray, encoding: str = "png",
-                        image_key: str = "image", label_key: str = "label") -> list[bytes]:
+def serialized_examples(
+    images: np.ndarray, labels: np.ndarray, encoding: str = "png", image_key: str = "image", label_key: str = "label"
+) -> list[bytes]:
     import tensorflow as tf
 
     records = []
     for image, label in zip(images, labels):
         data = tf.io.encode_png(image).numpy() if encoding == "png" else image.tobytes()
-        feature = {image_key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
-                   label_key: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+        feature = {
+            image_key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+            label_key: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+        }
         records.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return records
 
 
-def write_tfrecords(folder: Path, prefix: str, n: int = 64, shards: int = 4, shape=(28, 28, 1), classes: int = 4,
-                    encoding: str = "png", seed: int = 0, **keys) -> str:
+def write_tfrecords(
+    folder: Path,
+    prefix: str,
+    n: int = 64,
+    shards: int = 4,
+    shape=(28, 28, 1),
+    classes: int = 4,
+    encoding: str = "png",
+    seed: int = 0,
+    **keys,
+) -> str:
     """`shards` files `<prefix>-0000i-of-0000n.tfrecord`; returns their glob pattern."""
     import tensorflow as tf
 
@@ -62,8 +79,14 @@ def write_tfrecords(folder: Path, prefix: str, n: int = 64, shards: int = 4, sha
     return str(folder / f"{prefix}-*.tfrecord")
 
 
-def write_image_folder(root: Path, classes=("cat", "dog", "owl"), per_class: int = 8, size=(20, 24),
-                       val_per_class: int = 0, test_per_class: int = 0) -> Path:
+def write_image_folder(
+    root: Path,
+    classes=("cat", "dog", "owl"),
+    per_class: int = 8,
+    size=(20, 24),
+    val_per_class: int = 0,
+    test_per_class: int = 0,
+) -> Path:
     """root/train/<class>/<i>.png (RGB PNGs of `size`), and root/val/<class>/... (root/test/<class>/...) when
     val_per_class (test_per_class) > 0."""
     import tensorflow as tf
@@ -87,8 +110,9 @@ def write_csv(path: Path, n: int = 64, classes=("setosa", "versicolor", "virgini
         writer = csv.writer(file)
         writer.writerow(["x1", "x2", "x3", "label"])
         for label in labels:
-            writer.writerow([f"{label + rng.normal(0, 0.3):.4f}", f"{1000 * label + rng.normal(0, 50):.2f}", "7",
-                             classes[label]])
+            writer.writerow(
+                [f"{label + rng.normal(0, 0.3):.4f}", f"{1000 * label + rng.normal(0, 50):.2f}", "7", classes[label]]
+            )
     return path
 
 
@@ -113,6 +137,7 @@ def write_text_csv(path: Path, n: int = 64, seed: int = 0, tag_rows: bool = Fals
 
 # --- the Keras cache, as tf.keras.datasets leaves it -----------------------------------------------------
 
+
 def _idx_gz(path: Path, array: np.ndarray) -> None:
     header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
     with gzip.open(path, "wb") as file:
@@ -132,8 +157,13 @@ def write_keras_cache(root: Path, name: str, n_train: int = 40, n_test: int = 20
         x_train, y_train = class_images(n_train, (28, 28), 10, seed=1)
         x_test, y_test = class_images(n_test, (28, 28), 10, seed=2)
         if name == "mnist":
-            np.savez(datasets / "mnist.npz", x_train=x_train, y_train=y_train.astype(np.uint8), x_test=x_test,
-                     y_test=y_test.astype(np.uint8))
+            np.savez(
+                datasets / "mnist.npz",
+                x_train=x_train,
+                y_train=y_train.astype(np.uint8),
+                x_test=x_test,
+                y_test=y_test.astype(np.uint8),
+            )
         else:
             folder = datasets / "fashion-mnist"
             folder.mkdir(exist_ok=True)
@@ -158,8 +188,13 @@ def write_keras_cache(root: Path, name: str, n_train: int = 40, n_test: int = 20
         folder.mkdir(exist_ok=True)
         for split, x, y in [("train", x_train, y_train), ("test", x_test, y_test)]:
             _pickle(folder / split, {b"fine_labels": y.tolist(), b"coarse_labels": (y // 5).tolist(), b"data": flat(x)})
-        _pickle(folder / "meta", {b"fine_label_names": [f"fine{i}".encode() for i in range(100)],
-                                  b"coarse_label_names": [f"coarse{i}".encode() for i in range(20)]})
+        _pickle(
+            folder / "meta",
+            {
+                b"fine_label_names": [f"fine{i}".encode() for i in range(100)],
+                b"coarse_label_names": [f"coarse{i}".encode() for i in range(20)],
+            },
+        )
     return datasets
 
 
@@ -168,7 +203,7 @@ def damage_file(path: Path, how: str = "flip") -> Path:
     or cut the last quarter off."""
     data = bytearray(Path(path).read_bytes())
     if how == "truncate":
-        data = data[:len(data) * 3 // 4]
+        data = data[: len(data) * 3 // 4]
     else:
         data[len(data) // 2] ^= 0xFF
     Path(path).write_bytes(bytes(data))

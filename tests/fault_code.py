@@ -1,5 +1,6 @@
 """User code (`trainer.callbacks` `_target_`s) that brings a fault on a real run at a chosen point: a disk that fills
 up, a checkpoints directory that becomes unwritable, a best-weights file damaged before the export."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Code a hostile run or sweep directory names: each callable writes the marker file `$TFHYDRA_TEST_MARKER`.
 
 tests/trust/test_trust.py asserts that no command that reads a directory ever runs it, so the marker never exists."""
+
 import os
 from pathlib import Path
 

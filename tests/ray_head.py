@@ -1,5 +1,6 @@
 """A one-node Ray cluster on 127.0.0.1 as a pytest fixture, shared by tests/launch/test_sweep_cluster.py and
 tests/logger/test_broken_trackers_and_sweeps.py."""
+
 import os
 import signal
 import subprocess
@@ -8,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import TESTS
 from tb_server import free_port
 
@@ -26,11 +26,26 @@ def ray_cluster(tmp_path_factory):
     # --generate`) makes the head demand it while the sweep's client does not send it (AuthenticationError)
     env.update(PYTHONPATH=str(TESTS), RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
     log = (home / "head.log").open("w")
-    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
-                             "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                             f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
-                             f"--temp-dir={home / 't'}"],
-                            cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--temp-dir={home / 't'}",
+        ],
+        cwd=home,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while "Ray runtime started" not in (home / "head.log").read_text():

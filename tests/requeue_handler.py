@@ -3,6 +3,7 @@ a SIGUSR2 handler of its own, as a submitit job does (submitit's handler requeue
 
 The handler writes the run record's status as it finds it into MARKER and exits 3: the test reads whether
 tfhydra saved the state and wrote `interrupted` before handing the signal over."""
+
 import json
 import signal
 import sys

@@ -1,5 +1,6 @@
 """Run `python train.py` as a user does, as a separate process, and check what it leaves: shared by the contract,
 logger and property tests (tests/contract/test_faults.py and others), which stand in different rooms of tests/."""
+
 import hashlib
 import json
 import os
@@ -10,19 +11,27 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from conftest import ROOT, TESTS, read_run_record, run_cli
 
 # The seed MLP on digits with small batches: about 180 steps an epoch, so a signal lands mid-run.
 BASE = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0"]
 
 
-def start(run_dir: Path, *args: str, signal_log: Path | None = None, command=(str(ROOT / "train.py"),)) -> subprocess.Popen:
+def start(
+    run_dir: Path, *args: str, signal_log: Path | None = None, command=(str(ROOT / "train.py"),)
+) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("HYDRA_FULL_ERROR", None)
     out = open(signal_log or run_dir.parent / f"{run_dir.name}.stderr", "w")  # noqa: SIM115 (closed by the process end)
-    return subprocess.Popen([sys.executable, *command, *args, f"hydra.run.dir={run_dir}"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(
+        [sys.executable, *command, *args, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=out,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 def wait_for(process: subprocess.Popen, condition, timeout: float = 240) -> bool:
@@ -75,6 +84,9 @@ def weights_digest(path):
 
     digest = hashlib.sha256()
     with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: digest.update(name.encode() + np.asarray(obj).tobytes())
-                     if isinstance(obj, h5py.Dataset) else None)
+        f.visititems(
+            lambda name, obj: (
+                digest.update(name.encode() + np.asarray(obj).tobytes()) if isinstance(obj, h5py.Dataset) else None
+            )
+        )
     return digest.hexdigest()

@@ -1,4 +1,5 @@
 """User code for the sweep tests (tests/ is on sys.path in CLI runs): a callback that makes one job fail."""
+
 import math
 
 import tf_keras as keras

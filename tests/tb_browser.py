@@ -7,6 +7,7 @@ included) into its own DOM, which `--dump-dom` prints. The screenshot is of Tens
 
 A missing `chromium` is a failure, never a skip (the CI installs it: .ci/run).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,9 +17,9 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 PROBE_PATH = "/__tfhydra_probe__.html"
 PROBE = """<!doctype html><html><body style="margin:0">
@@ -44,8 +45,17 @@ function look() {
 setTimeout(look, 500);
 </script></body></html>"""
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 
 def chromium() -> str:
@@ -102,9 +112,21 @@ def probing_proxy(board_url: str, page: str) -> Iterator[str]:
 def run_chromium(url: str, *extra: str, budget_ms: int = 30000, timeout: float = 300) -> str:
     """Chromium on `url` with a fresh profile; returns what it printed on stdout."""
     with tempfile.TemporaryDirectory(prefix="tfhydra-chromium-") as profile:
-        result = subprocess.run([chromium(), *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,1000",
-                                 f"--virtual-time-budget={budget_ms}", *extra, url],
-                                capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            [
+                chromium(),
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "--window-size=1400,1000",
+                f"--virtual-time-budget={budget_ms}",
+                *extra,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     assert result.returncode == 0, f"chromium exited {result.returncode}: {result.stderr[-2000:]}"
     return result.stdout
 
@@ -120,7 +142,7 @@ def page_text(board_url: str, page: str, budget_ms: int = 30000) -> str:
 
 def svg_labels(text: str) -> set[str]:
     """The SVG labels `page_text` found (the graph's node names, as drawn)."""
-    return {line[len("label: "):].strip() for line in text.splitlines() if line.startswith("label: ")}
+    return {line[len("label: ") :].strip() for line in text.splitlines() if line.startswith("label: ")}
 
 
 def screenshot(board_url: str, page: str, path: Path, budget_ms: int = 30000) -> Path:

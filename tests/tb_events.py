@@ -1,4 +1,5 @@
 """Read real TensorBoard event files (no TensorBoard server needed)."""
+
 from collections import defaultdict
 from pathlib import Path
 
@@ -16,8 +17,9 @@ def read_events(log_dir: Path) -> dict:
                 if plugin == "histograms":
                     histograms.add(value.tag)
                 elif plugin == "scalars" or value.HasField("simple_value"):
-                    number = value.simple_value if value.HasField("simple_value") else \
-                        float(tf.make_ndarray(value.tensor))
+                    number = (
+                        value.simple_value if value.HasField("simple_value") else float(tf.make_ndarray(value.tensor))
+                    )
                     scalars[value.tag].append((event.step, number))
     return {"scalars": dict(scalars), "histograms": histograms, "graph": graph}
 
@@ -31,8 +33,9 @@ def read_pictures(log_dir: Path) -> dict:
             for value in event.summary.value:
                 plugin = value.metadata.plugin_data.plugin_name
                 if plugin == "images":  # a string tensor: width, height, then one PNG per image
-                    images[value.tag].append((event.step, list(tf.make_ndarray(value.tensor))[2:],
-                                              value.metadata.summary_description))
+                    images[value.tag].append(
+                        (event.step, list(tf.make_ndarray(value.tensor))[2:], value.metadata.summary_description)
+                    )
                 elif plugin == "text":
                     text = tf.make_ndarray(value.tensor).reshape(-1)[0].decode()
                     texts[value.tag].append((event.step, text, value.metadata.summary_description))

@@ -3,6 +3,7 @@
 Bounded in time and always stopped: the server runs in its own process group on a free
 loopback port, and the group is terminated (then killed) when the `with` block ends.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 
 def free_port() -> int:
@@ -34,8 +35,12 @@ class TensorBoard:
             return json.loads(response.read())
 
     def post(self, path: str, body: dict):
-        request = urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.base_url + path,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=20) as response:
             return json.loads(response.read())
 
@@ -52,11 +57,15 @@ class TensorBoard:
         experiment = self.experiment()
         columns = [{"hparam": h["name"]} for h in experiment.get("hparamInfos", [])]
         columns += [{"metric": m["name"]} for m in experiment.get("metricInfos", [])]
-        body = {"startIndex": 0, "sliceSize": 1000, "colParams": columns,
-                "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]}
+        body = {
+            "startIndex": 0,
+            "sliceSize": 1000,
+            "colParams": columns,
+            "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+        }
         return self.post("/data/plugin/hparams/session_groups", body).get("sessionGroups", [])
 
-    def wait_until(self, ready: Callable[["TensorBoard"], bool], timeout: float) -> None:
+    def wait_until(self, ready: Callable[[TensorBoard], bool], timeout: float) -> None:
         """TensorBoard loads event files in the background: poll until `ready` holds."""
         deadline = time.monotonic() + timeout
         while True:
@@ -75,9 +84,24 @@ def tensorboard_server(logdir: Path, log_file: Path, timeout: float = 90) -> Ite
     port = free_port()
     with open(log_file, "w") as output:
         server = subprocess.Popen(
-            [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
-             "--port", str(port), "--reload_interval", "1"],
-            stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "tensorboard.main",
+                "--logdir",
+                str(logdir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--reload_interval",
+                "1",
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         board = TensorBoard(f"http://127.0.0.1:{port}")
         board.wait_until(lambda b: server.poll() is None and isinstance(b.runs(), list), timeout)

@@ -1,17 +1,23 @@
 """`python -m tfhydra.evaluate RUN_DIR [data=...]`: a finished run's export, evaluated without retraining."""
+
 import json
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
 
 
 def evaluate(*args):
-    return subprocess.run([sys.executable, "-m", "tfhydra.evaluate", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin",
-                                                                                 "PYTHONPATH": f"{ROOT}:{TESTS}"})
+    return subprocess.run(
+        [sys.executable, "-m", "tfhydra.evaluate", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +56,17 @@ def test_evaluate_on_another_dataset(finished_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args,message", [
-    (["data=synthetic", "data.shape=[16,16,1]", "data.num_classes=10"],
-     "data=synthetic: its examples are float32 of shape (16, 16, 1), which the run's model does not take; "
-     "accepted: data whose examples are float32 of shape (28, 28, 1)"),
-    (["data.val_size=5"], "data.val_size=5: unknown key"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["data=synthetic", "data.shape=[16,16,1]", "data.num_classes=10"],
+            "data=synthetic: its examples are float32 of shape (16, 16, 1), which the run's model does not take; "
+            "accepted: data whose examples are float32 of shape (28, 28, 1)",
+        ),
+        (["data.val_size=5"], "data.val_size=5: unknown key"),
+    ],
+)
 def test_evaluate_refuses_data_the_model_cannot_take(finished_run, args, message):
     result = evaluate(finished_run, *args)
     assert result.returncode == 1 and message in last_line(result.stderr) and "Traceback" not in result.stderr
@@ -64,6 +75,8 @@ def test_evaluate_refuses_data_the_model_cannot_take(finished_run, args, message
 def test_evaluate_refuses_a_directory_that_is_not_a_finished_run(tmp_path):
     result = evaluate(tmp_path)
     assert result.returncode == 1
-    assert last_line(result.stderr) == (f"Error: {tmp_path}: not a completed run (status: None); accepted: the "
-                                        "directory of a completed run with .hydra/ and export/saved_model or "
-                                        "export/tflite/model.tflite")
+    assert last_line(result.stderr) == (
+        f"Error: {tmp_path}: not a completed run (status: None); accepted: the "
+        "directory of a completed run with .hydra/ and export/saved_model or "
+        "export/tflite/model.tflite"
+    )

@@ -1,6 +1,7 @@
 """tfhydra.train / tfhydra.run from Python, in this process (docs/notebook.md): a mistake as one line and nothing
 written, the run directory chosen as the command chooses it, quiet, and the process state given back after a
 call. The notebook itself, in a real kernel: tests/journeys/test_notebook.py."""
+
 from __future__ import annotations
 
 import logging
@@ -66,8 +67,9 @@ def test_run_without_run_dir_and_a_quiet_mixed_train_give_back_the_process(tmp_p
     (run_dir,) = (tmp_path / "outputs").glob("*/*")
     assert 0.0 < best <= 1.0 and tfhydra.load_result(run_dir).monitored == best
     assert yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()) == FAST
-    assert yaml.safe_load((run_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]["runtime"]["output_dir"] == \
-        str(run_dir)
+    assert yaml.safe_load((run_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]["runtime"]["output_dir"] == str(
+        run_dir
+    )
     capfd.readouterr()
 
     result = tfhydra.train([*FAST, "precision=mixed"], run_dir=tmp_path / "mixed", quiet=True)
@@ -75,11 +77,17 @@ def test_run_without_run_dir_and_a_quiet_mixed_train_give_back_the_process(tmp_p
     assert "epoch" not in out + err and "run directory" not in out + err, (out, err)  # quiet: nothing shown ...
     assert "epoch 1/1 loss=" in (tmp_path / "mixed" / "train.log").read_text()  # ... and everything kept
     assert result.status == "completed" and result.record.policy == "mixed_float16"
-    assert len(result.history) == 1 and result.best_epoch == 1 and result.metrics == {
-        k: v for k, v in result.history[0].items()}
+    assert (
+        len(result.history) == 1
+        and result.best_epoch == 1
+        and result.metrics == {k: v for k, v in result.history[0].items()}
+    )
     assert keras.mixed_precision.global_policy().name == "float32"  # the policy given back
-    with pytest.raises(tfhydra.ConfigError, match=r"^format=keras: not exported by the run .* accepted: one of "
-                                                  r"saved_model$"):
+    with pytest.raises(
+        tfhydra.ConfigError,
+        match=r"^format=keras: not exported by the run .* accepted: one of "
+        r"saved_model$",
+    ):
         result.load_model("keras")
     served = result.load_model().serve(keras.backend.constant(0.0, shape=[3, 28, 28, 1]))
     assert tuple(served.shape) == (3, 10)

@@ -2,15 +2,15 @@
 
 The readers refuse or accept a directory before TensorFlow is imported, so a directory that looks finished
 (`.hydra/` files from a real composition, a completed record, placeholder weights and SavedModel) is enough."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import yaml
-from omegaconf import OmegaConf
-
 from conftest import CONFIG_DIR
+from omegaconf import OmegaConf
 
 RUN_OVERRIDES = ["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0"]
 SWEEP_TASK = ["model=mlp", "optimizer.lr=1e-3,1e-4", "trainer.epochs=1"]
@@ -19,6 +19,7 @@ MARKER_ENV = "TFHYDRA_TEST_MARKER"
 
 def conf_nodes():
     """Every mapping in tfhydra's own conf/*.yaml, at any depth."""
+
     def walk(node):
         if isinstance(node, dict):
             yield node
@@ -58,13 +59,18 @@ def write_run(run: Path, overrides=RUN_OVERRIDES, status: str = "completed") -> 
 def write_sweep(sweep: Path, task=SWEEP_TASK, hydra=None, extra=None) -> Path:
     """A sweep directory: multirun.yaml as Hydra writes it (the parts tfhydra reads), and job 0's directory."""
     sweep.mkdir(parents=True, exist_ok=True)
-    sources = [{"path": "hydra.conf", "schema": "pkg", "provider": "hydra"},
-               {"path": str(CONFIG_DIR), "schema": "file", "provider": "main"}]
-    recorded = {"hydra": {"overrides": {"task": list(task), "hydra": list(hydra or ["hydra.mode=MULTIRUN"])},
-                          "runtime": {"config_sources": sources},
-                          "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-                                      "params": None}},
-                "trainer": {"monitor": "val_accuracy", "monitor_mode": "max"}}
+    sources = [
+        {"path": "hydra.conf", "schema": "pkg", "provider": "hydra"},
+        {"path": str(CONFIG_DIR), "schema": "file", "provider": "main"},
+    ]
+    recorded = {
+        "hydra": {
+            "overrides": {"task": list(task), "hydra": list(hydra or ["hydra.mode=MULTIRUN"])},
+            "runtime": {"config_sources": sources},
+            "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+        },
+        "trainer": {"monitor": "val_accuracy", "monitor_mode": "max"},
+    }
     for key, value in (extra or {}).items():
         node = recorded
         *parents, leaf = key.split(".")

@@ -1,4 +1,5 @@
 """A user's own code, referenced from configs by `_target_` (tests put this folder on sys.path)."""
+
 import time
 from pathlib import Path
 
@@ -67,8 +68,15 @@ class SparseFocalLoss(keras.losses.Loss):
         return {**super().get_config(), "gamma": self.gamma}
 
 
-def token_source(seed: int, vocab_size: int = 50, sequence_length: int = 16, num_classes: int = 2,
-                 train_size: int = 64, val_size: int = 32, **pipeline_options):
+def token_source(
+    seed: int,
+    vocab_size: int = 50,
+    sequence_length: int = 16,
+    num_classes: int = 2,
+    train_size: int = 64,
+    val_size: int = 32,
+    **pipeline_options,
+):
     """A user data source of token ids for sequence models (`data._target_`).
 
     Each class owns three keyword ids; an example is random filler ids with its class's
@@ -80,7 +88,7 @@ def token_source(seed: int, vocab_size: int = 50, sequence_length: int = 16, num
     from tfhydra.data import source_from_arrays
 
     rng = np.random.default_rng(seed)
-    keywords = rng.permutation(np.arange(1, vocab_size))[:3 * num_classes].reshape(num_classes, 3)
+    keywords = rng.permutation(np.arange(1, vocab_size))[: 3 * num_classes].reshape(num_classes, 3)
 
     def sample(n):
         y = rng.integers(0, num_classes, size=n)
@@ -93,8 +101,9 @@ def token_source(seed: int, vocab_size: int = 50, sequence_length: int = 16, num
 
     x_train, y_train = sample(train_size)
     x_val, y_val = sample(val_size)
-    return source_from_arrays(x_train, y_train, x_val, y_val, [f"class{c}" for c in range(num_classes)],
-                              vocab_size=vocab_size)
+    return source_from_arrays(
+        x_train, y_train, x_val, y_val, [f"class{c}" for c in range(num_classes)], vocab_size=vocab_size
+    )
 
 
 class SubclassedNet(keras.Model):
@@ -264,14 +273,19 @@ class WeightsSeen(keras.callbacks.Callback):
         optimizer = getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer)
         variables = self.model.trainable_variables
         self.raw = [v.numpy() for v in variables]
-        self.ema = [optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(v)]].numpy()
-                    for v in variables]
+        self.ema = [
+            optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(v)]].numpy()
+            for v in variables
+        ]
 
     def on_train_end(self, logs=None):
         import numpy as np
 
-        np.savez(self.path, **{f"raw_{i}": w for i, w in enumerate(self.raw)},
-                 **{f"ema_{i}": w for i, w in enumerate(self.ema)})
+        np.savez(
+            self.path,
+            **{f"raw_{i}": w for i, w in enumerate(self.raw)},
+            **{f"ema_{i}": w for i, w in enumerate(self.ema)},
+        )
 
 
 OWN_STEP_EXTRA_LOSS = 10.0  # what OwnStepModel's steps add to the loss they report

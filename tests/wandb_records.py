@@ -4,6 +4,7 @@ The file is W&B's LevelDB-style log (the layout wandb's own sdk/internal/datasto
 removed it): a 7-byte header (":W&B", 0xBEE1, version 0), then 32 KiB blocks of chunks, each with a 7-byte
 header (CRC32, length, type: 1 full, 2 first, 3 middle, 4 last); each record is a `wandb_internal_pb2.Record`.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ def records(path: Path):
         if room < HEADER:  # the block's tail is padding
             offset += room
             continue
-        _, length, kind = struct.unpack("<IHB", data[offset:offset + HEADER])
-        chunk = data[offset + HEADER: offset + HEADER + length]
+        _, length, kind = struct.unpack("<IHB", data[offset : offset + HEADER])
+        chunk = data[offset + HEADER : offset + HEADER + length]
         offset += HEADER + length
         if kind == 0 and length == 0:
             break
@@ -42,6 +43,7 @@ def history(path: Path) -> list[dict]:
     rows = []
     for record in records(path):
         if record.WhichOneof("record_type") == "history":
-            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                         for item in record.history.item})
+            rows.append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
     return rows

@@ -5,12 +5,15 @@ loads) and registers conf/'s resolvers (tfhydra/config/resolvers.py), and nothin
 and the Python API load when one of their names is first used (PEP 562), so `import tfhydra.record` does not
 load the command line.
 """
+
 import importlib
 import importlib.abc
 import importlib.util
 import sys
 
 from tfhydra.platform import keras_env  # noqa: F401  (first: TF_USE_LEGACY_KERAS before anything can import TensorFlow)
+
+# isort: split
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.project import CONFIG_DIR  # tfhydra's conf/ (hydra_plugins/tfhydra_conf looks for this module)
 from tfhydra.config.resolvers import register_resolvers
@@ -18,26 +21,57 @@ from tfhydra.config.resolvers import register_resolvers
 register_resolvers()  # conf/tfhydra.yaml names sweep job directories with them
 
 # name -> the module that defines it, imported on first use
-_LAZY = {"check_command_line": "tfhydra.cli.preflight", "end_process": "tfhydra.platform.startup",
-         "compose": "tfhydra.api", "run": "tfhydra.api", "resume_hint": "tfhydra.api",
-         "train": "tfhydra.notebook", "multirun": "tfhydra.notebook", "Result": "tfhydra.notebook",
-         "load_result": "tfhydra.notebook"}
+_LAZY = {
+    "check_command_line": "tfhydra.cli.preflight",
+    "end_process": "tfhydra.platform.startup",
+    "compose": "tfhydra.api",
+    "run": "tfhydra.api",
+    "resume_hint": "tfhydra.api",
+    "train": "tfhydra.notebook",
+    "multirun": "tfhydra.notebook",
+    "Result": "tfhydra.notebook",
+    "load_result": "tfhydra.notebook",
+}
 
 
 # Where the modules of tfhydra's flat layout (before 0.2) live now: `from tfhydra.errors import ConfigError` in a
 # user's code, or a `_target_` naming an old path, keeps working (docs/design.md, "The map").
-_MOVED = {"keras_env": "platform.keras_env", "private_api": "platform.private_api",
-           "runtime": "platform.runtime", "hostmemory": "platform.hostmemory",
-           "startclock": "platform.startclock", "terminal": "platform.terminal", "command": "platform.command",
-           "errors": "config.errors", "contracts": "config.contracts", "registry": "config.registry",
-           "schema": "config.schema", "hydra_api": "config.hydra_api", "project": "config.project",
-           "resolvers": "config.resolvers", "composition": "config.composition", "help": "cli.help",
-           "preflight": "cli.preflight", "console": "cli.console", "startup": "platform.startup",
-           "preload": "launch.preload", "launch.launch_errors": "launch.lost_jobs", "bounded": "trust.bounded",
-           "dirlock": "trust.locks", "rundir": "record.rundir", "lifecycle": "record.lifecycle",
-           "resume": "record.resume", "report": "record.report", "monitor": "record.monitor", "job": "runner.job",
-           "phase": "runner.phase", "plan": "runner.plan", "hydra_files": "runner.hydra_files",
-           "sweep_kind": "sweep.kind", "job_errors": "config.errors"}
+_MOVED = {
+    "keras_env": "platform.keras_env",
+    "private_api": "platform.private_api",
+    "runtime": "platform.runtime",
+    "hostmemory": "platform.hostmemory",
+    "startclock": "platform.startclock",
+    "terminal": "platform.terminal",
+    "command": "platform.command",
+    "errors": "config.errors",
+    "contracts": "config.contracts",
+    "registry": "config.registry",
+    "schema": "config.schema",
+    "hydra_api": "config.hydra_api",
+    "project": "config.project",
+    "resolvers": "config.resolvers",
+    "composition": "config.composition",
+    "help": "cli.help",
+    "preflight": "cli.preflight",
+    "console": "cli.console",
+    "startup": "platform.startup",
+    "preload": "launch.preload",
+    "launch.launch_errors": "launch.lost_jobs",
+    "bounded": "trust.bounded",
+    "dirlock": "trust.locks",
+    "rundir": "record.rundir",
+    "lifecycle": "record.lifecycle",
+    "resume": "record.resume",
+    "report": "record.report",
+    "monitor": "record.monitor",
+    "job": "runner.job",
+    "phase": "runner.phase",
+    "plan": "runner.plan",
+    "hydra_files": "runner.hydra_files",
+    "sweep_kind": "sweep.kind",
+    "job_errors": "config.errors",
+}
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -67,6 +101,16 @@ def __dir__() -> list:
     return sorted({*globals(), *_LAZY})
 
 
-__all__ = ["train", "multirun", "Result", "load_result", "run", "compose", "check_command_line", "end_process",
-           "ConfigError", "CONFIG_DIR"]
+__all__ = [
+    "train",
+    "multirun",
+    "Result",
+    "load_result",
+    "run",
+    "compose",
+    "check_command_line",
+    "end_process",
+    "ConfigError",
+    "CONFIG_DIR",
+]
 __version__ = "0.1.0"

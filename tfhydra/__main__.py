@@ -3,15 +3,18 @@
 The configs are the project's `conf/` followed by tfhydra's own (installed with the package;
 tfhydra/config/project.py). Then: the pre-flight, Hydra, the run, the fast exit.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 
 import tfhydra  # first: tfhydra/platform/keras_env.py sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
+
+# isort: split
+from tfhydra.config.project import CONFIG_DIR, import_from_working_directory, project_config_dir
 from tfhydra.platform import startclock
 from tfhydra.platform.command import set_command
-from tfhydra.config.project import CONFIG_DIR, import_from_working_directory, project_config_dir
 from tfhydra.platform.terminal import QUIET
 
 
@@ -28,8 +31,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Error: {error}", file=sys.stderr)
         sys.exit(1)
     if {"--help", "-h"} & set(argv):  # tfhydra's page, its descriptions from conf/'s comments (tfhydra/cli/help.py)
-        from tfhydra.platform.command import train_command
         from tfhydra.cli.help import print_help
+        from tfhydra.platform.command import train_command
 
         sys.exit(print_help(project or CONFIG_DIR, argv, train_command()))
     import_from_working_directory()

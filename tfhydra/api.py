@@ -4,6 +4,7 @@
 tfhydra/notebook.py builds `tfhydra.train` and `tfhydra.multirun` (a run back as a `Result`) on them.
 Nothing here imports TensorFlow: `run` imports tfhydra.runner.job (and with it TensorFlow) when it starts a job.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,8 @@ def compose(overrides=(), config_dir=None):
 
     `config_dir` is a project's own config directory (tfhydra/config/project.py); without one, `./conf` or
     `$TFHYDRA_CONFIG_DIR` is used as the command does, and tfhydra's own configs otherwise."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     from tfhydra.cli.preflight import check_overrides
     from tfhydra.config.project import project_config_dir
@@ -40,8 +42,7 @@ def run(cfg, run_dir=None):
     (tfhydra/sweep/trial.py); the sweep's exit code reports it at the end.
     """
     from tfhydra.config.errors import one_line_errors
-    from tfhydra.sweep.kind import auto_threads
-    from tfhydra.sweep.kind import in_sweep
+    from tfhydra.sweep.kind import auto_threads, in_sweep
 
     def job(cfg, run_dir=None, callbacks=()):
         from tfhydra.runner.job import run_job  # imports TensorFlow: inside, so a sweep records even that failing
@@ -85,6 +86,8 @@ def resume_hint() -> str:
     hydra = HydraConfig.get()
     hint = f"resume with: {resume_command(hydra.runtime.output_dir)}"
     if hydra.mode == RunMode.MULTIRUN:
-        hint += (f" (python -m tfhydra.sweep summary {hydra.sweep.dir} lists the sweep's completed, interrupted and "
-                 "not started jobs)")
+        hint += (
+            f" (python -m tfhydra.sweep summary {hydra.sweep.dir} lists the sweep's completed, interrupted and "
+            "not started jobs)"
+        )
     return hint

@@ -14,6 +14,7 @@ predictor) on the pipeline's inputs, wrapped and compiled the same way. The resu
 which) is printed as one JSON line and written to `<run_dir>/evaluations/`. TensorFlow's start-up lines are held
 back as in training (tfhydra/platform/terminal.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,15 @@ import time
 from pathlib import Path
 
 import tfhydra.platform.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+
+# isort: split
 from tfhydra.config.errors import ConfigError
 from tfhydra.record.rundir import RunPaths, contained
 
-USAGE = ("usage: tfhydra-evaluate [--trust-run] [--split test|validation|train] [--config-dir DIR] RUN_DIR "
-         "[data=<source>] [data.<key>=<value> ...] (also python -m tfhydra.evaluate)")
+USAGE = (
+    "usage: tfhydra-evaluate [--trust-run] [--split test|validation|train] [--config-dir DIR] RUN_DIR "
+    "[data=<source>] [data.<key>=<value> ...] (also python -m tfhydra.evaluate)"
+)
 SPLITS = ("test", "validation", "train")  # the first is the default: the figure nothing chose on
 
 
@@ -95,8 +100,8 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     from hydra import compose
 
     from tfhydra import CONFIG_DIR
-    from tfhydra.export.served import served_export
     from tfhydra.cli.preflight import check_overrides
+    from tfhydra.export.served import served_export
     from tfhydra.trust import completed_run, run_overrides, trusted_warning
     from tfhydra.trust.allowlist import trusted_hydra
 
@@ -118,9 +123,13 @@ def check_evaluate_overrides(overrides: list[str]) -> None:
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~")
         if not (key == "data" or key.startswith(tuple(f"{k}." for k in EVALUATE_CHANGES)) or key in EVALUATE_CHANGES):
-            raise ConfigError(key, override.partition("=")[2] or None, "data=<source>, data.<key>=..., trainer.loss=..., "
-                              "trainer.metrics=[...] or trainer.seed=... (the model is the run's export)",
-                              "evaluate does not use it")
+            raise ConfigError(
+                key,
+                override.partition("=")[2] or None,
+                "data=<source>, data.<key>=..., trainer.loss=..., "
+                "trainer.metrics=[...] or trainer.seed=... (the model is the run's export)",
+                "evaluate does not use it",
+            )
 
 
 def load_served_model(run_dir: Path):
@@ -134,8 +143,12 @@ def load_served_model(run_dir: Path):
         signature = served.signatures["serve" if "serve" in served.signatures else "serving_default"]
     except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
         problem = " ".join(str(error).split())[:200]
-        raise ConfigError(str(run_dir), None, RUN_ACCEPTED,
-                          f"its export/saved_model cannot be loaded ({type(error).__name__}: {problem})") from error
+        raise ConfigError(
+            str(run_dir),
+            None,
+            RUN_ACCEPTED,
+            f"its export/saved_model cannot be loaded ({type(error).__name__}: {problem})",
+        ) from error
     return served, signature
 
 
@@ -166,8 +179,12 @@ def chosen_split(datasets, split: str, run_dir: Path):
     serving = datasets.serving
     if split == "test":
         if datasets.test is None:
-            raise ConfigError("--split", "test", "--split validation (the run has no test split)",
-                              f"{run_dir} has no test split (data.test_fraction=0)")
+            raise ConfigError(
+                "--split",
+                "test",
+                "--split validation (the run has no test split)",
+                f"{run_dir} has no test split (data.test_fraction=0)",
+            )
         raw = (lambda: serving.raw_test) if serving is not None and serving.raw_test is not None else None
         return datasets.test, raw, datasets.spec.test_size
     if split == "validation":
@@ -183,15 +200,20 @@ def recorded_before_test_split(run_dir: Path) -> str | None:
     record = read_record(run_dir)
     if record is None or not record.before_test_split:
         return None
-    note = (f"{run_dir} was recorded before the test split (metrics.json schema_version {record.schema_version}): "
-            "it has no test figures, and its training may have seen some of these examples")
+    note = (
+        f"{run_dir} was recorded before the test split (metrics.json schema_version {record.schema_version}): "
+        "it has no test figures, and its training may have seen some of these examples"
+    )
     print(f"Note: {note}", file=sys.stderr, flush=True)
     return note
 
 
-def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None,
-                 split: str = SPLITS[0]) -> dict:
-    cfg = load_run_config(run_dir, overrides, trust_run, project)  # before TensorFlow is imported: a bad directory is a quick error
+def evaluate_run(
+    run_dir: Path, overrides: list[str], trust_run: bool = False, project: Path | None = None, split: str = SPLITS[0]
+) -> dict:
+    cfg = load_run_config(
+        run_dir, overrides, trust_run, project
+    )  # before TensorFlow is imported: a bad directory is a quick error
     contained(RunPaths(run_dir).evaluations, run_dir)  # where the result goes, checked before the work
     note = recorded_before_test_split(run_dir)
     from tfhydra.data import build_datasets
@@ -206,13 +228,24 @@ def evaluate_run(run_dir: Path, overrides: list[str], trust_run: bool = False, p
     export, _ = served_export(run_dir)
     evaluated = tflite_evaluated if export == TFLITE else saved_model_evaluated
     model, batches, given = evaluated(run_dir, cfg, datasets, measured, raw_examples)
-    model.compile(loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing), metrics=build_metrics(cfg.trainer.metrics))
+    model.compile(
+        loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing), metrics=build_metrics(cfg.trainer.metrics)
+    )
     started = time.perf_counter()
     figures = model.evaluate(batches, verbose=0, return_dict=True)
-    result = {"run_dir": str(run_dir), "overrides": list(overrides), "trusted": trust_run, "data": cfg.data.get("name"),
-              "split": split, "export": export, "input": given, "examples": count,
-              "metrics": {k: float(v) for k, v in figures.items()},
-              "seconds": time.perf_counter() - started, **({"note": note} if note else {})}
+    result = {
+        "run_dir": str(run_dir),
+        "overrides": list(overrides),
+        "trusted": trust_run,
+        "data": cfg.data.get("name"),
+        "split": split,
+        "export": export,
+        "input": given,
+        "examples": count,
+        "metrics": {k: float(v) for k, v in figures.items()},
+        "seconds": time.perf_counter() - started,
+        **({"note": note} if note else {}),
+    }
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
     out = contained(RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{split}_{stamp}.json", run_dir)
     out.parent.mkdir(exist_ok=True)
@@ -232,8 +265,11 @@ def saved_model_evaluated(run_dir: Path, cfg, datasets, measured, raw_examples):
     spec = datasets.spec
     # The deployed path when there is one: the data as stored, through the export's own preprocessing (other data
     # stored differently, e.g. 28x28 uint8 images for a model trained on 8x8 floats, go through their pipeline).
-    raw = raw_examples is not None and "serve_raw" in served.signatures and _takes(
-        served.signatures["serve_raw"], tuple(datasets.serving.raw.shape), datasets.serving.raw.dtype.name)
+    raw = (
+        raw_examples is not None
+        and "serve_raw" in served.signatures
+        and _takes(served.signatures["serve_raw"], tuple(datasets.serving.raw.shape), datasets.serving.raw.dtype.name)
+    )
     if raw:
         signature = served.signatures["serve_raw"]
         examples, stored = tf.data.Dataset.from_tensor_slices(raw_examples()), datasets.serving.raw
@@ -241,11 +277,19 @@ def saved_model_evaluated(run_dir: Path, cfg, datasets, measured, raw_examples):
     else:
         validation, given = datasets.prefetched(measured), (tuple(spec.input_shape), spec.dtype)
     expected = tuple(signature.structured_input_signature[1].values())[0]
-    check_takes(cfg, datasets, (tuple(expected.shape[1:]), expected.dtype.name), given,
-                tuple(signature.structured_outputs.values())[0].shape[-1])
+    check_takes(
+        cfg,
+        datasets,
+        (tuple(expected.shape[1:]), expected.dtype.name),
+        given,
+        tuple(signature.structured_outputs.values())[0].shape[-1],
+    )
     inputs = keras.Input(expected.shape[1:], dtype=expected.dtype)
-    return keras.Model(inputs, ServedModel(served, "serve_raw" if raw else "serve")(inputs)), validation, \
-        "raw" if raw else "features"
+    return (
+        keras.Model(inputs, ServedModel(served, "serve_raw" if raw else "serve")(inputs)),
+        validation,
+        "raw" if raw else "features",
+    )
 
 
 def tflite_evaluated(run_dir: Path, cfg, datasets, measured, raw_examples=None):
@@ -258,27 +302,40 @@ def tflite_evaluated(run_dir: Path, cfg, datasets, measured, raw_examples=None):
 
     tflite = load_tflite(run_dir, RUN_ACCEPTED)
     spec = datasets.spec
-    check_takes(cfg, datasets, (tflite.input_shape, tflite.input_dtype.name), (tuple(spec.input_shape), spec.dtype),
-                tflite.classes)
+    check_takes(
+        cfg,
+        datasets,
+        (tflite.input_shape, tflite.input_dtype.name),
+        (tuple(spec.input_shape), spec.dtype),
+        tflite.classes,
+    )
 
     def predict(x):
         return tflite.predict(x).astype("float32")
 
     inputs = keras.Input(tflite.input_shape, dtype=tflite.input_dtype)
-    probabilities = keras.layers.Lambda(lambda x: tf.ensure_shape(
-        tf.numpy_function(predict, [x], tf.float32, stateful=True), [None, tflite.classes]))(inputs)
+    probabilities = keras.layers.Lambda(
+        lambda x: tf.ensure_shape(tf.numpy_function(predict, [x], tf.float32, stateful=True), [None, tflite.classes])
+    )(inputs)
     return keras.Model(inputs, probabilities), datasets.prefetched(measured), "features"
 
 
 def check_takes(cfg, datasets, expected: tuple, given: tuple, classes: int) -> None:
     """The data's examples ((shape, dtype name) as given) are what the export takes, and as many classes."""
     if tuple(expected[0]) != tuple(given[0]) or expected[1] != given[1]:
-        raise ConfigError("data", cfg.data.get("name"), f"data whose examples are {expected[1]} of shape "
-                          f"{tuple(expected[0])}", f"its examples are {given[1]} of shape {tuple(given[0])}, which "
-                          "the run's model does not take")
+        raise ConfigError(
+            "data",
+            cfg.data.get("name"),
+            f"data whose examples are {expected[1]} of shape {tuple(expected[0])}",
+            f"its examples are {given[1]} of shape {tuple(given[0])}, which the run's model does not take",
+        )
     if classes != datasets.spec.num_classes:
-        raise ConfigError("data", cfg.data.get("name"), f"data with {classes} classes",
-                          f"it has {datasets.spec.num_classes} classes, the run's model predicts {classes}")
+        raise ConfigError(
+            "data",
+            cfg.data.get("name"),
+            f"data with {classes} classes",
+            f"it has {datasets.spec.num_classes} classes, the run's model predicts {classes}",
+        )
 
 
 if __name__ == "__main__":

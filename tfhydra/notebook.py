@@ -6,6 +6,7 @@ IPython without a traceback), a run directory chosen as the command chooses it, 
 one kernel: each call gives back what it changed in the process (Hydra's global state, the Keras mixed-precision
 policy and session, tfhydra's log handlers and bar). TensorFlow is imported by the first training, not here.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -13,9 +14,10 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.record import RunRecord, Status, load_record, read_record
@@ -86,9 +88,13 @@ class Result:
         exported = [f for f in LOADABLE if f in self.exports]
         chosen = format or (exported[0] if exported else None)
         if chosen not in exported:
-            raise ConfigError("format", chosen, exported or "a run that exported one of " + ", ".join(LOADABLE),
-                              f"not exported by the run in {self.run_dir} (status {self.status}; "
-                              "export.formats lists what a run exports)")
+            raise ConfigError(
+                "format",
+                chosen,
+                exported or "a run that exported one of " + ", ".join(LOADABLE),
+                f"not exported by the run in {self.run_dir} (status {self.status}; "
+                "export.formats lists what a run exports)",
+            )
         if chosen not in self._loaded:
             self._loaded[chosen] = _load(chosen, str(self.exports[chosen]))
         return self._loaded[chosen]
@@ -117,8 +123,12 @@ def load_result(run_dir: str | Path) -> Result:
     return Result(Path(run_dir).absolute(), load_record(run_dir))
 
 
-def train(overrides: Sequence[str] = (), config_dir: str | Path | None = None, run_dir: str | Path | None = None,
-          quiet: bool = False) -> Result:
+def train(
+    overrides: Sequence[str] = (),
+    config_dir: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    quiet: bool = False,
+) -> Result:
     """Train one run as `tfhydra-train <overrides>` would and return it as a `Result`.
 
     `config_dir`: a project's own conf/ (as the command's `--config-dir`; `./conf` is found without it);
@@ -139,28 +149,38 @@ def train(overrides: Sequence[str] = (), config_dir: str | Path | None = None, r
     return load_result(run_dir)
 
 
-def multirun(overrides: Sequence[str], config_dir: str | Path | None = None, sweep_dir: str | Path | None = None,
-             quiet: bool = False) -> list[Result]:
+def multirun(
+    overrides: Sequence[str],
+    config_dir: str | Path | None = None,
+    sweep_dir: str | Path | None = None,
+    quiet: bool = False,
+) -> list[Result]:
     """`tfhydra-train -m <overrides>` in a child process (the sweep's launcher, its summary and its exit code are
     the command's), its lines passed on unless `quiet`; returns the `Result` of every job that wrote a record,
     in job order. The jobs are checked here first: a mistake raises `tfhydra.ConfigError` before any job starts.
     The kernel's `sys.path` reaches the jobs through PYTHONPATH, so a model module it imports imports there too."""
-    from tfhydra.runner.hydra_files import chosen_run_dir
     from tfhydra.cli.preflight import check_overrides
     from tfhydra.config.project import CONFIG_DIR, project_config_dir
+    from tfhydra.runner.hydra_files import chosen_run_dir
 
     overrides = list(overrides)
     flags = ["--config-dir", str(Path(config_dir).absolute())] if config_dir is not None else []
     with python_session(quiet=True):
         primary = project_config_dir(flags) or CONFIG_DIR
         check_overrides(primary, "config", overrides, multirun=True)
-        folder = Path(sweep_dir).absolute() if sweep_dir is not None else chosen_run_dir(
-            _compose_fixed(primary, overrides), key="hydra.sweep.dir")
+        folder = (
+            Path(sweep_dir).absolute()
+            if sweep_dir is not None
+            else chosen_run_dir(_compose_fixed(primary, overrides), key="hydra.sweep.dir")
+        )
     # the folder, resolved once (a `hydra.sweep.dir=` of the overrides included), is the one the child uses
     overrides = [o for o in overrides if not o.startswith("hydra.sweep.dir=")] + [f"hydra.sweep.dir={folder}"]
     lines = _run_command([sys.executable, "-m", "tfhydra", "-m", *flags, *overrides], quiet)
-    results = [Result(job.absolute(), record) for job in sorted(SweepPaths(folder).jobs(), key=_job_number)
-               if (record := read_record(job)) is not None]
+    results = [
+        Result(job.absolute(), record)
+        for job in sorted(SweepPaths(folder).jobs(), key=_job_number)
+        if (record := read_record(job)) is not None
+    ]
     if not results and lines.returncode:
         raise RuntimeError(f"the sweep in {folder} ran no job (exit code {lines.returncode}): {lines.last}")
     return results
@@ -174,12 +194,25 @@ class _Finished:
 
 def _run_command(command: list[str], quiet: bool) -> _Finished:
     """The command in a child process with the kernel's own import path; its lines printed as they come."""
-    extra = [p for p in sys.path if p and Path(p).is_dir() and not Path(p).resolve().is_relative_to(sys.prefix)
-             and not Path(p).resolve().is_relative_to(sys.base_prefix)]
+    extra = [
+        p
+        for p in sys.path
+        if p
+        and Path(p).is_dir()
+        and not Path(p).resolve().is_relative_to(sys.prefix)
+        and not Path(p).resolve().is_relative_to(sys.base_prefix)
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*extra, *filter(None, [os.environ.get("PYTHONPATH")])])}
     last = ""
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                          text=True, env=env, bufsize=1) as child:
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        bufsize=1,
+    ) as child:
         for line in child.stdout:
             last = line.strip() or last
             if not quiet:

@@ -6,9 +6,10 @@ Hydra instantiates sweepers only from the `hydra_plugins` package, so this class
 `sweep.promote` it hands the sweep to Hydra's own BasicSweeper, unchanged (same jobs, numbers, directories,
 multirun.yaml); with it, tfhydra/sweep/stages.py runs the two stages on whatever launcher the config chose.
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
@@ -17,13 +18,13 @@ from omegaconf import DictConfig
 
 
 class BasicSweeper(Sweeper):
-    def __init__(self, max_batch_size: Optional[int] = None, params: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
         from tfhydra.config.hydra_api import basic_sweeper
 
         self.max_batch_size, self.params = max_batch_size, dict(params or {})
         self.basic = basic_sweeper(max_batch_size, params)
-        self.config: Optional[DictConfig] = None
-        self.hydra_context: Optional[HydraContext] = None
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
         self.launcher: Any = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
@@ -34,18 +35,18 @@ class BasicSweeper(Sweeper):
         if stages_of(config) is None and not decide_on(config):
             self.basic.setup(hydra_context=hydra_context, task_function=task_function, config=config)
             return
-        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
-                                                                task_function=task_function, config=config)
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
 
-    def sweep(self, arguments: List[str]) -> Any:
-        from tfhydra.sweep.decide import record_decision, sweep_stages
-        from tfhydra.sweep.stages import run_stages
-
+    def sweep(self, arguments: list[str]) -> Any:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         from tfhydra.config.errors import sweep_error_line
         from tfhydra.config.hydra_api import split_sweep
+        from tfhydra.sweep.decide import record_decision, sweep_stages
         from tfhydra.sweep.rerun import check_batch
+        from tfhydra.sweep.stages import run_stages
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + list(arguments))
@@ -59,14 +60,14 @@ class BasicSweeper(Sweeper):
                 record_decision(self.config, stages)  # multirun.yaml says what was decided, and why
             return run_stages(self.config, stages, grid, self._launch)
 
-    def _launch(self, batch: List[List[str]], first: int) -> List[Any]:
+    def _launch(self, batch: list[list[str]], first: int) -> list[Any]:
         """One stage's jobs, in chunks of `max_batch_size` (all at once when unset), as Hydra's basic sweeper does."""
         from tfhydra.sweep.rerun import check_batch
 
         size = self.max_batch_size if self.max_batch_size and self.max_batch_size > 0 else max(len(batch), 1)
         returns = []
         for start in range(0, len(batch), size):
-            chunk = [tuple(job) for job in batch[start:start + size]]
+            chunk = [tuple(job) for job in batch[start : start + size]]
             self.validate_batch_is_legal(chunk)
             check_batch(self.config, self.hydra_context, chunk, first + start)
             returns += list(self.launcher.launch(chunk, initial_job_idx=first + start))

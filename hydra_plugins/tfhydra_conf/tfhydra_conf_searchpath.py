@@ -6,6 +6,7 @@ user's own Hydra app that calls `tfhydra.run`): there it appends tfhydra's conf/
 unless the app's primary directory is that conf/ already. A project's conf/ then adds options to tfhydra's
 groups and may replace tfhydra's primary config (tfhydra/config/project.py). It imports nothing of tfhydra itself.
 """
+
 import sys
 
 from hydra.core.config_search_path import ConfigSearchPath

@@ -3,9 +3,11 @@
 Hydra instantiates sweepers only from the `hydra_plugins` package, so this class lives here; it hands
 everything to tfhydra/sweep/search.py and keeps whatever launcher the config chose underneath.
 """
+
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
@@ -14,22 +16,40 @@ from omegaconf import DictConfig
 
 
 class OptunaSweeper(Sweeper):
-    def __init__(self, direction: str = "maximize", n_trials: int = 20, n_jobs: int = 1, study_name: str = "tfhydra",
-                 storage: Optional[str] = None, sampler: str = "tpe", seed: Optional[int] = None,
-                 pruner: str = "median", params: Optional[DictConfig] = None) -> None:
-        self.settings = {"direction": direction, "n_trials": n_trials, "n_jobs": n_jobs, "study_name": study_name,
-                         "storage": storage, "sampler": sampler, "seed": seed, "pruner": pruner,
-                         "params": dict(params or {})}
-        self.config: Optional[DictConfig] = None
+    def __init__(
+        self,
+        direction: str = "maximize",
+        n_trials: int = 20,
+        n_jobs: int = 1,
+        study_name: str = "tfhydra",
+        storage: str | None = None,
+        sampler: str = "tpe",
+        seed: int | None = None,
+        pruner: str = "median",
+        params: DictConfig | None = None,
+    ) -> None:
+        self.settings = {
+            "direction": direction,
+            "n_trials": n_trials,
+            "n_jobs": n_jobs,
+            "study_name": study_name,
+            "storage": storage,
+            "sampler": sampler,
+            "seed": seed,
+            "pruner": pruner,
+            "params": dict(params or {}),
+        }
+        self.config: DictConfig | None = None
         self.launcher: Any = None
-        self.hydra_context: Optional[HydraContext] = None
+        self.hydra_context: HydraContext | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context = config, hydra_context
-        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
-                                                                task_function=task_function, config=config)
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
 
-    def sweep(self, arguments: List[str]) -> None:
+    def sweep(self, arguments: list[str]) -> None:
         from tfhydra.config.errors import sweep_error_line  # here, not at import: Hydra imports every plugin it finds
         from tfhydra.sweep.rerun import check_batch
         from tfhydra.sweep.search import run_search

@@ -1,18 +1,28 @@
 """A group choice Hydra's grammar reads as a number, a boolean or null (issue 35, item 8: `debug=nan` was a
 traceback): for every config group and every such value, in a single run and in a sweep, one ConfigError line
 naming the group, what Hydra read and the group's options."""
+
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings, strategies as st
-
 from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
-from tfhydra.config.errors import ConfigError
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
 from tfhydra.cli.preflight import check_overrides
+from tfhydra.config.errors import ConfigError
 
 GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name != "hydra") + ["hydra/launcher"]
-NOT_NAMES = {"nan": "a number", "inf": "a number", "1": "an integer", "-3": "an integer", "1e-3": "a number",
-             "true": "a boolean", "False": "a boolean", "null": "null"}
+NOT_NAMES = {
+    "nan": "a number",
+    "inf": "a number",
+    "1": "an integer",
+    "-3": "an integer",
+    "1e-3": "a number",
+    "true": "a boolean",
+    "False": "a boolean",
+    "null": "null",
+}
 
 
 @counts_cases(at_least=20)  # of 12 groups x 8 values x 2 = 192: fewer than 40 only if the space ran out
@@ -24,10 +34,10 @@ def test_a_group_choice_that_is_not_a_name_is_one_line(group, text, multirun):
     with pytest.raises(ConfigError) as refused:
         check_overrides(CONFIG_DIR, "config", [f"{group}={value}"], multirun=multirun)
     message = str(refused.value)
-    assert "\n" not in message and message.startswith(f"{group}={value}: Hydra reads it as {NOT_NAMES[text]}, not an "
-                                                      "option name; accepted: an option name: one of "), message
-    assert (CONFIG_DIR / group).is_dir() is False or all(
-        p.stem in message for p in (CONFIG_DIR / group).glob("*.yaml"))
+    assert "\n" not in message and message.startswith(
+        f"{group}={value}: Hydra reads it as {NOT_NAMES[text]}, not an option name; accepted: an option name: one of "
+    ), message
+    assert (CONFIG_DIR / group).is_dir() is False or all(p.stem in message for p in (CONFIG_DIR / group).glob("*.yaml"))
 
 
 def test_a_quoted_name_is_still_an_option():

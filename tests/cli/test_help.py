@@ -2,11 +2,12 @@
 
 The first test is the guard: every key of every option of every group has a description; a key added to conf/
 without a comment fails it."""
+
 from __future__ import annotations
 
 import pytest
+from conftest import run_cli
 
-from conftest import compose_config, run_cli
 from tfhydra.cli.help import config_dirs, described_keys, undescribed
 from tfhydra.config.project import CONFIG_DIR
 
@@ -47,7 +48,9 @@ def test_a_key_shows_its_type_default_and_description():
     keys = {k.key: k for k in described_keys(composed(["optimizer=adamw"]), config_dirs(CONFIG_DIR))}
     assert (keys["data.batch_size"].kind, keys["data.batch_size"].default) == ("int", "32")
     assert keys["data.batch_size"].description.startswith("GLOBAL batch size")
-    assert keys["optimizer.weight_decay"].default == "0.004" and "decoupled" in keys["optimizer.weight_decay"].description
+    assert (
+        keys["optimizer.weight_decay"].default == "0.004" and "decoupled" in keys["optimizer.weight_decay"].description
+    )
     assert keys["trainer.early_stopping.monitor"].default == "${trainer.monitor}"  # as written, not resolved
 
 
@@ -72,5 +75,7 @@ def test_help_section_prints_every_key_under_it_with_type_default_and_descriptio
     assert "optimizer.schedule.name" in lines and "data.batch_size" not in lines
     wrong = run_cli("--help", "dat")
     assert wrong.returncode == 1
-    assert wrong.stderr.strip() == ("Error: --help dat: no such section (did you mean data?); accepted: a section or "
-                                    "key of the config, e.g. data, trainer, optimizer.schedule")
+    assert wrong.stderr.strip() == (
+        "Error: --help dat: no such section (did you mean data?); accepted: a section or "
+        "key of the config, e.g. data, trainer, optimizer.schedule"
+    )

@@ -5,6 +5,7 @@ accuracy of TFLite files from `tf.lite.Interpreter` on the validation split, siz
 files on disk; this module's helpers do that on their own rather than through tfhydra.export.
 The acceptance runs share one unpruned baseline (module scope).
 """
+
 import gzip
 import math
 import warnings
@@ -13,11 +14,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
+from conftest import CONFIG_DIR, assert_failed_record, read_run_record
 from omegaconf import OmegaConf
+from tb_events import read_events
 
 import tfhydra
-from conftest import CONFIG_DIR, assert_failed_record, read_run_record
-from tb_events import read_events
 from tfhydra.config.errors import ConfigError
 
 EPOCHS = 10  # the acceptance runs: enough for the pruned CNN to recover on digits
@@ -25,7 +26,8 @@ QUIET = ["logging.histogram_freq=0"]
 
 
 def compose(overrides):
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=[*QUIET, *overrides])
@@ -52,15 +54,29 @@ def validation():
 def baseline(tmp_path_factory):
     """The unpruned float CNN; its model.tflite is post-training int8, its float32.tflite the float reference."""
     run_dir = tmp_path_factory.mktemp("baseline")
-    return run_dir, train(run_dir, [f"trainer.epochs={EPOCHS}", "export.formats=[keras,tflite]",
-                                    "export.tflite.quantization=int8", "export.tflite.calibration_samples=100"])
+    return run_dir, train(
+        run_dir,
+        [
+            f"trainer.epochs={EPOCHS}",
+            "export.formats=[keras,tflite]",
+            "export.tflite.quantization=int8",
+            "export.tflite.calibration_samples=100",
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
 def pruned(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("pruned")
-    return run_dir, train(run_dir, [f"trainer.epochs={EPOCHS}", "compression=prune", "compression.target_sparsity=0.8",
-                                    "export.formats=[keras,tflite]"])
+    return run_dir, train(
+        run_dir,
+        [
+            f"trainer.epochs={EPOCHS}",
+            "compression=prune",
+            "compression.target_sparsity=0.8",
+            "export.formats=[keras,tflite]",
+        ],
+    )
 
 
 def exported_keras(run_dir):
@@ -152,7 +168,8 @@ def test_prune_reaches_its_sparsity_keeps_accuracy_and_shrinks_the_file(baseline
     pruned_accuracy = tflite_accuracy(tflite(run_dir), validation)
     assert pruned_accuracy >= base_accuracy - 0.02
     assert metrics["compression"]["artefacts"]["export/tflite/model.tflite"]["val_accuracy"] == pytest.approx(
-        pruned_accuracy)
+        pruned_accuracy
+    )
     unpruned = tflite(base_dir, "float32.tflite")
     assert gzipped(tflite(run_dir)) * 2.5 <= min(unpruned.stat().st_size, gzipped(unpruned))
     # The export is an epoch at the target sparsity, and metrics.json's best is that epoch.
@@ -173,20 +190,31 @@ def test_pruning_sparsity_curves_are_in_tensorboard(pruned):
 
 @pytest.mark.slow
 def test_quantize_gives_an_int8_file_as_accurate_as_the_qat_model(tmp_path, validation):
-    metrics = train(tmp_path, ["trainer.epochs=4", "compression=quantize", "export.formats=[keras,tflite]",
-                               "export.tflite.quantization=int8", "export.tflite.integer_io=true"])
+    metrics = train(
+        tmp_path,
+        [
+            "trainer.epochs=4",
+            "compression=quantize",
+            "export.formats=[keras,tflite]",
+            "export.tflite.quantization=int8",
+            "export.tflite.integer_io=true",
+        ],
+    )
     int8, float32 = tflite(tmp_path), tflite(tmp_path, "float32.tflite")
     assert interpreter(int8).get_input_details()[0]["dtype"] == np.int8 and int8_weights(int8)
     qat_accuracy = keras_accuracy(exported_keras(tmp_path), validation)
     assert abs(tflite_accuracy(int8, validation) - qat_accuracy) <= 0.01
     assert int8.stat().st_size <= 0.3 * float32.stat().st_size
     assert metrics["compression"]["artefacts"]["export/tflite/model.tflite"]["ratio"] == pytest.approx(
-        float32.stat().st_size / int8.stat().st_size)
+        float32.stat().st_size / int8.stat().st_size
+    )
 
 
 def test_cluster_leaves_at_most_the_asked_values_per_kernel(tmp_path):
-    metrics = train(tmp_path, ["trainer.epochs=2", "compression=cluster", "compression.number_of_clusters=16",
-                               "export.formats=[keras]"])
+    metrics = train(
+        tmp_path,
+        ["trainer.epochs=2", "compression=cluster", "compression.number_of_clusters=16", "export.formats=[keras]"],
+    )
     found = kernels(exported_keras(tmp_path))
     assert len(found) == 4 and all(len(np.unique(w)) <= 16 for w in found.values())
     assert max(metrics["compression"]["distinct_values"].values()) <= 16
@@ -195,9 +223,16 @@ def test_cluster_leaves_at_most_the_asked_values_per_kernel(tmp_path):
 @pytest.mark.slow
 def test_prune_quantize_keeps_the_sparsity_through_qat(baseline, tmp_path, validation):
     base_dir, _ = baseline
-    metrics = train(tmp_path, [f"trainer.epochs={EPOCHS}", "compression=prune_quantize",
-                               "compression.target_sparsity=0.8", "export.formats=[keras,tflite]",
-                               "export.tflite.quantization=int8"])
+    metrics = train(
+        tmp_path,
+        [
+            f"trainer.epochs={EPOCHS}",
+            "compression=prune_quantize",
+            "compression.target_sparsity=0.8",
+            "export.formats=[keras,tflite]",
+            "export.tflite.quantization=int8",
+        ],
+    )
     assert read_run_record(tmp_path / "phases" / "0_prune")["epochs_run"] == EPOCHS - 2
     assert metrics["epochs_run"] == 2  # compression.quantize_epochs
     assert abs(overall_sparsity(kernels(exported_keras(tmp_path)).values()) - 0.8) <= 0.02
@@ -209,8 +244,15 @@ def test_prune_quantize_keeps_the_sparsity_through_qat(baseline, tmp_path, valid
 
 @pytest.mark.slow
 def test_cluster_quantize_keeps_the_clusters_through_qat(tmp_path):
-    train(tmp_path, ["trainer.epochs=4", "compression=cluster_quantize", "compression.number_of_clusters=16",
-                     "export.formats=[keras,tflite]"])
+    train(
+        tmp_path,
+        [
+            "trainer.epochs=4",
+            "compression=cluster_quantize",
+            "compression.number_of_clusters=16",
+            "export.formats=[keras,tflite]",
+        ],
+    )
     found = kernels(exported_keras(tmp_path))
     assert len(found) == 4 and all(len(np.unique(w)) <= 16 for w in found.values())
     for weights in int8_weights(tflite(tmp_path)):  # per output channel: one scale, at most 16 levels
@@ -221,25 +263,37 @@ def test_cluster_quantize_keeps_the_clusters_through_qat(tmp_path):
 
 
 def test_prune_in_the_custom_loop_after_an_uncompressed_phase(tmp_path):
-    metrics = train(tmp_path, ["trainer.loop=custom", "trainer.steps_per_execution=4", "trainer.epochs=3",
-                               "compression=prune", "compression.start_epoch=1", "compression.target_sparsity=0.5",
-                               "export.formats=[keras]"])
+    metrics = train(
+        tmp_path,
+        [
+            "trainer.loop=custom",
+            "trainer.steps_per_execution=4",
+            "trainer.epochs=3",
+            "compression=prune",
+            "compression.start_epoch=1",
+            "compression.target_sparsity=0.5",
+            "export.formats=[keras]",
+        ],
+    )
     pretrain = read_run_record(tmp_path / "phases" / "0_pretrain")
     assert pretrain["status"] == "completed" and pretrain["epochs_run"] == 1
     assert metrics["epochs_run"] == 2 and metrics["compression"]["phases"][0]["run_dir"] == "phases/0_pretrain"
     assert metrics["history"][0]["val_accuracy"] > 0.5  # the pruning phase starts from the trained model
     assert abs(overall_sparsity(kernels(exported_keras(tmp_path)).values()) - 0.5) <= 0.02
     sparsity = read_events(tmp_path / "tensorboard" / "pruning" / "metrics")["scalars"]
-    assert all(values[-1][1] == pytest.approx(0.5, abs=0.02) for tag, values in sparsity.items()
-               if tag.endswith("/sparsity"))
+    assert all(
+        values[-1][1] == pytest.approx(0.5, abs=0.02) for tag, values in sparsity.items() if tag.endswith("/sparsity")
+    )
 
 
 def test_from_run_continues_an_earlier_runs_model(pruned, tmp_path):
     """Fine-tuning the pruned run at a negligible learning rate: its accuracy, and its pruned weights still ~0
     (plain fine-tuning does not keep exact zeros: Adam moves them by ~lr per step)."""
     source_dir, source = pruned
-    metrics = train(tmp_path, ["trainer.epochs=1", "optimizer.lr=1e-9", f"compression.from_run={source_dir}",
-                               "export.formats=[keras]"])
+    metrics = train(
+        tmp_path,
+        ["trainer.epochs=1", "optimizer.lr=1e-9", f"compression.from_run={source_dir}", "export.formats=[keras]"],
+    )
     assert metrics["history"][0]["val_accuracy"] == pytest.approx(source["best"]["val_accuracy"], abs=0.003)
     near_zero = [np.where(np.abs(w) < 1e-6, 0, w) for w in kernels(exported_keras(tmp_path)).values()]
     assert abs(overall_sparsity(near_zero) - 0.8) <= 0.02
@@ -247,8 +301,9 @@ def test_from_run_continues_an_earlier_runs_model(pruned, tmp_path):
 
 def test_from_run_of_another_model_config_is_refused(baseline, tmp_path):
     source_dir, _ = baseline
-    cfg = compose(["model.dense_units=32", "model.kernel_size=5", f"compression.from_run={source_dir}",
-                   "compression=prune"])
+    cfg = compose(
+        ["model.dense_units=32", "model.kernel_size=5", f"compression.from_run={source_dir}", "compression=prune"]
+    )
     with pytest.raises(ConfigError, match=r"its model config differs in model\.dense_units, model\.kernel_size"):
         tfhydra.run(cfg, run_dir=tmp_path)
     assert not (tmp_path / "metrics.json").exists()
@@ -282,20 +337,38 @@ def test_pruning_schedule_in_epochs_uses_the_real_steps_and_reaches_its_target()
 # ---------------------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["~model", "+model._target_=user_code.build_subclassed_net", "compression=prune"],
-     ("compression=prune: the Model Optimization Toolkit supports Sequential and Functional models only; model "
-      "subclassed_net is a subclassed model (SubclassedNet)")),
-    (["~model", "+model._target_=user_code.build_own_step_model", "compression=prune"],
-     ("compression=prune: the Model Optimization Toolkit rebuilds model own_step as a plain Functional model, which "
-      "would drop OwnStepModel's own train_step and test_step")),
-    (["~model", "+model._target_=user_code.build_normalised_mlp", "compression=quantize"],
-     "compression=quantize: layer norm (LayerNormalization) cannot be quantized by the 8-bit scheme"),
-    (["precision=mixed", "compression=cluster"],
-     "precision=mixed: the Model Optimization Toolkit does not support float16/bfloat16 policies"),
-    (["export.formats=[tflite]", "export.tflite.quantization=int8", "export.tflite.calibration_samples=0"],
-     "export.tflite.calibration_samples=0: int8 export of a float model needs data to calibrate"),
-], ids=["subclassed", "own_train_step", "unquantizable_layer", "mixed_precision", "int8_without_calibration"])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (
+            ["~model", "+model._target_=user_code.build_subclassed_net", "compression=prune"],
+            (
+                "compression=prune: the Model Optimization Toolkit supports Sequential and Functional models only; model "
+                "subclassed_net is a subclassed model (SubclassedNet)"
+            ),
+        ),
+        (
+            ["~model", "+model._target_=user_code.build_own_step_model", "compression=prune"],
+            (
+                "compression=prune: the Model Optimization Toolkit rebuilds model own_step as a plain Functional model, which "
+                "would drop OwnStepModel's own train_step and test_step"
+            ),
+        ),
+        (
+            ["~model", "+model._target_=user_code.build_normalised_mlp", "compression=quantize"],
+            "compression=quantize: layer norm (LayerNormalization) cannot be quantized by the 8-bit scheme",
+        ),
+        (
+            ["precision=mixed", "compression=cluster"],
+            "precision=mixed: the Model Optimization Toolkit does not support float16/bfloat16 policies",
+        ),
+        (
+            ["export.formats=[tflite]", "export.tflite.quantization=int8", "export.tflite.calibration_samples=0"],
+            "export.tflite.calibration_samples=0: int8 export of a float model needs data to calibrate",
+        ),
+    ],
+    ids=["subclassed", "own_train_step", "unquantizable_layer", "mixed_precision", "int8_without_calibration"],
+)
 def test_bad_compression_input_is_one_line_before_training(tmp_path, overrides, message):
     with pytest.raises(ConfigError) as raised:
         tfhydra.run(compose(overrides), run_dir=tmp_path)

@@ -3,11 +3,11 @@ groups and may replace its primary config (tfhydra/config/project.py); Hydra fin
 sys.path change. The installed commands, run from a project directory after an editable or a wheel install
 into a fresh venv, are tests/journeys/test_user_project.py.
 """
+
 from __future__ import annotations
 
 import pytest
 import yaml
-
 from conftest import ROOT
 from journeys.installs import write_project
 
@@ -16,14 +16,18 @@ def test_a_project_config_yaml_overrides_tfhydras_defaults(tmp_path, monkeypatch
     import tfhydra
 
     monkeypatch.syspath_prepend(str(tmp_path))  # the project's modules import, as from its own directory
-    project = write_project(tmp_path, units=16, config="""\
+    project = write_project(
+        tmp_path,
+        units=16,
+        config="""\
         defaults:
           - tfhydra            # tfhydra's own defaults
           - override model: tiny
           - _self_
         trainer:
           epochs: 5
-        """)
+        """,
+    )
     cfg = tfhydra.compose([], config_dir=project / "conf")
     assert cfg.model == {"_target_": "mymodels.build_tiny", "units": 16} and cfg.trainer.epochs == 5
     assert cfg.data.name == "digits" and cfg.optimizer.name == "adam"  # the rest is tfhydra's
@@ -53,11 +57,20 @@ def test_the_sweep_resume_command_takes_the_config_dir_from_the_command_not_the_
     elsewhere = tmp_path / "elsewhere"
     sweep = tmp_path / "sweep"
     sweep.mkdir()
-    sources = [{"path": "hydra.conf", "schema": "pkg", "provider": "hydra"},
-               {"path": str(elsewhere), "schema": "file", "provider": "main"}]
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
-        "overrides": {"task": ["model=tiny", "optimizer.lr=1e-3,1e-4"], "hydra": ["hydra.mode=MULTIRUN"]},
-        "runtime": {"config_sources": sources}}}))
+    sources = [
+        {"path": "hydra.conf", "schema": "pkg", "provider": "hydra"},
+        {"path": str(elsewhere), "schema": "file", "provider": "main"},
+    ]
+    (sweep / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "hydra": {
+                    "overrides": {"task": ["model=tiny", "optimizer.lr=1e-3,1e-4"], "hydra": ["hydra.mode=MULTIRUN"]},
+                    "runtime": {"config_sources": sources},
+                }
+            }
+        )
+    )
     with pytest.raises(ConfigError, match="it holds model=tiny, which is not an option of model"):
         resume_command(sweep)  # tfhydra's own configs have no model=tiny
     command = resume_command(sweep, config_dir=str(project))
@@ -65,13 +78,13 @@ def test_the_sweep_resume_command_takes_the_config_dir_from_the_command_not_the_
     assert command[6:] == ["model=tiny", "optimizer.lr=1e-3,1e-4", f"hydra.sweep.dir={sweep.resolve()}"]
     assert resume_command(sweep, trusted=True)[3:5] == ["--config-dir", str(elsewhere)]
 
+
 def test_tfhydras_plugins_stay_visible_to_hydra_after_a_sys_path_change(tmp_path, monkeypatch):
     """Hydra lists plugins by walking the `hydra_plugins` namespace, whose `__path__` Python computes again
     from sys.path after every change: tfhydra's four must be in every recomputed one (docs/project.md)."""
     import pkgutil
 
     import hydra_plugins
-
     import tfhydra  # noqa: F401  (what a command imports first)
 
     own = {"tfhydra_basic", "tfhydra_conf", "tfhydra_launcher", "tfhydra_optuna"}

@@ -52,6 +52,7 @@ def test_target_that_does_not_import_is_a_config_error():
 def test_model_registry_matches_model_yaml_files():
     """conf/model/*.yaml maps one-to-one onto registered builders (same for every group)."""
     from conftest import CONFIG_DIR
+
     from tfhydra.compression import COMPRESSIONS
     from tfhydra.data import DATA
     from tfhydra.model import MODELS
@@ -59,8 +60,14 @@ def test_model_registry_matches_model_yaml_files():
     from tfhydra.precision.build import PRECISIONS
     from tfhydra.strategy import STRATEGIES
 
-    for group, registry in [("model", MODELS), ("data", DATA), ("optimizer", OPTIMIZERS),
-                            ("precision", PRECISIONS), ("strategy", STRATEGIES), ("compression", COMPRESSIONS)]:
+    for group, registry in [
+        ("model", MODELS),
+        ("data", DATA),
+        ("optimizer", OPTIMIZERS),
+        ("precision", PRECISIONS),
+        ("strategy", STRATEGIES),
+        ("compression", COMPRESSIONS),
+    ]:
         names = sorted(OmegaConf.load(p).name for p in (CONFIG_DIR / group).glob("*.yaml"))
         assert names == registry.names(), group
 
@@ -69,8 +76,10 @@ def test_sweep_job_dirname_keeps_only_swept_overrides_and_is_one_folder():
     from tfhydra.sweep import job_dirname
 
     argv = ["-m", "optimizer.lr=1e-3,5e-4", "trainer.epochs=1", "data.path=/a/b,/c/d"]
-    assert job_dirname(["optimizer.lr=1e-3", "trainer.epochs=1", "data.path=/a/b"], argv) == \
-        "optimizer.lr=1e-3,data.path=_a_b"
+    assert (
+        job_dirname(["optimizer.lr=1e-3", "trainer.epochs=1", "data.path=/a/b"], argv)
+        == "optimizer.lr=1e-3,data.path=_a_b"
+    )
     assert job_dirname(["trainer.epochs=1"], ["-m", "trainer.epochs=1"]) == "trainer.epochs=1"
 
 
@@ -79,6 +88,7 @@ def test_every_registry_has_the_names_its_room_declares():
     the builders register under the same names. A registered builder without a declared name (or a declared name
     nothing builds) fails here, for every registry."""
     from conftest import CONFIG_DIR
+
     from tfhydra.data import augment
     from tfhydra.data.checks import AUGMENTATION_NAMES
     from tfhydra.export.base import EXPORT_FORMATS
@@ -92,9 +102,12 @@ def test_every_registry_has_the_names_its_room_declares():
     from tfhydra.trainer.checks import LOOP_NAMES
     from tfhydra.trainer.loops import LOOPS
 
-    pairs = {"trainer.loop": (LOOPS.names(), LOOP_NAMES), "optimizer.schedule.name": (SCHEDULES.names(), SCHEDULE_NAMES),
-             "export.formats": (EXPORT_FORMATS.names(), FORMATS),
-             "data.augment": (sorted(augment.AUGMENTATION_LAYERS), AUGMENTATION_NAMES)}
+    pairs = {
+        "trainer.loop": (LOOPS.names(), LOOP_NAMES),
+        "optimizer.schedule.name": (SCHEDULES.names(), SCHEDULE_NAMES),
+        "export.formats": (EXPORT_FORMATS.names(), FORMATS),
+        "data.augment": (sorted(augment.AUGMENTATION_LAYERS), AUGMENTATION_NAMES),
+    }
     for key, (registered, declared) in pairs.items():
         assert registered == sorted(declared), key
     assert RULES["trainer.loop"].options == LOOP_NAMES

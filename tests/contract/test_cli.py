@@ -1,8 +1,8 @@
 """The command line as users run it: `python train.py` and `python train.py -m ...` (subprocesses)."""
+
 import re
 
 import pytest
-
 from conftest import read_run_record, run_cli
 from tb_events import read_events
 
@@ -42,7 +42,10 @@ def test_multirun_makes_one_directory_per_job(tmp_path):
     assert jobs == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]  # swept overrides only, as Hydra spells them
     for job, lr in zip(jobs, ["0.001", "0.0005"]):
         metrics = read_run_record(sweeps[0] / job)
-        assert metrics["status"] == "completed" and metrics["overrides"] == [f"optimizer.lr={lr}", "trainer.epochs=1",
-                                                                  "logging.histogram_freq=0"]
+        assert metrics["status"] == "completed" and metrics["overrides"] == [
+            f"optimizer.lr={lr}",
+            "trainer.epochs=1",
+            "logging.histogram_freq=0",
+        ]
         assert read_events(sweeps[0] / job / "tensorboard" / "train")["scalars"]["epoch_loss"]
     assert (sweeps[0] / "multirun.yaml").is_file()

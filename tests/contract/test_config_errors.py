@@ -1,11 +1,11 @@
 """How configuration errors are reported: the traceback on request, mistakes found inside the job, completed
 runs never overwritten, and the TF-free flags. The table of bad inputs itself is tests/contract/test_bad_inputs.py."""
+
 import json
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, TESTS, last_line, run_cli
 
 
@@ -20,8 +20,10 @@ def test_errors_found_inside_the_job_are_one_line_too(tmp_path):
     run_dir = tmp_path / "run"
     result = run_cli("trainer.loss=no_such_loss", f"hydra.run.dir={run_dir}")
     assert result.returncode == 1
-    assert last_line(result.stderr) == ("Error: trainer.loss=no_such_loss: unknown loss; accepted: a Keras loss name such as "
-                                        "sparse_categorical_crossentropy, or a node with _target_")
+    assert last_line(result.stderr) == (
+        "Error: trainer.loss=no_such_loss: unknown loss; accepted: a Keras loss name such as "
+        "sparse_categorical_crossentropy, or a node with _target_"
+    )
     assert "Traceback" not in result.stderr
     assert not (run_dir / "export").exists() and not (run_dir / "metrics.json").exists()
 
@@ -38,13 +40,21 @@ def test_a_completed_run_is_never_overwritten(tmp_path):
 
 @pytest.mark.parametrize("flag", [["--help"], ["--cfg", "job"]])
 def test_help_and_cfg_do_not_import_tensorflow(flag):
-    probe = ("import runpy, sys\n"
-             f"sys.argv = ['train.py', *{flag!r}]\n"
-             "try:\n    runpy.run_path('train.py', run_name='__main__')\n"
-             "except SystemExit as e:\n    assert not e.code, e.code\n"
-             "print('TF_IMPORTED' if 'tensorflow' in sys.modules else 'TF_NOT_IMPORTED')\n")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env={"PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin"})
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['train.py', *{flag!r}]\n"
+        "try:\n    runpy.run_path('train.py', run_name='__main__')\n"
+        "except SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('TF_IMPORTED' if 'tensorflow' in sys.modules else 'TF_NOT_IMPORTED')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("TF_NOT_IMPORTED")
     if flag[0] == "--cfg":
@@ -54,6 +64,7 @@ def test_help_and_cfg_do_not_import_tensorflow(flag):
 def test_check_overrides_in_process_lists_models():
     """The same checks without a subprocess, as a sweeper or notebook would call them."""
     from conftest import CONFIG_DIR
+
     from tfhydra.cli.preflight import check_overrides
     from tfhydra.config.errors import ConfigError
 

@@ -2,6 +2,7 @@
 checkpoint, or hitting a full disk or an unwritable export directory. Each time the same command, run
 again, finishes the run: status `completed`, every epoch recorded once, a SavedModel that loads and
 predicts. Everything here is a real `python train.py` process."""
+
 import os
 import re
 import signal
@@ -10,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
 from run_processes import BASE, epochs_recorded, finish, kill, start, wait_for, weights_digest
+
 
 def in_progress_files(run_dir: Path) -> list[str]:
     """Files a writer has not finished: TensorFlow's `*_temp` checkpoint folders, our `.partial` weights."""
@@ -29,8 +30,11 @@ KILL_POINTS = {
     "between_epochs": ([], 4, lambda d: epochs_recorded(d) >= 2),
     # a 17M-parameter MLP: its checkpoints take long enough to write to be caught mid-write; after
     # epoch 2, so there is an earlier state that the kill must leave usable
-    "checkpoint_write": (["model.units=[4096,4096]", "data.batch_size=64", "trainer.steps_per_epoch=6"], 4,
-                         lambda d: epochs_recorded(d) >= 2 and in_progress_files(d)),
+    "checkpoint_write": (
+        ["model.units=[4096,4096]", "data.batch_size=64", "trainer.steps_per_epoch=6"],
+        4,
+        lambda d: epochs_recorded(d) >= 2 and in_progress_files(d),
+    ),
     "export": ([], 3, lambda d: (d / "export" / ".saved_model.partial").exists()),
 }
 
@@ -59,8 +63,9 @@ def test_sigkill_then_the_same_command_finishes_the_run(tmp_path, point):
     assert record["best"]["val_accuracy"] > 0.5
 
 
-def signal_when_training(run_dir: Path, args: list[str], signum, command=(str(ROOT / "train.py"),)
-                         ) -> tuple[subprocess.Popen, str]:
+def signal_when_training(
+    run_dir: Path, args: list[str], signum, command=(str(ROOT / "train.py"),)
+) -> tuple[subprocess.Popen, str]:
     """Start a run, send `signum` once it has recorded an epoch; returns the process and its stderr."""
     process = start(run_dir, *args, command=command)
     try:
@@ -83,9 +88,11 @@ def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, lo
     assert process.returncode == 128 + signum
     message = last_line(stderr)
     resume = f"python train.py {' '.join(args)} hydra.run.dir={run_dir}"
-    assert re.fullmatch(rf"Stopped: interrupted by {name}: state saved at (epoch \d, step \d+|the end of epoch \d) "
-                        rf"\({re.escape(str(run_dir))}/checkpoints/state\); resume with: {re.escape(resume)}",
-                        message), message
+    assert re.fullmatch(
+        rf"Stopped: interrupted by {name}: state saved at (epoch \d, step \d+|the end of epoch \d) "
+        rf"\({re.escape(str(run_dir))}/checkpoints/state\); resume with: {re.escape(resume)}",
+        message,
+    ), message
     assert "Traceback" not in stderr
     record = read_run_record(run_dir)
     assert record["status"] == "interrupted" and name in record["error"]
@@ -95,8 +102,9 @@ def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, lo
     if loop == "custom":  # the custom loop resumes exactly: the same weights as a run never stopped
         reference = tmp_path / "reference"
         finish(reference, *args, epochs=6)
-        assert weights_digest(run_dir / "checkpoints" / "last.weights.h5") == \
-            weights_digest(reference / "checkpoints" / "last.weights.h5")
+        assert weights_digest(run_dir / "checkpoints" / "last.weights.h5") == weights_digest(
+            reference / "checkpoints" / "last.weights.h5"
+        )
 
 
 @pytest.mark.slow
@@ -105,8 +113,9 @@ def test_sigusr2_is_handed_to_the_schedulers_handler_after_the_state_is_saved(tm
     tfhydra saves and records first, then gives the signal back; the requeued command resumes."""
     args = [*BASE, "trainer.epochs=4"]
     run_dir, marker = tmp_path / "run", tmp_path / "handler-saw"
-    process, stderr = signal_when_training(run_dir, args, signal.SIGUSR2,
-                                           command=(str(TESTS / "requeue_handler.py"), str(marker)))
+    process, stderr = signal_when_training(
+        run_dir, args, signal.SIGUSR2, command=(str(TESTS / "requeue_handler.py"), str(marker))
+    )
     assert process.returncode == 3, stderr[-2000:]  # the scheduler's handler ended the process
     assert marker.read_text() == "SIGUSR2 interrupted"  # ... after tfhydra wrote the record
     assert list((run_dir / "checkpoints" / "state").rglob("*.index"))  # and saved the state
@@ -140,8 +149,11 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, lo
 def test_a_full_disk_after_training_is_one_line_and_keeps_the_trained_state(tmp_path):
     marker = tmp_path / "disk-is-full"
     marker.touch()
-    args = [*BASE, "trainer.epochs=2",
-            f"+trainer.callbacks=[{{_target_: user_code.DiskFullAfterTraining, marker: '{marker}'}}]"]
+    args = [
+        *BASE,
+        "trainer.epochs=2",
+        f"+trainer.callbacks=[{{_target_: user_code.DiskFullAfterTraining, marker: '{marker}'}}]",
+    ]
     run_dir = tmp_path / "run"
     result = run_cli(*args, f"hydra.run.dir={run_dir}")
     assert result.returncode == 1
@@ -171,5 +183,8 @@ def test_an_unwritable_export_directory_is_one_line_and_only_the_export_is_redon
     (run_dir / "export").unlink()
     resumed = finish(run_dir, *args, epochs=2)["resumed"]
     assert "training ended in an earlier attempt (2 epochs)" in (run_dir / "train.log").read_text()
-    assert resumed == {"kind": "after_training", "epoch": 2,
-                       "reason": "training ended in an earlier attempt (2 epochs): redoing what came after it"}
+    assert resumed == {
+        "kind": "after_training",
+        "epoch": 2,
+        "reason": "training ended in an earlier attempt (2 epochs): redoing what came after it",
+    }

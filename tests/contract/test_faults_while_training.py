@@ -2,6 +2,7 @@
 quota), an unwritable checkpoints/ directory, a best-weights file that cannot be read back before the export, and
 one worker of a multi-worker cluster whose newest checkpoint is damaged. Each is one line naming the file and the
 OS's reason (never the model's fault, never cut mid-reason), a record that says so, and the same command finishes."""
+
 import json
 import os
 import re
@@ -9,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import last_line, read_run_record, run_cli
 from fault_code import unlock_directory
 from run_processes import BASE, finish
@@ -62,8 +62,13 @@ def test_a_full_disk_while_training_is_one_line_with_the_file_and_the_free_space
     loop, extra, where, named = FULL_DISK[case]
     marker, filler, run_dir = tmp_path / "disk-is-full", small_disk / "filler", small_disk / "run"
     marker.touch()
-    args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=2", *extra,
-            callbacks("FillDisk", path=str(filler), marker=str(marker), leave_bytes=32768, **where)]
+    args = [
+        *BASE,
+        f"trainer.loop={loop}",
+        "trainer.epochs=2",
+        *extra,
+        callbacks("FillDisk", path=str(filler), marker=str(marker), leave_bytes=32768, **where),
+    ]
     result = run_cli(*args, f"hydra.run.dir={run_dir}")
     message = assert_one_line(result, run_dir, f"{run_dir}/{named}", "No space left on device; ")
     free = re.search(r"No space left on device; ([\d.]+ (?:bytes|KiB)) free on (\S+)\)", message)
@@ -80,16 +85,17 @@ def test_a_file_size_quota_while_training_is_one_line(tmp_path):
     fits (TensorBoard's events file no longer holds Keras' graph, issue 33: the model's graph is written once, at the
     start); the record (a few KiB) still does. Anyone can set it, root or not."""
     run_dir = tmp_path / "run"
-    result = run_cli(*BASE, "trainer.epochs=2", callbacks("FileSizeLimit", limit_bytes=65536),
-                     f"hydra.run.dir={run_dir}")
+    result = run_cli(
+        *BASE, "trainer.epochs=2", callbacks("FileSizeLimit", limit_bytes=65536), f"hydra.run.dir={run_dir}"
+    )
     assert_one_line(result, run_dir, f"{run_dir}/checkpoints/.best.partial.weights.h5", "File too large)")
 
 
 def test_a_full_disk_under_tensorboard_is_one_line(small_disk):
     """TensorBoard's writer on a full disk raises ResourceExhaustedError from its flush: a write failure, named."""
     import tensorflow as tf
-
     from fault_code import fill_disk
+
     from tfhydra.config.errors import ConfigError, run_directory_writes
     from tfhydra.record.lifecycle import resume_command
     from tfhydra.record.rundir import RunPaths
@@ -97,16 +103,20 @@ def test_a_full_disk_under_tensorboard_is_one_line(small_disk):
     paths = RunPaths(small_disk / "run")
     writer = tf.summary.create_file_writer(str(paths.tensorboard_train))
     fill_disk(small_disk / "filler", leave_bytes=0)
-    with pytest.raises(ConfigError) as raised, run_directory_writes(paths, "the state saved last",
-                                                                  resume_command(paths.root)):
+    with (
+        pytest.raises(ConfigError) as raised,
+        run_directory_writes(paths, "the state saved last", resume_command(paths.root)),
+    ):
         with writer.as_default():  # more than the page the file already has
             for step in range(200):
                 tf.summary.histogram("weights", tf.random.normal([1000]), step=step)
     message = str(raised.value)
-    assert re.match(rf"{paths.tensorboard_train}/events\.out\.tfevents\.\S+: cannot write it \(No space left on "
-                    rf"device; 0 bytes free on {paths.tensorboard_train}\); accepted: a writable run directory with "
-                    rf"free space \(the state saved last is kept in {paths.checkpoints}; finish the run with: ",
-                    message)
+    assert re.match(
+        rf"{paths.tensorboard_train}/events\.out\.tfevents\.\S+: cannot write it \(No space left on "
+        rf"device; 0 bytes free on {paths.tensorboard_train}\); accepted: a writable run directory with "
+        rf"free space \(the state saved last is kept in {paths.checkpoints}; finish the run with: ",
+        message,
+    )
 
 
 @pytest.mark.slow
@@ -118,8 +128,12 @@ def test_an_unwritable_checkpoints_directory_while_training_or_resuming_is_one_l
     checkpoints = run_dir / "checkpoints"
     marker.touch()
     reason = "Operation not permitted)" if os.geteuid() == 0 else "Permission denied)"
-    args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=3",
-            callbacks("LockDirectory", path=str(checkpoints), marker=str(marker))]
+    args = [
+        *BASE,
+        f"trainer.loop={loop}",
+        "trainer.epochs=3",
+        callbacks("LockDirectory", path=str(checkpoints), marker=str(marker)),
+    ]
     try:
         result = run_cli(*args, f"hydra.run.dir={run_dir}")
         assert_one_line(result, run_dir, f"{checkpoints}/.best.partial.weights.h5", reason)
@@ -136,9 +150,14 @@ def test_an_unreadable_best_checkpoint_exports_the_last_epoch_and_the_record_say
     """best.weights.h5 cut in half before the export: the last epoch is exported, and the record's `exported` says
     so (which epoch, from which file, why) while `best` stays the best epoch (epoch 1: val_loss monitored `max`)."""
     run_dir = tmp_path / "run"
-    result = run_cli(*BASE, "trainer.epochs=3", "trainer.monitor=val_loss", "trainer.monitor_mode=max",
-                     callbacks("DamageFile", path=str(run_dir / "checkpoints" / "best.weights.h5")),
-                     f"hydra.run.dir={run_dir}")
+    result = run_cli(
+        *BASE,
+        "trainer.epochs=3",
+        "trainer.monitor=val_loss",
+        "trainer.monitor_mode=max",
+        callbacks("DamageFile", path=str(run_dir / "checkpoints" / "best.weights.h5")),
+        f"hydra.run.dir={run_dir}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     record = read_run_record(run_dir)
     assert record["status"] == "completed" and record["best"]["epoch"] == 1 and record["final"]["epoch"] == 3
@@ -151,7 +170,8 @@ def test_an_unreadable_best_checkpoint_exports_the_last_epoch_and_the_record_say
     assert accuracy == pytest.approx(record["final"]["val_accuracy"], abs=1e-6) != record["best"]["val_accuracy"]
     warnings = [line for line in (run_dir / "train.log").read_text().splitlines() if "[WARNING]" in line]
     assert [line.split(" - ", 1)[1] for line in warnings] == [
-        f"{exported['reason']}: exporting the last epoch's weights (epoch 3) instead of the best epoch's (epoch 1)"]
+        f"{exported['reason']}: exporting the last epoch's weights (epoch 3) instead of the best epoch's (epoch 1)"
+    ]
 
 
 def test_restore_best_says_which_epoch_it_exports(tmp_path):
@@ -160,9 +180,9 @@ def test_restore_best_says_which_epoch_it_exports(tmp_path):
     import tensorflow as tf
     import tf_keras as keras
 
-    from tfhydra.trainer.weights import restore_best
     from tfhydra.record import RunRecord
     from tfhydra.record.rundir import RunPaths
+    from tfhydra.trainer.weights import restore_best
 
     paths = RunPaths(tmp_path / "run")
     paths.checkpoints.mkdir(parents=True)
@@ -170,14 +190,19 @@ def test_restore_best_says_which_epoch_it_exports(tmp_path):
     record = RunRecord(monitor="val_loss", best={"epoch": 2, "val_loss": 0.5}, final={"epoch": 4, "val_loss": 0.7})
     strategy = tf.distribute.get_strategy()
     assert restore_best(model, paths, strategy, record) == {
-        "epoch": 4, "weights": "checkpoints/last.weights.h5",
-        "reason": "checkpoints/best.weights.h5 was never written (no epoch was saved as the best by val_loss)"}
+        "epoch": 4,
+        "weights": "checkpoints/last.weights.h5",
+        "reason": "checkpoints/best.weights.h5 was never written (no epoch was saved as the best by val_loss)",
+    }
     best = [np.full(w.shape, 0.25, w.dtype) for w in model.get_weights()]
     model.set_weights(best)
     model.save_weights(str(paths.best_weights))
     model.set_weights([np.zeros_like(w) for w in best])
     assert restore_best(model, paths, strategy, record) == {
-        "epoch": 2, "weights": "checkpoints/best.weights.h5", "reason": None}
+        "epoch": 2,
+        "weights": "checkpoints/best.weights.h5",
+        "reason": None,
+    }
     assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), best))
 
 
@@ -224,8 +249,10 @@ def test_one_worker_with_a_damaged_newest_checkpoint_resumes_with_the_others(tmp
     logs = [(d / "train.log").read_text() for d in (chief_dir, worker_dir)]
     assert [RESUMED.findall(log)[-1] for log in logs] == [expected, expected]  # one step on both
     assert f"checkpoint {newest} is damaged" in logs[1]
-    assert (f"resuming from checkpoint {chief_saved[0]}, the newest that every worker can read back (newest "
-            f"readable: worker 0 step {chief_saved[1].name.split('-')[1]}, worker 1 step "
-            f"{chief_saved[0].name.split('-')[1]})") in logs[0]
+    assert (
+        f"resuming from checkpoint {chief_saved[0]}, the newest that every worker can read back (newest "
+        f"readable: worker 0 step {chief_saved[1].name.split('-')[1]}, worker 1 step "
+        f"{chief_saved[0].name.split('-')[1]})"
+    ) in logs[0]
     record = read_run_record(chief_dir)
     assert record["status"] == "completed" and record["epochs_run"] == 3 == len(record["history"])

@@ -1,11 +1,11 @@
 """Issue 24, item 4: command lines and project configs a new user tries, each one line (no traceback)."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, last_line, read_run_record, run_cli
 
 
@@ -18,11 +18,14 @@ def project(tmp_path, primary: str | None = None, option: str | None = None):
     return conf
 
 
-@pytest.mark.parametrize("primary,option,argv,where", [
-    ("defaults: [tfhydra, _self_]\ntrainer: {epochs: 1\n", None, [], "conf/config.yaml:3"),
-    (None, "name: mlp\nunits: [8\n", ["model=tiny"], "conf/model/tiny.yaml:3"),
-    (None, "name: mlp\n  units: 8\n", ["model=tiny"], "conf/model/tiny.yaml:2"),
-])
+@pytest.mark.parametrize(
+    "primary,option,argv,where",
+    [
+        ("defaults: [tfhydra, _self_]\ntrainer: {epochs: 1\n", None, [], "conf/config.yaml:3"),
+        (None, "name: mlp\nunits: [8\n", ["model=tiny"], "conf/model/tiny.yaml:3"),
+        (None, "name: mlp\n  units: 8\n", ["model=tiny"], "conf/model/tiny.yaml:2"),
+    ],
+)
 def test_a_yaml_error_in_the_projects_conf_names_the_file_and_line(tmp_path, primary, option, argv, where):
     project(tmp_path, primary, option)
     result = run_cli(*argv, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
@@ -34,19 +37,35 @@ def test_a_yaml_error_in_the_projects_conf_names_the_file_and_line(tmp_path, pri
 
 
 def test_multirun_with_cfg_is_one_line():
-    result = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", "--cfg", "job", "optimizer.lr=1e-3,1e-4"],
-                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "-m", "--cfg", "job", "optimizer.lr=1e-3,1e-4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert last_line(result.stderr) == ("Error: --cfg: Hydra takes only one of them; accepted: -m to run a sweep, or "
-                                        "--cfg without -m to print one job's config")
+    assert last_line(result.stderr) == (
+        "Error: --cfg: Hydra takes only one of them; accepted: -m to run a sweep, or "
+        "--cfg without -m to print one job's config"
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("formats,hints_evaluate", [("[]", False), ("[saved_model]", True), ("[tflite]", True)])
-def test_the_end_summary_suggests_evaluate_only_for_a_run_with_a_saved_model_or_tflite(tmp_path, formats, hints_evaluate):
+def test_the_end_summary_suggests_evaluate_only_for_a_run_with_a_saved_model_or_tflite(
+    tmp_path, formats, hints_evaluate
+):
     run = tmp_path / "run"
-    result = run_cli("model=mlp", "trainer.epochs=1", "logging.histogram_freq=0", f"export.formats={formats}",
-                     f"hydra.run.dir={run}", cwd=tmp_path)
+    result = run_cli(
+        "model=mlp",
+        "trainer.epochs=1",
+        "logging.histogram_freq=0",
+        f"export.formats={formats}",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert read_run_record(run)["status"] == "completed"
     hint = next(line for line in (result.stdout + result.stderr).splitlines() if "look further:" in line)

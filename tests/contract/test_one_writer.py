@@ -2,6 +2,7 @@
 while a tfhydra process writes them (tfhydra/trust/locks.py); a second writer is refused in one line before it touches
 anything; a lock left by a killed process is taken over; a sweep run again keeps a completed job only with its config.
 Real processes, real locks: the lock holder is another process in every test."""
+
 from __future__ import annotations
 
 import os
@@ -12,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
-from tfhydra.trust.locks import check_free, check_sweep_free, hold, probe, release, take
+
 from tfhydra.config.errors import ConfigError
 from tfhydra.record.rundir import LOCK_FILE
+from tfhydra.trust.locks import check_free, check_sweep_free, hold, probe, release, take
 
 HOLDER = """
 import sys
@@ -29,19 +30,27 @@ sys.stdin.read()  # until the test closes the pipe (or kills this process)
 
 def holder(directory: Path, kind: str = "run") -> subprocess.Popen:
     """Another process holding `directory`'s lock until its stdin is closed."""
-    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory), kind], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(directory), kind],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert process.stdout.readline().strip() == "held"
     return process
 
 
 def snapshot(directory: Path) -> dict[str, tuple[int, int]]:
     """Every file and directory under `directory`: (size, modification time in ns)."""
-    return {p.relative_to(directory).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in [directory, *sorted(directory.rglob("*"))]}
+    return {
+        p.relative_to(directory).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in [directory, *sorted(directory.rglob("*"))]
+    }
 
 
 # ---- the lock itself (tfhydra/trust/locks.py), against another process --------------------------------------------
+
 
 def test_a_directory_another_process_holds_is_refused_in_one_line(tmp_path):
     run = tmp_path / "run"
@@ -51,11 +60,16 @@ def test_a_directory_another_process_holds_is_refused_in_one_line(tmp_path):
         with pytest.raises(ConfigError) as refused:
             take(run, "run")
         line = str(refused.value)
-        assert line.startswith(f"{run}: another tfhydra process (pid {process.pid}) is writing this run directory; "
-                               "accepted: one writer at a time: wait for"), line
+        assert line.startswith(
+            f"{run}: another tfhydra process (pid {process.pid}) is writing this run directory; "
+            "accepted: one writer at a time: wait for"
+        ), line
         assert "hydra.run.dir" in line and "\n" not in line
-        with pytest.raises(ConfigError, match=f"{run}: another tfhydra process \\(pid {process.pid}\\) is writing "
-                                              f"this run directory \\({run / 'phases'} is in it\\)"):
+        with pytest.raises(
+            ConfigError,
+            match=f"{run}: another tfhydra process \\(pid {process.pid}\\) is writing "
+            f"this run directory \\({run / 'phases'} is in it\\)",
+        ):
             check_free(run / "phases", inner=run / "phases")  # a directory below a held one is held too
     finally:
         process.stdin.close()
@@ -108,14 +122,26 @@ def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path
 
 # ---- two runs into one directory ------------------------------------------------------------------------------------
 
+
 def waiting_run(run_dir: Path, marks: Path, *extra: str) -> tuple[subprocess.Popen, list[str]]:
     """`python train.py` into `run_dir`, held at the start of training until `marks/go` exists."""
-    argv = ["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0",
-            f"trainer.callbacks=[{{_target_:user_code.WaitForFile,started:'{marks / 'started'}',go:'{marks / 'go'}'}}]",
-            *extra, f"hydra.run.dir={run_dir}"]
-    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *argv], cwd=ROOT, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(TESTS)})
+    argv = [
+        "model=mlp",
+        "trainer.epochs=1",
+        "logging.histogram_freq=0",
+        f"trainer.callbacks=[{{_target_:user_code.WaitForFile,started:'{marks / 'started'}',go:'{marks / 'go'}'}}]",
+        *extra,
+        f"hydra.run.dir={run_dir}",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *argv],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    )
     while not (marks / "started").exists():
         assert process.poll() is None, process.communicate()[1][-2000:]
         time.sleep(0.1)
@@ -135,7 +161,8 @@ def test_two_runs_into_one_directory_the_second_is_refused_the_first_intact(tmp_
         assert second.stderr.strip() == (
             f"Error: {run}: another tfhydra process (pid {first.pid}) is writing this run directory; accepted: one "
             f"writer at a time: wait for pid {first.pid} to end (the same command then continues the run, unless it "
-            "completed), or another hydra.run.dir")
+            "completed), or another hydra.run.dir"
+        )
         with pytest.raises(ConfigError, match=f"pid {first.pid}"):  # from Python too
             tfhydra.run(compose_cfg(["model=mlp", "trainer.epochs=2"]), run_dir=run)
         assert snapshot(run) == before  # not even .hydra/ or train.log was touched
@@ -175,15 +202,30 @@ def outside_jobs(found: dict) -> dict:
 
 # ---- sweeps -----------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_second_sweep_or_a_run_into_a_running_sweep_is_refused(tmp_path):
     sweep, marks = tmp_path / "sweep", tmp_path
     wait = f"trainer.callbacks=[{{_target_:user_code.WaitForFile,started:'{marks / 'started'}',go:'{marks / 'go'}'}}]"
-    argv = ["-m", "model=mlp", "trainer.epochs=1", "optimizer.lr=0.001,0.002", "logging.histogram_freq=0",
-            "export.formats=[]", wait, f"hydra.sweep.dir={sweep}"]
-    first = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *argv], cwd=ROOT, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(TESTS)})
+    argv = [
+        "-m",
+        "model=mlp",
+        "trainer.epochs=1",
+        "optimizer.lr=0.001,0.002",
+        "logging.histogram_freq=0",
+        "export.formats=[]",
+        wait,
+        f"hydra.sweep.dir={sweep}",
+    ]
+    first = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *argv],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    )
     try:
         while not (marks / "started").exists():
             assert first.poll() is None, first.communicate()[1][-2000:]
@@ -193,12 +235,14 @@ def test_a_second_sweep_or_a_run_into_a_running_sweep_is_refused(tmp_path):
         assert second.returncode == 1 and second.stderr.strip() == (
             f"Error: {sweep}: another tfhydra process (pid {first.pid}) is writing this sweep directory; accepted: one "
             f"writer at a time: wait for pid {first.pid} to end (tfhydra-sweep resume {sweep} then continues the "
-            "sweep), or another hydra.sweep.dir"), second.stderr[-2000:]
+            "sweep), or another hydra.sweep.dir"
+        ), second.stderr[-2000:]
         job = sweep / "0_optimizer.lr=0.001"
         single = run_cli("model=mlp", "optimizer.lr=0.001", f"hydra.run.dir='{job}'")  # resume_command's advice
         assert single.returncode == 1 and single.stderr.strip().startswith(
             f"Error: {sweep}: another tfhydra process (pid {first.pid}) is writing this sweep directory ({job} is in "
-            "it)"), single.stderr[-2000:]
+            "it)"
+        ), single.stderr[-2000:]
         assert outside_jobs(snapshot(sweep)) == outside_jobs(before)  # (the first sweep's jobs go on meanwhile)
     finally:
         (marks / "go").touch()
@@ -225,7 +269,8 @@ def test_a_sweep_run_again_with_another_config_keeps_no_job_and_rewrites_nothing
     assert last_line(other.stderr) == (
         f"Error: hydra.sweep.dir={sweep}: its job 0_model=mlp was run with another config: it differs in trainer.seed; "
         "accepted: the command line that made that sweep (tfhydra-sweep resume <sweep dir> repeats it), or a new "
-        "hydra.sweep.dir")
+        "hydra.sweep.dir"
+    )
     assert {p: p.read_bytes() for p in kept} == kept and snapshot(job) == jobs_before
     assert read_run_record(job)["status"] == "completed"
 

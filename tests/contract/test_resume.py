@@ -1,5 +1,6 @@
 """Kill a run with SIGKILL mid-epoch, run the same command again: it resumes and ends where an
 uninterrupted run ends, bit for bit (custom loop, deterministic mode)."""
+
 import json
 import os
 import signal
@@ -8,13 +9,17 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
 from run_processes import weights_digest
 
-ARGS = ["trainer.loop=custom", "trainer.deterministic=true", "trainer.epochs=4", "trainer.save_every=7",
-        "model=mlp",
-        "logging.histogram_freq=0"]  # the MLP has Dropout: its random generator must resume exactly too
+ARGS = [
+    "trainer.loop=custom",
+    "trainer.deterministic=true",
+    "trainer.epochs=4",
+    "trainer.save_every=7",
+    "model=mlp",
+    "logging.histogram_freq=0",
+]  # the MLP has Dropout: its random generator must resume exactly too
 
 
 def saved_step(state_dir):
@@ -30,8 +35,14 @@ def saved_step(state_dir):
 
 def start(run_dir):
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *ARGS, f"hydra.run.dir={run_dir}"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *ARGS, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.slow
@@ -76,12 +87,15 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     # How each started, decided once at its start and kept in the record: the killed run from its saved state,
     # after the epochs history.json had recorded; the reference from nothing.
     assert {k: a["resumed"][k] for k in ("kind", "epoch")} == {"kind": "saved_state", "epoch": epochs_before}
-    assert a["resumed"]["reason"] == f"resuming from the saved state in checkpoints/state ({epochs_before} epoch(s) " \
+    assert (
+        a["resumed"]["reason"] == f"resuming from the saved state in checkpoints/state ({epochs_before} epoch(s) "
         "recorded)"
+    )
     assert b["resumed"] == {"kind": "fresh", "epoch": 0, "reason": "a new run: nothing saved in its directory"}
     assert (killed / "train.log").read_text().count("start: saved_state after epoch") == 1
-    assert weights_digest(killed / "checkpoints" / "last.weights.h5") == \
-        weights_digest(reference / "checkpoints" / "last.weights.h5")
+    assert weights_digest(killed / "checkpoints" / "last.weights.h5") == weights_digest(
+        reference / "checkpoints" / "last.weights.h5"
+    )
 
 
 def test_a_record_without_saved_state_is_started_over(tmp_path, compose_cfg):
@@ -89,10 +103,16 @@ def test_a_record_without_saved_state_is_started_over(tmp_path, compose_cfg):
     import tfhydra
 
     (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "history.json").write_text(json.dumps({"epochs": [{"loss": 1.0}], "train_seconds": [1]}))
+    (tmp_path / "checkpoints" / "history.json").write_text(
+        json.dumps({"epochs": [{"loss": 1.0}], "train_seconds": [1]})
+    )
     cfg = compose_cfg(["trainer.epochs=1", "logging.histogram_freq=0"])
     tfhydra.run(cfg, run_dir=tmp_path)
     record = read_run_record(tmp_path)
     assert record["status"] == "completed" and record["epochs_run"] == 1 and record["history"][0]["loss"] != 1.0
-    assert record["resumed"] == {"kind": "fresh", "epoch": 0, "reason": "checkpoints/history.json records epochs but "
-                                 "no state was saved before the earlier attempt ended: starting over"}
+    assert record["resumed"] == {
+        "kind": "fresh",
+        "epoch": 0,
+        "reason": "checkpoints/history.json records epochs but "
+        "no state was saved before the earlier attempt ended: starting over",
+    }

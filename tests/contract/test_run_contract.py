@@ -1,20 +1,20 @@
 """What one run leaves in its directory, checked on real files (run in-process for speed)."""
+
 import math
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import read_run_record
+from tb_events import read_events
 
 import tfhydra
-from tb_events import read_events
-from conftest import read_run_record
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    from hydra import compose, initialize_config_dir
-
     from conftest import CONFIG_DIR
+    from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["trainer.epochs=3", "logging.histogram_freq=1"])
@@ -45,10 +45,14 @@ def test_metrics_json_records_the_run(finished_run):
 
 def test_tensorboard_has_scalars_histograms_and_graph(finished_run):
     _, run_dir, _, metrics = finished_run
-    train, validation = read_events(run_dir / "tensorboard" / "train"), read_events(run_dir / "tensorboard" / "validation")
+    train, validation = (
+        read_events(run_dir / "tensorboard" / "train"),
+        read_events(run_dir / "tensorboard" / "validation"),
+    )
     assert [s for s, _ in train["scalars"]["epoch_loss"]] == [0, 1, 2]
     assert [v for _, v in validation["scalars"]["epoch_accuracy"]] == pytest.approx(
-        [e["val_accuracy"] for e in metrics["history"]])
+        [e["val_accuracy"] for e in metrics["history"]]
+    )
     assert any("kernel" in tag for tag in train["histograms"])
     assert train["graph"]
 
@@ -75,8 +79,9 @@ def test_best_checkpoint_is_what_was_exported(finished_run):
 
 
 def test_diverging_run_is_recorded_not_exported(tmp_path, compose_cfg):
-    cfg = compose_cfg(["trainer.epochs=2", "logging.histogram_freq=0", "optimizer=sgd", "optimizer.lr=1e6",
-                       "optimizer.momentum=0.0"])
+    cfg = compose_cfg(
+        ["trainer.epochs=2", "logging.histogram_freq=0", "optimizer=sgd", "optimizer.lr=1e6", "optimizer.momentum=0.0"]
+    )
     returned = tfhydra.run(cfg, run_dir=tmp_path)
     metrics = read_run_record(tmp_path)
     assert metrics["status"] == "diverged"
@@ -87,7 +92,9 @@ def test_diverging_run_is_recorded_not_exported(tmp_path, compose_cfg):
 
 def test_mlp_with_sgd_trains(tmp_path, compose_cfg):
     """`python train.py model=mlp optimizer=sgd optimizer.lr=0.05 trainer.epochs=3`, in-process."""
-    cfg = compose_cfg(["model=mlp", "optimizer=sgd", "optimizer.lr=0.05", "trainer.epochs=3", "logging.histogram_freq=0"])
+    cfg = compose_cfg(
+        ["model=mlp", "optimizer=sgd", "optimizer.lr=0.05", "trainer.epochs=3", "logging.histogram_freq=0"]
+    )
     returned = tfhydra.run(cfg, run_dir=tmp_path)
     metrics = read_run_record(tmp_path)
     assert metrics["status"] == "completed" and metrics["model"] == "mlp" and metrics["epochs_run"] == 3

@@ -4,6 +4,7 @@ Duplicate CSV column names; complex (and other non-real) npz examples; a file-ca
 run (cleared) or held by a live one (refused); a seed NumPy does not take; compression schemes the Model
 Optimization Toolkit cannot apply to the sequence models; a Transformer fed padding only.
 """
+
 import logging
 import os
 import re
@@ -12,12 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import data_files
 import numpy as np
 import pytest
 import tf_keras as keras
-
-import data_files
 from conftest import TESTS, assert_failed_record, last_line, read_run_record, run_cli
+
 from tfhydra.config.errors import ConfigError
 
 SYNTHETIC = ["data=synthetic", "data.train_size=256", "data.val_size=8", "data.shuffle_buffer=0", "data.batch_size=4"]
@@ -35,21 +36,30 @@ def images_of(dataset):
 
 # --- 1. duplicate CSV column names ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("source,header,shown,columns", [
-    ("csv", "a,a,label", "'a'", "1 and 2"),
-    ("csv", "a,label,b,label", "'label'", "2 and 4"),
-    ("text_csv", "text, text ,label", "'text' and ' text '", "1 and 2"),
-], ids=["csv-features", "csv-label", "text_csv-spaced"])
-def test_duplicate_csv_columns_are_refused_naming_the_file_and_the_column(tmp_path, compose_cfg, source, header,
-                                                                           shown, columns):
+
+@pytest.mark.parametrize(
+    "source,header,shown,columns",
+    [
+        ("csv", "a,a,label", "'a'", "1 and 2"),
+        ("csv", "a,label,b,label", "'label'", "2 and 4"),
+        ("text_csv", "text, text ,label", "'text' and ' text '", "1 and 2"),
+    ],
+    ids=["csv-features", "csv-label", "text_csv-spaced"],
+)
+def test_duplicate_csv_columns_are_refused_naming_the_file_and_the_column(
+    tmp_path, compose_cfg, source, header, shown, columns
+):
     path = tmp_path / "t.csv"
     fields = len(header.split(","))
-    path.write_text(header + "\n" + "".join(",".join(["good film", *["1"] * (fields - 2), str(i % 2)]) + "\n"
-                                            for i in range(8)))
+    path.write_text(
+        header + "\n" + "".join(",".join(["good film", *["1"] * (fields - 2), str(i % 2)]) + "\n" for i in range(8))
+    )
     with pytest.raises(ConfigError) as info:
         build(compose_cfg, [f"data={source}", f"data.path={path}"])
-    assert str(info.value) == (f"{path}:1: column {shown} appears twice in the header (columns {columns}); "
-                               "accepted: a header row of distinct column names (rename one of them)")
+    assert str(info.value) == (
+        f"{path}:1: column {shown} appears twice in the header (columns {columns}); "
+        "accepted: a header row of distinct column names (rename one of them)"
+    )
 
 
 def test_distinct_csv_columns_still_read(tmp_path, compose_cfg):
@@ -58,6 +68,7 @@ def test_distinct_csv_columns_still_read(tmp_path, compose_cfg):
 
 
 # --- 2. complex and other non-real npz examples --------------------------------------------------------------
+
 
 def write_npz(path: Path, x_train, x_test=None) -> Path:
     labels = np.arange(len(x_train)) % 2
@@ -70,20 +81,30 @@ REAL = np.random.default_rng(0).random((16, 8, 8))
 COMPLEX = "complex numbers, whose imaginary part the cast to float32 would drop (save np.abs(x) or x.real as float32)"
 
 
-@pytest.mark.parametrize("arrays,name,dtype,problem", [
-    ({"x_train": (REAL + 1j * REAL).astype(np.complex64)}, "x_train", "complex64", COMPLEX),
-    ({"x_train": REAL + 1j * REAL}, "x_train", "complex128", COMPLEX),
-    ({"x_train": REAL.astype(np.float32), "x_test": np.ones((4, 8, 8), np.complex128)}, "x_test", "complex128",
-     COMPLEX),
-    ({"x_train": np.full((16, 8, 8), "a")}, "x_train", "<U1", "strings"),
-    ({"x_train": np.zeros((16, 8, 8), "datetime64[s]")}, "x_train", "datetime64[s]", "dates"),
-], ids=["complex64", "complex128", "complex-validation", "strings", "dates"])
+@pytest.mark.parametrize(
+    "arrays,name,dtype,problem",
+    [
+        ({"x_train": (REAL + 1j * REAL).astype(np.complex64)}, "x_train", "complex64", COMPLEX),
+        ({"x_train": REAL + 1j * REAL}, "x_train", "complex128", COMPLEX),
+        (
+            {"x_train": REAL.astype(np.float32), "x_test": np.ones((4, 8, 8), np.complex128)},
+            "x_test",
+            "complex128",
+            COMPLEX,
+        ),
+        ({"x_train": np.full((16, 8, 8), "a")}, "x_train", "<U1", "strings"),
+        ({"x_train": np.zeros((16, 8, 8), "datetime64[s]")}, "x_train", "datetime64[s]", "dates"),
+    ],
+    ids=["complex64", "complex128", "complex-validation", "strings", "dates"],
+)
 def test_npz_examples_that_are_not_real_numbers_are_refused(tmp_path, compose_cfg, arrays, name, dtype, problem):
     path = write_npz(tmp_path / "d.npz", arrays["x_train"], arrays.get("x_test"))
     with pytest.raises(ConfigError) as info:
         build(compose_cfg, ["data=npz", f"data.path={path}"])
-    assert str(info.value) == (f"{path}[{name}]: its dtype is {dtype}: {problem}; accepted: an array of integers "
-                               "(e.g. uint8 images) or real floats (float16, float32, float64)")
+    assert str(info.value) == (
+        f"{path}[{name}]: its dtype is {dtype}: {problem}; accepted: an array of integers "
+        "(e.g. uint8 images) or real floats (float16, float32, float64)"
+    )
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int16", "float16", "float64", "bool"])
@@ -99,15 +120,25 @@ def test_cli_duplicate_column_and_complex_npz_are_one_line_and_a_failed_record(t
     if kind == "csv":
         path = tmp_path / "t.csv"
         path.write_text("a,a,label\n" + "".join(f"{i},{i},{i % 2}\n" for i in range(12)))
-        message = (f"{path}:1: column 'a' appears twice in the header (columns 1 and 2); accepted: a header row "
-                   "of distinct column names (rename one of them)")
+        message = (
+            f"{path}:1: column 'a' appears twice in the header (columns 1 and 2); accepted: a header row "
+            "of distinct column names (rename one of them)"
+        )
     else:
         path = write_npz(tmp_path / "d.npz", (REAL + 1j).astype(np.complex64))
-        message = (f"{path}[x_train]: its dtype is complex64: {COMPLEX}; accepted: an array of integers (e.g. uint8 "
-                   "images) or real floats (float16, float32, float64)")
+        message = (
+            f"{path}[x_train]: its dtype is complex64: {COMPLEX}; accepted: an array of integers (e.g. uint8 "
+            "images) or real floats (float16, float32, float64)"
+        )
     run_dir = tmp_path / "run"
-    result = run_cli(f"data={kind}", f"data.path={path}", "model=mlp", "trainer.epochs=1", "logging.histogram_freq=0",
-                     f"hydra.run.dir={run_dir}")
+    result = run_cli(
+        f"data={kind}",
+        f"data.path={path}",
+        "model=mlp",
+        "trainer.epochs=1",
+        "logging.histogram_freq=0",
+        f"hydra.run.dir={run_dir}",
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert last_line(result.stderr) == f"Error: {message}"
     assert_failed_record(run_dir, message)
@@ -137,8 +168,14 @@ time.sleep(300)
 
 def start_writer(mode: str, target: str, overrides=()) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, mode, target, *overrides], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, mode, target, *overrides],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     assert writer.stdout.readline().strip() == "reading", "the writer did not start"
     return writer
 
@@ -148,29 +185,35 @@ def sigkill(process: subprocess.Popen) -> None:
     assert process.wait(timeout=60) == -signal.SIGKILL
 
 
-def test_a_cache_a_live_run_writes_is_refused_and_once_it_is_killed_the_same_build_proceeds(tmp_path, compose_cfg,
-                                                                                           caplog):
+def test_a_cache_a_live_run_writes_is_refused_and_once_it_is_killed_the_same_build_proceeds(
+    tmp_path, compose_cfg, caplog
+):
     prefix = tmp_path / "cache" / "c"
     overrides = [*SYNTHETIC, f"data.cache={prefix}"]
     writer = start_writer("tfhydra", "", overrides)
     try:
         (lock,) = prefix.parent.glob("c.train-*_0.lockfile")
-        filename = str(lock)[:-len("_0.lockfile")]
+        filename = str(lock)[: -len("_0.lockfile")]
         with pytest.raises(ConfigError) as info:
             build(compose_cfg, overrides)
-        assert str(info.value) == (f"data.cache={prefix}: {filename} is being written by process {writer.pid}; "
-                                   "accepted: a cache prefix that no running process is writing (wait for it to "
-                                   "finish, or give another prefix)")
+        assert str(info.value) == (
+            f"data.cache={prefix}: {filename} is being written by process {writer.pid}; "
+            "accepted: a cache prefix that no running process is writing (wait for it to "
+            "finish, or give another prefix)"
+        )
     finally:
         sigkill(writer)
     left = sorted(p.name for p in prefix.parent.glob(f"{Path(filename).name}_0*"))
     assert [name.split(".", 2)[-1].rstrip("0123456789") for name in left] == [
-        "data-00000-of-00001.tempstate", "lockfile"]  # what TensorFlow's writer leaves when it is killed
+        "data-00000-of-00001.tempstate",
+        "lockfile",
+    ]  # what TensorFlow's writer leaves when it is killed
     with caplog.at_level(logging.WARNING, logger="tfhydra"):
         datasets = build(compose_cfg, overrides)
     assert [r.getMessage() for r in caplog.records] == [
         f"data.cache: removed {', '.join(left)}, left by a run killed while writing the cache (no process has them "
-        "open); writing it again"]
+        "open); writing it again"
+    ]
     uncached = images_of(build(compose_cfg, [*SYNTHETIC, "data.cache=false"]).train)
     np.testing.assert_array_equal(images_of(datasets.train), uncached)
     assert Path(f"{filename}.index").exists() and not list(prefix.parent.glob("*.lockfile"))
@@ -186,9 +229,11 @@ def test_a_cache_another_program_writes_is_refused_while_it_has_the_files_open(t
     try:
         with pytest.raises(ConfigError) as info:
             claim_cache(target, "x")
-        assert str(info.value) == (f"data.cache=x: {target}_0.lockfile exists and process {writer.pid} has its files "
-                                   "open; accepted: a cache prefix that no running process is writing (delete the "
-                                   "lockfile if none is)")
+        assert str(info.value) == (
+            f"data.cache=x: {target}_0.lockfile exists and process {writer.pid} has its files "
+            "open; accepted: a cache prefix that no running process is writing (delete the "
+            "lockfile if none is)"
+        )
     finally:
         sigkill(writer)
     with caplog.at_level(logging.WARNING, logger="tfhydra"):
@@ -216,10 +261,20 @@ def test_cli_a_run_killed_while_writing_its_cache_does_not_block_the_same_comman
     cache, marker = tmp_path / "cache" / "c", tmp_path / "hold"
     marker.touch()
     # No shuffle buffer or prefetch to read ahead: the paused run has read a few batches of its first pass.
-    args = ["model=mlp", "data=synthetic", "data.train_size=512", "data.val_size=64", "data.batch_size=8",
-            "data.shuffle_buffer=0", "data.prefetch=0", "trainer.steps_per_execution=1", f"data.cache={cache}",
-            "trainer.epochs=1", "logging.histogram_freq=0",
-            f"+trainer.callbacks=[{{_target_: user_code.PauseWhileMarker, marker: '{marker}'}}]"]
+    args = [
+        "model=mlp",
+        "data=synthetic",
+        "data.train_size=512",
+        "data.val_size=64",
+        "data.batch_size=8",
+        "data.shuffle_buffer=0",
+        "data.prefetch=0",
+        "trainer.steps_per_execution=1",
+        f"data.cache={cache}",
+        "trainer.epochs=1",
+        "logging.histogram_freq=0",
+        f"+trainer.callbacks=[{{_target_: user_code.PauseWhileMarker, marker: '{marker}'}}]",
+    ]
     run = tmp_path / "run"
     first = start(run, *args)
     try:
@@ -228,7 +283,8 @@ def test_cli_a_run_killed_while_writing_its_cache_does_not_block_the_same_comman
         assert other.returncode == 1 and "Traceback" not in other.stderr
         assert last_line(other.stderr).endswith(
             f"is being written by process {first.pid}; accepted: a cache prefix that no running process is writing "
-            "(wait for it to finish, or give another prefix)")
+            "(wait for it to finish, or give another prefix)"
+        )
         assert last_line(other.stderr).startswith(f"Error: data.cache={cache}: {cache}.train-")
     finally:
         kill(first)
@@ -237,17 +293,22 @@ def test_cli_a_run_killed_while_writing_its_cache_does_not_block_the_same_comman
     again = run_cli(*args, f"hydra.run.dir={run}")  # the same command
     assert again.returncode == 0, again.stderr[-3000:]
     logged = (run / "train.log").read_text()
-    assert re.search(r"\[tfhydra\]\[WARNING\] - data\.cache: removed "
-                     r"c\.train-\w+_0\.data-00000-of-00001\.tempstate\d+, c\.train-\w+_0\.lockfile, left by a run "
-                     r"killed while writing the cache \(no process has them open\); writing it again", logged), logged
+    assert re.search(
+        r"\[tfhydra\]\[WARNING\] - data\.cache: removed "
+        r"c\.train-\w+_0\.data-00000-of-00001\.tempstate\d+, c\.train-\w+_0\.lockfile, left by a run "
+        r"killed while writing the cache \(no process has them open\); writing it again",
+        logged,
+    ), logged
     assert read_run_record(run)["status"] == "completed"
     assert list(cache.parent.glob("c.train-*.index")) and not list(cache.parent.glob("*.lockfile"))
 
 
 # --- 4. seeds NumPy does not take -----------------------------------------------------------------------------
 
-SEED_LINE = ("trainer.seed={}: out of range; accepted: an integer in [0, 4294967295] (2**32 - 1: the seeds NumPy, "
-             "and so Keras' set_random_seed, accept)")
+SEED_LINE = (
+    "trainer.seed={}: out of range; accepted: an integer in [0, 4294967295] (2**32 - 1: the seeds NumPy, "
+    "and so Keras' set_random_seed, accept)"
+)
 
 
 @pytest.mark.parametrize("seed", [2**32, 99999999999999999999])
@@ -301,15 +362,24 @@ def test_cli_a_huge_seed_is_answered_by_the_pre_flight(tmp_path):
 
 # --- 5. compression schemes the toolkit cannot apply to the sequence models -----------------------------------
 
-QAT_WHY = ("the Model Optimization Toolkit fake-quantizes the model's int64 token-id input, and its 8-bit scheme "
-           "supports no Embedding, LSTM/GRU, MultiHeadAttention or LayerNormalization layer")
-VARIANTS = {"lstm": ["model=lstm", "model.units=[8]", "model.embedding_dim=8"],
-            "gru": ["model=lstm", "model.cell=gru", "model.units=[8]", "model.embedding_dim=8"],
-            "bilstm": ["model=lstm", "model.bidirectional=true", "model.units=[8]", "model.embedding_dim=8"],
-            "transformer": ["model=transformer", "model.width=16", "model.heads=2", "model.blocks=1",
-                            "model.mlp_dim=16"],
-            "transformer-learned": ["model=transformer", "model.positions=learned", "model.width=16",
-                                    "model.heads=2", "model.blocks=1", "model.mlp_dim=16"]}
+QAT_WHY = (
+    "the Model Optimization Toolkit fake-quantizes the model's int64 token-id input, and its 8-bit scheme "
+    "supports no Embedding, LSTM/GRU, MultiHeadAttention or LayerNormalization layer"
+)
+VARIANTS = {
+    "lstm": ["model=lstm", "model.units=[8]", "model.embedding_dim=8"],
+    "gru": ["model=lstm", "model.cell=gru", "model.units=[8]", "model.embedding_dim=8"],
+    "bilstm": ["model=lstm", "model.bidirectional=true", "model.units=[8]", "model.embedding_dim=8"],
+    "transformer": ["model=transformer", "model.width=16", "model.heads=2", "model.blocks=1", "model.mlp_dim=16"],
+    "transformer-learned": [
+        "model=transformer",
+        "model.positions=learned",
+        "model.width=16",
+        "model.heads=2",
+        "model.blocks=1",
+        "model.mlp_dim=16",
+    ],
+}
 SCHEMES = ["none", "prune", "cluster", "quantize", "prune_quantize", "cluster_quantize"]
 
 
@@ -323,32 +393,62 @@ def refusal(compose_cfg, variant, scheme):
     return None
 
 
-@pytest.mark.parametrize("variant,scheme,expected", [
-    ("lstm", "quantize", f"compression=quantize: model=lstm cannot be trained with it ({QAT_WHY}); accepted: "
-                         "compression=none, prune or cluster with model=lstm"),
-    ("gru", "prune_quantize", f"compression=prune_quantize: model=lstm cannot be trained with it ({QAT_WHY}); "
-                              "accepted: compression=none, prune or cluster with model=lstm"),
-    ("transformer", "cluster_quantize", f"compression=cluster_quantize: model=transformer cannot be trained with it "
-                                        f"({QAT_WHY}); accepted: compression=none, prune or cluster with "
-                                        "model=transformer"),
-    ("bilstm", "prune", "compression=prune: model=lstm with model.bidirectional=true cannot be trained with it (the "
-                        "Model Optimization Toolkit's pruning does not support Bidirectional layers); accepted: "
-                        "compression=none or cluster with model=lstm (or model.bidirectional=false)"),
-    ("transformer-learned", "cluster", "compression=cluster: model=transformer with model.positions=learned cannot "
-                                       "be trained with it (the Model Optimization Toolkit's clustering does not "
-                                       "support a custom layer with weights, as the learned position table is); "
-                                       "accepted: compression=none or prune with model=transformer (or "
-                                       "model.positions=sinusoidal)"),
-])
+@pytest.mark.parametrize(
+    "variant,scheme,expected",
+    [
+        (
+            "lstm",
+            "quantize",
+            f"compression=quantize: model=lstm cannot be trained with it ({QAT_WHY}); accepted: "
+            "compression=none, prune or cluster with model=lstm",
+        ),
+        (
+            "gru",
+            "prune_quantize",
+            f"compression=prune_quantize: model=lstm cannot be trained with it ({QAT_WHY}); "
+            "accepted: compression=none, prune or cluster with model=lstm",
+        ),
+        (
+            "transformer",
+            "cluster_quantize",
+            f"compression=cluster_quantize: model=transformer cannot be trained with it "
+            f"({QAT_WHY}); accepted: compression=none, prune or cluster with "
+            "model=transformer",
+        ),
+        (
+            "bilstm",
+            "prune",
+            "compression=prune: model=lstm with model.bidirectional=true cannot be trained with it (the "
+            "Model Optimization Toolkit's pruning does not support Bidirectional layers); accepted: "
+            "compression=none or cluster with model=lstm (or model.bidirectional=false)",
+        ),
+        (
+            "transformer-learned",
+            "cluster",
+            "compression=cluster: model=transformer with model.positions=learned cannot "
+            "be trained with it (the Model Optimization Toolkit's clustering does not "
+            "support a custom layer with weights, as the learned position table is); "
+            "accepted: compression=none or prune with model=transformer (or "
+            "model.positions=sinusoidal)",
+        ),
+    ],
+)
 def test_schemes_the_toolkit_cannot_apply_are_refused_in_one_line(compose_cfg, variant, scheme, expected):
     assert refusal(compose_cfg, variant, scheme) == expected
 
 
-@pytest.mark.parametrize("overrides", [
-    ["model=lstm", "compression=prune"], ["model=lstm", "compression=cluster"], ["model=lstm", "compression=none"],
-    ["model=transformer", "compression=prune"], ["model=transformer", "compression=cluster"],
-    ["model=cnn", "compression=quantize"], ["model=mlp", "compression=cluster_quantize"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model=lstm", "compression=prune"],
+        ["model=lstm", "compression=cluster"],
+        ["model=lstm", "compression=none"],
+        ["model=transformer", "compression=prune"],
+        ["model=transformer", "compression=cluster"],
+        ["model=cnn", "compression=quantize"],
+        ["model=mlp", "compression=cluster_quantize"],
+    ],
+)
 def test_schemes_that_work_pass(compose_cfg, overrides):
     from tfhydra.compression.checks_models import check_model_support
 
@@ -378,16 +478,19 @@ def test_the_refused_schemes_are_exactly_those_the_toolkit_fails_on(tmp_path, co
     from tfhydra.model import build_model
 
     path = data_files.write_text_csv(tmp_path / "t.csv", n=32)
-    datasets = build_datasets(compose_cfg(["data=text_csv", f"data.path={path}", "data.sequence_length=16",
-                                           "data.batch_size=16"]).data, seed=0)
+    datasets = build_datasets(
+        compose_cfg(["data=text_csv", f"data.path={path}", "data.sequence_length=16", "data.batch_size=16"]).data,
+        seed=0,
+    )
     outcomes = {}
     for variant in VARIANTS:
         for scheme in SCHEMES:
             cfg = compose_cfg([*VARIANTS[variant], f"compression={scheme}"])
             try:
                 model = build_model(cfg.model, datasets.spec)
-                compression = build_scheme(cfg.compression, model, datasets.spec,
-                                           Phase(steps_per_epoch=datasets.steps_per_epoch, epochs=1))
+                compression = build_scheme(
+                    cfg.compression, model, datasets.spec, Phase(steps_per_epoch=datasets.steps_per_epoch, epochs=1)
+                )
                 compression.model.compile("adam", "sparse_categorical_crossentropy")
                 compression.model.fit(datasets.train, epochs=1, verbose=0, callbacks=compression.callbacks)
                 failed = False
@@ -401,15 +504,19 @@ def test_the_refused_schemes_are_exactly_those_the_toolkit_fails_on(tmp_path, co
 @pytest.mark.slow
 def test_cli_quantize_of_the_lstm_is_answered_by_the_pre_flight(tmp_path):
     path = data_files.write_text_csv(tmp_path / "t.csv", n=32)
-    result = run_cli("compression=quantize", "model=lstm", "data=text_csv", f"data.path={path}",
-                     f"hydra.run.dir={tmp_path / 'run'}")
+    result = run_cli(
+        "compression=quantize", "model=lstm", "data=text_csv", f"data.path={path}", f"hydra.run.dir={tmp_path / 'run'}"
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert last_line(result.stderr) == (f"Error: compression=quantize: model=lstm cannot be trained with it "
-                                        f"({QAT_WHY}); accepted: compression=none, prune or cluster with model=lstm")
+    assert last_line(result.stderr) == (
+        f"Error: compression=quantize: model=lstm cannot be trained with it "
+        f"({QAT_WHY}); accepted: compression=none, prune or cluster with model=lstm"
+    )
     assert not (tmp_path / "run").exists()
 
 
 # --- 6. a Transformer fed padding only ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
 def test_the_transformer_gives_finite_probabilities_for_padding_only(compose_cfg, positions):

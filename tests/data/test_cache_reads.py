@@ -2,12 +2,12 @@
 stage sets trainer.epochs the same way), a steps_per_epoch cap that reads at most one pass in total or less
 than a pass an epoch, and the test split (read once, after training) stream; several epochs keep the memory
 cache; an explicit `data.cache=memory` is obeyed. Asserted on the record's words and on the dataset graph."""
+
 from __future__ import annotations
 
+import data_files
 import numpy as np
 import pytest
-
-import data_files
 from conftest import last_line, read_run_record, run_cli
 
 
@@ -17,8 +17,9 @@ def index_dir(tmp_path, monkeypatch):
 
 
 def records(tmp_path, n=32, prefix="train", seed=0):
-    return data_files.write_tfrecords(tmp_path / "data", prefix, n=n, shards=4, shape=(8, 8, 3), classes=4,
-                                      encoding="raw", seed=seed)
+    return data_files.write_tfrecords(
+        tmp_path / "data", prefix, n=n, shards=4, shape=(8, 8, 3), classes=4, encoding="raw", seed=seed
+    )
 
 
 def built(compose_cfg, tmp_path, *overrides, val=8, epochs=None, steps=None, validation_steps=None):
@@ -26,8 +27,16 @@ def built(compose_cfg, tmp_path, *overrides, val=8, epochs=None, steps=None, val
     from tfhydra.data import Reads, build_datasets
 
     splits = (records(tmp_path), records(tmp_path, val, "val", 1), records(tmp_path, 8, "test", 2))
-    cfg = compose_cfg(["data=tfrecord", *(f"data.{k}={v}" for k, v in zip(("train", "validation", "test"), splits)),
-                       "data.encoding=raw", "data.raw_shape=[8,8,3]", "data.batch_size=8", *overrides])
+    cfg = compose_cfg(
+        [
+            "data=tfrecord",
+            *(f"data.{k}={v}" for k, v in zip(("train", "validation", "test"), splits)),
+            "data.encoding=raw",
+            "data.raw_shape=[8,8,3]",
+            "data.batch_size=8",
+            *overrides,
+        ]
+    )
     return build_datasets(cfg.data, 0, Reads(epochs, steps, validation_steps))
 
 
@@ -48,8 +57,12 @@ def test_one_epoch_streams_every_split_and_says_why(tmp_path, compose_cfg):
     datasets = built(compose_cfg, tmp_path, epochs=1)
     plan = datasets.spec.pipeline
     assert (datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size) == (32, 8, 8)
-    assert plan["train"] == {"cache": "off", "reason": "one pass: trainer.epochs=1: streamed from the source",
-                             "estimated_bytes": None, "passes": 1.0}
+    assert plan["train"] == {
+        "cache": "off",
+        "reason": "one pass: trainer.epochs=1: streamed from the source",
+        "estimated_bytes": None,
+        "passes": 1.0,
+    }
     assert plan["validation"]["cache"] == "off" and plan["validation"]["reason"].startswith("one pass")
     assert plan["test"]["cache"] == "off" and plan["test"]["reason"].startswith("read once, after training")
     assert not any(caches(d) for d in (datasets.train, datasets.validation, datasets.test))
@@ -73,13 +86,17 @@ def test_an_explicit_memory_cache_is_kept_for_one_epoch(tmp_path, compose_cfg):
     assert datasets.spec.pipeline["train"]["reason"].startswith("data.cache=memory")
 
 
-@pytest.mark.parametrize("epochs, steps, cache, reason", [
-    (2, 2, "off", "trainer.steps_per_epoch=2 reads 16 of its 32 examples an epoch"),  # 1 pass in all, half an epoch
-    (1, 4, "off", "one pass: trainer.epochs=1, trainer.steps_per_epoch=4"),  # exactly one pass
-    (1, 8, "memory", "about "),  # two passes in one epoch: the second reads the cache
-])
-def test_steps_per_epoch_caches_only_when_a_full_pass_is_read_again(tmp_path, compose_cfg, epochs, steps, cache,
-                                                                     reason):
+@pytest.mark.parametrize(
+    "epochs, steps, cache, reason",
+    [
+        (2, 2, "off", "trainer.steps_per_epoch=2 reads 16 of its 32 examples an epoch"),  # 1 pass in all, half an epoch
+        (1, 4, "off", "one pass: trainer.epochs=1, trainer.steps_per_epoch=4"),  # exactly one pass
+        (1, 8, "memory", "about "),  # two passes in one epoch: the second reads the cache
+    ],
+)
+def test_steps_per_epoch_caches_only_when_a_full_pass_is_read_again(
+    tmp_path, compose_cfg, epochs, steps, cache, reason
+):
     datasets = built(compose_cfg, tmp_path, epochs=epochs, steps=steps)
     assert datasets.spec.pipeline["train"]["cache"] == cache and caches(datasets.train) == (cache == "memory")
     assert datasets.spec.pipeline["train"]["reason"].startswith(reason)
@@ -104,9 +121,19 @@ def test_without_reads_auto_decides_on_the_budget_alone(tmp_path, compose_cfg):
 def test_a_one_epoch_cli_run_records_why_it_did_not_cache(tmp_path):
     train, val = records(tmp_path, n=64), records(tmp_path, n=16, prefix="val", seed=1)
     run_dir = tmp_path / "run"
-    result = run_cli("model=mlp", "data=tfrecord", f"data.train={train}", f"data.validation={val}",
-                     "data.encoding=raw", "data.raw_shape=[8,8,3]", "trainer.epochs=1", "logging.histogram_freq=0",
-                     "export.formats=[]", f"hydra.run.dir={run_dir}", env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")})
+    result = run_cli(
+        "model=mlp",
+        "data=tfrecord",
+        f"data.train={train}",
+        f"data.validation={val}",
+        "data.encoding=raw",
+        "data.raw_shape=[8,8,3]",
+        "trainer.epochs=1",
+        "logging.histogram_freq=0",
+        "export.formats=[]",
+        f"hydra.run.dir={run_dir}",
+        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
+    )
     assert result.returncode == 0, last_line(result.stderr)
     pipeline = read_run_record(run_dir)["data"]["pipeline"]
     assert pipeline["train"]["cache"] == pipeline["validation"]["cache"] == "off"

@@ -28,8 +28,16 @@ def test_digits_are_28x28_in_unit_range_and_split_by_data_split_seed(compose_cfg
 
 
 def test_synthetic_has_the_configured_shape_and_classes(compose_cfg):
-    cfg = compose_cfg(["data=synthetic", "data.shape=[12,10,3]", "data.num_classes=4", "data.train_size=64",
-                       "data.val_size=16", "data.batch_size=16"])
+    cfg = compose_cfg(
+        [
+            "data=synthetic",
+            "data.shape=[12,10,3]",
+            "data.num_classes=4",
+            "data.train_size=64",
+            "data.val_size=16",
+            "data.batch_size=16",
+        ]
+    )
     datasets = build_datasets(cfg.data, seed=0)
     assert datasets.spec.input_shape == (12, 10, 3) and datasets.spec.num_classes == 4
     images, labels = next(iter(datasets.train))

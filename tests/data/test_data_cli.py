@@ -1,15 +1,18 @@
 """One short epoch on each file-based source through `python train.py data=...`, as users run it."""
 
-import pytest
-
 import data_files
+import pytest
 from conftest import FAST, read_run_record, run_cli
 
 LEAN = [*FAST, "model=mlp", "export.formats=[]", "logging.tensorboard=false", "data.batch_size=16"]
 
 
 def npz(tmp_path):
-    return ["data=npz", f"data.path={data_files.write_npz(tmp_path / 'mnist.npz')}"], ("0", "1", "2", "3"), 51  # x_test is the test split: validation is 0.2 of x_train
+    return (
+        ["data=npz", f"data.path={data_files.write_npz(tmp_path / 'mnist.npz')}"],
+        ("0", "1", "2", "3"),
+        51,
+    )  # x_test is the test split: validation is 0.2 of x_train
 
 
 def tfrecord(tmp_path):
@@ -20,18 +23,35 @@ def tfrecord(tmp_path):
 
 def image_folder(tmp_path):
     root = data_files.write_image_folder(tmp_path / "pets", per_class=20, val_per_class=4)
-    return ["data=image_folder", f"data.path={root}", "data.image_size=[16,16]"], ("cat", "dog", "owl"), 48  # test: 0.2 of train/
+    return (
+        ["data=image_folder", f"data.path={root}", "data.image_size=[16,16]"],
+        ("cat", "dog", "owl"),
+        48,
+    )  # test: 0.2 of train/
 
 
 def csv(tmp_path):
-    return ["data=csv", f"data.path={data_files.write_csv(tmp_path / 'iris.csv', n=80)}"], \
-        ("setosa", "versicolor", "virginica"), 48  # one split: 0.2 validation, 0.2 test
+    return (
+        ["data=csv", f"data.path={data_files.write_csv(tmp_path / 'iris.csv', n=80)}"],
+        ("setosa", "versicolor", "virginica"),
+        48,
+    )  # one split: 0.2 validation, 0.2 test
 
 
 def text_csv(tmp_path):
     path = data_files.write_text_csv(tmp_path / "reviews.csv", n=80)
-    return ["data=text_csv", f"data.path={path}", "data.sequence_length=12", "model=lstm", "model.units=[8]",
-            "model.embedding_dim=8"], ("neg", "pos"), 48
+    return (
+        [
+            "data=text_csv",
+            f"data.path={path}",
+            "data.sequence_length=12",
+            "model=lstm",
+            "model.units=[8]",
+            "model.embedding_dim=8",
+        ],
+        ("neg", "pos"),
+        48,
+    )
 
 
 @pytest.mark.slow

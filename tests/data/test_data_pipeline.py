@@ -1,10 +1,11 @@
 """The pipeline options of the `data:` section, shared by every source (in-process, fast)."""
+
+import data_files
 import numpy as np
 import pytest
 
-import data_files
-from tfhydra.data import build_datasets
 from tfhydra.config.errors import ConfigError
+from tfhydra.data import build_datasets
 from tfhydra.runner.plan import check_config as validate
 
 
@@ -80,9 +81,14 @@ def test_drop_remainder_and_prefetch(compose_cfg):
 def test_augment_changes_training_batches_only(compose_cfg):
     base = ["data=synthetic", "data.train_size=32", "data.val_size=16", "data.shuffle_buffer=0"]
     plain = build_datasets(compose_cfg(base).data, seed=0)
-    cfg = compose_cfg([*base, "data.augment=[{name: random_flip, mode: horizontal}, {name: random_rotation, "
-                       "factor: 0.1}, {name: random_zoom, height_factor: 0.1}, {name: random_translation, "
-                       "height_factor: 0.1, width_factor: 0.1}, {name: random_contrast, factor: 0.2}]"])
+    cfg = compose_cfg(
+        [
+            *base,
+            "data.augment=[{name: random_flip, mode: horizontal}, {name: random_rotation, "
+            "factor: 0.1}, {name: random_zoom, height_factor: 0.1}, {name: random_translation, "
+            "height_factor: 0.1, width_factor: 0.1}, {name: random_contrast, factor: 0.2}]",
+        ]
+    )
     validate(cfg)
     augmented = build_datasets(cfg.data, seed=0)
     np.testing.assert_array_equal(labels_of(augmented.train), labels_of(plain.train))
@@ -98,13 +104,28 @@ def test_augment_by_bare_name(compose_cfg):
     assert images_of(build_datasets(cfg.data, seed=0).train).shape == (8, 28, 28, 1)
 
 
-@pytest.mark.parametrize("augment,fragments", [
-    ("[{name: random_blur}]", ["data.augment[0].name=random_blur: unknown augmentation layer; accepted: one of "
-                               "random_contrast, random_flip, random_rotation, random_translation, random_zoom"]),
-    ("[random_flip, {name: random_rotation, factr: 0.1}]",
-     ["data.augment[1]=", "cannot build it", "factr", "accepted: the arguments of tf.keras.layers.RandomRotation"]),
-    ("[{name: random_flip, mode: diagonal}]", ["data.augment[0]=", "unknown mode argument diagonal"]),
-])
+@pytest.mark.parametrize(
+    "augment,fragments",
+    [
+        (
+            "[{name: random_blur}]",
+            [
+                "data.augment[0].name=random_blur: unknown augmentation layer; accepted: one of "
+                "random_contrast, random_flip, random_rotation, random_translation, random_zoom"
+            ],
+        ),
+        (
+            "[random_flip, {name: random_rotation, factr: 0.1}]",
+            [
+                "data.augment[1]=",
+                "cannot build it",
+                "factr",
+                "accepted: the arguments of tf.keras.layers.RandomRotation",
+            ],
+        ),
+        ("[{name: random_flip, mode: diagonal}]", ["data.augment[0]=", "unknown mode argument diagonal"]),
+    ],
+)
 def test_augment_mistakes_are_config_errors(compose_cfg, augment, fragments):
     with pytest.raises(ConfigError) as error:
         build_datasets(compose_cfg(["data=synthetic", "data.train_size=8", f"data.augment={augment}"]).data, seed=0)
@@ -114,18 +135,24 @@ def test_augment_mistakes_are_config_errors(compose_cfg, augment, fragments):
 
 def test_augment_needs_images(tmp_path, compose_cfg):
     path = data_files.write_csv(tmp_path / "t.csv", n=20)
-    with pytest.raises(ConfigError, match=r"image augmentation needs \(height, width, channels\) images; the data "
-                                          r"are float32 of shape \(3,\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"image augmentation needs \(height, width, channels\) images; the data "
+        r"are float32 of shape \(3,\)",
+    ):
         build_datasets(compose_cfg(["data=csv", f"data.path={path}", "data.augment=[random_flip]"]).data, seed=0)
 
 
-@pytest.mark.parametrize("override,accepted", [
-    ("data.cache=true", "auto, memory, false, or a path prefix for cache files"),
-    ("data.prefetch=-1", "auto or an integer >= 0"),
-    ("data.prefetch=lots", "auto or an integer >= 0"),
-    ("data.augment=[{mode: horizontal}]", "a list of layer names or {name: <layer>"),
-    ("data.fraction=1.5", "a number in (0, 1]"),
-])
+@pytest.mark.parametrize(
+    "override,accepted",
+    [
+        ("data.cache=true", "auto, memory, false, or a path prefix for cache files"),
+        ("data.prefetch=-1", "auto or an integer >= 0"),
+        ("data.prefetch=lots", "auto or an integer >= 0"),
+        ("data.augment=[{mode: horizontal}]", "a list of layer names or {name: <layer>"),
+        ("data.fraction=1.5", "a number in (0, 1]"),
+    ],
+)
 def test_pipeline_values_are_checked_before_tensorflow_work(compose_cfg, override, accepted):
     with pytest.raises(ConfigError, match="accepted: " + accepted.replace("(", r"\(").replace("[", r"\[")):
         validate(compose_cfg([override]))

@@ -2,6 +2,7 @@
 dispatcher and two workers started by `python -m tfhydra.data.service`; an unreachable address, or one where
 something else listens, is one line within seconds; a service that goes away mid-run ends the run in one line, and
 SIGTERM ends a run blocked on it (tfhydra/data/service_watch.py)."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,13 @@ import threading
 import time
 from pathlib import Path
 
+import data_files
 import numpy as np
 import pytest
+from conftest import FAST, ROOT, counts_cases, last_line, read_run_record, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import data_files
-from conftest import FAST, ROOT, counts_cases, last_line, read_run_record, run_cli
 from tfhydra.config.errors import ConfigError
 
 
@@ -45,14 +46,25 @@ def start_service(workers: int = 2) -> tuple[str, list[subprocess.Popen]]:
     """A real dispatcher and `workers` workers on loopback: (its address, the processes)."""
     dispatcher = free_port()
     module = [sys.executable, "-m", "tfhydra.data.service"]
-    processes = [subprocess.Popen([*module, "dispatcher", "--port", str(dispatcher)], cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    processes = [
+        subprocess.Popen(
+            [*module, "dispatcher", "--port", str(dispatcher)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     wait_listening(dispatcher)
     for _ in range(workers):
         port = free_port()
-        processes.append(subprocess.Popen([*module, "worker", "--port", str(port), "--dispatcher",
-                                           f"localhost:{dispatcher}"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
+        processes.append(
+            subprocess.Popen(
+                [*module, "worker", "--port", str(port), "--dispatcher", f"localhost:{dispatcher}"],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         wait_listening(port)
     return f"grpc://localhost:{dispatcher}", processes
 
@@ -71,13 +83,22 @@ def service():
 
 
 def records(tmp_path):
-    train = data_files.write_tfrecords(tmp_path / "d", "train", n=96, shards=8, shape=(6, 6, 1), classes=4,
-                                       encoding="raw")
-    val = data_files.write_tfrecords(tmp_path / "d", "val", n=16, shards=2, shape=(6, 6, 1), classes=4,
-                                     encoding="raw", seed=1)
-    return ["data=tfrecord", f"data.train={train}", f"data.validation={val}", "data.encoding=raw",
-            "data.raw_shape=[6,6,1]", "data.cache=false", "data.batch_size=16",
-            "data.test_fraction=0"]  # every one of the 96 training records trains: each is seen once an epoch
+    train = data_files.write_tfrecords(
+        tmp_path / "d", "train", n=96, shards=8, shape=(6, 6, 1), classes=4, encoding="raw"
+    )
+    val = data_files.write_tfrecords(
+        tmp_path / "d", "val", n=16, shards=2, shape=(6, 6, 1), classes=4, encoding="raw", seed=1
+    )
+    return [
+        "data=tfrecord",
+        f"data.train={train}",
+        f"data.validation={val}",
+        "data.encoding=raw",
+        "data.raw_shape=[6,6,1]",
+        "data.cache=false",
+        "data.batch_size=16",
+        "data.test_fraction=0",
+    ]  # every one of the 96 training records trains: each is seen once an epoch
 
 
 def test_distributed_epoch_sees_each_training_example_once_per_epoch(service, tmp_path, compose_cfg, monkeypatch):
@@ -101,9 +122,11 @@ def test_an_unreachable_service_is_one_line(tmp_path, compose_cfg, monkeypatch):
     port = free_port()
     with pytest.raises(ConfigError) as error:  # the connection's own 5 s limit ends the wait (no wall clock here)
         build_datasets(compose_cfg([*records(tmp_path), f"data.service.address=grpc://127.0.0.1:{port}"]).data, 0)
-    assert str(error.value) == (f"data.service.address=grpc://127.0.0.1:{port}: cannot connect to 127.0.0.1:{port} "
-                                "within 5 s (Connection refused); accepted: the address of a running tf.data service "
-                                "dispatcher (python -m tfhydra.data.service dispatcher --port <port>)")
+    assert str(error.value) == (
+        f"data.service.address=grpc://127.0.0.1:{port}: cannot connect to 127.0.0.1:{port} "
+        "within 5 s (Connection refused); accepted: the address of a running tf.data service "
+        "dispatcher (python -m tfhydra.data.service dispatcher --port <port>)"
+    )
 
 
 @pytest.mark.parametrize("address", ["localhost", "http://localhost:5050", "grpc://:5050"])
@@ -112,8 +135,9 @@ def test_a_service_address_that_is_not_grpc_host_port_is_refused_by_the_plan(com
 
     with pytest.raises(ConfigError) as error:
         check_streaming(compose_cfg([f"data.service.address='{address}'"]))
-    assert str(error.value).endswith("not a grpc://host:port address; accepted: grpc://host:port of a tf.data "
-                                     "service dispatcher")
+    assert str(error.value).endswith(
+        "not a grpc://host:port address; accepted: grpc://host:port of a tf.data service dispatcher"
+    )
 
 
 @counts_cases()
@@ -144,14 +168,21 @@ def test_an_address_that_is_not_text_is_refused_by_the_plan(compose_cfg, value):
 @pytest.mark.slow
 def test_cli_a_run_on_the_data_service_completes(service, tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("model=mlp", *records(tmp_path), f"data.service.address={service}", *FAST,
-                     f"hydra.run.dir={run_dir}", env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")})
+    result = run_cli(
+        "model=mlp",
+        *records(tmp_path),
+        f"data.service.address={service}",
+        *FAST,
+        f"hydra.run.dir={run_dir}",
+        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
+    )
     assert result.returncode == 0, last_line(result.stderr)
     record = read_run_record(run_dir)
     assert record["status"] == "completed" and record["data"]["pipeline"]["service"] == service
 
 
 # --- Nothing waits forever (issue 35 item 5): a wrong server, a service gone mid-run, a signal while blocked ---
+
 
 class SilentServer:
     """Accepts every connection and never says a word (a port some other program holds open)."""
@@ -216,8 +247,10 @@ def test_a_server_that_is_not_a_dispatcher_is_one_line(wrong_server):
     with pytest.raises(ConfigError) as error:
         check_reachable(f"grpc://127.0.0.1:{port}")
     why = "no HTTP/2 answer within 5 s" if kind == "silent" else "it answered "
-    assert str(error.value).startswith(f"data.service.address=grpc://127.0.0.1:{port}: something listens on "
-                                       f"127.0.0.1:{port} but it is not a tf.data service dispatcher ({why}")
+    assert str(error.value).startswith(
+        f"data.service.address=grpc://127.0.0.1:{port}: something listens on "
+        f"127.0.0.1:{port} but it is not a tf.data service dispatcher ({why}"
+    )
 
 
 @pytest.mark.slow
@@ -225,13 +258,22 @@ def test_cli_a_wrong_server_ends_the_run_in_one_line(wrong_server, tmp_path):
     kind, port = wrong_server
     run_dir = tmp_path / "run"
     started = time.perf_counter()
-    result = run_cli("model=mlp", *records(tmp_path), f"data.service.address=grpc://127.0.0.1:{port}", *FAST,
-                     f"hydra.run.dir={run_dir}", env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")}, timeout=600)
+    result = run_cli(
+        "model=mlp",
+        *records(tmp_path),
+        f"data.service.address=grpc://127.0.0.1:{port}",
+        *FAST,
+        f"hydra.run.dir={run_dir}",
+        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
+        timeout=600,
+    )
     print(f"{kind}: ended in {time.perf_counter() - started:.1f} s")  # docs/distribute.md quotes these
     assert result.returncode == 1
     line = last_line(result.stderr)
-    assert line.startswith(f"Error: data.service.address=grpc://127.0.0.1:{port}: something listens on "
-                           f"127.0.0.1:{port} but it is not a tf.data service dispatcher"), line
+    assert line.startswith(
+        f"Error: data.service.address=grpc://127.0.0.1:{port}: something listens on "
+        f"127.0.0.1:{port} but it is not a tf.data service dispatcher"
+    ), line
     assert "Traceback" not in result.stderr
     record = read_run_record(run_dir)
     assert record["status"] == "failed" and record["error"] == line.removeprefix("Error: ")
@@ -242,10 +284,25 @@ def start_training(tmp_path, address: str, *overrides: str) -> tuple[subprocess.
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "TFHYDRA_CACHE_DIR": str(tmp_path / "c")}
     env.pop("HYDRA_FULL_ERROR", None)
-    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "model=mlp", *records(tmp_path),
-                                f"data.service.address={address}", "trainer.epochs=500", "logging.histogram_freq=0",
-                                f"hydra.run.dir={run_dir}", *overrides], cwd=ROOT, env=env, text=True,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "model=mlp",
+            *records(tmp_path),
+            f"data.service.address={address}",
+            "trainer.epochs=500",
+            "logging.histogram_freq=0",
+            f"hydra.run.dir={run_dir}",
+            *overrides,
+        ],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     history, deadline = run_dir / "checkpoints" / "history.json", time.time() + 500
 
     def epochs() -> int:
@@ -311,8 +368,9 @@ def test_cli_workers_killed_mid_run_end_it_at_the_progress_deadline(tmp_path):
     """The dispatcher lives and answers; its workers are gone: no batch comes, and no probe fails."""
     address, processes = start_service()
     try:
-        process, run_dir = start_training(tmp_path, address, "data.service.timeout=600",
-                                          "data.service.progress_timeout=10")
+        process, run_dir = start_training(
+            tmp_path, address, "data.service.timeout=600", "data.service.progress_timeout=10"
+        )
         kill_all(processes[1:])
         killed = time.perf_counter()
         _, stderr = process.communicate(timeout=300)

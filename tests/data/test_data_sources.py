@@ -1,14 +1,15 @@
 """Each data source on small real files: what it yields and the DataSpec it reports (in-process, fast)."""
+
 import dataclasses
 import urllib.request
 
+import data_files
 import numpy as np
 import pytest
 
-import data_files
+from tfhydra.config.errors import ConfigError
 from tfhydra.data import build_datasets
 from tfhydra.data.keras_datasets import KERAS_DATASETS
-from tfhydra.config.errors import ConfigError
 
 PLAIN = ["data.shuffle_buffer=0", "data.cache=false"]  # file order, nothing kept between builds
 
@@ -36,9 +37,19 @@ def test_npz_scales_integer_images_adds_a_channel_and_tests_on_the_test_arrays(t
 
 def test_npz_array_names_are_configurable_and_without_validation_arrays_a_split_is_held_out(tmp_path, compose_cfg):
     path = data_files.write_npz(tmp_path / "d.npz", n_train=40, classes=4, x_train="images", y_train="targets")
-    cfg = compose_cfg(["data=npz", f"data.path={path}", "data.x_train=images", "data.y_train=targets",
-                       "data.x_val=null", "data.y_val=null", "data.val_fraction=0.25", "data.class_names=[a,b,c,d]",
-                       *PLAIN])
+    cfg = compose_cfg(
+        [
+            "data=npz",
+            f"data.path={path}",
+            "data.x_train=images",
+            "data.y_train=targets",
+            "data.x_val=null",
+            "data.y_val=null",
+            "data.val_fraction=0.25",
+            "data.class_names=[a,b,c,d]",
+            *PLAIN,
+        ]
+    )
     datasets = build_datasets(cfg.data, 0)
     assert (datasets.spec.train_size, datasets.spec.val_size) == (30, 10)
     assert datasets.spec.class_names == ("a", "b", "c", "d")
@@ -49,8 +60,16 @@ def test_tfrecord_reads_sharded_png_records_with_their_labels(tmp_path, compose_
     train = data_files.write_tfrecords(tmp_path, "train", n=40, shards=4, shape=(14, 12, 1), classes=4, seed=1)
     val = data_files.write_tfrecords(tmp_path, "val", n=12, shards=2, shape=(14, 12, 1), classes=4, seed=2)
     test = data_files.write_tfrecords(tmp_path, "test", n=8, shards=1, shape=(14, 12, 1), classes=4, seed=3)
-    cfg = compose_cfg(["data=tfrecord", f"data.train={train}", f"data.validation={val}", f"data.test={test}",
-                       "data.batch_size=8", *PLAIN])
+    cfg = compose_cfg(
+        [
+            "data=tfrecord",
+            f"data.train={train}",
+            f"data.validation={val}",
+            f"data.test={test}",
+            "data.batch_size=8",
+            *PLAIN,
+        ]
+    )
     datasets = build_datasets(cfg.data, 0)
     assert datasets.spec.input_shape == (14, 12, 1) and datasets.spec.num_classes == 4
     assert (datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size) == (40, 12, 8)
@@ -65,11 +84,30 @@ def test_tfrecord_reads_sharded_png_records_with_their_labels(tmp_path, compose_
 
 
 def test_tfrecord_raw_encoding_custom_keys_and_a_split_without_validation_files(tmp_path, compose_cfg):
-    train = data_files.write_tfrecords(tmp_path, "raw", n=40, shards=3, shape=(6, 5, 2), classes=2, encoding="raw",
-                                       image_key="pixels", label_key="target")
-    cfg = compose_cfg(["data=tfrecord", f"data.train={train}", "data.encoding=raw", "data.raw_shape=[6,5,2]",
-                       "data.image_key=pixels", "data.label_key=target", "data.image_size=[8,8]",
-                       "data.val_fraction=0.25", *PLAIN])
+    train = data_files.write_tfrecords(
+        tmp_path,
+        "raw",
+        n=40,
+        shards=3,
+        shape=(6, 5, 2),
+        classes=2,
+        encoding="raw",
+        image_key="pixels",
+        label_key="target",
+    )
+    cfg = compose_cfg(
+        [
+            "data=tfrecord",
+            f"data.train={train}",
+            "data.encoding=raw",
+            "data.raw_shape=[6,5,2]",
+            "data.image_key=pixels",
+            "data.label_key=target",
+            "data.image_size=[8,8]",
+            "data.val_fraction=0.25",
+            *PLAIN,
+        ]
+    )
     datasets = build_datasets(cfg.data, 0)
     assert datasets.spec.input_shape == (8, 8, 2)
     # issue 34: test (0.2 of all 40) first, then validation (0.25 of all: 10 of the 32 left), 22 to train
@@ -79,10 +117,12 @@ def test_tfrecord_raw_encoding_custom_keys_and_a_split_without_validation_files(
 
 
 def test_image_folder_takes_classes_from_folder_names_and_val_from_val(tmp_path, compose_cfg):
-    root = data_files.write_image_folder(tmp_path / "pets", per_class=6, val_per_class=2, test_per_class=1,
-                                         size=(20, 24))
-    cfg = compose_cfg(["data=image_folder", f"data.path={root}", "data.image_size=[16,16]",
-                       "data.color_mode=grayscale", *PLAIN])
+    root = data_files.write_image_folder(
+        tmp_path / "pets", per_class=6, val_per_class=2, test_per_class=1, size=(20, 24)
+    )
+    cfg = compose_cfg(
+        ["data=image_folder", f"data.path={root}", "data.image_size=[16,16]", "data.color_mode=grayscale", *PLAIN]
+    )
     datasets = build_datasets(cfg.data, 0)
     spec = datasets.spec
     assert spec.class_names == ("cat", "dog", "owl") and spec.input_shape == (16, 16, 1)
@@ -148,13 +188,21 @@ def test_text_csv_vocabulary_size_is_capped(tmp_path, compose_cfg):
     assert datasets.spec.input_shape == (64,)  # the default sequence_length, padded with 0
 
 
-@pytest.mark.parametrize("name,shape,classes,first_name", [
-    ("mnist", (28, 28, 1), 10, "0"), ("fashion_mnist", (28, 28, 1), 10, "T-shirt/top"),
-    ("cifar10", (32, 32, 3), 10, "c10_0"), ("cifar100", (32, 32, 3), 100, "fine0")])
-def test_keras_datasets_are_read_from_the_keras_cache_without_network(tmp_path, compose_cfg, monkeypatch,
-                                                                      name, shape, classes, first_name):
+@pytest.mark.parametrize(
+    "name,shape,classes,first_name",
+    [
+        ("mnist", (28, 28, 1), 10, "0"),
+        ("fashion_mnist", (28, 28, 1), 10, "T-shirt/top"),
+        ("cifar10", (32, 32, 3), 10, "c10_0"),
+        ("cifar100", (32, 32, 3), 100, "fine0"),
+    ],
+)
+def test_keras_datasets_are_read_from_the_keras_cache_without_network(
+    tmp_path, compose_cfg, monkeypatch, name, shape, classes, first_name
+):
     data_files.write_keras_cache(tmp_path / "keras", name, n_train=5 * classes, n_test=20)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+
     def refuse(*args):
         raise AssertionError("downloaded although the files are cached")
 

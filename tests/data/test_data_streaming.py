@@ -1,6 +1,7 @@
 """Issue 26: data bigger than memory. `data.cache=auto` and its budget (stored dtype), the label index
 (once per dataset, a changed shard rebuilt, a bad index never trusted), image_folder's cheap check and its
 bad files found later, sharding by file, and the record of what the pipeline decided."""
+
 from __future__ import annotations
 
 import json
@@ -8,11 +9,11 @@ import logging
 import os
 from pathlib import Path
 
+import data_files
 import numpy as np
 import pytest
-
-import data_files
 from conftest import last_line, read_run_record, run_cli
+
 from tfhydra.config.errors import ConfigError
 
 
@@ -24,13 +25,22 @@ def index_dir(tmp_path, monkeypatch):
 
 
 def raw_records(tmp_path, n=40, shards=4, shape=(8, 8, 3), seed=0, prefix="train"):
-    return data_files.write_tfrecords(tmp_path / "data", prefix, n=n, shards=shards, shape=shape, classes=4,
-                                      encoding="raw", seed=seed)
+    return data_files.write_tfrecords(
+        tmp_path / "data", prefix, n=n, shards=shards, shape=shape, classes=4, encoding="raw", seed=seed
+    )
 
 
 def tfrecord_cfg(compose_cfg, pattern, *extra):
-    return compose_cfg(["data=tfrecord", f"data.train={pattern}", "data.encoding=raw", "data.raw_shape=[8,8,3]",
-                        "data.batch_size=8", *extra])
+    return compose_cfg(
+        [
+            "data=tfrecord",
+            f"data.train={pattern}",
+            "data.encoding=raw",
+            "data.raw_shape=[8,8,3]",
+            "data.batch_size=8",
+            *extra,
+        ]
+    )
 
 
 def build(cfg):
@@ -39,8 +49,7 @@ def build(cfg):
     return build_datasets(cfg.data, 0)
 
 
-def test_auto_caches_a_split_that_fits_in_its_stored_dtype_and_streams_one_that_does_not(tmp_path, compose_cfg,
-                                                                                        caplog):
+def test_auto_caches_a_split_that_fits_in_its_stored_dtype_and_streams_one_that_does_not(tmp_path, compose_cfg, caplog):
     pattern = raw_records(tmp_path)
     caplog.set_level(logging.INFO, "tfhydra")
     fits = build(tfrecord_cfg(compose_cfg, pattern, "data.val_fraction=0.25", "data.test_fraction=0"))  # 30 / 10
@@ -53,11 +62,13 @@ def test_auto_caches_a_split_that_fits_in_its_stored_dtype_and_streams_one_that_
     x, _ = next(iter(fits.train))
     assert x.dtype.name == "float32" and float(x.numpy().max()) <= 1.0  # scaled after the cache
 
-    small = build(tfrecord_cfg(compose_cfg, pattern, "data.val_fraction=0.25", "data.test_fraction=0",
-                               "data.cache_budget=1kB"))
+    small = build(
+        tfrecord_cfg(compose_cfg, pattern, "data.val_fraction=0.25", "data.test_fraction=0", "data.cache_budget=1kB")
+    )
     assert small.spec.pipeline["train"]["cache"] == "off"
-    assert small.spec.pipeline["train"]["reason"].startswith("about 11.8 kB as stored is more than the memory "
-                                                             "cache budget of 1.0 kB left (data.cache_budget=1kB)")
+    assert small.spec.pipeline["train"]["reason"].startswith(
+        "about 11.8 kB as stored is more than the memory cache budget of 1.0 kB left (data.cache_budget=1kB)"
+    )
     assert "data.cache=auto: train not cached (about 11.8 kB" in caplog.text
     np.testing.assert_array_equal(sorted(labels_of(small.train)), sorted(labels_of(fits.train)))
 
@@ -73,39 +84,49 @@ def test_a_memory_cache_forced_beyond_the_budget_is_a_warning_with_the_figures(t
 
 def test_sources_already_in_memory_are_not_copied_again_by_auto(compose_cfg):
     datasets = build(compose_cfg(["data=synthetic", "data.train_size=16", "data.val_size=8"]))
-    assert datasets.spec.pipeline["train"] == {"cache": "off", "estimated_bytes": None, "passes": None,
-                                               "reason": "the examples are in memory already (the source decodes "
-                                                         "nothing)"}
+    assert datasets.spec.pipeline["train"] == {
+        "cache": "off",
+        "estimated_bytes": None,
+        "passes": None,
+        "reason": "the examples are in memory already (the source decodes nothing)",
+    }
 
 
 def test_the_budget_comes_from_the_available_memory_and_a_cgroup_limit(monkeypatch):
-    from tfhydra.platform import hostmemory
     from tfhydra.data import budget
+    from tfhydra.platform import hostmemory
 
-    monkeypatch.setattr(hostmemory, "_meminfo", lambda: {"MemAvailable": 16 * 10 ** 9})
+    monkeypatch.setattr(hostmemory, "_meminfo", lambda: {"MemAvailable": 16 * 10**9})
     monkeypatch.setattr(hostmemory, "_cgroup_room", lambda: None)
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    assert budget.cache_budget("auto") == (10 ** 9, "1/16 of 16.0 GB available (MemAvailable)")
-    monkeypatch.setattr(hostmemory, "_cgroup_room", lambda: (4 * 10 ** 9, "cgroup memory.max 5.0 GB less 1.0 GB used"))
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]},
-                                                "task": {"type": "worker", "index": 0}}))
-    assert budget.cache_budget("auto") == (125 * 10 ** 6, "1/16 of 4.0 GB available (cgroup memory.max 5.0 GB less "
-                                                          "1.0 GB used), divided by 2 processes on this host")
-    assert budget.parse_size("1.5GiB") == 3 * 2 ** 29 and budget.parse_size("lots") is None
+    assert budget.cache_budget("auto") == (10**9, "1/16 of 16.0 GB available (MemAvailable)")
+    monkeypatch.setattr(hostmemory, "_cgroup_room", lambda: (4 * 10**9, "cgroup memory.max 5.0 GB less 1.0 GB used"))
+    monkeypatch.setenv(
+        "TF_CONFIG",
+        json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]}, "task": {"type": "worker", "index": 0}}),
+    )
+    assert budget.cache_budget("auto") == (
+        125 * 10**6,
+        "1/16 of 4.0 GB available (cgroup memory.max 5.0 GB less 1.0 GB used), divided by 2 processes on this host",
+    )
+    assert budget.parse_size("1.5GiB") == 3 * 2**29 and budget.parse_size("lots") is None
 
 
-@pytest.mark.parametrize("value, shown", [("lots", "lots"), ("'12 parsecs'", "'12 parsecs'"), ("true", "true"),
-                                          ("0", "0"), ("1.5", "1.5")])
+@pytest.mark.parametrize(
+    "value, shown", [("lots", "lots"), ("'12 parsecs'", "'12 parsecs'"), ("true", "true"), ("0", "0"), ("1.5", "1.5")]
+)
 def test_a_budget_that_is_not_a_size_is_refused_by_the_plan(compose_cfg, value, shown):
     from tfhydra.runner.plan import plan_run
 
     with pytest.raises(ConfigError) as error:
         plan_run(compose_cfg([f"data.cache_budget={value}"]))
-    assert str(error.value) == (f"data.cache_budget={shown}: not a size; "
-                                "accepted: auto, a number of bytes, or a size such as 2GB, 500MB, 1.5GiB")
+    assert str(error.value) == (
+        f"data.cache_budget={shown}: not a size; "
+        "accepted: auto, a number of bytes, or a size such as 2GB, 500MB, 1.5GiB"
+    )
 
 
-@pytest.mark.parametrize("value, size", [("1", 1), ("4096", 4096), ("2GB", 2 * 10 ** 9), ("'1.5GiB'", 3 * 2 ** 29)])
+@pytest.mark.parametrize("value, size", [("1", 1), ("4096", 4096), ("2GB", 2 * 10**9), ("'1.5GiB'", 3 * 2**29)])
 def test_a_budget_in_bytes_or_as_a_size_is_taken(compose_cfg, value, size):
     """An integer is bytes (issue 35: `data.cache_budget=1` was refused as the wrong type)."""
     from tfhydra.data.budget import cache_budget
@@ -120,8 +141,7 @@ def labels_of(dataset) -> np.ndarray:
     return np.concatenate([y.numpy() for _, y in dataset])
 
 
-def test_labels_are_read_once_per_dataset_and_a_changed_shard_is_read_again(tmp_path, compose_cfg, caplog,
-                                                                             index_dir):
+def test_labels_are_read_once_per_dataset_and_a_changed_shard_is_read_again(tmp_path, compose_cfg, caplog, index_dir):
     pattern = raw_records(tmp_path, n=40)
     caplog.set_level(logging.INFO, "tfhydra")
     first = build(tfrecord_cfg(compose_cfg, pattern))
@@ -134,8 +154,9 @@ def test_labels_are_read_once_per_dataset_and_a_changed_shard_is_read_again(tmp_
     assert sorted(labels_of(again.validation)) == sorted(labels_of(first.validation))
 
     # one shard rewritten with other records (another size): its entry is stale, read again, never used
-    data_files.write_tfrecords(tmp_path / "other", "train", n=80, shards=4, shape=(8, 8, 3), classes=4,
-                               encoding="raw", seed=5)
+    data_files.write_tfrecords(
+        tmp_path / "other", "train", n=80, shards=4, shape=(8, 8, 3), classes=4, encoding="raw", seed=5
+    )
     (tmp_path / "other" / "train-00001-of-00004.tfrecord").replace(tmp_path / "data" / "train-00001-of-00004.tfrecord")
     caplog.clear()
     changed = build(tfrecord_cfg(compose_cfg, pattern))
@@ -152,8 +173,9 @@ def test_a_shard_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path, 
     shard = tmp_path / "data" / "train-00001-of-00004.tfrecord"
     build(tfrecord_cfg(compose_cfg, pattern))
     before = shard.stat()
-    data_files.write_tfrecords(tmp_path / "other", "train", n=40, shards=4, shape=(8, 8, 3), classes=4,
-                               encoding="raw", seed=11)
+    data_files.write_tfrecords(
+        tmp_path / "other", "train", n=40, shards=4, shape=(8, 8, 3), classes=4, encoding="raw", seed=11
+    )
     other = tmp_path / "other" / "train-00001-of-00004.tfrecord"
     assert other.stat().st_size == before.st_size and other.read_bytes() != shard.read_bytes()
     shard.write_bytes(other.read_bytes())
@@ -162,19 +184,29 @@ def test_a_shard_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path, 
     caplog.set_level(logging.INFO, "tfhydra")
     build(tfrecord_cfg(compose_cfg, pattern))
     assert "read the labels of 1 of 4 file(s) (1 changed since the index was written)" in caplog.text
-    entries = {Path(e["path"]).name: e["labels"] for e in json.loads(next(index_dir.glob("labels-*.json")).read_text())["files"]}
+    entries = {
+        Path(e["path"]).name: e["labels"]
+        for e in json.loads(next(index_dir.glob("labels-*.json")).read_text())["files"]
+    }
     import tensorflow as tf
 
     records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(shard))]
     assert entries[shard.name] == [int(e.features.feature["label"].int64_list.value[0]) for e in records]
 
 
-@pytest.mark.parametrize("content", [
-    "not json", '{"version": 1, "label_key": "label", "files": [{"path": "x", "size": "1", "mtime_ns": 0, '
-                '"labels": []}]}', '{"version": 1, "label_key": "label", "files": [{"path": "x", "size": 1, '
-                '"mtime_ns": 0, "labels": [{"__class__": "os.system"}]}]}', '[1, 2]'])
-def test_an_index_file_that_is_not_a_valid_index_is_ignored_and_rebuilt(tmp_path, compose_cfg, caplog, index_dir,
-                                                                      content):
+@pytest.mark.parametrize(
+    "content",
+    [
+        "not json",
+        '{"version": 1, "label_key": "label", "files": [{"path": "x", "size": "1", "mtime_ns": 0, "labels": []}]}',
+        '{"version": 1, "label_key": "label", "files": [{"path": "x", "size": 1, '
+        '"mtime_ns": 0, "labels": [{"__class__": "os.system"}]}]}',
+        "[1, 2]",
+    ],
+)
+def test_an_index_file_that_is_not_a_valid_index_is_ignored_and_rebuilt(
+    tmp_path, compose_cfg, caplog, index_dir, content
+):
     pattern = raw_records(tmp_path, n=16, shards=2)
     split = "data.test_fraction=0"  # 16 records of 4 classes: too few for a test split too
     build(tfrecord_cfg(compose_cfg, pattern, split))
@@ -192,14 +224,20 @@ def test_sharding_is_by_file_with_enough_shards_and_by_example_otherwise(tmp_pat
     import tensorflow as tf
 
     pattern = raw_records(tmp_path, shards=4)
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]},
-                                                "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG",
+        json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]}, "task": {"type": "worker", "index": 0}}),
+    )
     by_file = build(tfrecord_cfg(compose_cfg, pattern))
     assert by_file.spec.pipeline["sharding"] == "by file: 4 training shards for 2 workers"
     policy = by_file.train.options().experimental_distribute.auto_shard_policy
     assert policy == tf.data.experimental.AutoShardPolicy.FILE
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": [f"localhost:{i}" for i in range(6)]},
-                                                "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG",
+        json.dumps(
+            {"cluster": {"worker": [f"localhost:{i}" for i in range(6)]}, "task": {"type": "worker", "index": 0}}
+        ),
+    )
     by_data = build(tfrecord_cfg(compose_cfg, pattern))
     assert by_data.spec.pipeline["sharding"] == "by example: 4 training shard(s) for 6 workers"
 
@@ -217,8 +255,9 @@ def test_image_folder_checks_files_cheaply_up_front_and_names_a_bad_file_found_l
     base = ["data=image_folder", f"data.path={root}", "data.image_size=[8,8]", "data.shuffle_buffer=0"]
     with pytest.raises(ConfigError) as error:
         build(compose_cfg(base))
-    assert str(error.value).startswith(f"{root / 'train' / 'cat' / '0000.png'}: cannot decode it as an image "
-                                       "(1 of 12 files are unreadable)")
+    assert str(error.value).startswith(
+        f"{root / 'train' / 'cat' / '0000.png'}: cannot decode it as an image (1 of 12 files are unreadable)"
+    )
     (root / "train" / "cat" / "0000.png").unlink()
     bad = root / "train" / "dog" / "0009.png"
     png_that_does_not_decode(bad)
@@ -234,13 +273,23 @@ def test_image_folder_checks_files_cheaply_up_front_and_names_a_bad_file_found_l
 def test_image_folder_skips_a_bad_file_found_later_and_keeps_the_epoch_length(tmp_path, compose_cfg, capfd):
     root = data_files.write_image_folder(tmp_path / "pets", per_class=4)
     png_that_does_not_decode(root / "train" / "dog" / "0009.png")
-    cfg = compose_cfg(["data=image_folder", f"data.path={root}", "data.image_size=[8,8]", "data.val_fraction=0.25",
-                       "data.on_bad_file=skip", "data.cache=false"])
+    cfg = compose_cfg(
+        [
+            "data=image_folder",
+            f"data.path={root}",
+            "data.image_size=[8,8]",
+            "data.val_fraction=0.25",
+            "data.on_bad_file=skip",
+            "data.cache=false",
+        ]
+    )
     datasets = build(cfg)
     seen = len(labels_of(datasets.train)) + len(labels_of(datasets.validation)) + len(labels_of(datasets.test))
     assert seen == datasets.spec.train_size + datasets.spec.val_size + datasets.spec.test_size == 12
-    assert (f'data.on_bad_file=skip: left out "{root / "train" / "dog" / "0009.png"}" (cannot decode it as an image)'
-            in capfd.readouterr().err)
+    assert (
+        f'data.on_bad_file=skip: left out "{root / "train" / "dog" / "0009.png"}" (cannot decode it as an image)'
+        in capfd.readouterr().err
+    )
 
 
 @pytest.mark.slow
@@ -248,10 +297,19 @@ def test_cli_tfrecord_run_records_the_cache_decision_and_streams_under_a_small_b
     train = raw_records(tmp_path, n=64, shards=4)
     val = raw_records(tmp_path, n=16, shards=2, seed=1, prefix="val")
     run_dir = tmp_path / "run"
-    result = run_cli("model=mlp", "data=tfrecord", f"data.train={train}", f"data.validation={val}",
-                     "data.encoding=raw", "data.raw_shape=[8,8,3]", "data.cache_budget=8kB", "trainer.epochs=2",
-                     "logging.histogram_freq=0",  # two epochs: validation is read again (one epoch caches nothing)
-                     f"hydra.run.dir={run_dir}", env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")})
+    result = run_cli(
+        "model=mlp",
+        "data=tfrecord",
+        f"data.train={train}",
+        f"data.validation={val}",
+        "data.encoding=raw",
+        "data.raw_shape=[8,8,3]",
+        "data.cache_budget=8kB",
+        "trainer.epochs=2",
+        "logging.histogram_freq=0",  # two epochs: validation is read again (one epoch caches nothing)
+        f"hydra.run.dir={run_dir}",
+        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
+    )
     assert result.returncode == 0, last_line(result.stderr)
     pipeline = read_run_record(run_dir)["data"]["pipeline"]
     assert (pipeline["train"]["cache"], pipeline["validation"]["cache"]) == ("off", "memory")

@@ -1,6 +1,7 @@
 """The tf.data service watchdog (tfhydra/data/service_watch.py) on its own, without TensorFlow: a process whose
 main thread is busy (as if inside TensorFlow's C++) is ended in one line with the record written first. Each case
 runs a small script in a real process, since the watchdog ends its process with os._exit."""
+
 from __future__ import annotations
 
 import signal
@@ -12,7 +13,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import ROOT, last_line
 
 SCRIPT = """
@@ -67,12 +67,31 @@ class FakeDispatcher:
             connection.close()
 
 
-def watched(tmp_path, port: int, timeout: float, progress_timeout: float, signal_after: float | None = None,
-            mode: str = "ignore"):
+def watched(
+    tmp_path,
+    port: int,
+    timeout: float,
+    progress_timeout: float,
+    signal_after: float | None = None,
+    mode: str = "ignore",
+):
     record = tmp_path / "record.txt"
-    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SCRIPT), str(port), str(timeout),
-                                str(progress_timeout), str(record), mode], cwd=ROOT, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(SCRIPT),
+            str(port),
+            str(timeout),
+            str(progress_timeout),
+            str(record),
+            mode,
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert process.stdout.readline().strip() == "watching"
     if signal_after is not None:
         time.sleep(signal_after)
@@ -91,9 +110,12 @@ def test_a_dispatcher_that_does_not_answer_ends_the_process_failed_after_the_tim
     port = closed_port()
     code, line, record, stdout = watched(tmp_path, port, timeout=1, progress_timeout=300)
     assert code == 1 and "not ended" not in stdout
-    assert line.startswith(f"Error: data.service.address=grpc://127.0.0.1:{port}: the dispatcher has not answered "
-                           f"for ") and f"(cannot connect to 127.0.0.1:{port} within 1 s (Connection refused)); " \
-        "data.service.timeout=1; the state saved last is kept: the same command resumes" in line, line
+    assert (
+        line.startswith(f"Error: data.service.address=grpc://127.0.0.1:{port}: the dispatcher has not answered for ")
+        and f"(cannot connect to 127.0.0.1:{port} within 1 s (Connection refused)); "
+        "data.service.timeout=1; the state saved last is kept: the same command resumes"
+        in line
+    ), line
     assert record == f"failed: {line.removeprefix('Error: ')}"
 
 
@@ -101,8 +123,10 @@ def test_a_dispatcher_that_answers_but_no_step_ends_is_the_progress_deadline(tmp
     dispatcher = FakeDispatcher()
     code, line, record, _ = watched(tmp_path, dispatcher.port, timeout=1, progress_timeout=2)
     assert code == 1
-    assert "no training step ended for 2 s (the dispatcher answers; are its workers running?); " \
-           "data.service.progress_timeout=2" in line, line
+    assert (
+        "no training step ended for 2 s (the dispatcher answers; are its workers running?); "
+        "data.service.progress_timeout=2" in line
+    ), line
     assert record == f"failed: {line.removeprefix('Error: ')}"
 
 
@@ -119,6 +143,7 @@ def test_a_signal_the_main_thread_never_takes_ends_the_process_interrupted(tmp_p
 def test_a_signal_the_main_thread_takes_is_left_to_it_while_the_dispatcher_answers(tmp_path):
     """A long validation between two step boundaries is not a stuck thread: the loop saves and stops itself."""
     dispatcher = FakeDispatcher()
-    code, _, record, stdout = watched(tmp_path, dispatcher.port, timeout=60, progress_timeout=300, signal_after=0.5,
-                                      mode="take")
+    code, _, record, stdout = watched(
+        tmp_path, dispatcher.port, timeout=60, progress_timeout=300, signal_after=0.5, mode="take"
+    )
     assert code == 143 and "acted on it" in stdout and record is None

@@ -1,6 +1,7 @@
 """The split and the digits without scikit-learn's import (issue 37, item 2: 0.6 s to several seconds before the
 first step, docs/performance.md): the same examples in the same order as scikit-learn's `train_test_split` and
 `load_digits`, which stay the reference here, and a run that does not import scikit-learn at all."""
+
 import json
 import subprocess
 import sys
@@ -58,10 +59,12 @@ def test_the_digits_are_scikit_learns_digits():
 @pytest.mark.slow
 def test_a_run_on_digits_does_not_import_scikit_learn(tmp_path):
     """A real run (one epoch) in its own process: the record is written and scikit-learn was never imported."""
-    code = ("import sys, tfhydra\n"
-            f"result = tfhydra.train(['trainer.epochs=1', 'data.batch_size=128'], run_dir={str(tmp_path / 'run')!r},"
-            " quiet=True)\n"
-            "print(result.status, 'sklearn' in sys.modules)\n")
+    code = (
+        "import sys, tfhydra\n"
+        f"result = tfhydra.train(['trainer.epochs=1', 'data.batch_size=128'], run_dir={str(tmp_path / 'run')!r},"
+        " quiet=True)\n"
+        "print(result.status, 'sklearn' in sys.modules)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["completed", "False"]

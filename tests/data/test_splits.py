@@ -1,14 +1,15 @@
 """Three splits for every source (issue 34; docs/data.md): training, validation (every choice) and test (measured
 once, on the kept weights). The hold-outs are disjoint, sized as documented and fixed across trainer.seed; a
 source's own test split is tested on exactly; and the test split reaches nothing that chooses."""
+
 import json
 
 import numpy as np
 import pytest
+from conftest import read_run_record
 from omegaconf import OmegaConf
 
 import tfhydra
-from conftest import read_run_record
 from tfhydra.data.splits import hold_out
 
 
@@ -26,8 +27,11 @@ def test_a_one_split_source_holds_out_disjoint_validation_and_test_fixed_across_
     labels = digits_labels()
     held = hold_out(labels, data_cfg(), seed=42)
     assert (len(held.train), len(held.validation), len(held.test)) == (1077, 360, 360)  # docs/data.md, README
-    assert len(np.concatenate([held.train, held.validation, held.test])) == len(np.unique(np.concatenate(
-        [held.train, held.validation, held.test]))) == 1797  # disjoint, and every example in one split
+    assert (
+        len(np.concatenate([held.train, held.validation, held.test]))
+        == len(np.unique(np.concatenate([held.train, held.validation, held.test])))
+        == 1797
+    )  # disjoint, and every example in one split
     for split in (held.train, held.validation, held.test):  # stratified: every class in every split
         assert set(labels[split]) == set(range(10))
     other_seed = hold_out(labels, data_cfg(), seed=7)  # trainer.seed does not move the split ...
@@ -95,16 +99,34 @@ def test_the_test_split_changes_nothing_that_chooses(tmp_path):
 
     digits = load_digits()
     images = (digits.images * 15).astype(np.uint8)
-    np.savez(tmp_path / "real.npz", x_train=images[:1500], y_train=digits.target[:1500], x_test=images[1500:],
-             y_test=digits.target[1500:])
+    np.savez(
+        tmp_path / "real.npz",
+        x_train=images[:1500],
+        y_train=digits.target[:1500],
+        x_test=images[1500:],
+        y_test=digits.target[1500:],
+    )
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "noise.npz", x_train=images[:1500], y_train=digits.target[:1500],
-             x_test=rng.integers(0, 256, (297, 8, 8)).astype(np.uint8), y_test=(digits.target[1500:] + 1) % 10)
+    np.savez(
+        tmp_path / "noise.npz",
+        x_train=images[:1500],
+        y_train=digits.target[:1500],
+        x_test=rng.integers(0, 256, (297, 8, 8)).astype(np.uint8),
+        y_test=(digits.target[1500:] + 1) % 10,
+    )
     records = {}
     for name in ("real", "noise"):
-        overrides = ["data=npz", f"data.path={tmp_path / name}.npz", "model=mlp", "trainer.epochs=4",
-                     "trainer.deterministic=true", "trainer.early_stopping.patience=1", "logging.histogram_freq=0",
-                     "export.formats=[]", "trainer.recovery.max_trials=1"]
+        overrides = [
+            "data=npz",
+            f"data.path={tmp_path / name}.npz",
+            "model=mlp",
+            "trainer.epochs=4",
+            "trainer.deterministic=true",
+            "trainer.early_stopping.patience=1",
+            "logging.histogram_freq=0",
+            "export.formats=[]",
+            "trainer.recovery.max_trials=1",
+        ]
         tfhydra.run(tfhydra.compose(overrides), run_dir=tmp_path / name)
         records[name] = read_run_record(tmp_path / name)
     real, noise = records["real"], records["noise"]
@@ -123,9 +145,12 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
     data, test = record["data"], record["test"]
     assert (data["train_size"], data["val_size"], data["test_size"]) == (1077, 360, 360)
     assert data["train_size"] + data["val_size"] + data["test_size"] == 1797  # digits' examples
-    assert test["examples"] == 360 and test["weights"] == {"epoch": record["exported"]["epoch"],
-                                                           "file": "checkpoints/best.weights.h5", "ema": False,
-                                                           "compression": "none"}
+    assert test["examples"] == 360 and test["weights"] == {
+        "epoch": record["exported"]["epoch"],
+        "file": "checkpoints/best.weights.h5",
+        "ema": False,
+        "compression": "none",
+    }
     assert set(test["metrics"]) == {"loss", "accuracy"} and record["schema_version"] == 2
     assert main([str(tmp_path)]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -137,13 +162,16 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
 
     # a run without a test split: evaluate says so in one line
     off = tmp_path / "off"
-    tfhydra.run(tfhydra.compose(["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0",
-                                 "data.test_fraction=0"]), run_dir=off)
+    tfhydra.run(
+        tfhydra.compose(["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0", "data.test_fraction=0"]),
+        run_dir=off,
+    )
     assert read_run_record(off)["test"] is None and read_run_record(off)["data"]["test_size"] == 0
     assert main([str(off)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"Error: --split=test: {off} has no test split (data.test_fraction=0); accepted: --split validation "
-        "(the run has no test split)")
+        "(the run has no test split)"
+    )
 
     # a record written before the test split (schema_version 1, no test block) is read, and said
     old = json.loads((tmp_path / "metrics.json").read_text())
@@ -160,9 +188,9 @@ def test_resuming_a_run_recorded_before_the_test_split_reads_its_record_and_says
     """An unfinished run of an older tfhydra (schema_version 1, a config without the split keys) trained on another
     split of the data: its record is read without error, and the refusal says so in its one line."""
     from tfhydra.config.errors import ConfigError
-    from tfhydra.runner.hydra_files import without_hydra
     from tfhydra.record.lifecycle import check_continuable
     from tfhydra.record.rundir import RunPaths
+    from tfhydra.runner.hydra_files import without_hydra
 
     job = without_hydra(tfhydra.compose(["model=mlp"]))
     old = OmegaConf.to_container(job)
@@ -173,8 +201,10 @@ def test_resuming_a_run_recorded_before_the_test_split_reads_its_record_and_says
     paths.metrics.write_text(json.dumps({"schema_version": 1, "status": "interrupted", "monitor": "val_accuracy"}))
     with pytest.raises(ConfigError) as refused:
         check_continuable(tmp_path, job, key="run_dir")
-    assert "differs in data.split_seed, data.test_fraction (recorded before the test split, metrics.json " \
-           "schema_version 1: it trained on another split of the data" in str(refused.value)
+    assert (
+        "differs in data.split_seed, data.test_fraction (recorded before the test split, metrics.json "
+        "schema_version 1: it trained on another split of the data" in str(refused.value)
+    )
     paths.config.write_text(OmegaConf.to_yaml(job))  # its config as today's (hand-edited): it continues
     check_continuable(tmp_path, job, key="run_dir")
 
@@ -186,9 +216,17 @@ def test_a_three_job_sweep_ranks_on_validation_and_shows_test(tmp_path):
     from conftest import run_cli
 
     sweep = tmp_path / "sweep"
-    done = run_cli("-m", "optimizer.lr=0.003,0.0003,0.00003", "model=mlp", "trainer.epochs=2",
-                   "logging.histogram_freq=0", "export.formats=[]", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
-                   timeout=900)
+    done = run_cli(
+        "-m",
+        "optimizer.lr=0.003,0.0003,0.00003",
+        "model=mlp",
+        "trainer.epochs=2",
+        "logging.histogram_freq=0",
+        "export.formats=[]",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     records = {r["directory"]: read_run_record(sweep / r["directory"]) for r in rows}
@@ -201,8 +239,10 @@ def test_a_three_job_sweep_ranks_on_validation_and_shows_test(tmp_path):
     markdown = (sweep / "summary.md").read_text()
     assert "| test accuracy |" in markdown and "it was not used to choose" in markdown
     best = rows[0]
-    assert f"best job: {best['directory']} (val_accuracy={float(best['best_val_accuracy']):.4f} at epoch " \
-           f"{best['best_epoch']}; test accuracy={float(best['test_accuracy']):.4f}, not used to choose)" in done.stdout
+    assert (
+        f"best job: {best['directory']} (val_accuracy={float(best['best_val_accuracy']):.4f} at epoch "
+        f"{best['best_epoch']}; test accuracy={float(best['test_accuracy']):.4f}, not used to choose)" in done.stdout
+    )
 
 
 @pytest.mark.slow
@@ -211,9 +251,18 @@ def test_optuna_trials_carry_their_test_figures_and_are_told_their_validation_va
     from conftest import run_cli
 
     sweep = tmp_path / "search"
-    done = run_cli("-m", "hparams_search=optuna_mlp", "hydra.sweeper.n_trials=2", "trainer.epochs=1",
-                   "optimizer.lr=tag(log,interval(1e-4,1e-2))", "logging.histogram_freq=0", "export.formats=[]",
-                   f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=900)
+    done = run_cli(
+        "-m",
+        "hparams_search=optuna_mlp",
+        "hydra.sweeper.n_trials=2",
+        "trainer.epochs=1",
+        "optimizer.lr=tag(log,interval(1e-4,1e-2))",
+        "logging.histogram_freq=0",
+        "export.formats=[]",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     study = optuna.load_study(study_name="tfhydra_mlp", storage=f"sqlite:///{sweep / 'optuna.db'}")
     records = {d.name: read_run_record(d) for d in sweep.iterdir() if (d / "metrics.json").is_file()}

@@ -1,11 +1,12 @@
 """data=synthetic data.shift: class patterns of 4x4-pixel blocks at a random place per example (issue 37 item 4's
 harder proxy, where position carries no information); shift=0 keeps the data of earlier versions."""
+
 import numpy as np
 import pytest
 from omegaconf import open_dict
 
-from tfhydra.data.arrays import build_synthetic
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.arrays import build_synthetic
 
 SMALL = ["data=synthetic", "data.shape=[12,12,1]", "data.num_classes=3", "data.train_size=90", "data.val_size=9"]
 
@@ -21,8 +22,11 @@ def test_each_example_is_its_class_pattern_moved_by_at_most_shift_pixels(compose
         images = x[y == label][..., 0]
         first = images[0]
         for image in images:  # a roll of the class's first example by at most 2 + 2 pixels along each axis
-            assert any(np.array_equal(np.roll(first, (dy, dx), axis=(0, 1)), image)
-                       for dy in range(-4, 5) for dx in range(-4, 5))
+            assert any(
+                np.array_equal(np.roll(first, (dy, dx), axis=(0, 1)), image)
+                for dy in range(-4, 5)
+                for dx in range(-4, 5)
+            )
         assert len({image.tobytes() for image in images}) > 3  # the pattern moves between examples
         rolled_back = [image for image in images if np.array_equal(image, first)]
         assert len(rolled_back) < len(images)

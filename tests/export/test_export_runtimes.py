@@ -4,6 +4,7 @@ where LiteRT is missing), onnxruntime for the ONNX file, and the text models' TF
 Every figure of the record is checked against predictions made here from the exported files: the Keras file
 (`export/keras`) is the reference the TFLite and ONNX files must agree with on the validation split.
 """
+
 import importlib.metadata
 import sys
 
@@ -14,13 +15,13 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 from ai_edge_litert.interpreter import Interpreter
+from conftest import FAST, compose_config, read_run_record, run_cli
+from data_files import write_text_csv
 from omegaconf import OmegaConf
 
 import tfhydra
-from conftest import FAST, compose_config, read_run_record, run_cli
-from data_files import write_text_csv
-from tfhydra.export import measure, tflite
 from tfhydra.config.errors import ConfigError
+from tfhydra.export import measure, tflite
 from tfhydra.runner.plan import plan_run
 
 LITERT = f"ai-edge-litert {importlib.metadata.version('ai-edge-litert')}"
@@ -85,8 +86,17 @@ def reviews(tmp_path_factory):
 
 
 def text_run(tmp_path, reviews, model, *overrides):
-    return trained(tmp_path, [f"model={model}", "data=text_csv", f"data.path={reviews}", "trainer.epochs=3",
-                              "export.formats=[keras,tflite,onnx]", *overrides])
+    return trained(
+        tmp_path,
+        [
+            f"model={model}",
+            "data=text_csv",
+            f"data.path={reviews}",
+            "trainer.epochs=3",
+            "export.formats=[keras,tflite,onnx]",
+            *overrides,
+        ],
+    )
 
 
 # ------------------------------------------------------------------------------------------------ LiteRT
@@ -177,16 +187,26 @@ def test_transformer_tflite_and_onnx_convert_and_agree_with_keras(tmp_path, revi
 # -------------------------------------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("overrides", [[], ["model.cell=gru"], ["model.mask_zero=false"]],
-                         ids=["masked_lstm", "gru", "unmasked_lstm"])
+@pytest.mark.parametrize(
+    "overrides", [[], ["model.cell=gru"], ["model.mask_zero=false"]], ids=["masked_lstm", "gru", "unmasked_lstm"]
+)
 def test_int8_tflite_of_a_recurrent_model_is_refused_before_training(tmp_path, reviews, overrides):
     """Calibration kills the process on GRU and masked LSTM layers; an unmasked LSTM's int8 file is constant."""
-    done = run_cli("model=lstm", "data=text_csv", f"data.path={reviews}", "export.formats=[tflite]",
-                   "export.tflite.quantization=int8", *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    done = run_cli(
+        "model=lstm",
+        "data=text_csv",
+        f"data.path={reviews}",
+        "export.formats=[tflite]",
+        "export.tflite.quantization=int8",
+        *overrides,
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     cell = "gru" if overrides == ["model.cell=gru"] else "lstm"
     assert done.returncode == 1 and done.stderr.strip() == (
         "Error: export.tflite.quantization=int8: TensorFlow's TFLite converter has no working int8 for recurrent "
-        f"layers (model.cell={cell}); accepted: none, dynamic or float16 with model=lstm"), done.stderr
+        f"layers (model.cell={cell}); accepted: none, dynamic or float16 with model=lstm"
+    ), done.stderr
     assert not (tmp_path / "run").exists()
 
 
@@ -196,9 +216,11 @@ def test_int8_conversion_of_your_own_recurrent_model_is_refused_not_crashed():
     model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(x))
     with pytest.raises(ConfigError) as raised:
         tflite.convert(model, "int8", calibration=lambda: iter([[np.zeros((1, 6), np.int64)]]))
-    assert str(raised.value) == ("export.tflite.quantization=int8: TensorFlow's TFLite converter has no working int8 "
-                                 f"for recurrent layers (GRU layer {tflite.recurrent_layers(model)[0].name}; "
-                                 "docs/compression.md); accepted: none, dynamic or float16 for this model")
+    assert str(raised.value) == (
+        "export.tflite.quantization=int8: TensorFlow's TFLite converter has no working int8 "
+        f"for recurrent layers (GRU layer {tflite.recurrent_layers(model)[0].name}; "
+        "docs/compression.md); accepted: none, dynamic or float16 for this model"
+    )
 
 
 def test_onnx_without_its_packages_is_refused_in_one_line(monkeypatch):
@@ -207,8 +229,10 @@ def test_onnx_without_its_packages_is_refused_in_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "tf2onnx", None)  # importlib.util.find_spec then answers None
     with pytest.raises(ConfigError) as raised:
         plan_run(cfg)
-    assert str(raised.value) == ("export.formats=onnx: the ONNX export needs tf2onnx, which is not installed; "
-                                 'accepted: pip install "tfhydra[onnx]", or export.formats without onnx')
+    assert str(raised.value) == (
+        "export.formats=onnx: the ONNX export needs tf2onnx, which is not installed; "
+        'accepted: pip install "tfhydra[onnx]", or export.formats without onnx'
+    )
 
 
 def test_onnx_is_an_accepted_export_format():

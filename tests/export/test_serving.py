@@ -5,19 +5,19 @@ validation examples (`serve_raw`, the `serving_default` signature) and must pred
 predicts on the training pipeline's inputs; TensorFlow's own client, `saved_model_cli`, runs the TF Serving
 layout (`export/serving/1`) on an .npy of raw inputs.
 """
+
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
 
-import numpy as np
-import pytest
-import tensorflow as tf
-
 import data_files
-import tfhydra
+import numpy as np
+import tensorflow as tf
 from conftest import FAST
+
+import tfhydra
 
 # TensorFlow's `saved_model_cli` command, through the entry point its console script calls: a venv used
 # without activating it (`.venv/bin/python -m pytest`) has no bin/ on PATH.
@@ -27,8 +27,9 @@ SAVED_MODEL_CLI = [sys.executable, "-m", "tensorflow.python.tools.saved_model_cl
 def served_run(tmp_path, data: list[str]):
     """(the composed config, the run directory) of a short real run on `data` that exports a SavedModel and
     the tf_keras file."""
-    cfg = tfhydra.compose(["model=mlp", "trainer.epochs=2", "data.batch_size=16", "export.formats=[saved_model,keras]",
-                           *FAST[1:], *data])
+    cfg = tfhydra.compose(
+        ["model=mlp", "trainer.epochs=2", "data.batch_size=16", "export.formats=[saved_model,keras]", *FAST[1:], *data]
+    )
     tfhydra.run(cfg, run_dir=tmp_path / "run")
     return cfg, tmp_path / "run"
 
@@ -53,14 +54,29 @@ def predictions_agree(cfg, run_dir) -> tuple[float, np.ndarray, np.ndarray]:
 def saved_model_cli_classes(run_dir, raw: np.ndarray, tmp_path) -> np.ndarray:
     """`saved_model_cli run` on an .npy of raw inputs, as a user would check a TF Serving directory."""
     np.save(tmp_path / "raw.npy", raw)
-    result = subprocess.run([*SAVED_MODEL_CLI, "run", "--dir", str(run_dir / "export" / "serving" / "1"),
-                             "--tag_set", "serve", "--signature_def", "serving_default",
-                             "--inputs", f"inputs={tmp_path / 'raw.npy'}"],
-                            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [
+            *SAVED_MODEL_CLI,
+            "run",
+            "--dir",
+            str(run_dir / "export" / "serving" / "1"),
+            "--tag_set",
+            "serve",
+            "--signature_def",
+            "serving_default",
+            "--inputs",
+            f"inputs={tmp_path / 'raw.npy'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     printed = result.stdout.split("Result for output key output_0:", 1)[1]
-    values = np.array([float(v) for v in re.findall(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\d+(?:[eE][-+]?\d+)?",
-                                                     printed)])
+    values = np.array(
+        [float(v) for v in re.findall(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\d+(?:[eE][-+]?\d+)?", printed)]
+    )
     return values.reshape(len(raw), -1).argmax(-1)
 
 
@@ -84,8 +100,18 @@ def test_csv_feature_columns_are_served_raw_and_standardised_in_the_graph(tmp_pa
 
 def test_text_is_served_as_strings_with_the_vocabulary_inside_the_model(tmp_path):
     path = data_files.write_text_csv(tmp_path / "reviews.csv", n=120)
-    cfg, run_dir = served_run(tmp_path, ["data=text_csv", f"data.path={path}", "data.sequence_length=16",
-                                         "data.vocab_size=200", "model=lstm", "model.units=[8]", "model.embedding_dim=8"])
+    cfg, run_dir = served_run(
+        tmp_path,
+        [
+            "data=text_csv",
+            f"data.path={path}",
+            "data.sequence_length=16",
+            "data.vocab_size=200",
+            "model=lstm",
+            "model.units=[8]",
+            "model.embedding_dim=8",
+        ],
+    )
     agree, raw, _ = predictions_agree(cfg, run_dir)
     assert raw.dtype.kind == "U" and all(isinstance(t, str) for t in raw[:3])  # the CSV's text cells
     assert agree >= 0.999
@@ -95,11 +121,19 @@ def test_the_serving_layout_and_its_signatures(tmp_path):
     cfg, run_dir = served_run(tmp_path, [])
     version = run_dir / "export" / "serving" / "1"
     assert version.is_symlink() and version.resolve() == (run_dir / "export" / "saved_model").resolve()
-    shown = subprocess.run([*SAVED_MODEL_CLI, "show", "--dir", str(version), "--all"], capture_output=True,
-                           text=True, timeout=600, stdin=subprocess.DEVNULL).stdout
+    shown = subprocess.run(
+        [*SAVED_MODEL_CLI, "show", "--dir", str(version), "--all"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    ).stdout
     blocks = {block.split("'", 1)[0]: block for block in shown.split("signature_def['")[1:]}
-    shapes = {name: re.search(r"inputs\['inputs'\].*?shape: \(([^)]*)\)", block, flags=re.S).group(1)
-              for name, block in blocks.items() if name != "__saved_model_init_op"}
+    shapes = {
+        name: re.search(r"inputs\['inputs'\].*?shape: \(([^)]*)\)", block, flags=re.S).group(1)
+        for name, block in blocks.items()
+        if name != "__saved_model_init_op"
+    }
     assert shapes["serving_default"] == shapes["serve_raw"] == "-1, 8, 8"  # digits as scikit-learn stores them
     assert shapes["serve"] == "-1, 28, 28, 1"  # what the pipeline feeds the model (data.image_size=28)
     assert set(shapes) == {"serve", "serve_raw", "serving_default"}

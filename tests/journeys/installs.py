@@ -6,6 +6,7 @@ the environment running the tests (the outer venv's, or the system's in CI witho
 their own `.pth` files (an editable tfhydra of the outer environment) are not run. `--system-site-packages`
 cannot do this from inside a venv: it would see the base interpreter's packages, not the venv's.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,18 +41,31 @@ def write_project(directory: Path, units: int = 8, config: str | None = None) ->
 
 def outer_site_dirs() -> list[str]:
     """The site-packages directories this interpreter imports from (a venv's own and any it shares)."""
-    return [p for p in sys.path if Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")
-            and not Path(p).resolve().is_relative_to(ROOT)]
+    return [
+        p
+        for p in sys.path
+        if Path(p).is_dir()
+        and Path(p).name in ("site-packages", "dist-packages")
+        and not Path(p).resolve().is_relative_to(ROOT)
+    ]
 
 
 def nested_venv(environment: Path) -> Path:
     """bin/ of a fresh venv (no pip of its own: the outer one imports through the .pth) that sees the
     outer environment's packages after its own."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(environment)], check=True,
-                   capture_output=True, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(environment)],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
     python = environment / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "_outer_environment.pth").write_text("\n".join(outer_site_dirs()) + "\n")
     return environment / "bin"
 
@@ -69,9 +83,23 @@ def offline_build() -> list[str]:
 
 def pip_install(bin_dir: Path, *args: str) -> None:
     """`pip install --no-deps` into the nested venv (its dependencies are the outer environment's)."""
-    result = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--no-deps", *offline_build(),
-                             "--disable-pip-version-check", "--quiet", *args],
-                            capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=bin_dir.parent)
+    result = subprocess.run(
+        [
+            str(bin_dir / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            *offline_build(),
+            "--disable-pip-version-check",
+            "--quiet",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=bin_dir.parent,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -84,8 +112,23 @@ def editable_install(environment: Path) -> Path:
 
 def wheel_install(environment: Path, wheels: Path) -> Path:
     """bin/ of a fresh venv holding the wheel `pip wheel` builds from this checkout."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", *offline_build(), "--quiet",
-                    "--wheel-dir", str(wheels)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            *offline_build(),
+            "--quiet",
+            "--wheel-dir",
+            str(wheels),
+        ],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
     (wheel,) = wheels.glob("tfhydra-*.whl")
     bin_dir = nested_venv(environment)
     pip_install(bin_dir, str(wheel))
@@ -95,7 +138,17 @@ def wheel_install(environment: Path, wheels: Path) -> Path:
 def run_in(bin_dir: Path, command: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """A command of the venv run as its user would: from the project's directory, nothing of the tests' set-up
     in the environment (no PYTHONPATH, no HYDRA_FULL_ERROR, no TFHYDRA_CONFIG_DIR)."""
-    full_env = {k: v for k, v in os.environ.items()
-                if k not in ("PYTHONPATH", "HYDRA_FULL_ERROR", "TFHYDRA_CONFIG_DIR", "VIRTUAL_ENV")}
-    return subprocess.run([str(bin_dir / command), *args], cwd=cwd, env={**full_env, **(env or {})}, text=True,
-                          capture_output=True, timeout=900, stdin=subprocess.DEVNULL)
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "HYDRA_FULL_ERROR", "TFHYDRA_CONFIG_DIR", "VIRTUAL_ENV")
+    }
+    return subprocess.run(
+        [str(bin_dir / command), *args],
+        cwd=cwd,
+        env={**full_env, **(env or {})},
+        text=True,
+        capture_output=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )

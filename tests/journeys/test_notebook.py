@@ -5,6 +5,7 @@ a history and a loadable model, a 2-job sweep from Python (issue 33, items 3c an
 The kernel is this interpreter (`sys.executable`), through a kernelspec written to a temporary JUPYTER_PATH, so the
 test runs inside any virtualenv; the notebook's working directory is a temporary one, where its runs go.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,15 @@ def kernelspec(folder: Path) -> Path:
     """A kernelspec that starts this interpreter: JUPYTER_PATH=<folder> makes it `KERNEL`."""
     spec = folder / "kernels" / KERNEL
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "tfhydra test (this interpreter)", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "tfhydra test (this interpreter)",
+                "language": "python",
+            }
+        )
+    )
     return folder
 
 
@@ -105,12 +112,15 @@ def test_two_trainings_in_one_kernel_give_results_with_history_and_a_model(execu
     assert check["shape"] == [4, 10] and all(abs(s - 1) < 1e-4 for s in check["row_sums"])
     # each call gave back what it changed: Hydra's global state, the global policy
     assert check["policy"] == "float32" and check["hydra_initialized"] is False
-    for run_dir, overrides in ((first_dir, ["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0"]),
-                               (second_dir, ["model=tiny", "trainer.epochs=2", "optimizer.lr=3e-3",
-                                             "logging.histogram_freq=0"])):
+    for run_dir, overrides in (
+        (first_dir, ["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0"]),
+        (second_dir, ["model=tiny", "trainer.epochs=2", "optimizer.lr=3e-3", "logging.histogram_freq=0"]),
+    ):
         run_dir = Path(run_dir)  # chosen as the command chooses: outputs/<date>/<time.micro>/ below the cwd
-        assert run_dir.parent == work / "outputs" / datetime.now().strftime("%Y-%m-%d") or \
-            run_dir.parent.parent == work / "outputs", run_dir
+        assert (
+            run_dir.parent == work / "outputs" / datetime.now().strftime("%Y-%m-%d")
+            or run_dir.parent.parent == work / "outputs"
+        ), run_dir
         assert datetime.strptime(run_dir.name, "%H-%M-%S.%f")
         assert yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()) == overrides
         hydra = yaml.safe_load((run_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]
@@ -147,14 +157,20 @@ def test_the_sweep_from_python_returns_a_result_per_job(executed):
 @pytest.mark.slow
 def test_a_kernel_that_changes_sys_path_before_its_first_compose_still_composes(tmp_path):
     """The order the example does not take: the code folder goes on sys.path first, then tfhydra composes."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "import sys, tfhydra\nsys.path.insert(0, '.')\n"
-        "print(tfhydra.compose(['model=mlp']).hydra.launcher._target_)")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import sys, tfhydra\nsys.path.insert(0, '.')\n"
+                "print(tfhydra.compose(['model=mlp']).hydra.launcher._target_)"
+            )
+        ]
+    )
     saved = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = str(kernelspec(tmp_path / "jupyter"))
     try:
-        NotebookClient(nb, timeout=600, kernel_name=KERNEL, allow_errors=True,
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        NotebookClient(
+            nb, timeout=600, kernel_name=KERNEL, allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}
+        ).execute()
     finally:
         os.environ.pop("JUPYTER_PATH") if saved is None else os.environ.__setitem__("JUPYTER_PATH", saved)
     outputs = nb.cells[0].outputs

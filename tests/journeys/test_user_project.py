@@ -4,6 +4,7 @@ directory outside the checkout holding only conf/model/tiny.yaml and mymodels.py
 A project's own conf/ adds options to tfhydra's groups and may replace its primary config (tfhydra/config/project.py);
 Hydra must find tfhydra's plugins and configs in both installs (docs/project.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import last_line
 from installs import ROOT, editable_install, run_in, wheel_install, write_project
 
@@ -34,8 +34,9 @@ def where_configs_live(kind: str, bin_dir: Path) -> Path:
 
 def test_the_install_carries_the_configs_and_the_command(installed, tmp_path):
     kind, venv_bin = installed
-    where = run_in(venv_bin, "python", "-c", "import tfhydra; print(tfhydra.__file__); print(tfhydra.CONFIG_DIR)",
-                   cwd=tmp_path)
+    where = run_in(
+        venv_bin, "python", "-c", "import tfhydra; print(tfhydra.__file__); print(tfhydra.CONFIG_DIR)", cwd=tmp_path
+    )
     module, config_dir = where.stdout.split()
     home = where_configs_live(kind, venv_bin)
     assert Path(module).resolve().is_relative_to(home) and Path(config_dir).resolve().is_relative_to(home), where.stdout
@@ -88,8 +89,16 @@ def test_a_project_trains_its_own_model_with_the_installed_command(installed, tm
 def test_a_two_job_sweep_of_the_projects_model_completes(installed, tmp_path):
     _, venv_bin = installed
     project = write_project(tmp_path / "myproject")
-    result = run_in(venv_bin, "tfhydra-train", "-m", "model=tiny", "debug=fast", "optimizer.lr=0.01,0.001",
-                    "hydra.sweep.dir=sweep", cwd=project)
+    result = run_in(
+        venv_bin,
+        "tfhydra-train",
+        "-m",
+        "model=tiny",
+        "debug=fast",
+        "optimizer.lr=0.01,0.001",
+        "hydra.sweep.dir=sweep",
+        cwd=project,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = sorted(p for p in (project / "sweep").iterdir() if p.is_dir())
     assert [p.name for p in jobs] == ["0_optimizer.lr=0.01", "1_optimizer.lr=0.001"]
@@ -97,7 +106,9 @@ def test_a_two_job_sweep_of_the_projects_model_completes(installed, tmp_path):
     assert [r["status"] for r in records] == ["completed", "completed"]
     assert {r["model"] for r in records} == {"users_tiny"}
     assert [yaml.safe_load((job / ".hydra" / "config.yaml").read_text())["optimizer"]["lr"] for job in jobs] == [
-        0.01, 0.001]
+        0.01,
+        0.001,
+    ]
 
 
 def test_the_projects_options_are_listed_and_suggested_in_one_line(installed, tmp_path):
@@ -105,8 +116,10 @@ def test_the_projects_options_are_listed_and_suggested_in_one_line(installed, tm
     project = write_project(tmp_path / "myproject")
     result = run_in(venv_bin, "tfhydra-train", "model=tiyn", cwd=project)
     assert result.returncode == 1 and not (project / "outputs").exists()
-    assert last_line(result.stderr) == ("Error: model=tiyn: no such model option (did you mean tiny?); accepted: one of "
-                                        "cnn, keras_app, lstm, mlp, resnet, tiny, transformer")
+    assert last_line(result.stderr) == (
+        "Error: model=tiyn: no such model option (did you mean tiny?); accepted: one of "
+        "cnn, keras_app, lstm, mlp, resnet, tiny, transformer"
+    )
     searchpath = run_in(venv_bin, "tfhydra-train", "--info", "searchpath", cwd=project).stdout
     assert f"file://{(project / 'conf').resolve()}" in searchpath and "| tfhydra " in searchpath
 
@@ -115,11 +128,16 @@ def test_a_missing_config_dir_is_one_line(installed, tmp_path):
     _, venv_bin = installed
     result = run_in(venv_bin, "tfhydra-train", cwd=tmp_path, env={"TFHYDRA_CONFIG_DIR": str(tmp_path / "nope")})
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert last_line(result.stderr) == (f"Error: TFHYDRA_CONFIG_DIR={tmp_path / 'nope'}: no such directory; accepted: "
-                                        "a directory of config groups (e.g. conf/ holding model/tiny.yaml)")
+    assert last_line(result.stderr) == (
+        f"Error: TFHYDRA_CONFIG_DIR={tmp_path / 'nope'}: no such directory; accepted: "
+        "a directory of config groups (e.g. conf/ holding model/tiny.yaml)"
+    )
 
 
 def test_tab_completion_installs_for_the_command(installed, tmp_path):
     _, venv_bin = installed
     script = run_in(venv_bin, "tfhydra-train", "-sc", "install=bash", cwd=tmp_path)
-    assert script.returncode == 0 and "complete -o nospace -o default -F hydra_bash_completion tfhydra-train" in script.stdout
+    assert (
+        script.returncode == 0
+        and "complete -o nospace -o default -F hydra_bash_completion tfhydra-train" in script.stdout
+    )

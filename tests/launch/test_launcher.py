@@ -1,8 +1,8 @@
 """tfhydra's launcher (issue 28), the default of `-m`: placement (worker count, threads, GPUs) as pure functions of
 an injected machine (no GPU here), Hydra's config of it, and real sweeps through it: jobs run concurrently in
 reused workers, each record says which worker, threads and devices it had; Ctrl-C leaves them resumable."""
+
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -10,16 +10,24 @@ import sys
 import time
 
 import pytest
-
 from conftest import FAST, ROOT, TESTS, read_run_record, run_cli
+
 from tfhydra.config.errors import ConfigError
-from tfhydra.launch.placement import (cpu_only, launcher_gpus, plan_workers, split_threads, visible_gpus, worker_count,
-                                     WORKER_THREADS_ENV)
+from tfhydra.launch.placement import (
+    WORKER_THREADS_ENV,
+    cpu_only,
+    launcher_gpus,
+    plan_workers,
+    split_threads,
+    visible_gpus,
+    worker_count,
+)
 
 TINY = [*FAST, "debug=fast", "model=mlp", "logging.write_graph=false"]
 
 
 # ---- placement: pure functions --------------------------------------------------------------------------------
+
 
 def test_no_gpu_means_cpu_workers_whose_threads_add_up_to_the_cores():
     plans = plan_workers(3, 2, [])
@@ -53,15 +61,18 @@ def test_worker_count_from_the_machine_and_the_jobs():
             worker_count(3, 2, [], workers=bad)
 
 
-@pytest.mark.parametrize("gpus, jobs, seen, growth", [
-    (["0"], 1, ["0"], [False]),
-    (["0"], 3, ["0", "0"], [True, True]),  # more jobs than GPUs: two workers share it, with memory growth
-    (["0", "1"], 2, ["0", "1"], [False, False]),
-    (["0", "1"], 3, ["0", "1", "0"], [True, False, True]),  # only the shared GPU's workers grow
-    (["0", "1", "2", "3"], 3, ["0", "1", "2"], [False] * 3),
-    (["0", "1", "2", "3"], 10, ["0", "1", "2", "3"] * 2, [True] * 8),
-    (["2", "5"], 4, ["2", "5", "2", "5"], [True] * 4),  # the ids as CUDA_VISIBLE_DEVICES named them
-])
+@pytest.mark.parametrize(
+    "gpus, jobs, seen, growth",
+    [
+        (["0"], 1, ["0"], [False]),
+        (["0"], 3, ["0", "0"], [True, True]),  # more jobs than GPUs: two workers share it, with memory growth
+        (["0", "1"], 2, ["0", "1"], [False, False]),
+        (["0", "1"], 3, ["0", "1", "0"], [True, False, True]),  # only the shared GPU's workers grow
+        (["0", "1", "2", "3"], 3, ["0", "1", "2"], [False] * 3),
+        (["0", "1", "2", "3"], 10, ["0", "1", "2", "3"] * 2, [True] * 8),
+        (["2", "5"], 4, ["2", "5", "2", "5"], [True] * 4),  # the ids as CUDA_VISIBLE_DEVICES named them
+    ],
+)
 def test_gpus_round_robin_and_memory_growth_where_shared(gpus, jobs, seen, growth):
     plans = plan_workers(jobs, 16, gpus)
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in plans] == seen and [p.gpus for p in plans] == [(g,) for g in seen]
@@ -96,13 +107,19 @@ def test_a_worker_gets_its_share_of_threads_through_the_runtime(monkeypatch):
 
 # ---- Hydra's config ------------------------------------------------------------------------------------------
 
+
 def test_tfhydra_is_the_default_launcher_and_basic_stays_available(tmp_path):
     import tfhydra
 
     launcher = tfhydra.compose().hydra.launcher
     assert launcher._target_.endswith("TfhydraLauncher")
-    assert (launcher.workers, launcher.threads, launcher.gpus, launcher.gpu_memory_mb, launcher.max_jobs_per_worker) == (
-        "auto", "auto", "auto", None, None)
+    assert (
+        launcher.workers,
+        launcher.threads,
+        launcher.gpus,
+        launcher.gpu_memory_mb,
+        launcher.max_jobs_per_worker,
+    ) == ("auto", "auto", "auto", None, None)
     assert tfhydra.compose(["hydra/launcher=basic"]).hydra.launcher._target_.endswith("BasicLauncher")
 
     project = tmp_path / "conf"
@@ -114,6 +131,7 @@ def test_tfhydra_is_the_default_launcher_and_basic_stays_available(tmp_path):
 
 # ---- real sweeps ---------------------------------------------------------------------------------------------
 
+
 def records(sweep):
     jobs = sorted(d for d in sweep.iterdir() if d.is_dir())
     return {d.name: read_run_record(d) for d in jobs}
@@ -121,8 +139,9 @@ def records(sweep):
 
 def test_three_jobs_on_two_workers_run_concurrently_and_a_worker_is_reused(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_cli("-m", "optimizer.lr=1e-3,5e-4,1e-4", *TINY, "hydra.launcher.workers=2",
-                     f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    result = run_cli(
+        "-m", "optimizer.lr=1e-3,5e-4,1e-4", *TINY, "hydra.launcher.workers=2", f"hydra.sweep.dir={sweep}", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     found = records(sweep)
     assert len(found) == 3 and {r["status"] for r in found.values()} == {"completed"}
@@ -143,8 +162,9 @@ def test_three_jobs_on_two_workers_run_concurrently_and_a_worker_is_reused(tmp_p
 @pytest.mark.slow
 def test_the_basic_launcher_still_runs_jobs_one_after_another_in_its_own_process(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_cli("-m", "hydra/launcher=basic", "optimizer.lr=1e-3,5e-4", *TINY, f"hydra.sweep.dir={sweep}",
-                     cwd=tmp_path)
+    result = run_cli(
+        "-m", "hydra/launcher=basic", "optimizer.lr=1e-3,5e-4", *TINY, f"hydra.sweep.dir={sweep}", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     workers = [r["worker"] for r in records(sweep).values()]
     assert len(workers) == 2 and len({w["pid"] for w in workers}) == 1
@@ -155,8 +175,9 @@ def test_the_basic_launcher_still_runs_jobs_one_after_another_in_its_own_process
 @pytest.mark.slow
 def test_a_failing_job_does_not_take_down_the_others(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_cli("-m", "optimizer.lr=1e-3,1e4", *TINY, "trainer.steps_per_epoch=20", f"hydra.sweep.dir={sweep}",
-                     cwd=tmp_path)
+    result = run_cli(
+        "-m", "optimizer.lr=1e-3,1e4", *TINY, "trainer.steps_per_epoch=20", f"hydra.sweep.dir={sweep}", cwd=tmp_path
+    )
     assert result.returncode == 1  # the diverged job says so at the end
     statuses = {name: r["status"] for name, r in records(sweep).items()}
     assert statuses == {"0_optimizer.lr=0.001": "completed", "1_optimizer.lr=10000.0": "diverged"}, statuses
@@ -167,14 +188,29 @@ def test_ctrl_c_stops_the_workers_and_the_sweep_resumes(tmp_path):
     """SIGINT to the launching process alone (as `kill -INT`): each running job saves its state and records
     `interrupted`, the sweep exits non-zero, and running it again completes every job."""
     sweep = tmp_path / "sweep"
-    argv = ["-m", "optimizer.lr=1e-3,5e-4,2e-4,1e-4", "model=mlp", "trainer.epochs=30", "logging.histogram_freq=0",
-            "logging.write_graph=false", "export.formats=[]", "hydra.launcher.workers=2", f"hydra.sweep.dir={sweep}"]
+    argv = [
+        "-m",
+        "optimizer.lr=1e-3,5e-4,2e-4,1e-4",
+        "model=mlp",
+        "trainer.epochs=30",
+        "logging.histogram_freq=0",
+        "logging.write_graph=false",
+        "export.formats=[]",
+        "hydra.launcher.workers=2",
+        f"hydra.sweep.dir={sweep}",
+    ]
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("HYDRA_FULL_ERROR", None)
     with (tmp_path / "stderr").open("w") as err:
-        process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *argv], cwd=tmp_path, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), *argv],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and len(list(sweep.glob("*/checkpoints/history.json"))) < 2:
             assert process.poll() is None, (tmp_path / "stderr").read_text()[-3000:]
@@ -202,10 +238,25 @@ def test_workers_and_their_fork_server_end_when_the_launching_process_is_killed_
     sweep = tmp_path / "sweep"
     env = {**os.environ}
     env.pop("HYDRA_FULL_ERROR", None)
-    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "-m", "optimizer.lr=1e-3,5e-4", "model=mlp",
-                                "trainer.epochs=30", "logging.histogram_freq=0", "export.formats=[]",
-                                f"hydra.sweep.dir={sweep}"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "-m",
+            "optimizer.lr=1e-3,5e-4",
+            "model=mlp",
+            "trainer.epochs=30",
+            "logging.histogram_freq=0",
+            "export.formats=[]",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and len(list(sweep.glob("*/checkpoints/history.json"))) < 2:
@@ -250,8 +301,15 @@ def _alive(pid):
 @pytest.mark.slow
 def test_a_worker_is_replaced_after_max_jobs_per_worker(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_cli("-m", "trainer.seed=1,2,3", *TINY, "hydra.launcher.workers=1",
-                     "hydra.launcher.max_jobs_per_worker=2", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    result = run_cli(
+        "-m",
+        "trainer.seed=1,2,3",
+        *TINY,
+        "hydra.launcher.workers=1",
+        "hydra.launcher.max_jobs_per_worker=2",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     workers = [r["worker"] for r in records(sweep).values()]
     assert [r["status"] for r in records(sweep).values()] == ["completed"] * 3

@@ -3,13 +3,13 @@ launcher's code, with local processes for SLURM jobs) and Hydra's Ray launcher o
 started on 127.0.0.1. Named job directories, the summary, a failed job recorded and the exit code,
 threads from what the launcher reserves per job, and the swept keys carried in each job's config
 (a Ray worker inherits neither the launching shell's environment nor its directory)."""
+
 import csv
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import read_run_record, run_cli
 from ray_head import SWEPT_KEYS_ENV, ray_cluster  # noqa: F401  (a fixture: a Ray head on 127.0.0.1)
 
@@ -30,10 +30,20 @@ def handed_over_keys(job_dir: Path) -> str:
 def submitit_sweep(tmp_path_factory):
     """hydra/launcher=submitit_local, 2 CPUs per job: one job completes, one raises in training."""
     root = tmp_path_factory.mktemp("submitit")
-    result = run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
-                     "hydra.launcher.cpus_per_task=2", "hydra.launcher.tasks_per_node=1",
-                     f"hydra.launcher.submitit_folder={root / 'submitit' / '%j'}", f"hydra.sweep.dir={root / 'sweep'}",
-                     "optimizer.lr=1e-3,5e-4", *QUICK, FAIL_AT_5E4, cwd=root, timeout=400)
+    result = run_cli(
+        "-m",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=5",
+        "hydra.launcher.cpus_per_task=2",
+        "hydra.launcher.tasks_per_node=1",
+        f"hydra.launcher.submitit_folder={root / 'submitit' / '%j'}",
+        f"hydra.sweep.dir={root / 'sweep'}",
+        "optimizer.lr=1e-3,5e-4",
+        *QUICK,
+        FAIL_AT_5E4,
+        cwd=root,
+        timeout=400,
+    )
     return result, root / "sweep", root / "submitit"
 
 
@@ -42,14 +52,21 @@ def test_a_submitit_sweep_names_its_jobs_records_the_failure_and_exits_1(submiti
     result, sweep, submitit = submitit_sweep
     assert result.returncode == 1, result.stderr[-3000:]
     assert job_dirs(sweep) == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]
-    completed, failed = read_run_record(sweep / "0_optimizer.lr=0.001"), read_run_record(sweep / "1_optimizer.lr=0.0005")
+    completed, failed = (
+        read_run_record(sweep / "0_optimizer.lr=0.001"),
+        read_run_record(sweep / "1_optimizer.lr=0.0005"),
+    )
     assert completed["status"] == "completed" and completed["epochs_run"] == 1
     assert failed["status"] == "failed" and failed["error"] == "RuntimeError: injected failure at lr=0.0005"
-    assert result.stderr.strip().splitlines()[-1] == "Error: 1 of 2 jobs did not complete: 1_optimizer.lr=0.0005 (failed)"
+    assert (
+        result.stderr.strip().splitlines()[-1] == "Error: 1 of 2 jobs did not complete: 1_optimizer.lr=0.0005 (failed)"
+    )
     assert len(list(submitit.glob("*/*_log.out"))) == 2  # submitit's own logs of each job, outside the sweep
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["rank"], r["job"], r["status"], r["optimizer.lr"], r["directory"]) for r in rows] == [
-        ("1", "0", "completed", "0.001", "0_optimizer.lr=0.001"), ("", "1", "failed", "0.0005", "1_optimizer.lr=0.0005")]
+        ("1", "0", "completed", "0.001", "0_optimizer.lr=0.001"),
+        ("", "1", "failed", "0.0005", "1_optimizer.lr=0.0005"),
+    ]
     assert "best job: 0_optimizer.lr=0.001 (val_accuracy=" in result.stdout
     assert "| 1 | [0_optimizer.lr=0.001]" in (sweep / "summary.md").read_text()
 
@@ -65,8 +82,16 @@ def test_each_submitit_job_uses_its_cpus_per_task_as_threads_and_gets_the_swept_
 @pytest.mark.slow
 def test_a_ray_sweep_on_a_running_cluster_names_its_jobs_and_writes_the_summary(ray_cluster, tmp_path):
     """The default, relative hydra.sweep.dir: Ray's workers run in the cluster's directory, not this one."""
-    result = run_cli("-m", "hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_cluster}",
-                     "optimizer.lr=1e-3,5e-4", *QUICK, cwd=tmp_path, timeout=400, env={"RAY_AUTH_MODE": "disabled"})
+    result = run_cli(
+        "-m",
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={ray_cluster}",
+        "optimizer.lr=1e-3,5e-4",
+        *QUICK,
+        cwd=tmp_path,
+        timeout=400,
+        env={"RAY_AUTH_MODE": "disabled"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
     assert job_dirs(sweep) == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]
@@ -77,15 +102,24 @@ def test_a_ray_sweep_on_a_running_cluster_names_its_jobs_and_writes_the_summary(
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["job"], r["status"], r["optimizer.lr"]) for r in rows] in (
         [("0", "completed", "0.001"), ("1", "completed", "0.0005")],
-        [("1", "completed", "0.0005"), ("0", "completed", "0.001")])
+        [("1", "completed", "0.0005"), ("0", "completed", "0.001")],
+    )
     assert [r["rank"] for r in rows] == ["1", "2"] and "sweep outputs/multirun/" in result.stdout
 
 
 def test_the_slurm_launcher_off_a_slurm_cluster_is_one_line_before_any_job(tmp_path):
-    result = run_cli("-m", "hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "optimizer.lr=1e-3,5e-4",
-                     *QUICK, cwd=tmp_path, env={"PATH": str(Path(sys.executable).parent)})  # no srun on PATH
+    result = run_cli(
+        "-m",
+        "hydra/launcher=submitit_slurm",
+        "hydra.launcher.partition=gpu",
+        "optimizer.lr=1e-3,5e-4",
+        *QUICK,
+        cwd=tmp_path,
+        env={"PATH": str(Path(sys.executable).parent)},
+    )  # no srun on PATH
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "Error: hydra/launcher=submitit_slurm: SLURM's srun is not on PATH; accepted: a machine of a SLURM cluster "
-        "(its login node), or hydra/launcher=submitit_local to run the same jobs here")
+        "(its login node), or hydra/launcher=submitit_local to run the same jobs here"
+    )
     assert not (tmp_path / "outputs").exists()

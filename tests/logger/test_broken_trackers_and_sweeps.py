@@ -2,6 +2,7 @@
 warning and no MLflow traceback; W&B writes nothing outside the run directory; a damaged Optuna study database
 is one line before any job; a sweep job killed on a cluster (SIGKILL) leaves the other jobs, the summary and
 one line naming the job and the launcher's reason."""
+
 import csv
 import logging
 import os
@@ -10,13 +11,21 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import last_line, read_run_record, run_cli
 from ray_head import ray_cluster  # noqa: F401  (a fixture: a Ray head on 127.0.0.1)
 
 TINY = ["model=mlp", "logging.histogram_freq=0", "trainer.epochs=1", "export.formats=[]"]
-TRACKER_VARIABLES = ("MLFLOW_TRACKING_URI", "WANDB_MODE", "WANDB_API_KEY", "WANDB_DIR", "WANDB_CACHE_DIR",
-                     "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR", "TFHYDRA_MLFLOW_PARENT")
+TRACKER_VARIABLES = (
+    "MLFLOW_TRACKING_URI",
+    "WANDB_MODE",
+    "WANDB_API_KEY",
+    "WANDB_DIR",
+    "WANDB_CACHE_DIR",
+    "WANDB_CONFIG_DIR",
+    "WANDB_DATA_DIR",
+    "WANDB_ARTIFACT_DIR",
+    "TFHYDRA_MLFLOW_PARENT",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +35,7 @@ def no_tracker_environment(monkeypatch):
 
 
 # ---- 1. MLflow: a store it cannot write is the guard's one warning, never MLflow's own traceback ---------------
+
 
 @pytest.fixture
 def immutable(tmp_path):
@@ -61,20 +71,25 @@ def test_a_read_only_mlflow_store_is_one_warning_and_no_traceback(tmp_path, immu
         immutable(store / "mlflow.db")
     immutable(store)
     run_dir = tmp_path / "run"
-    result = run_cli(*TINY, "logger=[tensorboard,mlflow]", f"logger.mlflow.tracking_uri=sqlite:///{store / 'mlflow.db'}",
-                     f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    result = run_cli(
+        *TINY,
+        "logger=[tensorboard,mlflow]",
+        f"logger.mlflow.tracking_uri=sqlite:///{store / 'mlflow.db'}",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "mlflow" not in result.stderr, result.stderr[-3000:]
     warnings = [line for line in (run_dir / "train.log").read_text().splitlines() if "WARNING" in line]
     target = store / "mlflow.db" if what == "database" else store
     assert len(warnings) == 1 and warnings[0].endswith(
         f"logger.mlflow: starting its run failed (PermissionError: the MLflow store {store / 'mlflow.db'} cannot be "
-        f"written ({target} is read-only)); the run goes on without mlflow"), warnings
+        f"written ({target} is read-only)); the run goes on without mlflow"
+    ), warnings
     assert read_run_record(run_dir)["status"] == "completed"
 
 
-def test_mlflow_s_own_logging_is_silent_inside_tfhydra_s_calls_and_restored_after(tmp_path, monkeypatch, capfd,
-                                                                                   caplog):
+def test_mlflow_s_own_logging_is_silent_inside_tfhydra_s_calls_and_restored_after(tmp_path, monkeypatch, capfd, caplog):
     """A store MLflow opens but cannot write (SQLite's read-only mode): MLflow logs the SQLAlchemy error with its
     traceback (`_logger.exception`) before raising. Inside the guard only tfhydra's warning is said."""
     from omegaconf import OmegaConf
@@ -95,12 +110,16 @@ def test_mlflow_s_own_logging_is_silent_inside_tfhydra_s_calls_and_restored_afte
     out, err = capfd.readouterr()
     assert "Traceback" not in err + out and "mlflow.store" not in err + out, err
     [warning] = [r.getMessage() for r in caplog.records if r.name == "tfhydra"]
-    assert warning.startswith("logger.mlflow: starting its run failed (MlflowException: ") and \
-        "attempt to write a readonly database" in warning and warning.endswith("the run goes on without mlflow")
+    assert (
+        warning.startswith("logger.mlflow: starting its run failed (MlflowException: ")
+        and "attempt to write a readonly database" in warning
+        and warning.endswith("the run goes on without mlflow")
+    )
     assert trackers.failed == {"mlflow"} and logging.getLogger("mlflow").level == level  # put back after the call
 
 
 # ---- 2. W&B: its debug logs, cache, staging and settings stay in the run directory ---------------------------
+
 
 def every_file(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
@@ -111,8 +130,13 @@ def test_wandb_writes_nothing_outside_the_run_directory(tmp_path):
     home, temp, run_dir = tmp_path / "home", tmp_path / "tmp", tmp_path / "run"
     home.mkdir()
     temp.mkdir()
-    result = run_cli(*TINY, "logger=[tensorboard,wandb]", f"hydra.run.dir={run_dir}", cwd=tmp_path,
-                     env={"HOME": str(home), "TMPDIR": str(temp)})  # W&B's variables: unset (the fixture)
+    result = run_cli(
+        *TINY,
+        "logger=[tensorboard,wandb]",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+        env={"HOME": str(home), "TMPDIR": str(temp)},
+    )  # W&B's variables: unset (the fixture)
     assert result.returncode == 0, result.stderr[-3000:]
     assert every_file(home) <= {".keras/keras.json"}, every_file(home)  # Keras' own settings file, not W&B's
     assert not [p for p in every_file(temp) if "wandb" in p.lower()], every_file(temp)
@@ -142,8 +166,10 @@ def test_wandb_directories_are_set_for_the_run_only_and_the_user_s_own_are_kept(
 
 # ---- 3. Optuna: a damaged study database is one line before any job --------------------------------------
 
-ACCEPTED = ("accepted: sqlite:///<file> of an Optuna study (or a file not there yet), a database URL Optuna opens "
-            "(postgresql://..., mysql://...), or null for <sweep dir>/optuna.db")
+ACCEPTED = (
+    "accepted: sqlite:///<file> of an Optuna study (or a file not there yet), a database URL Optuna opens "
+    "(postgresql://..., mysql://...), or null for <sweep dir>/optuna.db"
+)
 
 
 def garbage(path: Path) -> str:
@@ -158,7 +184,7 @@ def truncated(path: Path) -> str:
     whole = path.with_name("whole.db")
     optuna.create_study(storage=f"sqlite:///{whole}").optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
     data = whole.read_bytes()
-    path.write_bytes(data[:len(data) // 3])
+    path.write_bytes(data[: len(data) // 3])
     return "is not a readable SQLite database (database disk image is malformed)"
 
 
@@ -174,8 +200,15 @@ def test_a_damaged_optuna_study_database_is_one_line_before_any_job(tmp_path, da
     problem = damage(db)
     before = db.read_bytes()
     sweep = tmp_path / "sweep"
-    result = run_cli("-m", "hparams_search=optuna", f"hydra.sweeper.storage=sqlite:///{db}", "hydra.sweeper.n_trials=1",
-                     f"hydra.sweep.dir={sweep}", "debug=fast", cwd=tmp_path)
+    result = run_cli(
+        "-m",
+        "hparams_search=optuna",
+        f"hydra.sweeper.storage=sqlite:///{db}",
+        "hydra.sweeper.n_trials=1",
+        f"hydra.sweep.dir={sweep}",
+        "debug=fast",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert last_line(result.stderr) == f"Error: hydra.sweeper.storage=sqlite:///{db}: {db} {problem}; {ACCEPTED}"
@@ -183,9 +216,13 @@ def test_a_damaged_optuna_study_database_is_one_line_before_any_job(tmp_path, da
     assert db.read_bytes() == before  # another program's database is left as it was
 
 
-@pytest.mark.parametrize("url, reason", [
-    ("nosuch://host/db", "Can't load plugin: sqlalchemy.dialects:nosuch"),
-    ("sqlite:////no/such/folder/study.db", "unable to open database file")])
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("nosuch://host/db", "Can't load plugin: sqlalchemy.dialects:nosuch"),
+        ("sqlite:////no/such/folder/study.db", "unable to open database file"),
+    ],
+)
 def test_a_storage_optuna_cannot_open_is_a_config_error_naming_it(url, reason):
     from tfhydra.config.errors import ConfigError
     from tfhydra.sweep.search import open_study
@@ -203,8 +240,9 @@ def test_a_default_study_database_that_is_damaged_names_its_file(tmp_path):
     garbage(tmp_path / "optuna.db")
     with pytest.raises(ConfigError) as error:
         open_study(url, None, study_name="tfhydra", direction="maximize")
-    assert str(error.value).startswith(f"hydra.sweeper.storage (null: {url}): {(tmp_path / 'optuna.db').resolve()} "
-                                       "is not a readable SQLite database")
+    assert str(error.value).startswith(
+        f"hydra.sweeper.storage (null: {url}): {(tmp_path / 'optuna.db').resolve()} is not a readable SQLite database"
+    )
 
 
 # ---- 4. a job killed on a cluster: the other jobs, the summary, one line, exit 1 -------------------------------
@@ -220,20 +258,33 @@ def summary_rows(sweep: Path) -> list[tuple]:
 def test_a_submitit_job_killed_by_sigkill_leaves_the_summary_and_one_line(tmp_path):
     """The first job is the one killed: submitit raises while the second is still running; it is waited for."""
     sweep, submitit = tmp_path / "sweep", tmp_path / "submitit"
-    result = run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
-                     "hydra.launcher.cpus_per_task=1", "hydra.launcher.tasks_per_node=1",
-                     f"hydra.launcher.submitit_folder={submitit / '%j'}", f"hydra.sweep.dir={sweep}",
-                     "optimizer.lr=1e-3,5e-4", "model=mlp", "debug=fast", KILL_AT % "0.001", cwd=tmp_path, timeout=400)
+    result = run_cli(
+        "-m",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=5",
+        "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.tasks_per_node=1",
+        f"hydra.launcher.submitit_folder={submitit / '%j'}",
+        f"hydra.sweep.dir={sweep}",
+        "optimizer.lr=1e-3,5e-4",
+        "model=mlp",
+        "debug=fast",
+        KILL_AT % "0.001",
+        cwd=tmp_path,
+        timeout=400,
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert [line for line in result.stderr.splitlines() if line.startswith("Error:")] == [last_line(result.stderr)]
     line = last_line(result.stderr)
-    assert line.startswith("Error: 1 of 2 jobs did not complete: 0_optimizer.lr=0.001 lost by the launcher "
-                           "(UncompletedJobError: Job ") and line.endswith("has not produced any output (state: FINISHED))")
+    assert line.startswith(
+        "Error: 1 of 2 jobs did not complete: 0_optimizer.lr=0.001 lost by the launcher (UncompletedJobError: Job "
+    ) and line.endswith("has not produced any output (state: FINISHED))")
     assert summary_rows(sweep) == [("1", "completed", "1_optimizer.lr=0.0005"), ("0", "failed", "0_optimizer.lr=0.001")]
     killed = read_run_record(sweep / "0_optimizer.lr=0.001")
-    assert killed["error"].startswith("lost by the launcher (killed on the cluster? out of memory, a lost node, "
-                                      "SIGKILL): UncompletedJobError: Job "), killed["error"]
+    assert killed["error"].startswith(
+        "lost by the launcher (killed on the cluster? out of memory, a lost node, SIGKILL): UncompletedJobError: Job "
+    ), killed["error"]
     assert read_run_record(sweep / "1_optimizer.lr=0.0005")["epochs_run"] == 1
     assert "0_optimizer.lr=0.001` (failed): lost by the launcher" in (sweep / "summary.md").read_text()
 
@@ -243,11 +294,15 @@ def test_only_a_launcher_s_own_exceptions_count_as_a_lost_job():
 
     from tfhydra.launch.lost_jobs import is_lost_job, launcher_reason
 
-    error = UncompletedJobError("Job 7_1 (task: 0) with path /x/7_1_0_result.pkl\nhas not produced any output "
-                                "(state: OUT_OF_MEMORY)\nError stream produced:\n----\nKilled\n")
+    error = UncompletedJobError(
+        "Job 7_1 (task: 0) with path /x/7_1_0_result.pkl\nhas not produced any output "
+        "(state: OUT_OF_MEMORY)\nError stream produced:\n----\nKilled\n"
+    )
     assert is_lost_job(error) and not is_lost_job(RuntimeError("a job's own error"))
-    assert launcher_reason(error) == ("UncompletedJobError: Job 7_1 (task: 0) with path /x/7_1_0_result.pkl has not "
-                                      "produced any output (state: OUT_OF_MEMORY)")
+    assert launcher_reason(error) == (
+        "UncompletedJobError: Job 7_1 (task: 0) with path /x/7_1_0_result.pkl has not "
+        "produced any output (state: OUT_OF_MEMORY)"
+    )
 
 
 @pytest.mark.slow
@@ -255,14 +310,25 @@ def test_a_ray_job_whose_worker_is_killed_leaves_the_summary_and_one_line(ray_cl
     """Ray's worker process SIGKILLed (what Ray's own OOM killer or a lost node does): WorkerCrashedError. Ray
     retries a crashed task by default; max_retries=0 keeps the test to one attempt."""
     sweep = tmp_path / "sweep"
-    result = run_cli("-m", "hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_cluster}",
-                     "+hydra.launcher.ray.remote.max_retries=0", f"hydra.sweep.dir={sweep}", "optimizer.lr=1e-3,5e-4",
-                     "model=mlp", "debug=fast", KILL_AT % "0.0005", cwd=tmp_path, timeout=400,
-                     env={"RAY_AUTH_MODE": "disabled"})
+    result = run_cli(
+        "-m",
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={ray_cluster}",
+        "+hydra.launcher.ray.remote.max_retries=0",
+        f"hydra.sweep.dir={sweep}",
+        "optimizer.lr=1e-3,5e-4",
+        "model=mlp",
+        "debug=fast",
+        KILL_AT % "0.0005",
+        cwd=tmp_path,
+        timeout=400,
+        env={"RAY_AUTH_MODE": "disabled"},
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert [line for line in result.stderr.splitlines() if line.startswith("Error:")] == [last_line(result.stderr)]
-    assert last_line(result.stderr).startswith("Error: 1 of 2 jobs did not complete: 1_optimizer.lr=0.0005 lost by the "
-                                               "launcher (WorkerCrashedError: "), last_line(result.stderr)
+    assert last_line(result.stderr).startswith(
+        "Error: 1 of 2 jobs did not complete: 1_optimizer.lr=0.0005 lost by the launcher (WorkerCrashedError: "
+    ), last_line(result.stderr)
     assert summary_rows(sweep) == [("0", "completed", "0_optimizer.lr=0.001"), ("1", "failed", "1_optimizer.lr=0.0005")]
     assert "WorkerCrashedError" in read_run_record(sweep / "1_optimizer.lr=0.0005")["error"]

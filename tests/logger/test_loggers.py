@@ -1,15 +1,16 @@
 """The `logger` group: MLflow on a real SQLite store (read back with MLflow's own client), W&B offline (its
 files read back without the network), CSV; a tracker that fails never stops the run; a killed run resumed is
 still one tracker run; a sweep is a parent MLflow run with its jobs as children."""
+
 import csv
 import logging
 import socket
 
 import pytest
+from conftest import last_line, read_run_record, run_cli
+from run_processes import BASE, epochs_recorded, finish, kill, start, wait_for
 
 import tfhydra
-from conftest import CONFIG_DIR, last_line, read_run_record, run_cli
-from run_processes import BASE, epochs_recorded, finish, kill, start, wait_for
 from tfhydra.config.errors import ConfigError
 
 TINY = ["model=mlp", "logging.histogram_freq=0"]
@@ -50,14 +51,26 @@ def test_tensorboard_stays_the_default_and_loggers_combine():
     assert tfhydra.compose(["logger=[tensorboard]", "logging.tensorboard=false"]).logging.tensorboard is False
 
 
-@pytest.mark.parametrize("choice,message", [
-    ("logger=[tensorbord,mlflow]", "logger=tensorbord: no such logger option (did you mean tensorboard?); "
-                                   "accepted: one of csv, mlflow, tensorboard, wandb"),
-    ("logger=mlfow", "logger=mlfow: no such logger option (did you mean mlflow?); accepted: one of csv, mlflow, "
-                     "tensorboard, wandb"),
-    ("logger.wandb.mode=offlin", "logger.wandb.mode=offlin: not an accepted value; accepted: null ($WANDB_MODE, "
-                                 "else offline), offline, online or disabled"),
-])
+@pytest.mark.parametrize(
+    "choice,message",
+    [
+        (
+            "logger=[tensorbord,mlflow]",
+            "logger=tensorbord: no such logger option (did you mean tensorboard?); "
+            "accepted: one of csv, mlflow, tensorboard, wandb",
+        ),
+        (
+            "logger=mlfow",
+            "logger=mlfow: no such logger option (did you mean mlflow?); accepted: one of csv, mlflow, "
+            "tensorboard, wandb",
+        ),
+        (
+            "logger.wandb.mode=offlin",
+            "logger.wandb.mode=offlin: not an accepted value; accepted: null ($WANDB_MODE, "
+            "else offline), offline, online or disabled",
+        ),
+    ],
+)
 def test_a_misspelt_logger_is_one_line_with_a_suggestion(choice, message):
     overrides = [choice] if choice.startswith("logger=") else ["logger=[wandb]", choice]
     with pytest.raises(ConfigError) as error:
@@ -68,8 +81,10 @@ def test_a_misspelt_logger_is_one_line_with_a_suggestion(choice, message):
 def test_the_command_line_answers_a_misspelt_logger_before_anything_starts(tmp_path):
     result = run_cli("logger=[tensorboard,mlfow]", f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert last_line(result.stderr) == ("Error: logger=mlfow: no such logger option (did you mean mlflow?); "
-                                        "accepted: one of csv, mlflow, tensorboard, wandb")
+    assert last_line(result.stderr) == (
+        "Error: logger=mlfow: no such logger option (did you mean mlflow?); "
+        "accepted: one of csv, mlflow, tensorboard, wandb"
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -107,10 +122,13 @@ def test_mlflow_keeps_one_run_per_job_in_a_sqlite_store(tmp_path):
     assert [r["epoch"] for r in rows] == ["1", "2", "3"] and "learning_rate" in rows[0]
 
 
-@pytest.mark.parametrize("status,overrides", [
-    ("failed", ["~model", "+model._target_=user_code.not_a_model"]),  # a mistake only the job can see
-    ("diverged", ["model=mlp", "trainer.max_loss=1e-9"]),
-])
+@pytest.mark.parametrize(
+    "status,overrides",
+    [
+        ("failed", ["~model", "+model._target_=user_code.not_a_model"]),  # a mistake only the job can see
+        ("diverged", ["model=mlp", "trainer.max_loss=1e-9"]),
+    ],
+)
 def test_a_run_that_does_not_complete_ends_its_mlflow_run_failed(tmp_path, status, overrides):
     run_dir = tmp_path / status
     cfg = tfhydra.compose([*overrides, "logging.histogram_freq=0", "trainer.epochs=1", "logger=[mlflow]"])
@@ -136,8 +154,11 @@ def test_a_failing_tracker_warns_once_and_the_run_completes(tmp_path, monkeypatc
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
     (tmp_path / "a-file").write_text("not a directory")
-    uri = (f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}" if store == "sqlite-under-a-file"
-           else f"http://127.0.0.1:{closed_port()}")
+    uri = (
+        f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}"
+        if store == "sqlite-under-a-file"
+        else f"http://127.0.0.1:{closed_port()}"
+    )
     cfg = tfhydra.compose([*TINY, "trainer.epochs=2", "logger=[mlflow,csv]", f"logger.mlflow.tracking_uri={uri}"])
     with caplog.at_level(logging.WARNING, logger="tfhydra"):
         tfhydra.run(cfg, run_dir=tmp_path / "run")
@@ -168,6 +189,7 @@ def test_wandb_runs_offline_and_leaves_the_epoch_metrics_in_its_files(tmp_path):
 
 # ---- the trackers without training: statuses, isolation, each epoch once ---------------------------------
 
+
 class FakeTracker:
     def __init__(self, name, fail_on=None, logged=0):
         self.name, self.fail_on, self.logged, self.epochs, self.ended = name, fail_on, logged, [], None
@@ -196,8 +218,8 @@ def test_a_tracker_that_raises_is_dropped_and_the_others_go_on(tmp_path, caplog)
         trackers.end("completed", [{"loss": 1.0}, {"loss": 0.5}, {"loss": 0.4}])
     assert good.epochs == [1, 2, 3] and good.ended == "completed" and bad.ended is None
     assert [r.getMessage() for r in caplog.records] == [
-        "logger.bad: logging epoch 1 failed (OSError: [Errno 28] No space left on device); the run goes on "
-        "without bad"]
+        "logger.bad: logging epoch 1 failed (OSError: [Errno 28] No space left on device); the run goes on without bad"
+    ]
 
 
 def test_a_resumed_tracker_gets_only_the_epochs_it_does_not_have(tmp_path):
@@ -210,9 +232,16 @@ def test_a_resumed_tracker_gets_only_the_epochs_it_does_not_have(tmp_path):
     assert resumed.epochs == [3]
 
 
-@pytest.mark.parametrize("status,expected", [("completed", "FINISHED"), ("pruned", "FINISHED"),
-                                             ("diverged", "FAILED"), ("failed", "FAILED"),
-                                             ("interrupted", "KILLED")])
+@pytest.mark.parametrize(
+    "status,expected",
+    [
+        ("completed", "FINISHED"),
+        ("pruned", "FINISHED"),
+        ("diverged", "FAILED"),
+        ("failed", "FAILED"),
+        ("interrupted", "KILLED"),
+    ],
+)
 def test_every_record_status_has_a_tracker_status(status, expected):
     from tfhydra.logger.trackers import TRACKER_STATUS
     from tfhydra.record import STATUSES
@@ -221,6 +250,7 @@ def test_every_record_status_has_a_tracker_status(status, expected):
 
 
 # ---- real processes: killed and resumed, a sweep ------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_a_run_killed_and_resumed_is_still_one_mlflow_run(tmp_path):
@@ -246,9 +276,15 @@ def test_a_run_killed_and_resumed_is_still_one_mlflow_run(tmp_path):
 def test_a_tracking_server_down_is_one_warning_in_train_log(tmp_path):
     run_dir = tmp_path / "run"
     port = closed_port()
-    result = run_cli(*TINY, "trainer.epochs=1", "export.formats=[]", "logger=[tensorboard,mlflow]",
-                     f"logger.mlflow.tracking_uri=http://127.0.0.1:{port}", f"hydra.run.dir={run_dir}",
-                     env={"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "2"})
+    result = run_cli(
+        *TINY,
+        "trainer.epochs=1",
+        "export.formats=[]",
+        "logger=[tensorboard,mlflow]",
+        f"logger.mlflow.tracking_uri=http://127.0.0.1:{port}",
+        f"hydra.run.dir={run_dir}",
+        env={"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "2"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     log = (run_dir / "train.log").read_text()
     assert log.count("the run goes on without mlflow") == 1 and log.count("WARNING") == 1
@@ -258,8 +294,15 @@ def test_a_tracking_server_down_is_one_warning_in_train_log(tmp_path):
 @pytest.mark.slow
 def test_a_sweep_is_a_parent_mlflow_run_with_its_jobs_as_children(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_cli("-m", *TINY, "trainer.epochs=1", "export.formats=[]", "logger=[mlflow]",
-                     "optimizer.lr=1e-3,5e-4", f"hydra.sweep.dir={sweep}")
+    result = run_cli(
+        "-m",
+        *TINY,
+        "trainer.epochs=1",
+        "export.formats=[]",
+        "logger=[mlflow]",
+        "optimizer.lr=1e-3,5e-4",
+        f"hydra.sweep.dir={sweep}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     client, runs = mlflow_runs(f"sqlite:///{sweep / 'mlflow.db'}")
     [parent] = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]

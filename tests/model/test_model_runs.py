@@ -3,36 +3,54 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import tfhydra
 from conftest import FAST, read_run_record
 
-IMAGES = ["data=synthetic", "data.shape=[32,32,3]", "data.num_classes=3", "data.train_size=64", "data.val_size=32",
-          "data.batch_size=32"]
+import tfhydra
+
+IMAGES = [
+    "data=synthetic",
+    "data.shape=[32,32,3]",
+    "data.num_classes=3",
+    "data.train_size=64",
+    "data.val_size=32",
+    "data.batch_size=32",
+]
 # Token data from a user source (tests/user_code.py): 16 ids per example, vocabulary of 50, 2 classes.
 TOKENS = ["~data", "+data._target_=user_code.token_source", "+data.num_classes=2", "data.batch_size=32"]
 
 # (model overrides, data overrides, parameter count at that data: checks the head follows the class count)
 RUNS = {
-    "cnn": (["model=cnn", "model.filters=[8]", "model.dense_units=16"], IMAGES, 8 * 27 + 8 + 15 * 15 * 8 * 16 + 16 + 16 * 3 + 3),
+    "cnn": (
+        ["model=cnn", "model.filters=[8]", "model.dense_units=16"],
+        IMAGES,
+        8 * 27 + 8 + 15 * 15 * 8 * 16 + 16 + 16 * 3 + 3,
+    ),
     "mlp": (["model=mlp", "model.units=[16]"], IMAGES, 32 * 32 * 3 * 16 + 16 + 16 * 3 + 3),
     # stem 248 + stage1 1216 + stage2 3776 + stage3 14720 (convs, batch norms, projection shortcuts) + head 32*3+3
     "resnet": (["model=resnet", "model.depth=8", "model.width=8"], IMAGES, 248 + 1216 + 3776 + 14720 + 99),
     # MobileNetV2 without its top at alpha 0.35 has 410,208 parameters; its pooled output has 1280 features
-    "keras_app": (["model=keras_app", "model.arch=MobileNetV2", "+model.arch_args.alpha=0.35"], IMAGES,
-                  410208 + 1280 * 3 + 3),
+    "keras_app": (
+        ["model=keras_app", "model.arch=MobileNetV2", "+model.arch_args.alpha=0.35"],
+        IMAGES,
+        410208 + 1280 * 3 + 3,
+    ),
     # embedding 50*16 + 4 gates * (16*16 + 16*16 + 16) + head 16*2+2 (bidirectional doubles the tracing time:
     # tests/model/test_model.py checks its structure without training)
     "lstm": (["model=lstm", "model.units=[16]", "model.embedding_dim=16"], TOKENS, 800 + 2112 + 34),
-    "transformer": (["model=transformer", "model.width=16", "model.heads=2", "model.blocks=1", "model.mlp_dim=32"],
-                    # embedding 50*16 + block (2 norms 64, attention 4*272, MLP 544+528) + final norm 32 + head 16*2+2
-                    TOKENS, 800 + 64 + 1088 + 1072 + 32 + 34),
+    "transformer": (
+        ["model=transformer", "model.width=16", "model.heads=2", "model.blocks=1", "model.mlp_dim=32"],
+        # embedding 50*16 + block (2 norms 64, attention 4*272, MLP 544+528) + final norm 32 + head 16*2+2
+        TOKENS,
+        800 + 64 + 1088 + 1072 + 32 + 34,
+    ),
 }
 
 SLOW_RUNS = {"keras_app"}  # about 27 s on 2 cores: in .ci/run (pytest -m "slow or not slow"), not a plain pytest
 
 
-@pytest.mark.parametrize("option", [pytest.param(o, marks=pytest.mark.slow) if o in SLOW_RUNS else o for o in sorted(RUNS)])
+@pytest.mark.parametrize(
+    "option", [pytest.param(o, marks=pytest.mark.slow) if o in SLOW_RUNS else o for o in sorted(RUNS)]
+)
 def test_model_option_trains_one_epoch_and_exports(option, compose_cfg, tmp_path):
     model_overrides, data_overrides, params = RUNS[option]
     cfg = compose_cfg([*model_overrides, *data_overrides, *FAST])

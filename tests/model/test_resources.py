@@ -1,10 +1,11 @@
 """Resources checked before work (issue 35, item 7): a model or a declared dataset that cannot fit in the memory
 this process may take is one line before anything is allocated; what fits is estimated from the real model."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import FAST, last_line, read_run_record, run_cli
+
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 
@@ -44,8 +45,10 @@ def test_a_declared_dataset_too_big_is_refused_by_the_plan(compose_cfg):
 
     with pytest.raises(ConfigError) as refused:
         plan_run(compose_cfg(["data=synthetic", "data.train_size=10000000000"]))
-    assert str(refused.value).startswith("data.train_size=10000000000: 7.84e+12 float32 values (train, validation "
-                                         "and test sizes times the shape) need about ")
+    assert str(refused.value).startswith(
+        "data.train_size=10000000000: 7.84e+12 float32 values (train, validation "
+        "and test sizes times the shape) need about "
+    )
     plan_run(compose_cfg(["data=synthetic", "data.train_size=100000"]))  # 0.9 GB: fits
 
 

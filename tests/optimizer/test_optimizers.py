@@ -1,6 +1,7 @@
 """The optimizer group's options (issue 38 item 2): each is the tf_keras class it names, at optimizer.lr shaped by
 optimizer.schedule, with the trainer's clipping; a user's `_target_` optimizer gets the rate and the schedule when
 its constructor takes `learning_rate`, and is refused in one line when it cannot take them."""
+
 from __future__ import annotations
 
 import json
@@ -10,13 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
+from conftest import compose_config, run_cli
 from omegaconf import OmegaConf
 
-from conftest import compose_config, run_cli
 from tfhydra.config.errors import ConfigError
+from tfhydra.config.project import CONFIG_DIR
 from tfhydra.optimizer import OPTIMIZERS, build_optimizer
 from tfhydra.optimizer.build import KERAS_CLASSES
-from tfhydra.config.project import CONFIG_DIR
 
 LR, STEPS, EPOCHS = 3e-3, 2, 2
 COSINE_AFTER_ONE_STEP = LR * 0.5 * (1 + math.cos(math.pi * 1 / (STEPS * EPOCHS)))  # CosineDecay, no warm-up
@@ -40,8 +41,9 @@ def test_every_option_has_its_config_and_its_class():
 
 @pytest.mark.parametrize("name", sorted(KERAS_CLASSES))
 def test_each_option_is_its_class_at_the_scheduled_rate_after_a_step(name):
-    cfg = compose_config([f"optimizer={name}", f"optimizer.lr={LR}", "optimizer.schedule.name=cosine",
-                          f"trainer.epochs={EPOCHS}"])
+    cfg = compose_config(
+        [f"optimizer={name}", f"optimizer.lr={LR}", "optimizer.schedule.name=cosine", f"trainer.epochs={EPOCHS}"]
+    )
     optimizer = build_optimizer(cfg.optimizer, STEPS, EPOCHS, {"clipnorm": 1.0, "clipvalue": None})
     assert type(optimizer) is getattr(keras.optimizers, KERAS_CLASSES[name])
     assert optimizer.clipnorm == 1.0
@@ -67,8 +69,9 @@ def test_a_target_optimizer_gets_the_rate_and_the_schedule():
     optimizer = build_optimizer(node, STEPS, EPOCHS)
     assert type(optimizer) is keras.optimizers.Adamax
     assert one_step(optimizer, steps=2)[0] == pytest.approx(COSINE_AFTER_ONE_STEP, rel=1e-5)
-    constant = OmegaConf.create({"_target_": "tf_keras.optimizers.Adamax", "learning_rate": 0.02,
-                                 "schedule": {"name": "constant"}})
+    constant = OmegaConf.create(
+        {"_target_": "tf_keras.optimizers.Adamax", "learning_rate": 0.02, "schedule": {"name": "constant"}}
+    )
     assert one_step(build_optimizer(constant, STEPS, EPOCHS))[0] == pytest.approx(0.02)
 
 
@@ -79,21 +82,32 @@ def fixed_rate_sgd(momentum: float = 0.0):
 
 def test_a_target_optimizer_that_takes_no_rate_is_refused_a_schedule():
     node = OmegaConf.create({"_target_": "test_optimizers.fixed_rate_sgd", "schedule": {"name": "cosine"}})
-    with pytest.raises(ConfigError, match=r"optimizer.schedule.name=cosine: test_optimizers.fixed_rate_sgd takes no "
-                                          r"learning_rate; accepted: constant"):
+    with pytest.raises(
+        ConfigError,
+        match=r"optimizer.schedule.name=cosine: test_optimizers.fixed_rate_sgd takes no "
+        r"learning_rate; accepted: constant",
+    ):
         build_optimizer(node, STEPS, EPOCHS)
     node = OmegaConf.create({"_target_": "test_optimizers.fixed_rate_sgd", "lr": 0.5, "schedule": {"name": "constant"}})
     with pytest.raises(ConfigError, match=r"optimizer.lr=0.5: .* takes no learning_rate"):
         build_optimizer(node, STEPS, EPOCHS)
-    node = OmegaConf.create({"_target_": "test_optimizers.fixed_rate_sgd", "momentum": 0.5,
-                             "schedule": {"name": "constant"}})
+    node = OmegaConf.create(
+        {"_target_": "test_optimizers.fixed_rate_sgd", "momentum": 0.5, "schedule": {"name": "constant"}}
+    )
     assert one_step(build_optimizer(node, STEPS, EPOCHS))[0] == pytest.approx(0.1)  # its own rate, unchanged
 
 
 @pytest.mark.slow
 def test_the_command_trains_with_adamw_at_the_rate_and_schedule_and_records_them(tmp_path):
-    result = run_cli("optimizer=adamw", "optimizer.lr=3e-3", "optimizer.schedule.name=cosine", "trainer.epochs=2",
-                     "model=mlp", "export.formats=[]", f"hydra.run.dir={tmp_path}/run")
+    result = run_cli(
+        "optimizer=adamw",
+        "optimizer.lr=3e-3",
+        "optimizer.schedule.name=cosine",
+        "trainer.epochs=2",
+        "model=mlp",
+        "export.formats=[]",
+        f"hydra.run.dir={tmp_path}/run",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     record = json.loads((tmp_path / "run" / "metrics.json").read_text())
     rates = [epoch["learning_rate"] for epoch in record["history"]]

@@ -1,5 +1,6 @@
 """The record times the wait a user sees (issue 37, item 2): `time_to_first_step_seconds` counts from the
 command's own start, agrees with a clock started before the command, and its parts add up to it."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import FAST, ROOT, TESTS
+
 from tfhydra.platform import startclock
 
 
@@ -28,8 +29,11 @@ def test_the_parts_add_up_and_a_missing_mark_is_zero(monkeypatch):
     startclock._marks.update(data=origin + 2.0, model=origin + 2.5)
     waited = startclock.startup(origin + 4.0)
     assert waited["origin"] == "job" and waited["seconds"] == pytest.approx(4.0)
-    assert waited["preflight"] == 0.0 and waited["data"] == pytest.approx(2.0) and waited["first_step"] == \
-        pytest.approx(1.5)
+    assert (
+        waited["preflight"] == 0.0
+        and waited["data"] == pytest.approx(2.0)
+        and waited["first_step"] == pytest.approx(1.5)
+    )
     assert sum(waited[p] for p in startclock.PHASES) == pytest.approx(waited["seconds"])
 
 
@@ -37,8 +41,15 @@ def test_the_parts_add_up_and_a_missing_mark_is_zero(monkeypatch):
 def test_the_recorded_wait_agrees_with_a_clock_started_before_the_command(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     before = time.time()
-    subprocess.run([sys.executable, str(ROOT / "train.py"), "model=mlp", *FAST, f"hydra.run.dir={tmp_path}"],
-                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=900, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "model=mlp", *FAST, f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
     record = json.loads((tmp_path / "metrics.json").read_text())
     waited = record["startup"]
     seen = record["first_step_unix_time"] - before  # the wall clock from before the command to the first step

@@ -3,9 +3,9 @@
 A real terminal is tmux's: the command runs in a detached tmux session and the test reads the screen with
 `capture-pane` while the epoch trains. Without a terminal (pipes, as in CI) the output is the log's lines only.
 """
+
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -15,7 +15,6 @@ import time
 import uuid
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 NOISE = ("oneDNN", "cuInit", "absl::InitializeLog", "cuda_platform", "cudart_stub", "cpu_feature_guard")
@@ -34,8 +33,17 @@ def terminal():
 
     def run(command: str) -> None:
         env = f"TERM=xterm-256color PYTHONPATH={shlex.quote(str(ROOT / 'tests'))}"
-        tmux("new-session", "-d", "-s", name, "-x", "150", "-y", "40",
-             f"cd {shlex.quote(str(ROOT))} && env {env} {command}; echo EXIT=$?; sleep 600")
+        tmux(
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "150",
+            "-y",
+            "40",
+            f"cd {shlex.quote(str(ROOT))} && env {env} {command}; echo EXIT=$?; sleep 600",
+        )
 
     def screen() -> str:
         return tmux("capture-pane", "-p", "-t", name)
@@ -48,9 +56,11 @@ def terminal():
 def test_a_terminal_shows_a_live_bar_and_no_start_up_noise(terminal, tmp_path):
     run, screen = terminal
     run_dir = tmp_path / "run"
-    run(f"{shlex.quote(sys.executable)} train.py model=mlp data=synthetic data.shape=[8,8,1] data.num_classes=4 "
+    run(
+        f"{shlex.quote(sys.executable)} train.py model=mlp data=synthetic data.shape=[8,8,1] data.num_classes=4 "
         "data.train_size=40000 data.val_size=64 data.batch_size=8 trainer.epochs=2 "
-        f"logging.histogram_freq=0 hydra.run.dir={run_dir}")
+        f"logging.histogram_freq=0 hydra.run.dir={run_dir}"
+    )
     seen, totals, first_screen = [], set(), None
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
@@ -85,11 +95,21 @@ def test_without_a_terminal_the_output_is_the_logs_lines(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     messages = [line.split("] - ", 1)[1] for line in result.stdout.splitlines()]
     assert [m.split(" ", 2)[:2] for m in messages] == [
-        ["run", "directory"], ["start:", "fresh"],  # how the run starts, decided once (tfhydra/record/resume.py)
-        ["devices:", "['/device:CPU:0']"], ["data.cache=auto:", "train"], ["model", "mlp:"],
-        ["epoch", "1/2"], ["epoch", "2/2"], ["test", "(360"],  # the kept weights, measured once on the test split
-        ["completed:", "best"], ["exported", "(in"], ["look", "further:"]]
-    assert messages[0] == f"run directory {tmp_path / 'run'}; overrides: model=mlp trainer.epochs=2 " \
-                          "logging.histogram_freq=0"
+        ["run", "directory"],
+        ["start:", "fresh"],  # how the run starts, decided once (tfhydra/record/resume.py)
+        ["devices:", "['/device:CPU:0']"],
+        ["data.cache=auto:", "train"],
+        ["model", "mlp:"],
+        ["epoch", "1/2"],
+        ["epoch", "2/2"],
+        ["test", "(360"],  # the kept weights, measured once on the test split
+        ["completed:", "best"],
+        ["exported", "(in"],
+        ["look", "further:"],
+    ]
+    assert (
+        messages[0] == f"run directory {tmp_path / 'run'}; overrides: model=mlp trainer.epochs=2 "
+        "logging.histogram_freq=0"
+    )
     assert "\r" not in result.stderr and "%|" not in result.stderr  # no bar on a pipe
     assert not [n for n in NOISE if n in result.stderr], result.stderr  # nor TensorFlow's start-up lines

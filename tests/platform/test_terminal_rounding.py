@@ -1,17 +1,30 @@
 """Figures as a person reads them (issue 38 item 5): 4 significant digits in every terminal line and summary, full
 precision in the record. The one formatter is tfhydra/platform/terminal.py's `figure`."""
+
 import math
 
 import pytest
 
-from tfhydra.record import RunRecord
 from tfhydra.platform.terminal import figure
+from tfhydra.record import RunRecord
 
 
-@pytest.mark.parametrize("value, shown", [
-    (0.9833333492279053, "0.9833"), (0.001, "0.001"), (0.0027123, "0.002712"), (2.3456789e-5, "2.346e-05"),
-    (1.0, "1"), (12.34567, "12.35"), (3, "3"), (math.nan, "nan"), (math.inf, "inf"), (None, "None"), (True, "True"),
-])
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        (0.9833333492279053, "0.9833"),
+        (0.001, "0.001"),
+        (0.0027123, "0.002712"),
+        (2.3456789e-5, "2.346e-05"),
+        (1.0, "1"),
+        (12.34567, "12.35"),
+        (3, "3"),
+        (math.nan, "nan"),
+        (math.inf, "inf"),
+        (None, "None"),
+        (True, "True"),
+    ],
+)
 def test_figure_has_four_significant_digits(value, shown):
     assert figure(value) == shown
 
@@ -28,6 +41,7 @@ def test_the_epoch_line_is_rounded_and_the_history_is_not(tmp_path, caplog):
     import logging
 
     from callback_harness import attached
+
     from tfhydra.trainer.callbacks import RunRecorder, read_history
 
     recorder = attached(RunRecorder(tmp_path / "history.json"))

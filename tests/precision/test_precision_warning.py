@@ -1,15 +1,16 @@
 """One warning per condition (issue 38 item 6): precision=mixed on a machine without a GPU is said once, by tfhydra;
 tf_keras' own four-line mixed-precision compatibility warning, which says the same, is held back."""
+
 from __future__ import annotations
 
 import logging
 
 import pytest
 import tensorflow as tf
+from conftest import run_cli
 from omegaconf import OmegaConf
 
-from conftest import run_cli
-from tfhydra.precision.build import build
+from tfhydra.precision import build as precision
 
 NO_GPU = not tf.config.list_physical_devices("GPU")
 KERAS_CHECK = "Mixed precision compatibility check"
@@ -37,8 +38,14 @@ def test_a_mixed_policy_on_cpu_warns_once_and_keras_does_not_repeat_it(caplog, m
 @pytest.mark.slow
 @pytest.mark.skipif(not NO_GPU, reason="the condition is a machine without a GPU")
 def test_the_command_prints_one_mixed_precision_warning(tmp_path):
-    result = run_cli("precision=mixed", "model=mlp", "trainer.epochs=1", "trainer.steps_per_epoch=2",
-                     "export.formats=[]", f"hydra.run.dir={tmp_path}/run")
+    result = run_cli(
+        "precision=mixed",
+        "model=mlp",
+        "trainer.epochs=1",
+        "trainer.steps_per_epoch=2",
+        "export.formats=[]",
+        f"hydra.run.dir={tmp_path}/run",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     output = result.stdout + result.stderr
     assert output.count("precision=mixed without a GPU") == 1

@@ -6,6 +6,7 @@ example, the class the served model gives on the validation split exactly as tfh
 (`load_run_config` + `build_datasets`, its raw `serve_raw` path where the model takes the raw data, else `serve`
 on the pipeline's inputs). Bad input is one `Error:` line naming the file.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,30 +17,45 @@ import subprocess
 import sys
 from pathlib import Path
 
+import data_files
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import data_files
-import tfhydra
 from conftest import FAST, ROOT, TESTS, last_line
+
+import tfhydra
 from tfhydra.platform.terminal import figure
 
 RUNS = {
     "npz": lambda tmp: ["data=npz", f"data.path={data_files.write_npz(tmp / 'images.npz', 96, 40, (28, 28))}"],
-    "image_folder": lambda tmp: ["data=image_folder", "data.image_size=[16,16]", f"data.path="
-                                 f"{data_files.write_image_folder(tmp / 'pets', per_class=12, val_per_class=5)}"],
+    "image_folder": lambda tmp: [
+        "data=image_folder",
+        "data.image_size=[16,16]",
+        f"data.path={data_files.write_image_folder(tmp / 'pets', per_class=12, val_per_class=5)}",
+    ],
     "csv": lambda tmp: ["data=csv", f"data.path={data_files.write_csv(tmp / 'iris.csv', n=90)}"],
-    "text_csv": lambda tmp: ["data=text_csv", f"data.path={data_files.write_text_csv(tmp / 'reviews.csv', n=90)}",
-                             "data.sequence_length=16", "data.vocab_size=200", "model=lstm", "model.units=[8]",
-                             "model.embedding_dim=8"],
+    "text_csv": lambda tmp: [
+        "data=text_csv",
+        f"data.path={data_files.write_text_csv(tmp / 'reviews.csv', n=90)}",
+        "data.sequence_length=16",
+        "data.vocab_size=200",
+        "model=lstm",
+        "model.units=[8]",
+        "model.embedding_dim=8",
+    ],
 }
 
 
 def predict(*args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tfhydra.predict", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"})
+    return subprocess.run(
+        [sys.executable, "-m", "tfhydra.predict", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"},
+    )
 
 
 def rows(result: subprocess.CompletedProcess) -> list[dict]:
@@ -76,7 +92,7 @@ def evaluate_classes(run_dir, split: str = "validation") -> tuple[list[str], obj
     serving = datasets.serving
     if serving is not None and _takes(served.signatures["serve_raw"], tuple(serving.raw.shape), serving.raw.dtype.name):
         raw, _ = serving.raw_test if split == "test" else serving.raw_validation
-        batches = [served.serve_raw(tf.constant(raw[i:i + 16])) for i in range(0, len(raw), 16)]
+        batches = [served.serve_raw(tf.constant(raw[i : i + 16])) for i in range(0, len(raw), 16)]
     else:
         batches = [served.serve(x) for x, _ in (datasets.test if split == "test" else datasets.validation)]
     names = load_record(run_dir).data["class_names"]
@@ -146,14 +162,25 @@ def test_held_out_csv_rows_predict_the_evaluated_classes_and_carry_their_columns
     held_out, _ = held_out_rows(cfg, tmp_path)
     result = predict(run_dir, held_out, "--top-k", "3", "--output", tmp_path / "out.csv")
     found = list(csv.DictReader(open(tmp_path / "out.csv")))
-    assert list(found[0]) == ["input", "id", "label", "class_1", "probability_1", "class_2", "probability_2",
-                              "class_3", "probability_3"]
+    assert list(found[0]) == [
+        "input",
+        "id",
+        "label",
+        "class_1",
+        "probability_1",
+        "class_2",
+        "probability_2",
+        "class_3",
+        "probability_3",
+    ]
     assert [r["class_1"] for r in found] == expected
     assert [r["input"] for r in found] == [f"{held_out}:{line}" for line in range(2, len(expected) + 2)]
     original = list(csv.DictReader(open(held_out)))
     assert [(r["id"], r["label"]) for r in found] == [(r["id"], r["label"]) for r in original]
     accuracy = np.mean([r["class_1"] == r["label"] for r in found])
-    assert f"accuracy {figure(accuracy)} on the {len(found)} row(s) with a label (column label)" in last_line(result.stderr)
+    assert f"accuracy {figure(accuracy)} on the {len(found)} row(s) with a label (column label)" in last_line(
+        result.stderr
+    )
     assert all(abs(sum(float(r[f"probability_{k}"]) for k in (1, 2, 3)) - 1) < 1e-5 for r in found)
 
 
@@ -165,11 +192,12 @@ def test_held_out_texts_predict_the_evaluated_classes_from_a_csv_and_a_text_file
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
     found = rows(predict(run_dir, held_out, tmp_path / "texts.txt"))
     assert [r["class_1"] for r in found] == expected * 2
-    assert [r["id"] for r in found[len(expected):]] == [""] * len(expected)  # the text file has no other columns
+    assert [r["id"] for r in found[len(expected) :]] == [""] * len(expected)  # the text file has no other columns
     assert found[-1]["input"] == f"{tmp_path / 'texts.txt'}:{len(expected)}"
 
 
 # --- bad input: one line ------------------------------------------------------------------------------------
+
 
 def assert_one_line(result, message):
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
@@ -183,26 +211,36 @@ def test_an_image_with_other_channels_or_unreadable_is_named(runs, tmp_path):
     rgb.parent.mkdir()
     (tmp_path / "rgb" / "a.png").write_bytes(tf.io.encode_png(np.zeros((28, 28, 1), np.uint8)).numpy())
     rgb.write_bytes(tf.io.encode_png(np.zeros((30, 30, 3), np.uint8)).numpy())
-    takes = ("image files (PNG, JPEG, GIF, BMP), folders of them, or an .npy/.npz of uint8 examples of shape "
-             "(28, 28)")
-    assert_one_line(predict(run_dir, rgb.parent, "--on-error", "fail"), f"{rgb}: it has 3 channel(s); the run's "
-                    f"model takes 1; accepted: {takes}")
+    takes = "image files (PNG, JPEG, GIF, BMP), folders of them, or an .npy/.npz of uint8 examples of shape (28, 28)"
+    assert_one_line(
+        predict(run_dir, rgb.parent, "--on-error", "fail"),
+        f"{rgb}: it has 3 channel(s); the run's model takes 1; accepted: {takes}",
+    )
     skipped = predict(run_dir, rgb.parent)  # the default, --on-error skip: the good file is predicted
     assert skipped.returncode == 1 and "Traceback" not in skipped.stderr, skipped.stderr[-2000:]
     assert [r["input"] for r in csv.DictReader(io.StringIO(skipped.stdout))] == [str(tmp_path / "rgb" / "a.png")]
     assert f"Skipped {rgb}: it has 3 channel(s); the run's model takes 1; accepted: {takes}" in skipped.stderr
     assert last_line(skipped.stderr).endswith("; 1 input(s) skipped (named above)")
     rgb.write_bytes(b"not a png at all")
-    assert_one_line(predict(run_dir, rgb.parent, "--on-error", "fail"), f"{rgb}: cannot decode it as an image (1 of "
-                    "2 files are unreadable); accepted: image files TensorFlow can decode (PNG, JPEG, GIF, BMP)")
+    assert_one_line(
+        predict(run_dir, rgb.parent, "--on-error", "fail"),
+        f"{rgb}: cannot decode it as an image (1 of "
+        "2 files are unreadable); accepted: image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
+    )
     (tmp_path / "empty").mkdir()
-    assert_one_line(predict(run_dir, tmp_path / "empty", "--on-error", "fail"), f"{tmp_path / 'empty'}: no image "
-                    f"file in it (searched recursively for .png, .jpg, .jpeg, .gif, .bmp); accepted: {takes}")
+    assert_one_line(
+        predict(run_dir, tmp_path / "empty", "--on-error", "fail"),
+        f"{tmp_path / 'empty'}: no image "
+        f"file in it (searched recursively for .png, .jpg, .jpeg, .gif, .bmp); accepted: {takes}",
+    )
     nothing = f"{tmp_path / 'empty'}: no image file in it (searched recursively for .png, .jpg, .jpeg, .gif, .bmp)"
     assert_one_line(predict(run_dir, tmp_path / "empty"), f"{nothing}; accepted: {takes}")  # the only input: its error
     both = predict(run_dir, tmp_path / "empty", tmp_path / "missing.png")  # nothing left of several: named, then one
-    assert both.returncode == 1 and f"Skipped {nothing}" in both.stderr and f"Skipped {tmp_path / 'missing.png'}: " \
-        "no such file or directory" in both.stderr
+    assert (
+        both.returncode == 1
+        and f"Skipped {nothing}" in both.stderr
+        and f"Skipped {tmp_path / 'missing.png'}: no such file or directory" in both.stderr
+    )
     assert last_line(both.stderr) == f"Error: INPUT: no example to predict (2 input(s) skipped); accepted: {takes}"
 
 
@@ -210,10 +248,12 @@ def test_an_image_with_other_channels_or_unreadable_is_named(runs, tmp_path):
 def test_a_csv_without_a_feature_column_is_named(runs, tmp_path):
     run_dir = runs("csv")
     (tmp_path / "new.csv").write_text("x1,x3,label\n1.0,7,setosa\n")
-    assert_one_line(predict(run_dir, tmp_path / "new.csv"),
-                    f"{tmp_path / 'new.csv'}: it has no column 'x2' (its columns: x1, x3, label); accepted: a CSV "
-                    "with the run's feature columns ['x1', 'x2', 'x3']; other columns are carried through to the "
-                    "output")
+    assert_one_line(
+        predict(run_dir, tmp_path / "new.csv"),
+        f"{tmp_path / 'new.csv'}: it has no column 'x2' (its columns: x1, x3, label); accepted: a CSV "
+        "with the run's feature columns ['x1', 'x2', 'x3']; other columns are carried through to the "
+        "output",
+    )
 
 
 @pytest.mark.slow
@@ -221,25 +261,37 @@ def test_a_run_without_a_saved_model_or_with_an_untrusted_config_is_refused(runs
     run_dir = tmp_path / "copy"
     shutil.copytree(runs("csv"), run_dir, symlinks=True)
     shutil.rmtree(run_dir / "export" / "saved_model")
-    assert_one_line(predict(run_dir, "x.csv"), f"{run_dir}: it has no export/saved_model/saved_model.pb; accepted: "
-                    "the directory of a completed run with .hydra/ and export/saved_model or "
-                    "export/tflite/model.tflite")
+    assert_one_line(
+        predict(run_dir, "x.csv"),
+        f"{run_dir}: it has no export/saved_model/saved_model.pb; accepted: "
+        "the directory of a completed run with .hydra/ and export/saved_model or "
+        "export/tflite/model.tflite",
+    )
     run_dir = tmp_path / "edited"
     shutil.copytree(runs("csv"), run_dir, symlinks=True)
     config = run_dir / ".hydra" / "config.yaml"
     config.write_text(config.read_text() + "extra:\n  _target_: os.system\n  _args_: ['touch pwned']\n")
     result = predict(run_dir, "x.csv")
     assert result.returncode == 1 and last_line(result.stderr).startswith(
-        f"Error: {config}: it holds extra._target_: os.system, which your own configs do not name")
+        f"Error: {config}: it holds extra._target_: os.system, which your own configs do not name"
+    )
     trusted = predict("--trust-run", run_dir, tmp_path / "missing.csv")
     assert "Warning: --trust-run:" in trusted.stderr
     assert last_line(trusted.stderr).startswith(f"Error: {tmp_path / 'missing.csv'}: no such file or directory")
 
 
 def test_the_command_line_is_checked_in_one_line(tmp_path):
-    assert_one_line(predict(tmp_path, "x.png", "--top-k", "0"), "--top-k=0: no class to print; accepted: an integer "
-                    ">= 1 (at most the run's number of classes)")
-    assert_one_line(predict(tmp_path, "x.png", "--output", "p.xlsx"), "--output=p.xlsx: tfhydra-predict writes CSV or "
-                    "JSON Lines, not .xlsx; accepted: a file ending in .csv or .jsonl (or --format csv|jsonl)")
-    assert_one_line(predict(tmp_path, "x.png"), f"{tmp_path}: not a completed run (status: None); accepted: the "
-                    "directory of a completed run with .hydra/ and export/saved_model or export/tflite/model.tflite")
+    assert_one_line(
+        predict(tmp_path, "x.png", "--top-k", "0"),
+        "--top-k=0: no class to print; accepted: an integer >= 1 (at most the run's number of classes)",
+    )
+    assert_one_line(
+        predict(tmp_path, "x.png", "--output", "p.xlsx"),
+        "--output=p.xlsx: tfhydra-predict writes CSV or "
+        "JSON Lines, not .xlsx; accepted: a file ending in .csv or .jsonl (or --format csv|jsonl)",
+    )
+    assert_one_line(
+        predict(tmp_path, "x.png"),
+        f"{tmp_path}: not a completed run (status: None); accepted: the "
+        "directory of a completed run with .hydra/ and export/saved_model or export/tflite/model.tflite",
+    )

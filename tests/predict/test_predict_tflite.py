@@ -1,6 +1,7 @@
 """Predict and evaluate on every export (issue 33, item 7): a run that exported only TFLite is answered by LiteRT
 with the same CSV and JSON as a SavedModel run; one bad file among good ones is named and skipped, the others
 predicted, the exit code says that some failed; TensorFlow's start-up lines stay hidden."""
+
 from __future__ import annotations
 
 import csv
@@ -12,17 +13,23 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import FAST, ROOT, TESTS, last_line
 
 import tfhydra
-from conftest import FAST, ROOT, TESTS, last_line
 
 NOISE = ("oneDNN", "XNNPACK", "cuda", "cpu_feature_guard", "absl::InitializeLog")
 
 
 def command(module: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin",
-                                                                     "PYTHONPATH": f"{ROOT}:{TESTS}"})
+    return subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"},
+    )
 
 
 def classes(result: subprocess.CompletedProcess) -> list[tuple[str, int]]:
@@ -68,8 +75,9 @@ def test_a_tflite_only_run_is_predicted_and_evaluated_through_litert(tflite_run,
     assert (figures["export"], figures["input"], figures["examples"]) == ("tflite", "features", len(y))
     assert figures["metrics"]["accuracy"] == pytest.approx(measured["val_accuracy"], abs=1e-6)
     tested = json.loads(command("tfhydra.evaluate", run_dir).stdout.strip().splitlines()[-1])  # default: test
-    assert tested["split"] == "test" and tested["metrics"]["accuracy"] == pytest.approx(measured["test_accuracy"],
-                                                                                        abs=1e-6)
+    assert tested["split"] == "test" and tested["metrics"]["accuracy"] == pytest.approx(
+        measured["test_accuracy"], abs=1e-6
+    )
     assert figures["metrics"]["loss"] == pytest.approx(record.best["val_loss"], rel=1e-3)  # TFLite vs Keras float
     assert not any(noise in evaluated.stderr for noise in NOISE), evaluated.stderr
 

@@ -5,15 +5,15 @@ SEED (TFHYDRA_COMBINATION_SEED draws others). benchmarks/combinations.py runs as
 Pinned cases: the combinations issue 35 found broken (a blow-up with the default histograms, recovered under EMA in
 the custom loop, and in a sweep), SIGTERM under pruning, and one the property found (gradients under mirrored).
 """
+
 from __future__ import annotations
 
 import os
 
-import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
-
 import combinations
+import pytest
 from conftest import counts_cases
+from hypothesis import HealthCheck, Phase, given, seed, settings
 
 pytestmark = pytest.mark.slow
 CASES = int(os.environ.get("TFHYDRA_COMBINATION_CASES", "4"))
@@ -31,21 +31,42 @@ def test_drawn_features_with_a_fault_keep_the_run_contract(tmp_path_factory, cas
     print(f"{case} -> {outcome}")
 
 
-@pytest.mark.xfail(strict=False, reason="open (found with TFHYDRA_COMBINATION_CASES=12): a pruned model under "
-                   "mirrored, killed after an epoch, fails its resume with an InvalidArgumentError")
+@pytest.mark.xfail(
+    strict=False,
+    reason="open (found with TFHYDRA_COMBINATION_CASES=12): a pruned model under "
+    "mirrored, killed after an epoch, fails its resume with an InvalidArgumentError",
+)
 def test_a_killed_pruning_run_under_mirrored_resumes(tmp_path):
-    combinations.check_case(combinations.Case(loop="fit", strategy="mirrored", recovery=3, histograms=False,
-                                              gradients=True, compression="prune", data="synthetic",
-                                              fault="sigkill"), tmp_path / "out")
+    combinations.check_case(
+        combinations.Case(
+            loop="fit",
+            strategy="mirrored",
+            recovery=3,
+            histograms=False,
+            gradients=True,
+            compression="prune",
+            data="synthetic",
+            fault="sigkill",
+        ),
+        tmp_path / "out",
+    )
 
 
-@pytest.mark.parametrize("case", [
-    combinations.Case(loop="custom", ema=True, recovery=3, histograms=True, gradients=True, fault="nan"),
-    combinations.Case(loop="fit", histograms=True, recovery=0, fault="nan", sweep=True),
-    combinations.Case(compression="prune", fault="sigterm"),
-    # found by the property (seed 3294585354): gradients under mirrored failed every run at the first epoch's end
-    combinations.Case(strategy="mirrored", ema=True, gradients=True, sweep=True, fault="sigterm"),
-], ids=["nan-recovered-custom-ema-histograms", "nan-diverged-in-a-sweep", "sigterm-prune",
-        "sigterm-sweep-mirrored-ema-gradients"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        combinations.Case(loop="custom", ema=True, recovery=3, histograms=True, gradients=True, fault="nan"),
+        combinations.Case(loop="fit", histograms=True, recovery=0, fault="nan", sweep=True),
+        combinations.Case(compression="prune", fault="sigterm"),
+        # found by the property (seed 3294585354): gradients under mirrored failed every run at the first epoch's end
+        combinations.Case(strategy="mirrored", ema=True, gradients=True, sweep=True, fault="sigterm"),
+    ],
+    ids=[
+        "nan-recovered-custom-ema-histograms",
+        "nan-diverged-in-a-sweep",
+        "sigterm-prune",
+        "sigterm-sweep-mirrored-ema-gradients",
+    ],
+)
 def test_the_combinations_issue_35_found(tmp_path, case):
     combinations.check_case(case, tmp_path / "out")

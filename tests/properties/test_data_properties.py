@@ -6,20 +6,21 @@ data as a run would, then reads every batch of both splits. The source must eith
 one ConfigError line; any other exception is a traceback a user would see. Marked slow; the number of
 cases per source is TFHYDRA_DATA_CASES (default 12). Replay with the seed in pytest's header.
 """
+
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
 
+import data_files
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import HYPOTHESIS_SEED, counts_cases
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-import data_files
-from conftest import HYPOTHESIS_SEED, counts_cases
 from tfhydra.config.errors import ConfigError
 
 CASES = int(os.environ.get("TFHYDRA_DATA_CASES", "12"))
@@ -40,8 +41,11 @@ def damage(path: Path, how: str, where: float, byte: int) -> None:
     path.write_bytes(bytes(data))
 
 
-DAMAGE = st.tuples(st.sampled_from(["none", "truncate", "flip", "garbage", "empty"]),
-                   st.floats(min_value=0.0, max_value=1.0), st.integers(min_value=0, max_value=255))
+DAMAGE = st.tuples(
+    st.sampled_from(["none", "truncate", "flip", "garbage", "empty"]),
+    st.floats(min_value=0.0, max_value=1.0),
+    st.integers(min_value=0, max_value=255),
+)
 
 
 def npz_case(draw, folder: Path) -> list[str]:
@@ -53,8 +57,15 @@ def npz_case(draw, folder: Path) -> list[str]:
         x.flat[draw(st.integers(min_value=0, max_value=x.size - 1))] = draw(st.sampled_from([np.nan, np.inf]))
     labels = draw(st.sampled_from(["index", "one_hot", "soft", "names", "one_class", "negative", "column"]))
     y = np.arange(n) % 3
-    y = {"index": y, "one_hot": np.eye(3)[y], "soft": np.full((n, 3), 1 / 3), "names": np.array(["a", "b", "c"])[y],
-         "one_class": np.zeros(n, int), "negative": y - 1, "column": y.reshape(-1, 1)}[labels]
+    y = {
+        "index": y,
+        "one_hot": np.eye(3)[y],
+        "soft": np.full((n, 3), 1 / 3),
+        "names": np.array(["a", "b", "c"])[y],
+        "one_class": np.zeros(n, int),
+        "negative": y - 1,
+        "column": y.reshape(-1, 1),
+    }[labels]
     arrays = {"x_train": x.astype(dtype), "y_train": y}
     if draw(st.booleans()):
         val_shape = draw(st.sampled_from([shape, (5, 5)]))
@@ -75,7 +86,7 @@ def csv_case(draw, folder: Path) -> list[str]:
         cells[column] = draw(st.sampled_from(["", "nan", "inf", "x", "1e999", '"', "1,2", "label", "  "]))
         lines[row] = ",".join(cells)
     if draw(st.booleans()):
-        lines = [lines[0]] + lines[1:draw(st.integers(min_value=1, max_value=len(lines)))]
+        lines = [lines[0]] + lines[1 : draw(st.integers(min_value=1, max_value=len(lines)))]
     path.write_text("\n".join(lines) + "\n")
     damage(path, *draw(DAMAGE))
     return ["data=csv", f"data.path={path}", "model=mlp"]
@@ -85,8 +96,9 @@ def text_csv_case(draw, folder: Path) -> list[str]:
     path = data_files.write_text_csv(folder / "t.csv", n=draw(st.integers(min_value=6, max_value=30)))
     lines = path.read_text().splitlines()
     if draw(st.booleans()):  # texts with nothing to vectorise
-        lines = [lines[0]] + [f"{draw(st.sampled_from(['', '!!!', ' ', '?']))},{line.rsplit(',', 1)[1]}"
-                              for line in lines[1:]]
+        lines = [lines[0]] + [
+            f"{draw(st.sampled_from(['', '!!!', ' ', '?']))},{line.rsplit(',', 1)[1]}" for line in lines[1:]
+        ]
     path.write_text("\n".join(lines) + "\n")
     damage(path, *draw(DAMAGE))
     return ["data=text_csv", f"data.path={path}", "model=lstm"]
@@ -124,14 +136,20 @@ def keras_cache_case(draw, folder: Path) -> list[str]:
     return [f"data={name}", f"data.cache_dir={folder / 'keras'}", "model.filters=[4]"]
 
 
-SOURCES = {"npz": npz_case, "csv": csv_case, "text_csv": text_csv_case, "tfrecord": tfrecord_case,
-           "image_folder": image_folder_case, "keras_cache": keras_cache_case}
+SOURCES = {
+    "npz": npz_case,
+    "csv": csv_case,
+    "text_csv": text_csv_case,
+    "tfrecord": tfrecord_case,
+    "image_folder": image_folder_case,
+    "keras_cache": keras_cache_case,
+}
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_any_damaged_file_works_or_is_one_line(source, tmp_path_factory, compose_cfg):
-    from tfhydra.data import build_datasets
     from tfhydra.config.errors import one_line_tensorflow_errors
+    from tfhydra.data import build_datasets
     from tfhydra.runner.plan import plan_run
 
     @counts_cases()

@@ -9,6 +9,7 @@ accepted ones for real (slow), so a value the plan lets through cannot crash the
 
 Replay a failure with the seed printed in pytest's header: TFHYDRA_HYPOTHESIS_SEED=<seed> pytest ...
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,11 +17,11 @@ import math
 import os
 
 import pytest
+from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, ListConfig
 
-from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from tfhydra.cli.preflight import check_overrides
 from tfhydra.config.errors import ConfigError
 
@@ -40,7 +41,7 @@ def _leaves(node, prefix: str = "") -> list[str]:
     return [prefix.rstrip(".")]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def option_keys() -> list[tuple[str, str]]:
     """(group choice, dotted leaf key) for every leaf of every option of every group, shared sections included."""
     from hydra import compose, initialize_config_dir
@@ -51,17 +52,59 @@ def option_keys() -> list[tuple[str, str]]:
             for option in sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml")):
                 cfg = compose(config_name="config", overrides=[f"{group}={option}"])
                 sections = {group, *SHARED}
-                pairs += [(f"{group}={option}", key) for section in sorted(sections)
-                          for key in _leaves(cfg[section], f"{section}.")]
+                pairs += [
+                    (f"{group}={option}", key)
+                    for section in sorted(sections)
+                    for key in _leaves(cfg[section], f"{section}.")
+                ]
     return sorted(set(pairs))
 
-NUMBERS = st.one_of(st.integers(min_value=-10**12, max_value=10**12),
-                    st.sampled_from([0, -1, 1, 2**31, 2**63, 10**30, -10**30]),
-                    st.floats(allow_nan=True, allow_infinity=True, width=64))
-WORDS = st.sampled_from(["abc", "no_such_name", "relu", "true", "false", "null", "none", "None", "nan", "inf",
-                         "-inf", "''", '""', "[]", "{}", "[1,2]", "[[]]", "[a,b]", "{a:1}", "{_target_:os.system}",
-                         "${nope}", "${trainer.nope}", "${oc.env:TFHYDRA_NO_SUCH_VARIABLE}", "${", "}", "1e400",
-                         "-0.0", "0x10", "1_000", "🙂", "a b", "a,b", "'a,b'", "epoch", "auto", "memory"])
+
+NUMBERS = st.one_of(
+    st.integers(min_value=-(10**12), max_value=10**12),
+    st.sampled_from([0, -1, 1, 2**31, 2**63, 10**30, -(10**30)]),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+)
+WORDS = st.sampled_from(
+    [
+        "abc",
+        "no_such_name",
+        "relu",
+        "true",
+        "false",
+        "null",
+        "none",
+        "None",
+        "nan",
+        "inf",
+        "-inf",
+        "''",
+        '""',
+        "[]",
+        "{}",
+        "[1,2]",
+        "[[]]",
+        "[a,b]",
+        "{a:1}",
+        "{_target_:os.system}",
+        "${nope}",
+        "${trainer.nope}",
+        "${oc.env:TFHYDRA_NO_SUCH_VARIABLE}",
+        "${",
+        "}",
+        "1e400",
+        "-0.0",
+        "0x10",
+        "1_000",
+        "🙂",
+        "a b",
+        "a,b",
+        "'a,b'",
+        "epoch",
+        "auto",
+        "memory",
+    ]
+)
 TEXT = st.text(alphabet="ab01.-_,[]{}()'\"=:$~+ ", max_size=12)
 
 
@@ -83,8 +126,10 @@ def overrides(draw) -> list[str]:
     if kind == "delete":
         return [choice, f"~{key}"]
     if kind == "add":
-        return [choice, f"+{key.rsplit('.', 1)[0]}.{draw(st.sampled_from(['extra', 'units', '_target_']))}="
-                        f"{draw(VALUES)}"]
+        return [
+            choice,
+            f"+{key.rsplit('.', 1)[0]}.{draw(st.sampled_from(['extra', 'units', '_target_']))}={draw(VALUES)}",
+        ]
     return [choice, f"{key}={draw(VALUES)}"]
 
 
@@ -107,16 +152,19 @@ def test_any_override_is_accepted_or_refused_in_one_line(argv):
     preflight(argv)
 
 
-@pytest.mark.parametrize("argv,fragment", [
-    (["model=cnn", "model.activation=${nope}"], "model.activation"),
-    (["model=cnn", "~model"], "model"),
-    (["model=cnn", "~trainer"], "trainer"),
-    (["model=cnn", "trainer.epochs=${oc.env:TFHYDRA_NO_SUCH_VARIABLE}"], "trainer.epochs"),
-    (["model=cnn", "optimizer.lr=nan"], "optimizer.lr=nan"),
-    (["model=cnn", "optimizer.lr=inf"], "optimizer.lr=inf"),
-    (["model=cnn", "model.activation=no_such_activation"], "model.activation=no_such_activation"),
-    (["compression=none", "data.service.address=[]"], "data.service.address=[]"),  # urlparse's ValueError
-])
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["model=cnn", "model.activation=${nope}"], "model.activation"),
+        (["model=cnn", "~model"], "model"),
+        (["model=cnn", "~trainer"], "trainer"),
+        (["model=cnn", "trainer.epochs=${oc.env:TFHYDRA_NO_SUCH_VARIABLE}"], "trainer.epochs"),
+        (["model=cnn", "optimizer.lr=nan"], "optimizer.lr=nan"),
+        (["model=cnn", "optimizer.lr=inf"], "optimizer.lr=inf"),
+        (["model=cnn", "model.activation=no_such_activation"], "model.activation=no_such_activation"),
+        (["compression=none", "data.service.address=[]"], "data.service.address=[]"),  # urlparse's ValueError
+    ],
+)
 def test_known_families_are_one_line(argv, fragment):
     """Found by the property above (or listed in issue 14): each is refused by the pre-flight, naming the key."""
     error = preflight(argv)
@@ -154,8 +202,12 @@ def _cap_sizes(node) -> None:
 @pytest.mark.slow
 @counts_cases()  # above @seed and @settings: they must reach the property itself (its deadline, its count)
 @seed(HYPOTHESIS_SEED)
-@settings(max_examples=int(os.environ.get("TFHYDRA_PROPERTY_RUNS", "12")), deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=int(os.environ.get("TFHYDRA_PROPERTY_RUNS", "12")),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(argv=overrides())
 def test_accepted_cases_run_or_fail_in_one_line(argv, tmp_path_factory):
     """What the pre-flight accepts, the job runs (two batches, one epoch) or refuses in one line: never a traceback."""
@@ -163,8 +215,11 @@ def test_accepted_cases_run_or_fail_in_one_line(argv, tmp_path_factory):
 
     if preflight(argv) is not None:
         return
-    cfg = tfhydra.compose([*argv, "debug=fast", "logging.histogram_freq=0"]) if preflight(
-        [*argv, "debug=fast", "logging.histogram_freq=0"]) is None else None
+    cfg = (
+        tfhydra.compose([*argv, "debug=fast", "logging.histogram_freq=0"])
+        if preflight([*argv, "debug=fast", "logging.histogram_freq=0"]) is None
+        else None
+    )
     if cfg is None:
         return
     _cap_run_length(cfg)
@@ -175,10 +230,13 @@ def test_accepted_cases_run_or_fail_in_one_line(argv, tmp_path_factory):
         assert "\n" not in str(error)
 
 
-@pytest.mark.parametrize("argv,fragment", [
-    (["data=cifar100", "data.cache_dir=1"], "data.cache_dir=1"),  # found by the run property (seed 2480132905)
-    (["data=tfds", "data.dataset=mnist", "data.data_dir=[]"], "data.data_dir"),
-])
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["data=cifar100", "data.cache_dir=1"], "data.cache_dir=1"),  # found by the run property (seed 2480132905)
+        (["data=tfds", "data.dataset=mnist", "data.data_dir=[]"], "data.data_dir"),
+    ],
+)
 def test_a_directory_key_takes_a_path(argv, fragment):
     error = preflight(argv)
     assert error is not None and fragment in str(error), str(error)

@@ -1,11 +1,12 @@
 """Every property asserts how many cases it ran (issue 36 item 5): conftest's `counts_cases` checks the count in the
 property's own test, so a property that ran nothing, or fewer cases than it says, fails, whatever the test order."""
+
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from conftest import counts_cases
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def test_a_property_counts_the_cases_it_ran():
@@ -44,6 +45,7 @@ def test_a_property_whose_body_is_never_called_fails():
 
 def test_settings_put_above_the_count_are_refused():
     """@settings above @counts_cases would set the wrapper's settings, not the property's: refused by name."""
+
     @settings(max_examples=3, database=None)
     @counts_cases()
     @given(st.integers())

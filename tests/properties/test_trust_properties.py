@@ -10,6 +10,7 @@ with one ConfigError line, or return a config that, fully resolved, holds only t
 and the marker file must never exist. The seed is in pytest's header (TFHYDRA_HYPOTHESIS_SEED replays it);
 TFHYDRA_TRUST_CASES sets how many directories each reader gets (CI: the default).
 """
+
 from __future__ import annotations
 
 import os
@@ -18,24 +19,56 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import trust_dirs
 import yaml
+from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, OmegaConf
 
-import trust_dirs
-from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from tfhydra.config.errors import ConfigError
 
 CASES = int(os.environ.get("TFHYDRA_TRUST_CASES", "25"))
-RESOLVERS = ["marker", "oc.env", "oc.create", "oc.decode", "oc.deprecated", "oc.select", "oc.dict.keys",
-             "oc.dict.values", "hydra", "now", "python_version", "tfhydra.job_dirname"]
+RESOLVERS = [
+    "marker",
+    "oc.env",
+    "oc.create",
+    "oc.decode",
+    "oc.deprecated",
+    "oc.select",
+    "oc.dict.keys",
+    "oc.dict.values",
+    "hydra",
+    "now",
+    "python_version",
+    "tfhydra.job_dirname",
+]
 LOOKALIKES = ["_target_", "_tаrget_", "＿target＿", "_target\u200b_", "_TARGET_", "_args_", "_partial_", " _target_"]
-KEYS = ["model.name", "model.units", "trainer.loss", "trainer.callbacks", "trainer.metrics", "data.name", "data.cache",
-        "optimizer.lr", "optimizer.schedule.name", "compression.name", "trainer.monitor", "logger.mlflow.tracking_uri",
-        "hydra.callbacks.evil", "hydra.searchpath", "hydra.job.env_set.PYTHONPATH", "hydra.run.dir",
-        "hydra.launcher._target_", "hydra.sweeper._target_", "hydra.job.env_set.TFHYDRA_SWEPT_KEYS", "model",
-        "hydra/launcher", "data", "nosuchgroup"]
+KEYS = [
+    "model.name",
+    "model.units",
+    "trainer.loss",
+    "trainer.callbacks",
+    "trainer.metrics",
+    "data.name",
+    "data.cache",
+    "optimizer.lr",
+    "optimizer.schedule.name",
+    "compression.name",
+    "trainer.monitor",
+    "logger.mlflow.tracking_uri",
+    "hydra.callbacks.evil",
+    "hydra.searchpath",
+    "hydra.job.env_set.PYTHONPATH",
+    "hydra.run.dir",
+    "hydra.launcher._target_",
+    "hydra.sweeper._target_",
+    "hydra.job.env_set.TFHYDRA_SWEPT_KEYS",
+    "model",
+    "hydra/launcher",
+    "data",
+    "nosuchgroup",
+]
 SETTINGS = dict(max_examples=CASES, deadline=None, suppress_health_check=list(HealthCheck))
 
 
@@ -44,19 +77,27 @@ def interpolations(draw) -> str:
     resolver = draw(st.sampled_from(RESOLVERS))
     inner = draw(st.sampled_from(["", "x", "HOME", "'{_target_: marker_code.touch}'", "${marker:}", "trainer.seed"]))
     text = "${" + resolver + ":" + inner + "}" if resolver != "oc.select" else "${oc.select:" + inner + ",1}"
-    form = draw(st.sampled_from(["{}", "\\{}", "\\\\{}", "'{}'", "\"{}\"", "[{}]", "{{a: {}}}", "x{}y", "${{marker:{}}}"]))
+    form = draw(
+        st.sampled_from(["{}", "\\{}", "\\\\{}", "'{}'", '"{}"', "[{}]", "{{a: {}}}", "x{}y", "${{marker:{}}}"])
+    )
     return form.format(text)
 
 
 @st.composite
 def target_nodes(draw) -> dict:
-    return {draw(st.sampled_from(LOOKALIKES)): draw(st.sampled_from(["marker_code.touch", "os.system"])),
-            "path": draw(st.sampled_from(["MARKER", "/tmp/x"]))}
+    return {
+        draw(st.sampled_from(LOOKALIKES)): draw(st.sampled_from(["marker_code.touch", "os.system"])),
+        "path": draw(st.sampled_from(["MARKER", "/tmp/x"])),
+    }
 
 
 def values():
-    return st.one_of(interpolations(), target_nodes(), st.lists(target_nodes(), min_size=1, max_size=2),
-                     st.sampled_from(["/tmp/outside/cache", "../../x", "mlp", "0.1", "null", "memory", "[a,b]"]))
+    return st.one_of(
+        interpolations(),
+        target_nodes(),
+        st.lists(target_nodes(), min_size=1, max_size=2),
+        st.sampled_from(["/tmp/outside/cache", "../../x", "mlp", "0.1", "null", "memory", "[a,b]"]),
+    )
 
 
 @st.composite
@@ -74,8 +115,20 @@ def hostile_config(draw) -> dict:
     import tfhydra
 
     saved = OmegaConf.to_container(_job_config(tfhydra), resolve=False)
-    path = draw(st.sampled_from(["model.name", "trainer.loss", "data.cache", "compression.name", "trainer.callbacks",
-                                 "trainer.early_stopping.monitor", "model.extra", "compression.target_sparsity"]))
+    path = draw(
+        st.sampled_from(
+            [
+                "model.name",
+                "trainer.loss",
+                "data.cache",
+                "compression.name",
+                "trainer.callbacks",
+                "trainer.early_stopping.monitor",
+                "model.extra",
+                "compression.target_sparsity",
+            ]
+        )
+    )
     node = saved
     *parents, leaf = path.split(".")
     for parent in parents:
@@ -103,8 +156,17 @@ def hostile_run(draw) -> tuple[str, object]:
         return kind, draw(hostile_config())
     if kind == "link":
         return kind, draw(st.sampled_from(["overrides.yaml", "config.yaml"]))
-    return kind, draw(st.sampled_from(["!!python/object/apply:marker_code.touch []", "!!binary aGk=",
-                                       "!!set {a, b}", "2024-01-01", "!!timestamp 2024-01-01"]))
+    return kind, draw(
+        st.sampled_from(
+            [
+                "!!python/object/apply:marker_code.touch []",
+                "!!binary aGk=",
+                "!!set {a, b}",
+                "2024-01-01",
+                "!!timestamp 2024-01-01",
+            ]
+        )
+    )
 
 
 def build_run(root: Path, attack, status: str = "completed") -> Path:
@@ -241,8 +303,9 @@ def hostile_sweep(draw) -> dict:
 def build_sweep(root: Path, attack: dict) -> Path:
     conf = root / "hostile_conf"
     conf.mkdir()
-    (conf / "config.yaml").write_text("defaults: [tfhydra, _self_]\nhydra:\n  callbacks:\n    evil:\n"
-                                      "      _target_: marker_code.TouchCallback\n")
+    (conf / "config.yaml").write_text(
+        "defaults: [tfhydra, _self_]\nhydra:\n  callbacks:\n    evil:\n      _target_: marker_code.TouchCallback\n"
+    )
     extra = yaml.safe_load(yaml.safe_dump(attack["extra"]).replace("HOSTILE_CONF", str(conf)))
     sweep = trust_dirs.write_sweep(root / "sweep", attack["task"], attack["hydra"], extra)
     if attack["job_config"] is not None:
@@ -273,7 +336,7 @@ def test_sweep_resume_summary_and_preflight_read_no_code_from_a_sweep(attack):
             refused_in_one_line(error)
         else:
             assert "--config-dir" not in command, command  # never the directory the file names
-            overrides = [c for c in command[command.index("-m", 3) + 1:]]
+            overrides = [c for c in command[command.index("-m", 3) + 1 :]]
             assert_harmless(_compose_first_job(overrides), marker)
         try:
             check_overrides(CONFIG_DIR, "config", trust_dirs.SWEEP_TASK + [f"hydra.sweep.dir={sweep}"], multirun=True)
@@ -288,21 +351,33 @@ def _compose_first_job(overrides: list[str]):
 
     from tfhydra.trust.allowlist import compose_trusted
 
-    job = [o.input_line if not o.is_sweep_override() else f"{o.input_line.split('=')[0]}={next(o.sweep_string_iterator())}"
-           for o in OverridesParser.create().parse_overrides(overrides)]
+    job = [
+        o.input_line if not o.is_sweep_override() else f"{o.input_line.split('=')[0]}={next(o.sweep_string_iterator())}"
+        for o in OverridesParser.create().parse_overrides(overrides)
+    ]
     try:
         cfg = compose_trusted(None, job)
     except Exception:  # noqa: BLE001  (the resumed command's pre-flight refuses it in one line)
         return None
     callbacks = {str(c.get("_target_")) for c in (cfg.hydra.callbacks or {}).values()}
-    assert callbacks <= {"tfhydra.sweep.callback.SweepCallback", "tfhydra.trust.locks.DirectoryLock"}, callbacks  # conf/'s own
+    assert callbacks <= {"tfhydra.sweep.callback.SweepCallback", "tfhydra.trust.locks.DirectoryLock"}, (
+        callbacks
+    )  # conf/'s own
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
 
 
-@pytest.mark.parametrize("line", ["trainer.loss=${oc.create:{_target_:marker_code.touch}}",
-                                  "+trainer.callbacks=[{_target_:marker_code.touch}]", "data.cache=/tmp/elsewhere/c",
-                                  "+hydra.callbacks.x._target_=marker_code.TouchCallback", "~trainer",
-                                  "model=../../../tmp/x", "trainer.loss={_tаrget_:marker_code.touch}"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "trainer.loss=${oc.create:{_target_:marker_code.touch}}",
+        "+trainer.callbacks=[{_target_:marker_code.touch}]",
+        "data.cache=/tmp/elsewhere/c",
+        "+hydra.callbacks.x._target_=marker_code.TouchCallback",
+        "~trainer",
+        "model=../../../tmp/x",
+        "trainer.loss={_tаrget_:marker_code.touch}",
+    ],
+)
 def test_the_issues_examples_are_refused_by_the_allowlist(line):
     from tfhydra.trust.allowlist import Untrusted, check_overrides
 

@@ -4,14 +4,15 @@ The rules are read from the package's source (no status word spelled outside the
 failed record, the recipe importing nothing of the command line, no default repeated from conf/), and the
 lifecycle's decisions are tested directly on real run directories (no training).
 """
+
 from __future__ import annotations
 
 import ast
 
 import pytest
-
 import trust_dirs
 from conftest import ROOT
+
 from tfhydra.config.errors import ConfigError
 from tfhydra.record import STATUSES, RunRecord, Status, load_record
 
@@ -29,7 +30,12 @@ def keys_and_docstrings(tree) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
             skip |= {id(k) for k in node.keys if k is not None}
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+        ):
             skip.add(id(node.args[0]))
         elif isinstance(node, ast.Subscript):
             skip.add(id(node.slice))
@@ -44,8 +50,11 @@ def status_literals() -> list[str]:
         if name == "tfhydra/record/__init__.py":
             continue
         skip = keys_and_docstrings(tree)
-        found += [f"{name}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
-                  if isinstance(node, ast.Constant) and node.value in STATUSES and id(node) not in skip]
+        found += [
+            f"{name}:{node.lineno} {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in STATUSES and id(node) not in skip
+        ]
     return found
 
 
@@ -60,16 +69,25 @@ def test_the_one_writer_of_a_failed_or_interrupted_record_is_the_lifecycle():
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
                 for keyword in node.keywords:
-                    if keyword.arg == "status" and ast.unparse(keyword.value).endswith(("FAILED", "INTERRUPTED", "status")):
+                    if keyword.arg == "status" and ast.unparse(keyword.value).endswith(
+                        ("FAILED", "INTERRUPTED", "status")
+                    ):
                         writers.append(name)
     assert writers == ["tfhydra/record/lifecycle.py"]
 
 
 def test_the_recipe_imports_nothing_of_the_command_line():
-    command_line = {"tfhydra.cli.preflight", "tfhydra.cli.console", "tfhydra.platform.startup", "tfhydra.__main__", "tfhydra.config.composition"}
+    command_line = {
+        "tfhydra.cli.preflight",
+        "tfhydra.cli.console",
+        "tfhydra.platform.startup",
+        "tfhydra.__main__",
+        "tfhydra.config.composition",
+    }
     tree = ast.parse((PACKAGE / "job.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
-        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
     assert not imported & command_line
 
 
@@ -89,10 +107,12 @@ def conf_defaults() -> dict[str, set]:
 
 
 # `.get(key, default)` calls whose key is spelled like a conf/ key but reads something else (file, key: what).
-NOT_CONFIG = {("tfhydra/sweep/jobs.py", "epochs"): "checkpoints/history.json's epoch list",
-              ("tfhydra/trainer/checks.py", "name"): "a metric node's name, else its _target_'s last part",
-              ("tfhydra/optimizer/build.py", "lr"): "a _target_ optimizer's own node: else its constructor's default",
-              ("tfhydra/compression/plan.py", "name"): "a _target_ scheme has no name: its phase's label"}
+NOT_CONFIG = {
+    ("tfhydra/sweep/jobs.py", "epochs"): "checkpoints/history.json's epoch list",
+    ("tfhydra/trainer/checks.py", "name"): "a metric node's name, else its _target_'s last part",
+    ("tfhydra/optimizer/build.py", "lr"): "a _target_ optimizer's own node: else its constructor's default",
+    ("tfhydra/compression/plan.py", "name"): "a _target_ scheme has no name: its phase's label",
+}
 
 
 def test_no_default_of_a_conf_key_is_repeated_in_code():
@@ -101,8 +121,9 @@ def test_no_default_of_a_conf_key_is_repeated_in_code():
     on a value conf/ does not give the key (`cfg.get("x") or 3`, `if "x" not in cfg: return 3`)."""
     keys, defaults, repeated = conf_keys(), conf_defaults(), []
     for name, tree in sources():
-        repeated += [f"{name}:{line}" for key, line in repeated_defaults(tree, keys, defaults)
-                     if (name, key) not in NOT_CONFIG]
+        repeated += [
+            f"{name}:{line}" for key, line in repeated_defaults(tree, keys, defaults) if (name, key) not in NOT_CONFIG
+        ]
     assert repeated == []
 
 
@@ -117,8 +138,11 @@ def repeated_defaults(tree, keys: set[str], defaults: dict[str, set]) -> list[tu
         if key is not None:
             found.append((key, f"{node.lineno} {ast.unparse(node)}"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found += [(key, f"{line} {what}") for key, line, what in _fallbacks(node, keys)
-                      if _contradicts(defaults, key, what)]
+            found += [
+                (key, f"{line} {what}")
+                for key, line, what in _fallbacks(node, keys)
+                if _contradicts(defaults, key, what)
+            ]
     return found
 
 
@@ -136,8 +160,12 @@ def _literal_default(node, keys: set[str]):
         key, default = node.args[1], keyword
     else:
         return None, None
-    if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(default, ast.Constant)
-            and default.value is not None) or key.value.startswith("hydra."):
+    if not (
+        isinstance(key, ast.Constant)
+        and isinstance(key.value, str)
+        and isinstance(default, ast.Constant)
+        and default.value is not None
+    ) or key.value.startswith("hydra."):
         return None, None  # a sentinel (`default=_ABSENT`) asks whether the key exists; None says "unset"
     last = key.value.split(".")[-1]
     return (last, default.value) if last in keys else (None, None)
@@ -163,8 +191,13 @@ def _key_read(node, keys: set[str]) -> str | None:
 def _fallbacks(function, keys: set[str]):
     """(key, line, literal) of every literal a function falls back on for a conf/ key it reads, where the key is
     absent or null (a truthiness or value test chooses between values; it is not a default)."""
-    bound = {target.id: _key_read(node.value, keys) for node in ast.walk(function) if isinstance(node, ast.Assign)
-             for target in node.targets if isinstance(target, ast.Name) and _key_read(node.value, keys)}
+    bound = {
+        target.id: _key_read(node.value, keys)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and _key_read(node.value, keys)
+    }
 
     def read(node) -> str | None:
         return bound.get(node.id) if isinstance(node, ast.Name) else _key_read(node, keys)
@@ -184,8 +217,12 @@ def _fallbacks(function, keys: set[str]):
         return isinstance(node, ast.Constant) and node.value is not None
 
     for node in ast.walk(function):
-        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and isinstance(node.values[0], ast.Call) \
-                and _key_read(node.values[0], keys):
+        if (
+            isinstance(node, ast.BoolOp)
+            and isinstance(node.op, ast.Or)
+            and isinstance(node.values[0], ast.Call)
+            and _key_read(node.values[0], keys)
+        ):
             for value in node.values[1:]:
                 if literal(value) and value.value:  # `or 0`, `or ""`: what null means, not a default
                     yield _key_read(node.values[0], keys), node.lineno, value.value
@@ -214,8 +251,7 @@ CONTRADICTING = {  # sources that give logging.tensorboard (conf/: false, true) 
     "x = OmegaConf.select(cfg, 'logging.tensorboard', default=True)": "tensorboard",
     "def f(cfg):\n    return cfg.get('delimiter') or ';'": "delimiter",
     "def f(cfg):\n    if 'delimiter' not in cfg.data:\n        return ';'\n    return cfg.data.delimiter": "delimiter",
-    "def f(cfg):\n    value = cfg.data.get('delimiter')\n    if value is None:\n        return ';'\n    return value":
-        "delimiter",
+    "def f(cfg):\n    value = cfg.data.get('delimiter')\n    if value is None:\n        return ';'\n    return value": "delimiter",
     "def f(cfg):\n    return cfg.data.delimiter if 'delimiter' in cfg.data else ';'": "delimiter",
 }
 
@@ -226,24 +262,44 @@ def test_the_defaults_rule_sees_a_planted_second_default(source):
     assert [key for key, _ in found] == [CONTRADICTING[source]], found
 
 
-@pytest.mark.parametrize("source", [
-    "x = cfg.get('tensorboard')", "x = OmegaConf.select(cfg, 'logging.tensorboard', default=_ABSENT)",
-    "def f(cfg):\n    return cfg.get('delimiter') or ','", "def f(cfg):\n    return cfg.get('channels') or 0",
-    "x = OmegaConf.select(cfg, 'hydra.run.dir', default='')", "x = os.environ.get('TF_CONFIG') or '{}'"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = cfg.get('tensorboard')",
+        "x = OmegaConf.select(cfg, 'logging.tensorboard', default=_ABSENT)",
+        "def f(cfg):\n    return cfg.get('delimiter') or ','",
+        "def f(cfg):\n    return cfg.get('channels') or 0",
+        "x = OmegaConf.select(cfg, 'hydra.run.dir', default='')",
+        "x = os.environ.get('TF_CONFIG') or '{}'",
+    ],
+)
 def test_the_defaults_rule_lets_reads_and_what_null_means_pass(source):
     assert repeated_defaults(ast.parse(source), conf_keys(), conf_defaults()) == []
 
 
 # ---- the statuses' meanings ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("status,succeeded,finished,tracker,hparams", [
-    (Status.RUNNING, False, False, "KILLED", "failure"), (Status.COMPLETED, True, True, "FINISHED", "success"),
-    (Status.PRUNED, True, True, "FINISHED", "unknown"), (Status.DIVERGED, False, True, "FAILED", "failure"),
-    (Status.FAILED, False, True, "FAILED", "failure"), (Status.INTERRUPTED, False, True, "KILLED", "failure")])
-def test_each_status_says_what_it_means_to_the_summary_trackers_and_hparams(status, succeeded, finished, tracker,
-                                                                            hparams):
-    assert (status.succeeded, status.finished, status.tracker, status.hparams) == (succeeded, finished, tracker,
-                                                                                  hparams)
+
+@pytest.mark.parametrize(
+    "status,succeeded,finished,tracker,hparams",
+    [
+        (Status.RUNNING, False, False, "KILLED", "failure"),
+        (Status.COMPLETED, True, True, "FINISHED", "success"),
+        (Status.PRUNED, True, True, "FINISHED", "unknown"),
+        (Status.DIVERGED, False, True, "FAILED", "failure"),
+        (Status.FAILED, False, True, "FAILED", "failure"),
+        (Status.INTERRUPTED, False, True, "KILLED", "failure"),
+    ],
+)
+def test_each_status_says_what_it_means_to_the_summary_trackers_and_hparams(
+    status, succeeded, finished, tracker, hparams
+):
+    assert (status.succeeded, status.finished, status.tracker, status.hparams) == (
+        succeeded,
+        finished,
+        tracker,
+        hparams,
+    )
     assert f"{status}" == str(status) == status.value and status == status.value
 
 
@@ -258,6 +314,7 @@ def test_a_record_reads_back_its_status_as_a_status_and_refuses_an_unknown_one(t
 
 
 # ---- the lifecycle's decisions, on real directories ---------------------------------------------------------------
+
 
 def test_record_stopped_says_interrupted_for_a_signal_and_failed_for_an_error(tmp_path):
     from tfhydra.record.lifecycle import record_stopped
@@ -307,8 +364,9 @@ def test_an_unfinished_run_continues_only_with_its_config(tmp_path):
 
 
 def _job(extra=()):
-    import tfhydra
     from omegaconf import OmegaConf
+
+    import tfhydra
 
     cfg = tfhydra.compose([*trust_dirs.RUN_OVERRIDES, *extra])
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])

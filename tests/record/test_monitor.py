@@ -2,6 +2,7 @@
 milliseconds, and a guard that no other module of tfhydra compares a mode with "max" or "min" itself.
 
 At the top of tests/ rather than in a room's folder: the guard reads every room."""
+
 import ast
 import math
 from pathlib import Path
@@ -17,6 +18,7 @@ HIGHER, LOWER = Monitor("val_accuracy", "max"), Monitor("val_loss", "min")
 
 
 # ---- the Monitor ------------------------------------------------------------------------------------------------
+
 
 def test_better_is_strict_and_follows_the_mode():
     assert HIGHER.better(0.9, 0.8) and not HIGHER.better(0.8, 0.9) and not HIGHER.better(0.8, 0.8)
@@ -98,8 +100,10 @@ def mode_comparisons(source: str, filename: str = "<source>") -> list[str]:
         where = f"{filename}:{getattr(node, 'lineno', '?')}"
         if isinstance(node, ast.Compare) and any(words(o) for o in [node.left, *node.comparators]):
             found.append(f"{where}: compares with {sorted(set().union(*map(words, [node.left, *node.comparators])))}")
-        elif isinstance(node, ast.IfExp) and {getattr(node.body, "id", None), getattr(node.orelse, "id", None)} \
-                == MODE_WORDS:
+        elif (
+            isinstance(node, ast.IfExp)
+            and {getattr(node.body, "id", None), getattr(node.orelse, "id", None)} == MODE_WORDS
+        ):
             found.append(f"{where}: picks max or min by a condition")
         elif isinstance(node, ast.Dict) and len(set().union(set(), *(words(k) for k in node.keys if k))) == 2:
             found.append(f"{where}: a table of max and min")
@@ -108,17 +112,30 @@ def mode_comparisons(source: str, filename: str = "<source>") -> list[str]:
 
 def test_the_guard_finds_each_way_of_deciding_by_a_mode():
     """The guard can fail: each spelling of the comparisons it exists to stop is found."""
-    for source in ('better = value > best if mode == "max" else value < best',
-                   "word = 'higher' if cfg.monitor_mode == 'max' else 'lower'",
-                   'ok = mode in ("min", "max")', 'pick = max if maximize else min',
-                   'pick = {"max": max, "min": min}[mode]', 'if "min" != mode: pass'):
+    for source in (
+        'better = value > best if mode == "max" else value < best',
+        "word = 'higher' if cfg.monitor_mode == 'max' else 'lower'",
+        'ok = mode in ("min", "max")',
+        "pick = max if maximize else min",
+        'pick = {"max": max, "min": min}[mode]',
+        'if "min" != mode: pass',
+    ):
         assert mode_comparisons(source), source
-    for source in ('mode in MODES', 'choice(*MODES)', 'pooling = choice("avg", "max")', 'best = max(values)',
-                   'mode = cfg.get("mode")'):
+    for source in (
+        "mode in MODES",
+        "choice(*MODES)",
+        'pooling = choice("avg", "max")',
+        "best = max(values)",
+        'mode = cfg.get("mode")',
+    ):
         assert mode_comparisons(source) == [], source
 
 
 def test_no_module_but_the_monitor_compares_a_mode_with_max_or_min():
-    found = [line for path in sorted((ROOT / "tfhydra").rglob("*.py")) + sorted((ROOT / "hydra_plugins").rglob("*.py"))
-             if path != OWNER for line in mode_comparisons(path.read_text(), str(path.relative_to(ROOT)))]
+    found = [
+        line
+        for path in sorted((ROOT / "tfhydra").rglob("*.py")) + sorted((ROOT / "hydra_plugins").rglob("*.py"))
+        if path != OWNER
+        for line in mode_comparisons(path.read_text(), str(path.relative_to(ROOT)))
+    ]
     assert found == [], "ask tfhydra.record.monitor.Monitor instead:\n" + "\n".join(found)

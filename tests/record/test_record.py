@@ -1,15 +1,15 @@
 """The run record (tfhydra/record/__init__.py): its fields as documented, versions, where a result came from,
 and a record for every way a run ends."""
+
 import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
-
-import data_files
-import tfhydra
 from conftest import ROOT, last_line, read_run_record, run_cli
+
+import tfhydra
 from tfhydra.record import FIELDS, SCHEMA_VERSION, RecordError, RunRecord, load_record, read_record, run_status
 
 
@@ -53,8 +53,16 @@ def test_a_run_from_python_keeps_hydra_files_provenance_and_evaluates(tmp_path):
     record = read_run_record(tmp_path)
     assert record["status"] == "completed" and record["schema_version"] == SCHEMA_VERSION
     assert record["best"]["val_accuracy"] == pytest.approx(returned)
-    assert set(record["versions"]) == {"python", "tfhydra", "tensorflow", "tf-keras", "tensorflow-model-optimization",
-                                       "hydra-core", "omegaconf", "numpy"}
+    assert set(record["versions"]) == {
+        "python",
+        "tfhydra",
+        "tensorflow",
+        "tf-keras",
+        "tensorflow-model-optimization",
+        "hydra-core",
+        "omegaconf",
+        "numpy",
+    }
     assert record["versions"]["tensorflow"].startswith("2.") and record["versions"]["hydra-core"].startswith("1.3")
     # the record's git is the working directory's checkout (the user's project), wherever pytest was started from
     head = subprocess.run(["git", "-C", str(Path.cwd()), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -81,8 +89,23 @@ def test_a_record_outside_git_says_so(tmp_path):
 
     assert git_state(tmp_path) is None
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
-                    "--allow-empty", "-m", "empty"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "empty",
+        ],
+        check=True,
+    )
     assert git_state(tmp_path)["dirty"] is False
     (tmp_path / "mymodels.py").write_text("# a new, uncommitted model\n")
     assert git_state(tmp_path)["dirty"] is True
@@ -94,8 +117,13 @@ def test_an_export_the_converter_refuses_is_a_failed_record_and_one_line(tmp_pat
     writes a file that LiteRT cannot run ("shapes not broadcastable"); the run says so in one line and in its
     record, keeps its trained state, and the same command without tflite finishes it without training again."""
     run_dir = tmp_path / "run"
-    argv = ["~model", "+model._target_=user_code.build_model_tflite_refuses", "trainer.epochs=1",
-            "logging.histogram_freq=0", f"hydra.run.dir={run_dir}"]
+    argv = [
+        "~model",
+        "+model._target_=user_code.build_model_tflite_refuses",
+        "trainer.epochs=1",
+        "logging.histogram_freq=0",
+        f"hydra.run.dir={run_dir}",
+    ]
     result = run_cli(*argv, "export.formats=[saved_model,tflite]")
     message = last_line(result.stderr)
     assert result.returncode == 1 and "Traceback" not in result.stderr

@@ -1,19 +1,37 @@
 """How a phase starts (tfhydra/record/resume.py), decided from what a directory holds: each of the four kinds, the one log
 line, what a fresh start clears, and history.json's one reader and writer. Files only: no TensorFlow."""
+
 import json
 import logging
 
 from tfhydra.record import RunRecord, Status
-from tfhydra.record.resume import (AFTER_TRAINING, FRESH, HISTORY_FIELDS, KEPT, SAVED_STATE, clear_for, how_it_starts,
-                            read_history, start_phase, write_history)
+from tfhydra.record.resume import (
+    AFTER_TRAINING,
+    FRESH,
+    HISTORY_FIELDS,
+    KEPT,
+    SAVED_STATE,
+    clear_for,
+    how_it_starts,
+    read_history,
+    start_phase,
+    write_history,
+)
 from tfhydra.record.rundir import RunPaths
 
 
 def attempt(root, epochs: int, finished: bool = False, state: bool = False, last: bool = False) -> RunPaths:
     """A directory as an earlier attempt left it: history.json with `epochs`, and the state / last weights."""
     paths = RunPaths(root)
-    write_history(paths.history, {"epochs": [{"loss": 1.0 / (i + 1)} for i in range(epochs)],
-                                  "train_seconds": [0.5] * epochs, "finished": finished, "recoveries": []})
+    write_history(
+        paths.history,
+        {
+            "epochs": [{"loss": 1.0 / (i + 1)} for i in range(epochs)],
+            "train_seconds": [0.5] * epochs,
+            "finished": finished,
+            "recoveries": [],
+        },
+    )
     if state:
         paths.state.mkdir(parents=True)
         (paths.state / "ckpt-3.index").write_bytes(b"x")
@@ -23,8 +41,11 @@ def attempt(root, epochs: int, finished: bool = False, state: bool = False, last
 
 
 def test_an_empty_directory_starts_fresh(tmp_path):
-    assert how_it_starts(RunPaths(tmp_path), resume=True).as_record() == \
-        {"kind": FRESH, "epoch": 0, "reason": "a new run: nothing saved in its directory"}
+    assert how_it_starts(RunPaths(tmp_path), resume=True).as_record() == {
+        "kind": FRESH,
+        "epoch": 0,
+        "reason": "a new run: nothing saved in its directory",
+    }
 
 
 def test_saved_state_resumes_after_the_recorded_epochs(tmp_path):
@@ -66,8 +87,11 @@ def test_fresh_starts_clear_the_earlier_attempt_and_say_why_once(tmp_path, caplo
     with caplog.at_level(logging.INFO, logger="tfhydra"):
         start = start_phase(over, resume=False)
     clear_for(start, over)
-    assert start.as_record() == {"kind": FRESH, "epoch": 0, "reason": "trainer.resume=false: any saved state is "
-                                 "discarded"}
+    assert start.as_record() == {
+        "kind": FRESH,
+        "epoch": 0,
+        "reason": "trainer.resume=false: any saved state is discarded",
+    }
     assert not over.state.exists() and not over.history.exists()
     assert [r.getMessage() for r in caplog.records] == [f"start: fresh ({start.reason})"]
 
@@ -76,16 +100,22 @@ def test_fresh_starts_clear_the_earlier_attempt_and_say_why_once(tmp_path, caplo
     with caplog.at_level(logging.INFO, logger="tfhydra"):
         clear_for(start_phase(kept, resume=True), kept)
     assert kept.state.exists() and kept.history.exists()  # what it resumes from is left alone
-    assert [r.getMessage() for r in caplog.records] == \
-        ["start: saved_state after epoch 4 (resuming from the saved state in checkpoints/state (4 epoch(s) recorded))"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "start: saved_state after epoch 4 (resuming from the saved state in checkpoints/state (4 epoch(s) recorded))"
+    ]
 
 
 def test_history_has_one_format_one_reader_and_one_writer(tmp_path, caplog):
     path = tmp_path / "checkpoints" / "history.json"
     write_history(path, {"epochs": [{"loss": 0.5}], "train_seconds": [1.5], "finished": True, "extra": "dropped"})
     assert list(json.loads(path.read_text())) == list(HISTORY_FIELDS)
-    assert read_history(path) == {"epochs": [{"loss": 0.5}], "train_seconds": [1.5], "finished": True,
-                                  "diverged": None, "recoveries": []}
+    assert read_history(path) == {
+        "epochs": [{"loss": 0.5}],
+        "train_seconds": [1.5],
+        "finished": True,
+        "diverged": None,
+        "recoveries": [],
+    }
     assert read_history(tmp_path / "none.json") is None
     path.write_text('{"epochs": 3}')
     with caplog.at_level(logging.WARNING, logger="tfhydra"):

@@ -1,14 +1,14 @@
 """The Hydra-side branches, in-process: with conftest's `hydra_job` fixture (HydraConfig set as `@hydra.main` sets it),
 a test reaches what only a run under Hydra or a sweep's job does (`under_hydra`, `in_sweep`, the launcher's share of
 the threads), in milliseconds instead of a ~1 s subprocess per case."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from tfhydra.runner.hydra_files import hydra_overrides, hydra_run_dir, under_hydra
 from tfhydra.platform.runtime import available_cores
-from tfhydra.sweep.kind import auto_threads, launcher_cpus, parallel_jobs
-from tfhydra.sweep.kind import in_sweep, launcher_kind
+from tfhydra.runner.hydra_files import hydra_overrides, hydra_run_dir, under_hydra
+from tfhydra.sweep.kind import auto_threads, in_sweep, launcher_cpus, launcher_kind, parallel_jobs
 
 
 def test_a_single_run_under_hydra_takes_its_directory_and_overrides_from_hydra(hydra_job, tmp_path, compose_cfg):

@@ -3,6 +3,7 @@
 Multi-replica runs use `strategy.logical_cpus=2` (two logical CPU devices) or two worker
 processes on the loopback interface; each needs a fresh process, so they go through the CLI.
 """
+
 import json
 import os
 import socket
@@ -12,16 +13,26 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import tfhydra
 from cluster_workers import free_ports, start_the_cluster_again, stop_a_cluster_after_one_epoch
 from conftest import ROOT, TESTS, assert_failed_record, last_line, read_run_record, run_cli
 
+import tfhydra
+
 # One optimizer step per epoch on one fixed global batch: the loss after that step shows
 # whether the replicas' gradients were combined into the single-device gradient.
-ONE_STEP = ["data=synthetic", "data.train_size=64", "data.val_size=64", "data.batch_size=64", "data.shuffle_buffer=0",
-            "trainer.epochs=1", "trainer.deterministic=true", "logging.histogram_freq=0", "model=mlp",
-            "model.dropout=0.0", "optimizer.lr=0.01"]
+ONE_STEP = [
+    "data=synthetic",
+    "data.train_size=64",
+    "data.val_size=64",
+    "data.batch_size=64",
+    "data.shuffle_buffer=0",
+    "trainer.epochs=1",
+    "trainer.deterministic=true",
+    "logging.histogram_freq=0",
+    "model=mlp",
+    "model.dropout=0.0",
+    "optimizer.lr=0.01",
+]
 
 
 def figures(run_dir):
@@ -67,10 +78,23 @@ def run_two_workers(tmp_path, environments, *args):
     try:
         for index, environment in enumerate(environments):
             env = {**os.environ, "PYTHONPATH": str(TESTS), **environment}
-            processes.append(subprocess.Popen(
-                [sys.executable, str(ROOT / "train.py"), *ONE_STEP, *args,
-                 f"hydra.run.dir={tmp_path / f'worker{index}'}"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(ROOT / "train.py"),
+                        *ONE_STEP,
+                        *args,
+                        f"hydra.run.dir={tmp_path / f'worker{index}'}",
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         errors = [p.communicate(timeout=300)[1] for p in processes]
     finally:
         for p in processes:
@@ -98,9 +122,14 @@ def assert_two_workers_match_one_process(tmp_path):
 @pytest.mark.slow
 def test_multi_worker_on_loopback_matches_one_process(tmp_path):
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    run_two_workers(tmp_path, [{"TF_CONFIG": json.dumps({"cluster": {"worker": workers},
-                                                         "task": {"type": "worker", "index": index}})}
-                               for index in range(2)], "strategy=multi_worker")
+    run_two_workers(
+        tmp_path,
+        [
+            {"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
+            for index in range(2)
+        ],
+        "strategy=multi_worker",
+    )
     assert_two_workers_match_one_process(tmp_path)
 
 
@@ -110,8 +139,9 @@ def saved_step(directory, loop):
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(directory)))
     names = ("ckpt_saved_epoch", "ckpt_saved_batch") if loop == "fit" else ("epoch", "step")
     epoch, step = (int(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE")) for name in names)
-    return (epoch, step), (f"(saved at epoch {epoch + 1}, step {step + 1})" if loop == "fit"
-                           else f"at epoch {epoch + 1}, step {step}")
+    return (epoch, step), (
+        f"(saved at epoch {epoch + 1}, step {step + 1})" if loop == "fit" else f"at epoch {epoch + 1}, step {step}"
+    )
 
 
 @pytest.mark.slow
@@ -139,29 +169,42 @@ def test_a_signal_to_one_worker_stops_the_cluster_at_one_step_and_both_resume_th
 
 def slurm_environment(rank: int, tasks: int = 2, host: str = "127.0.0.1") -> dict:
     """What `srun --ntasks=2` sets for task `rank` of a one-node step (the variables TensorFlow's resolver reads)."""
-    return {"SLURM_PROCID": str(rank), "SLURM_STEP_NODELIST": host, "SLURM_STEP_TASKS_PER_NODE": str(tasks),
-            "SLURM_STEP_NUM_TASKS": str(tasks), "SLURM_JOB_ID": "4242", "SLURM_NTASKS": str(tasks)}
+    return {
+        "SLURM_PROCID": str(rank),
+        "SLURM_STEP_NODELIST": host,
+        "SLURM_STEP_TASKS_PER_NODE": str(tasks),
+        "SLURM_STEP_NUM_TASKS": str(tasks),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_NTASKS": str(tasks),
+    }
 
 
 @pytest.mark.slow
 def test_multi_worker_resolved_from_slurms_environment_matches_one_process(tmp_path):
     port = consecutive_free_ports(2)[0]
     environments = [{**slurm_environment(rank), "TF_CONFIG": ""} for rank in range(2)]  # no TF_CONFIG: SLURM's only
-    run_two_workers(tmp_path, environments, "strategy=multi_worker", "strategy.cluster_resolver=slurm",
-                    f"strategy.port={port}")
+    run_two_workers(
+        tmp_path, environments, "strategy=multi_worker", "strategy.cluster_resolver=slurm", f"strategy.port={port}"
+    )
     assert_two_workers_match_one_process(tmp_path)
 
 
 def test_the_slurm_resolver_outside_a_slurm_step_is_one_line(tmp_path):
     env = {k: "" for k in slurm_environment(0)}
-    result = run_cli(*ONE_STEP, "strategy=multi_worker", "strategy.cluster_resolver=slurm",
-                     f"hydra.run.dir={tmp_path / 'run'}", env=env)
+    result = run_cli(
+        *ONE_STEP,
+        "strategy=multi_worker",
+        "strategy.cluster_resolver=slurm",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env=env,
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert last_line(result.stderr) == (
         "Error: strategy.cluster_resolver=slurm: SLURM_PROCID, SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, "
         "SLURM_STEP_NUM_TASKS not set: not inside a SLURM job step; accepted: a step started by srun (SLURM_PROCID, "
         "SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_STEP_NUM_TASKS in the environment; docs/distribute.md "
-        "has an sbatch script)")
+        "has an sbatch script)"
+    )
     assert_failed_record(tmp_path / "run", "not inside a SLURM job step")
 
 
@@ -198,14 +241,22 @@ def test_the_kubernetes_resolver_finds_the_workers_and_this_pods_index(compose_c
         kubernetes_resolver_from(pending, cfg, "train-worker-0", "accepted")
 
 
-@pytest.mark.parametrize("tf_config,message", [
-    (None, "TF_CONFIG: strategy=multi_worker needs the TF_CONFIG environment variable on every worker; it is not set"),
-    ("{not json", "not valid JSON"),
-    ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "cluster.worker (a list of host:port) is missing"),
-    ('{"cluster": {"worker": ["127.0.0.1:1"]}}', "task.type and task.index are missing"),
-    ('{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}',
-     "task worker:3 is not in the cluster"),
-])
+@pytest.mark.parametrize(
+    "tf_config,message",
+    [
+        (
+            None,
+            "TF_CONFIG: strategy=multi_worker needs the TF_CONFIG environment variable on every worker; it is not set",
+        ),
+        ("{not json", "not valid JSON"),
+        ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "cluster.worker (a list of host:port) is missing"),
+        ('{"cluster": {"worker": ["127.0.0.1:1"]}}', "task.type and task.index are missing"),
+        (
+            '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}',
+            "task worker:3 is not in the cluster",
+        ),
+    ],
+)
 def test_multi_worker_tf_config_errors_are_one_line(tmp_path, tf_config, message):
     env = {"TF_CONFIG": tf_config} if tf_config else {}
     if tf_config is None:
@@ -219,9 +270,11 @@ def test_multi_worker_tf_config_errors_are_one_line(tmp_path, tf_config, message
 def test_global_batch_not_divisible_by_replicas_is_refused(tmp_path):
     result = run_cli("strategy=mirrored", "strategy.logical_cpus=2", "data.batch_size=33", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 1
-    assert last_line(result.stderr) == ("Error: data.batch_size=33: not divisible by the replica count; accepted: a "
-                                        "multiple of the 2 replicas (it is the global batch; each replica gets "
-                                        "batch_size / 2)")
+    assert last_line(result.stderr) == (
+        "Error: data.batch_size=33: not divisible by the replica count; accepted: a "
+        "multiple of the 2 replicas (it is the global batch; each replica gets "
+        "batch_size / 2)"
+    )
 
 
 @pytest.mark.parametrize("precision,policy", [("mixed", "mixed_float16"), ("bf16", "mixed_bfloat16")])
@@ -229,8 +282,17 @@ def test_global_batch_not_divisible_by_replicas_is_refused(tmp_path):
 def test_low_precision_trains_with_float32_output(tmp_path, compose_cfg, precision, policy, loop):
     import tf_keras as keras
 
-    cfg = compose_cfg([f"precision={precision}", f"trainer.loop={loop}", "data=synthetic", "data.train_size=64",
-                       "data.val_size=32", "trainer.epochs=1", "logging.histogram_freq=0"])
+    cfg = compose_cfg(
+        [
+            f"precision={precision}",
+            f"trainer.loop={loop}",
+            "data=synthetic",
+            "data.train_size=64",
+            "data.val_size=32",
+            "trainer.epochs=1",
+            "logging.histogram_freq=0",
+        ]
+    )
     tfhydra.run(cfg, run_dir=tmp_path)
     metrics = read_run_record(tmp_path)
     assert metrics["status"] == "completed" and metrics["policy"] == policy
@@ -269,5 +331,6 @@ def test_user_model_with_float16_output_gets_a_float32_cast(compose_cfg):
         assert model.output.dtype == tf.float16  # the user's softmax follows the mixed policy
         fixed = float32_output(model)
     assert fixed.output.dtype == tf.float32 and fixed.layers[-1].name == "float32_output"
-    assert float32_output(keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])).layers[-1].name != \
-        "float32_output"
+    assert (
+        float32_output(keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])).layers[-1].name != "float32_output"
+    )

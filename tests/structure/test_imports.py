@@ -9,6 +9,7 @@ launch room (the run plan reads the sweep section's checks, sweep/checks.py, and
 and what the run plan reads must not import TensorFlow. A new folder must say which layer it is
 in (LAYERS), so a room cannot be added without a place in the order.
 """
+
 import ast
 import subprocess
 import sys
@@ -20,11 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tfhydra"
 
 # The layers, top to bottom, each the folders it holds. Top-level modules are faces (FACES) wherever they are.
-LAYERS = {"faces": {"predict"},
-          "commands": {"cli", "runner", "sweep", "launch"},
-          "groups": {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export",
-                     "logger"},
-          "ground": {"config", "platform", "trust", "record"}}
+LAYERS = {
+    "faces": {"predict"},
+    "commands": {"cli", "runner", "sweep", "launch"},
+    "groups": {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"},
+    "ground": {"config", "platform", "trust", "record"},
+}
 ORDER = list(LAYERS)
 FACES = "faces"
 
@@ -77,8 +79,14 @@ def is_submodule(name: str) -> bool:
 def lazy_targets(path: Path) -> set[str]:
     """Modules a package names in strings for PEP 562 lazy lookup (`"tfhydra.compression.schemes"`)."""
     tree = ast.parse(path.read_text())
-    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and node.value.startswith("tfhydra.") and all(part.isidentifier() for part in node.value.split("."))}
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("tfhydra.")
+        and all(part.isidentifier() for part in node.value.split("."))
+    }
 
 
 def violations(files: dict[str, set[str]]) -> list[str]:
@@ -94,10 +102,13 @@ def violations(files: dict[str, set[str]]) -> list[str]:
                 found.append(f"{module} imports {target}: an import runs back up ({here} -> {there})")
             elif here == there == "groups":
                 found.append(f"{module} imports {target}: group rooms never import each other")
-            elif (room, other) == ("sweep", "runner") or \
-                    ((room, other) == ("runner", "sweep") and target != "tfhydra.sweep.checks"):
-                found.append(f"{module} imports {target}: the runner and the sweep room must not import each other "
-                             "(the run plan reads sweep/checks.py alone)")
+            elif (room, other) == ("sweep", "runner") or (
+                (room, other) == ("runner", "sweep") and target != "tfhydra.sweep.checks"
+            ):
+                found.append(
+                    f"{module} imports {target}: the runner and the sweep room must not import each other "
+                    "(the run plan reads sweep/checks.py alone)"
+                )
             elif (room, other) == ("sweep", "launch"):
                 found.append(f"{module} imports {target}: the sweep room never imports the launch room")
     return sorted(found)
@@ -122,16 +133,19 @@ def test_imports_point_one_way():
     assert violations(tfhydra_files()) == []
 
 
-@pytest.mark.parametrize("module,target,rule", [
-    ("tfhydra.data.pipeline", "tfhydra.cli.preflight", "an import runs back up (groups -> commands)"),
-    ("tfhydra.model.seed", "tfhydra.data", "group rooms never import each other"),
-    ("tfhydra.compression.plan", "tfhydra.runner.job", "an import runs back up (groups -> commands)"),
-    ("tfhydra.config.contracts", "tfhydra.model", "an import runs back up (ground -> groups)"),
-    ("tfhydra.record.lifecycle", "tfhydra.api", "an import runs back up (ground -> faces)"),
-    ("tfhydra.runner.job", "tfhydra.sweep.trial", "the runner and the sweep room must not import each other"),
-    ("tfhydra.sweep.trial", "tfhydra.runner.phase", "the runner and the sweep room must not import each other"),
-    ("tfhydra.sweep.callback", "tfhydra.launch.workers", "the sweep room never imports the launch room"),
-])
+@pytest.mark.parametrize(
+    "module,target,rule",
+    [
+        ("tfhydra.data.pipeline", "tfhydra.cli.preflight", "an import runs back up (groups -> commands)"),
+        ("tfhydra.model.seed", "tfhydra.data", "group rooms never import each other"),
+        ("tfhydra.compression.plan", "tfhydra.runner.job", "an import runs back up (groups -> commands)"),
+        ("tfhydra.config.contracts", "tfhydra.model", "an import runs back up (ground -> groups)"),
+        ("tfhydra.record.lifecycle", "tfhydra.api", "an import runs back up (ground -> faces)"),
+        ("tfhydra.runner.job", "tfhydra.sweep.trial", "the runner and the sweep room must not import each other"),
+        ("tfhydra.sweep.trial", "tfhydra.runner.phase", "the runner and the sweep room must not import each other"),
+        ("tfhydra.sweep.callback", "tfhydra.launch.workers", "the sweep room never imports the launch room"),
+    ],
+)
 def test_the_rule_fails_when_a_room_imports_what_it_must_not(module, target, rule):
     files = tfhydra_files()
     files[module] = files[module] | {target}
@@ -140,8 +154,10 @@ def test_the_rule_fails_when_a_room_imports_what_it_must_not(module, target, rul
 
 # Two folders that import each other, each with its reason (keep this short): the ground floor's rooms may
 # import each other, but a tie both ways is a room that wants splitting.
-TIES = {("record", "trust"): "the record is read through trust's bounded readers, and trust asks a run's record "
-                             "whether it completed before anything uses the run"}
+TIES = {
+    ("record", "trust"): "the record is read through trust's bounded readers, and trust asks a run's record "
+    "whether it completed before anything uses the run"
+}
 
 
 def ties(files: dict[str, set[str]]) -> set[tuple[str, str]]:
@@ -177,21 +193,36 @@ def test_every_package_is_in_the_wheel():
 
 def test_the_run_plan_imports_no_tensorflow():
     """The pre-flight plans every job before TensorFlow is loaded: plan.py and every check it gathers."""
-    code = ("import sys, tfhydra; from tfhydra.runner.plan import plan_run; import tfhydra.record, tfhydra.record.rundir, "
-            "tfhydra.config.contracts; bad = [m for m in ('tensorflow', 'tf_keras', 'keras') if m in sys.modules]; "
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, tfhydra; from tfhydra.runner.plan import plan_run; import tfhydra.record, tfhydra.record.rundir, "
+        "tfhydra.config.contracts; bad = [m for m in ('tensorflow', 'tf_keras', 'keras') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-COMMAND_LINE = ("tfhydra.cli.preflight", "tfhydra.config.composition", "tfhydra.sweep", "tfhydra.launch", "tfhydra.cli.console",
-                "tfhydra.platform.startup", "tfhydra.api", "tfhydra.notebook", "tfhydra.runner.job", "tensorflow", "tf_keras")
+COMMAND_LINE = (
+    "tfhydra.cli.preflight",
+    "tfhydra.config.composition",
+    "tfhydra.sweep",
+    "tfhydra.launch",
+    "tfhydra.cli.console",
+    "tfhydra.platform.startup",
+    "tfhydra.api",
+    "tfhydra.notebook",
+    "tfhydra.runner.job",
+    "tensorflow",
+    "tf_keras",
+)
 
 
 def loaded_after(statement: str) -> list[str]:
     """The command-line modules (and TensorFlow) a fresh interpreter has loaded after `statement`."""
-    code = (f"import sys; {statement}; names = {COMMAND_LINE!r}; "
-            "print(sorted(m for m in sys.modules if m in names or m.startswith(tuple(n + '.' for n in names))))")
+    code = (
+        f"import sys; {statement}; names = {COMMAND_LINE!r}; "
+        "print(sorted(m for m in sys.modules if m in names or m.startswith(tuple(n + '.' for n in names))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return eval(done.stdout)  # noqa: S307  (our own print of a list of names)
@@ -231,8 +262,10 @@ def module_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
-                         for alias in node.names]
+                names = [
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                    for alias in node.names
+                ]
             for name in names:
                 while name and name not in modules:
                     name = name.rpartition(".")[0]
@@ -313,9 +346,11 @@ def test_hydras_private_api_is_used_in_one_module():
 DOORS = {"tfhydra/config/hydra_api.py", "tfhydra/platform/private_api.py"}
 PRIVATE_PACKAGES = ("tensorflow", "tf_keras", "keras", "omegaconf", "optuna", "hydra")
 # Private names reached outside the doors on purpose, each with its reason (keep this short).
-ALLOWED_PRIVATE = {"os._exit": "the os module's documented exit without clean-up",
-                   "atexit._run_exitfuncs": "CPython's own shutdown entry point (startup.py: the fast exit)",
-                   "self.stop._previous": "tfhydra's own StopOnSignal (trainer/state.py)"}
+ALLOWED_PRIVATE = {
+    "os._exit": "the os module's documented exit without clean-up",
+    "atexit._run_exitfuncs": "CPython's own shutdown entry point (startup.py: the fast exit)",
+    "self.stop._previous": "tfhydra's own StopOnSignal (trainer/state.py)",
+}
 
 
 def private_reaches(source: str) -> list[str]:
@@ -333,8 +368,9 @@ def private_reaches(source: str) -> list[str]:
             modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for module in modules:
                 parts = module.split(".")
-                if parts[0] in PRIVATE_PACKAGES and (any(private(p) for p in parts[1:]) or "src" in parts[1:2]
-                                                     or parts[:2] == ["tensorflow", "python"]):
+                if parts[0] in PRIVATE_PACKAGES and (
+                    any(private(p) for p in parts[1:]) or "src" in parts[1:2] or parts[:2] == ["tensorflow", "python"]
+                ):
                     found.append(f"line {node.lineno}: import {module}")
         elif isinstance(node, ast.Attribute) and (private(node.attr) or node.attr == "__internal__"):
             value = node.value
@@ -344,10 +380,15 @@ def private_reaches(source: str) -> list[str]:
                 continue
             if ast.unparse(node) not in ALLOWED_PRIVATE:
                 found.append(f"line {node.lineno}: {ast.unparse(node)}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) > 1 and \
-                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) and \
-                private(node.args[1].value):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and private(node.args[1].value)
+        ):
             found.append(f"line {node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -360,22 +401,33 @@ def test_other_packages_private_api_is_reached_through_one_door():
     assert {name: found for name, found in reaches.items() if found and name not in DOORS} == {}
 
 
-@pytest.mark.parametrize("line", [
-    "from tf_keras.src.engine.training import reduce_per_replica",
-    "from tensorflow.python.framework import config",
-    "import tensorflow.python.framework.config",
-    "from omegaconf.basecontainer import BaseContainer; BaseContainer._resolvers",
-    "value = cfg._get_node('x')._value()",
-    "rate = model.optimizer._learning_rate",
-    "built = getattr(optimizer, '_built', False)",
-    "import tensorflow as tf; tf.__internal__.tracking.Trackable",
-    "from hydra._internal.utils import _locate",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from tf_keras.src.engine.training import reduce_per_replica",
+        "from tensorflow.python.framework import config",
+        "import tensorflow.python.framework.config",
+        "from omegaconf.basecontainer import BaseContainer; BaseContainer._resolvers",
+        "value = cfg._get_node('x')._value()",
+        "rate = model.optimizer._learning_rate",
+        "built = getattr(optimizer, '_built', False)",
+        "import tensorflow as tf; tf.__internal__.tracking.Trackable",
+        "from hydra._internal.utils import _locate",
+    ],
+)
 def test_the_door_rule_sees_a_private_reach(line):
     assert private_reaches(line) != []
 
 
-@pytest.mark.parametrize("line", ["self._epoch = 0", "super()._log_weights(epoch)", "cfg.model._target_",
-                                  "os._exit(0)", "from tfhydra.config.errors import _show"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "self._epoch = 0",
+        "super()._log_weights(epoch)",
+        "cfg.model._target_",
+        "os._exit(0)",
+        "from tfhydra.config.errors import _show",
+    ],
+)
 def test_the_door_rule_lets_own_names_and_config_keys_pass(line):
     assert private_reaches(line) == []

@@ -4,6 +4,7 @@ Tests that cross rooms stand in tiers of their own: `contract/` (what a run, a s
 end to end), `properties/` (drawn inputs and combinations), `journeys/` (a user's install, project and notebook)
 and `structure/` (imports, layout, the Keras in use). Shared helpers (`conftest.py`, `run_processes.py`, ...)
 stay at the top, beside the tiers."""
+
 import re
 from collections import Counter
 from pathlib import Path

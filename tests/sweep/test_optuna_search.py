@@ -1,5 +1,6 @@
 """tfhydra's Optuna search (issue 15): Optuna 4/5, a study in the sweep directory that survives a kill, and a
 pruner that stops unpromising trials, recorded as `pruned` in metrics.json, the summary and HParams."""
+
 import os
 import signal
 import subprocess
@@ -7,18 +8,25 @@ import sys
 import time
 
 import pytest
-
 from conftest import CONFIG_DIR, ROOT, TESTS, read_run_record, run_cli
-from tfhydra.config.errors import ConfigError
+
 from tfhydra.cli.preflight import check_overrides
+from tfhydra.config.errors import ConfigError
 
 optuna = pytest.importorskip("optuna")  # a dev dependency: CI installs it, so CI never skips this
 pytestmark = pytest.mark.slow
 
 EPOCHS = 6
-SEARCH = ["-m", "hparams_search=optuna_mlp", "hydra.sweeper.n_trials=8", f"trainer.epochs={EPOCHS}",
-          "optimizer.lr=tag(log,interval(1e-5,1e-1))", "logging.histogram_freq=0", "logging.write_graph=false",
-          "export.formats=[]"]
+SEARCH = [
+    "-m",
+    "hparams_search=optuna_mlp",
+    "hydra.sweeper.n_trials=8",
+    f"trainer.epochs={EPOCHS}",
+    "optimizer.lr=tag(log,interval(1e-5,1e-1))",
+    "logging.histogram_freq=0",
+    "logging.write_graph=false",
+    "export.formats=[]",
+]
 
 
 def trials(sweep):
@@ -41,7 +49,9 @@ def test_the_pruner_stops_trials_and_saves_epochs(tmp_path):
     statuses = [r["status"] for r in records.values()]
     assert len(records) == 8 and "pruned" in statuses and set(statuses) <= {"completed", "pruned"}, statuses
     states = [t.state.name for t in trials(pruned_dir).values()]
-    assert states.count("PRUNED") == statuses.count("pruned") and states.count("COMPLETE") == statuses.count("completed")
+    assert states.count("PRUNED") == statuses.count("pruned") and states.count("COMPLETE") == statuses.count(
+        "completed"
+    )
     epochs = sum(r["epochs_run"] for r in records.values())
     assert epochs < sum(r["epochs_run"] for r in job_records(full_dir).values()) == 8 * EPOCHS
     summary = (pruned_dir / "summary.md").read_text()
@@ -55,8 +65,15 @@ def test_a_killed_search_continues_its_study(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("HYDRA_FULL_ERROR", None)
     command = [sys.executable, str(ROOT / "train.py"), *SEARCH, f"hydra.sweep.dir={sweep}"]
-    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               stdin=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not list(sweep.glob("3_*")):  # trial 3 started: 0-2 are told
         assert process.poll() is None, "the search ended before it could be killed"
@@ -74,14 +91,18 @@ def test_a_killed_search_continues_its_study(tmp_path):
     assert sorted(after) == list(range(len(after)))  # numbering goes on
     assert len(after) == 8 and {t.state.name for t in after.values()} <= {"COMPLETE", "PRUNED"}
     killed = next(d for d in sweep.glob(f"{len(before)}_*"))  # the trial the kill caught: resumed, not redone
-    assert "resuming from the saved state" in (killed / "train.log").read_text() or \
-        read_run_record(killed)["status"] in ("completed", "pruned")
+    assert "resuming from the saved state" in (killed / "train.log").read_text() or read_run_record(killed)[
+        "status"
+    ] in ("completed", "pruned")
 
 
-@pytest.mark.parametrize("overrides,wanted", [
-    (["trainer.monitor=val_loss", "trainer.monitor_mode=min"], "minimize"),
-    (["hydra.sweeper.direction=minimize"], "maximize"),
-])
+@pytest.mark.parametrize(
+    "overrides,wanted",
+    [
+        (["trainer.monitor=val_loss", "trainer.monitor_mode=min"], "minimize"),
+        (["hydra.sweeper.direction=minimize"], "maximize"),
+    ],
+)
 def test_a_search_going_the_other_way_from_the_runs_ranking_is_one_line_before_any_job(overrides, wanted):
     with pytest.raises(ConfigError) as error:
         check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna", *overrides], multirun=True)
@@ -89,7 +110,8 @@ def test_a_search_going_the_other_way_from_the_runs_ranking_is_one_line_before_a
     assert "\n" not in str(error.value)
 
 
-@pytest.mark.parametrize("overrides", [[], ["trainer.monitor=val_loss", "trainer.monitor_mode=min",
-                                            "hydra.sweeper.direction=minimize"]])
+@pytest.mark.parametrize(
+    "overrides", [[], ["trainer.monitor=val_loss", "trainer.monitor_mode=min", "hydra.sweeper.direction=minimize"]]
+)
 def test_a_search_going_the_runs_way_passes_the_preflight(overrides):
     assert check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna", *overrides], multirun=True) == "tfhydra"

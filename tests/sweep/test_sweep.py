@@ -1,6 +1,7 @@
 """Sweeps as users run them (`python train.py -m ...`): named job directories, failures that do
 not stop the sweep, the summary, the exit code, TensorBoard's HParams dashboard through the
 real server, and jobs sharing one process without sharing state."""
+
 import csv
 import shutil
 import subprocess
@@ -9,7 +10,6 @@ import sys
 import h5py
 import numpy as np
 import pytest
-
 from conftest import ROOT, read_run_record, run_cli
 from tb_server import tensorboard_server
 
@@ -45,15 +45,19 @@ def test_a_failed_and_a_diverged_job_do_not_stop_the_sweep_but_its_exit_code_say
     assert diverged["status"] == "diverged" and diverged["diverged"]["loss"] > 1e6  # trainer.max_loss=auto
     assert "injected failure" in (sweep / JOBS[1] / "train.log").read_text()  # with its traceback
     stderr_lines = result.stderr.strip().splitlines()
-    assert stderr_lines[-1] == ("Error: 2 of 3 jobs did not complete: 1_optimizer.lr=0.0005 (failed), "
-                                "2_optimizer.lr=10000.0 (diverged)")
+    assert stderr_lines[-1] == (
+        "Error: 2 of 3 jobs did not complete: 1_optimizer.lr=0.0005 (failed), 2_optimizer.lr=10000.0 (diverged)"
+    )
 
 
 def test_the_summary_ranks_jobs_and_says_how_to_reproduce_the_best(mixed_sweep):
     result, sweep = mixed_sweep
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["rank"], r["job"], r["status"], r["optimizer.lr"]) for r in rows] == [
-        ("1", "0", "completed", "0.001"), ("", "1", "failed", "0.0005"), ("", "2", "diverged", "10000.0")]
+        ("1", "0", "completed", "0.001"),
+        ("", "1", "failed", "0.0005"),
+        ("", "2", "diverged", "10000.0"),
+    ]
     best = metrics_of(sweep / JOBS[0])
     assert float(rows[0]["best_val_accuracy"]) == pytest.approx(best["best"]["val_accuracy"])
     assert rows[0]["epochs"] == "1" and float(rows[0]["wall_seconds"]) > 0
@@ -89,10 +93,10 @@ def test_tensorboard_shows_every_job_in_the_hparams_dashboard(mixed_sweep, tmp_p
     by_name = {g["name"]: g for g in groups}  # trials are named by their job directory
     assert sorted(by_name) == JOBS
     assert [by_name[j]["hparams"]["optimizer.lr"] for j in JOBS] == [0.001, 0.0005, 10000.0]
-    assert [by_name[j]["sessions"][0]["status"] for j in JOBS] == ["STATUS_SUCCESS", "STATUS_FAILURE",
-                                                                   "STATUS_FAILURE"]
-    accuracy = {m["name"]["tag"]: m["value"] for m in by_name[JOBS[0]]["metricValues"]
-                if not m["name"].get("group")}["epoch_accuracy"]  # the session's own run: validation
+    assert [by_name[j]["sessions"][0]["status"] for j in JOBS] == ["STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_FAILURE"]
+    accuracy = {m["name"]["tag"]: m["value"] for m in by_name[JOBS[0]]["metricValues"] if not m["name"].get("group")}[
+        "epoch_accuracy"
+    ]  # the session's own run: validation
     assert accuracy == pytest.approx(metrics_of(sweep / JOBS[0])["final"]["val_accuracy"])
 
 
@@ -105,49 +109,74 @@ def test_the_summary_command_rebuilds_an_interrupted_sweep(mixed_sweep, tmp_path
         (sweep / name).unlink()
     (sweep / JOBS[1] / "metrics.json").unlink()
     shutil.rmtree(sweep / JOBS[2])
-    result = subprocess.run([sys.executable, "-m", "tfhydra.sweep", "summary", str(sweep)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "tfhydra.sweep", "summary", str(sweep)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["job"], r["status"], r["directory"]) for r in rows] == [
-        ("0", "completed", JOBS[0]), ("1", "interrupted", JOBS[1]), ("2", "not started", "")]
+        ("0", "completed", JOBS[0]),
+        ("1", "interrupted", JOBS[1]),
+        ("2", "not started", ""),
+    ]
     assert rows[2]["overrides"] == "optimizer.lr=10000.0"  # expanded from multirun.yaml as Hydra would
     assert f"best job: {JOBS[0]}" in result.stdout and (sweep / "summary.md").is_file()
 
-    missing = subprocess.run([sys.executable, "-m", "tfhydra.sweep", "summary", str(tmp_path / "nope")], cwd=ROOT,
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [sys.executable, "-m", "tfhydra.sweep", "summary", str(tmp_path / "nope")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 1 and missing.stderr.strip().splitlines()[-1].startswith("Error: sweep_dir=")
 
 
 def test_a_configuration_error_still_stops_the_sweep_before_any_job(tmp_path):
     result = run_cli("-m", "optimizer.lr=1e-3,-1", "debug=fast", cwd=tmp_path)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == \
-        "Error: optimizer.lr=-1: out of range; accepted: a number > 0"
+    assert result.stderr.strip().splitlines()[-1] == "Error: optimizer.lr=-1: out of range; accepted: a number > 0"
     assert not (tmp_path / "outputs").exists()
 
 
 def weights_of(job_dir):
     with h5py.File(job_dir / "checkpoints" / "last.weights.h5", "r") as weights:
         arrays = []
-        weights.visit(lambda name: arrays.append(np.array(weights[name])) if isinstance(weights[name], h5py.Dataset)
-                      else None)
+        weights.visit(
+            lambda name: arrays.append(np.array(weights[name])) if isinstance(weights[name], h5py.Dataset) else None
+        )
     return arrays
 
 
 @pytest.mark.slow  # about 16 s each
-@pytest.mark.parametrize("launcher", ["hydra/launcher=basic", "hydra.launcher.workers=1"],
-                         ids=["basic launcher: the launching process", "tfhydra launcher: one reused worker"])
+@pytest.mark.parametrize(
+    "launcher",
+    ["hydra/launcher=basic", "hydra.launcher.workers=1"],
+    ids=["basic launcher: the launching process", "tfhydra launcher: one reused worker"],
+)
 def test_jobs_sharing_a_process_are_isolated(tmp_path, launcher):
     """[mixed, fp32] in one process gives the fp32 job exactly what [fp32] alone gives it."""
-    common = ["model=mlp", "data.fraction=0.3", "trainer.epochs=1", "logging.histogram_freq=0",
-              "logging.write_graph=false", "export.formats=[]", launcher]
+    common = [
+        "model=mlp",
+        "data.fraction=0.3",
+        "trainer.epochs=1",
+        "logging.histogram_freq=0",
+        "logging.write_graph=false",
+        "export.formats=[]",
+        launcher,
+    ]
     (tmp_path / "after_mixed").mkdir(), (tmp_path / "alone").mkdir()
     after_mixed = run_cli("-m", "precision=mixed,fp32", *common, cwd=tmp_path / "after_mixed")
     alone = run_cli("-m", "precision=fp32", *common, cwd=tmp_path / "alone")
     assert after_mixed.returncode == 0 and alone.returncode == 0, after_mixed.stderr[-2000:] + alone.stderr[-2000:]
-    mixed_job, shared_job = only_sweep(tmp_path / "after_mixed") / "0_precision=mixed", \
-        only_sweep(tmp_path / "after_mixed") / "1_precision=fp32"
+    mixed_job, shared_job = (
+        only_sweep(tmp_path / "after_mixed") / "0_precision=mixed",
+        only_sweep(tmp_path / "after_mixed") / "1_precision=fp32",
+    )
     (alone_job,) = only_sweep(tmp_path / "alone").glob("0_*")  # nothing swept: named by all its overrides
     assert metrics_of(mixed_job)["policy"] == "mixed_float16"
     assert metrics_of(shared_job)["policy"] == metrics_of(alone_job)["policy"] == "float32"
@@ -159,12 +188,15 @@ def test_jobs_sharing_a_process_are_isolated(tmp_path, launcher):
 @pytest.mark.slow
 def test_acceptance_six_named_jobs_a_ranked_summary_and_hparams_for_all(tmp_path):
     """The issue's command: lr x batch size on digits, 2 epochs."""
-    result = run_cli("-m", "optimizer.lr=1e-3,5e-4,1e-4", "data.batch_size=32,64", "trainer.epochs=2", cwd=tmp_path,
-                     timeout=600)
+    result = run_cli(
+        "-m", "optimizer.lr=1e-3,5e-4,1e-4", "data.batch_size=32,64", "trainer.epochs=2", cwd=tmp_path, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = only_sweep(tmp_path)
-    expected = [f"{n}_optimizer.lr={lr},data.batch_size={bs}"
-                for n, (lr, bs) in enumerate((lr, bs) for lr in ("0.001", "0.0005", "0.0001") for bs in (32, 64))]
+    expected = [
+        f"{n}_optimizer.lr={lr},data.batch_size={bs}"
+        for n, (lr, bs) in enumerate((lr, bs) for lr in ("0.001", "0.0005", "0.0001") for bs in (32, 64))
+    ]
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == sorted(expected)
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     best = [float(r["best_val_accuracy"]) for r in rows]

@@ -1,6 +1,7 @@
 """A real sweep killed mid-way (SIGKILL to its process group, or Ctrl-C): the jobs that completed keep
 their results, and `python -m tfhydra.sweep summary <sweep dir>` lists every job of the sweep as
 completed, interrupted or not started."""
+
 import csv
 import json
 import os
@@ -10,15 +11,22 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, TESTS, read_run_record
 
 LRS = ["0.001", "0.0005", "0.0002", "0.0001"]
 # Long enough per job (several seconds) that job 1 is still training when the test sees it start.
 # One job after another (Hydra's basic launcher): the kill finds exactly one job training and two not started.
 # The concurrent default launcher's interruption is tested in tests/launch/test_launcher.py.
-SWEEP = ["-m", "hydra/launcher=basic", f"optimizer.lr={','.join(LRS)}", "model=mlp", "trainer.epochs=15", "logging.histogram_freq=0",
-         "logging.write_graph=false", "export.formats=[]"]
+SWEEP = [
+    "-m",
+    "hydra/launcher=basic",
+    f"optimizer.lr={','.join(LRS)}",
+    "model=mlp",
+    "trainer.epochs=15",
+    "logging.histogram_freq=0",
+    "logging.write_graph=false",
+    "export.formats=[]",
+]
 JOBS = [f"{n}_optimizer.lr={lr}" for n, lr in enumerate(LRS)]
 
 
@@ -27,8 +35,15 @@ def start_sweep(cwd):
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("HYDRA_FULL_ERROR", None)
     out, err = (cwd / "sweep.stdout").open("w"), (cwd / "sweep.stderr").open("w")
-    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *SWEEP], cwd=cwd, env=env, stdout=out,
-                            stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *SWEEP],
+        cwd=cwd,
+        env=env,
+        stdout=out,
+        stderr=err,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def wait_for(process, cwd, condition, timeout=240):
@@ -70,8 +85,14 @@ def interrupt_after_first_job(tmp_path, sig):
 
 
 def summarize(sweep):
-    return subprocess.run([sys.executable, "-m", "tfhydra.sweep", "summary", str(sweep)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "tfhydra.sweep", "summary", str(sweep)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def check_summary(sweep, kept, result):
@@ -81,10 +102,14 @@ def check_summary(sweep, kept, result):
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert len(rows) == len(LRS)  # every job of the grid, started or not
     assert [(r["rank"], r["job"], r["status"], r["directory"]) for r in rows] == [
-        ("1", "0", "completed", JOBS[0]), ("", "1", "interrupted", JOBS[1]),
-        ("", "2", "not started", ""), ("", "3", "not started", "")]
+        ("1", "0", "completed", JOBS[0]),
+        ("", "1", "interrupted", JOBS[1]),
+        ("", "2", "not started", ""),
+        ("", "3", "not started", ""),
+    ]
     assert rows[0]["epochs"] == "15" and float(rows[0]["best_val_accuracy"]) == pytest.approx(
-        json.loads(kept)["best"]["val_accuracy"])
+        json.loads(kept)["best"]["val_accuracy"]
+    )
     assert int(rows[1]["epochs"]) >= 1  # what the interrupted job recorded before the interruption
     assert [r["overrides"] for r in rows[2:]] == ["optimizer.lr=0.0002", "optimizer.lr=0.0001"]
     assert "4 jobs (1 completed, 1 interrupted, 2 not started)" in result.stdout

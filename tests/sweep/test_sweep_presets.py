@@ -1,18 +1,26 @@
 """Parallel jobs (joblib launcher), the Optuna presets, experiment presets and the debug preset."""
+
 import csv
 
 import pytest
-
-import tfhydra
 from conftest import run_cli
 from test_sweep import metrics_of, only_sweep
+
+import tfhydra
 
 
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_debug_preset_trains_two_batches_per_epoch_in_both_loops(compose_cfg, tmp_path, loop):
     counter = tmp_path / "steps.txt"
-    cfg = compose_cfg(["debug=fast", f"trainer.loop={loop}", "trainer.epochs=2", "model=mlp",
-                       f"trainer.callbacks=[{{_target_: sweep_code.StepCounter, path: '{counter}'}}]"])
+    cfg = compose_cfg(
+        [
+            "debug=fast",
+            f"trainer.loop={loop}",
+            "trainer.epochs=2",
+            "model=mlp",
+            f"trainer.callbacks=[{{_target_: sweep_code.StepCounter, path: '{counter}'}}]",
+        ]
+    )
     tfhydra.run(cfg, run_dir=tmp_path / "run")
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "completed" and metrics["epochs_run"] == 2
@@ -21,8 +29,15 @@ def test_debug_preset_trains_two_batches_per_epoch_in_both_loops(compose_cfg, tm
 
 
 def test_joblib_launcher_runs_jobs_in_parallel_processes_with_a_share_of_the_cores(tmp_path):
-    result = run_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "optimizer.lr=1e-3,5e-4", "model=mlp",
-                     "debug=fast", cwd=tmp_path)
+    result = run_cli(
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "optimizer.lr=1e-3,5e-4",
+        "model=mlp",
+        "debug=fast",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = only_sweep(tmp_path)
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
@@ -49,8 +64,15 @@ def test_experiment_presets_run_as_a_sweep_in_debug_mode(tmp_path):
 def test_optuna_preset_searches_and_a_diverged_trial_does_not_stop_it(tmp_path):
     optuna = pytest.importorskip("optuna")  # a dev dependency: CI installs it
     # optimizer.lr on the command line replaces the preset's range; model.filters fixed takes it out of the search.
-    result = run_cli("-m", "hparams_search=optuna", "debug=fast", "model.filters=[4,8]", "hydra.sweeper.n_trials=3",
-                     "optimizer.lr=choice(1e-3,1e4)", cwd=tmp_path)
+    result = run_cli(
+        "-m",
+        "hparams_search=optuna",
+        "debug=fast",
+        "model.filters=[4,8]",
+        "hydra.sweeper.n_trials=3",
+        "optimizer.lr=choice(1e-3,1e4)",
+        cwd=tmp_path,
+    )
     sweep = only_sweep(tmp_path)
     records = {p.name: metrics_of(p) for p in sweep.iterdir() if p.is_dir()}
     assert len(records) == 3, result.stderr[-3000:]

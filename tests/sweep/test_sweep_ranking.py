@@ -2,15 +2,16 @@
 the job exported, chosen among the epochs that may be exported (after pruning has reached its target), never an
 earlier epoch of a history. The summary, its files, a staged sweep's promotion and the end line all say that
 epoch. Hand-made sweep directories first (milliseconds), then a real pruning sweep on digits (slow)."""
+
 import csv
 import json
 
 import pytest
 import yaml
-
 from conftest import read_run_record, run_cli
-from tfhydra.record.monitor import Monitor
+
 from tfhydra.record import RunRecord, Status
+from tfhydra.record.monitor import Monitor
 from tfhydra.sweep.jobs import recorded_best
 from tfhydra.sweep.stages import Stages, promoted, screen_jobs
 from tfhydra.sweep.summary import summarize
@@ -28,18 +29,34 @@ def write_record(job, num, overrides, history, best_epoch, status="completed"):
     (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"job": {"num": num}}}))
     epochs = [{MONITOR: v, "loss": 1.0} for v in history]
     best = {"epoch": best_epoch, **epochs[best_epoch - 1]} if best_epoch else None
-    (job / "metrics.json").write_text(json.dumps({
-        "schema_version": 2, "status": status, "monitor": MONITOR, "monitor_mode": "max", "overrides": overrides,
-        "history": epochs, "best": best, "final": {"epoch": len(epochs), **epochs[-1]}, "wall_seconds": 1.0,
-        "exported": {"epoch": best_epoch, "weights": "checkpoints/best.weights.h5", "reason": None}}))
+    (job / "metrics.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "status": status,
+                "monitor": MONITOR,
+                "monitor_mode": "max",
+                "overrides": overrides,
+                "history": epochs,
+                "best": best,
+                "final": {"epoch": len(epochs), **epochs[-1]},
+                "wall_seconds": 1.0,
+                "exported": {"epoch": best_epoch, "weights": "checkpoints/best.weights.h5", "reason": None},
+            }
+        )
+    )
 
 
 def hand_made(tmp_path, staged):
     sweep = tmp_path / ("staged" if staged else "sweep")
     sweep.mkdir()
-    config = {"trainer": {"monitor": MONITOR, "monitor_mode": "max"},
-              "hydra": {"sweeper": {"_target_": BASIC, "params": None},
-                        "overrides": {"task": ["optimizer.lr=1,2", "compression=prune"]}}}
+    config = {
+        "trainer": {"monitor": MONITOR, "monitor_mode": "max"},
+        "hydra": {
+            "sweeper": {"_target_": BASIC, "params": None},
+            "overrides": {"task": ["optimizer.lr=1,2", "compression=prune"]},
+        },
+    }
     if staged:
         config["sweep"] = {"promote": 1, "screen": {"fraction": None, "epochs": 3}}
     (sweep / "multirun.yaml").write_text(yaml.safe_dump(config))
@@ -57,7 +74,9 @@ def test_the_summary_ranks_and_names_the_epoch_each_record_chose(tmp_path):
     summary = summarize(sweep)
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["rank"], r["job"], r["best_val_accuracy"], r["best_epoch"]) for r in rows] == [
-        ("1", "1", "0.75", "3"), ("2", "0", "0.6", "3")]  # the history alone would rank job 0 first, at epoch 1
+        ("1", "1", "0.75", "3"),
+        ("2", "0", "0.6", "3"),
+    ]  # the history alone would rank job 0 first, at epoch 1
     assert summary.best.name == "1_optimizer.lr=2"
     assert "best job: 1_optimizer.lr=2 (val_accuracy=0.75 at epoch 3)" in summary.report()
     markdown = (sweep / "summary.md").read_text()
@@ -73,9 +92,11 @@ def test_a_staged_sweep_promotes_by_the_records_best(tmp_path):
     assert [j.name for j in chosen] == ["screen/1_optimizer.lr=2"]
     summary = summarize(sweep)
     assert [(s.name, p.num, p.status) for s, p in summary.promotions] == [
-        ("screen/1_optimizer.lr=2", 2, Status.NOT_STARTED)]
-    assert summary.promotion_lines()[0].endswith("promoted to all the data: screen/1_optimizer.lr=2 "
-                                                 "(val_accuracy=0.75) -> job 2")
+        ("screen/1_optimizer.lr=2", 2, Status.NOT_STARTED)
+    ]
+    assert summary.promotion_lines()[0].endswith(
+        "promoted to all the data: screen/1_optimizer.lr=2 (val_accuracy=0.75) -> job 2"
+    )
 
 
 def test_without_a_records_best_the_history_is_ranked_as_before(tmp_path):
@@ -85,7 +106,9 @@ def test_without_a_records_best_the_history_is_ranked_as_before(tmp_path):
     record.write_text(json.dumps({**json.loads(record.read_text()), "best": None}))
     summary = summarize(sweep)
     assert [(j.name, j.rank, j.best(summary.ranking)) for j in summary.jobs] == [
-        ("0_optimizer.lr=1", 1, (0.95, 1)), ("1_optimizer.lr=2", 2, (0.75, 3))]
+        ("0_optimizer.lr=1", 1, (0.95, 1)),
+        ("1_optimizer.lr=2", 2, (0.75, 3)),
+    ]
 
 
 def test_the_records_best_is_read_only_when_the_record_made_its_choice():
@@ -103,18 +126,36 @@ def test_the_records_best_is_read_only_when_the_record_made_its_choice():
 # An MLP on digits: 2 epochs unpruned, pruned during epoch 3 to the target, which job 0 (0.99) cannot survive and job
 # 1 (0.9) can. Both jobs' first two epochs are the same training (same seed, deterministic), so the whole history
 # ties them on an unpruned epoch (job 0 first); their records rank job 1 first.
-PRUNE = ["model=mlp", "trainer.epochs=4", "compression=prune", "compression.begin_epoch=2", "compression.end_epoch=3",
-         "trainer.deterministic=true", "logging.histogram_freq=0", "logging.write_graph=false"]
+PRUNE = [
+    "model=mlp",
+    "trainer.epochs=4",
+    "compression=prune",
+    "compression.begin_epoch=2",
+    "compression.end_epoch=3",
+    "trainer.deterministic=true",
+    "logging.histogram_freq=0",
+    "logging.write_graph=false",
+]
 
 
 @pytest.mark.slow
 def test_a_pruning_sweep_summarises_and_promotes_the_exported_epoch(tmp_path):
     sweep = tmp_path / "sweep"
-    done = run_cli("-m", "compression.target_sparsity=0.99,0.9", "sweep.screen.epochs=4", "sweep.promote=1", *PRUNE,
-                   f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=900)
+    done = run_cli(
+        "-m",
+        "compression.target_sparsity=0.99,0.9",
+        "sweep.screen.epochs=4",
+        "sweep.promote=1",
+        *PRUNE,
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    screen = {n: read_run_record(sweep / "screen" / f"{n}_compression.target_sparsity={s}")
-              for n, s in enumerate(("0.99", "0.9"))}
+    screen = {
+        n: read_run_record(sweep / "screen" / f"{n}_compression.target_sparsity={s}")
+        for n, s in enumerate(("0.99", "0.9"))
+    }
     monitor = Monitor(MONITOR, "max")
     whole = {n: monitor.best_of_epochs(r["history"]) for n, r in screen.items()}
     for n, record in screen.items():  # the records count from the first epoch at the target sparsity (the third)
@@ -132,9 +173,13 @@ def test_a_pruning_sweep_summarises_and_promotes_the_exported_epoch(tmp_path):
     rows = {r["directory"]: r for r in csv.DictReader((sweep / "summary.csv").open())}
     for n, record in screen.items():
         row = rows[f"screen/{n}_compression.target_sparsity={('0.99', '0.9')[n]}"]
-        assert (row["best_epoch"], float(row[f"best_{MONITOR}"])) == (str(record["best"]["epoch"]),
-                                                                      pytest.approx(record["best"][MONITOR]))
+        assert (row["best_epoch"], float(row[f"best_{MONITOR}"])) == (
+            str(record["best"]["epoch"]),
+            pytest.approx(record["best"][MONITOR]),
+        )
     assert rows[f"promote/{promoted_dir.name}"]["best_epoch"] == str(final["exported"]["epoch"])
     assert f"promoting to all the data: screen/1_compression.target_sparsity=0.9 ({MONITOR}=" in done.stdout
-    assert (f"best job: promote/{promoted_dir.name} ({MONITOR}=" in done.stdout
-            and f"at epoch {final['exported']['epoch']}" in done.stdout)
+    assert (
+        f"best job: promote/{promoted_dir.name} ({MONITOR}=" in done.stdout
+        and f"at epoch {final['exported']['epoch']}" in done.stdout
+    )

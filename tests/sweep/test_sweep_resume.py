@@ -2,12 +2,12 @@
 SIGKILLed while its second job trains ends, with `tfhydra-sweep resume`, with 4 completed jobs, and the
 record of the job completed before the kill is byte-identical; the same directory with another model is
 refused before any job starts and nothing in it changes."""
+
 import hashlib
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, last_line, read_run_record, run_cli
 from test_sweep_interrupted import JOBS, SWEEP, interrupt_after_first_job
 
@@ -15,8 +15,11 @@ pytestmark = pytest.mark.slow
 
 
 def snapshot(folder):
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
@@ -24,10 +27,15 @@ def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
 
     process, sweep, kept = interrupt_after_first_job(tmp_path, signal.SIGKILL)
     # the sweep ran with hydra/launcher=basic: resume takes hydra settings only from its own command line (issue 35)
-    resumed = subprocess.run([sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep), "hydra/launcher=basic"],
-                             cwd=tmp_path,
-                             capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
-                             env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "tests")})
+    resumed = subprocess.run(
+        [sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep), "hydra/launcher=basic"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "tests")},
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"kept: {JOBS[0]}" in resumed.stdout
     assert (sweep / JOBS[0] / "metrics.json").read_bytes() == kept  # kept byte for byte
@@ -47,16 +55,26 @@ def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
     other = run_cli("-m", *[a for a in SWEEP if a not in ("-m", "model=mlp")], "model=cnn", f"hydra.sweep.dir={sweep}")
     message = last_line(other.stderr)
     assert other.returncode == 1 and "Traceback" not in other.stderr
-    assert message.startswith(f"Error: hydra.sweep.dir={sweep}: its job {JOBS[0]} was run with another config: it "
-                              "differs in model."), message
+    assert message.startswith(
+        f"Error: hydra.sweep.dir={sweep}: its job {JOBS[0]} was run with another config: it differs in model."
+    ), message
     assert snapshot(sweep) == before  # nothing rewritten
 
 
 def test_a_finished_joblib_sweep_run_again_keeps_every_job(tmp_path):
     """Under the joblib launcher each worker checks its own job directory: nothing trains twice."""
     sweep = tmp_path / "sweep"
-    argv = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "optimizer.lr=1e-3,5e-4", "model=mlp",
-            "trainer.epochs=2", "logging.histogram_freq=0", "export.formats=[]", f"hydra.sweep.dir={sweep}"]
+    argv = [
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "optimizer.lr=1e-3,5e-4",
+        "model=mlp",
+        "trainer.epochs=2",
+        "logging.histogram_freq=0",
+        "export.formats=[]",
+        f"hydra.sweep.dir={sweep}",
+    ]
     first = run_cli(*argv)
     assert first.returncode == 0, first.stderr[-3000:]
     jobs = sorted(d for d in sweep.iterdir() if (d / "metrics.json").is_file())
@@ -68,5 +86,8 @@ def test_a_finished_joblib_sweep_run_again_keeps_every_job(tmp_path):
     assert all(f"kept: {name}" in again.stdout for name in records), again.stdout[-2000:]
     for job in jobs:  # decided once in each worker, said once in the job's log; trained once, from nothing
         assert (job / "train.log").read_text().count("start: kept (completed in an earlier run (2 epoch(s))") == 1
-        assert read_run_record(job)["resumed"] == {"kind": "fresh", "epoch": 0,
-                                                   "reason": "a new run: nothing saved in its directory"}
+        assert read_run_record(job)["resumed"] == {
+            "kind": "fresh",
+            "epoch": 0,
+            "reason": "a new run: nothing saved in its directory",
+        }

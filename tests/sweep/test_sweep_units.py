@@ -1,5 +1,6 @@
 """The sweep room's parts on their own: job names, thread defaults, a failing job's record, and the
 summary of a sweep directory built by hand (no training, no subprocess)."""
+
 import csv
 import json
 import math
@@ -7,9 +8,8 @@ import sys
 
 import pytest
 import yaml
-from omegaconf import OmegaConf, open_dict
-
 from conftest import CONFIG_DIR, read_run_record
+from omegaconf import OmegaConf, open_dict
 from tb_events import read_events
 
 
@@ -18,10 +18,14 @@ def test_job_dirnames_keep_only_swept_overrides_and_never_nest_folders(monkeypat
 
     monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
     argv = ["-m", "optimizer.lr=1e-3,5e-4", "data.batch_size=32,64", "trainer.epochs=2"]
-    assert job_dirname(["optimizer.lr=0.0005", "data.batch_size=64", "trainer.epochs=2"], argv) == \
-        "optimizer.lr=0.0005,data.batch_size=64"
-    assert job_dirname(["data.path=/data/a b/c:d", "x=1"], ["-m", "data.path=/data/a b/c:d,/e", "x=1"]) == \
-        "data.path=_data_a_b_c_d"
+    assert (
+        job_dirname(["optimizer.lr=0.0005", "data.batch_size=64", "trainer.epochs=2"], argv)
+        == "optimizer.lr=0.0005,data.batch_size=64"
+    )
+    assert (
+        job_dirname(["data.path=/data/a b/c:d", "x=1"], ["-m", "data.path=/data/a b/c:d,/e", "x=1"])
+        == "data.path=_data_a_b_c_d"
+    )
     # A worker process of a parallel launcher has another sys.argv: the swept keys come from the environment.
     monkeypatch.setenv(SWEPT_KEYS_ENV, json.dumps(["data.batch_size"]))
     monkeypatch.setattr(sys, "argv", ["loky_worker.py", "--pipe", "3"])
@@ -38,7 +42,9 @@ def test_a_job_config_carries_its_swept_keys_and_an_absolute_sweep_dir(monkeypat
     monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
     monkeypatch.setattr(sys, "argv", ["default_worker.py", "--node-ip-address=127.0.0.1"])
     monkeypatch.chdir(tmp_path)
-    ray = launcher_kind({"hydra": {"launcher": {"_target_": "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"}}})
+    ray = launcher_kind(
+        {"hydra": {"launcher": {"_target_": "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"}}}
+    )
     handed = handover_overrides({"data.batch_size", "optimizer.lr"}, "outputs/it's a sweep", ray)
     cfg = hydra_job_config([*handed, "hydra.job.num=3", "optimizer.lr=0.001", "data.batch_size=64", "trainer.epochs=2"])
     assert cfg.hydra.job.env_set[SWEPT_KEYS_ENV] == '["data.batch_size", "optimizer.lr"]'
@@ -77,8 +83,9 @@ def as_hydra_job():
     HydraConfig.instance().cfg = previous
 
 
-@pytest.mark.parametrize("n_jobs, expected", [(2, lambda cores: max(1, cores // 2)), (-1, lambda cores: 1),
-                                              (1, lambda cores: 0)])
+@pytest.mark.parametrize(
+    "n_jobs, expected", [(2, lambda cores: max(1, cores // 2)), (-1, lambda cores: 1), (1, lambda cores: 0)]
+)
 def test_threads_default_to_cores_divided_by_parallel_jobs_under_joblib(as_hydra_job, n_jobs, expected):
     from tfhydra.sweep import auto_threads, available_cores, parallel_jobs
 
@@ -105,8 +112,9 @@ def test_a_job_that_raises_before_training_is_recorded_and_returns_nan(as_hydra_
     assert math.isnan(run_trial(cfg, run_job))
     record = read_run_record(job_dir)
     assert record["status"] == "failed" and record["epochs_run"] == 0
-    assert record["error"] == ("data.batch_size=4096: no complete training batch; "
-                               "accepted: at most 1437 (the training examples)")
+    assert record["error"] == (
+        "data.batch_size=4096: no complete training batch; accepted: at most 1437 (the training examples)"
+    )
     assert record["overrides"] == ["data.batch_size=4096", "data.drop_remainder=true"]
     events = read_events(job_dir / "tensorboard" / "validation")  # the trial is in TensorBoard, with its end
     assert events["scalars"] == {}
@@ -130,8 +138,15 @@ def write_job(sweep, num, name, overrides, status=None, history=(), wall=None, e
         (job / "checkpoints").mkdir()
         (job / "checkpoints" / "history.json").write_text(json.dumps({"epochs": epochs, "train_seconds": []}))
     elif status:
-        record = {"status": status, "history": epochs, "wall_seconds": wall, "monitor": "val_loss",
-                  "monitor_mode": "min", "overrides": overrides, "error": error}
+        record = {
+            "status": status,
+            "history": epochs,
+            "wall_seconds": wall,
+            "monitor": "val_loss",
+            "monitor_mode": "min",
+            "overrides": overrides,
+            "error": error,
+        }
         if test is not None:
             record.update(schema_version=2, test={"split": "test", "examples": 10, "metrics": {"loss": test}})
         (job / "metrics.json").write_text(json.dumps(record))
@@ -143,14 +158,20 @@ def hand_made_sweep(tmp_path):
     """Five jobs of `optimizer.lr=1,2,3,4,5` ranked by val_loss (lower is better)."""
     sweep = tmp_path / "sweep"
     sweep.mkdir()
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
-        "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
-        "hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
-                  "overrides": {"task": ["optimizer.lr=1,2,3,4,5", "trainer.epochs=3"]}}}))
+    (sweep / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
+                "hydra": {
+                    "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+                    "overrides": {"task": ["optimizer.lr=1,2,3,4,5", "trainer.epochs=3"]},
+                },
+            }
+        )
+    )
     write_job(sweep, 0, "optimizer.lr=1", ["optimizer.lr=1", "trainer.epochs=3"], "completed", [0.9, 0.5, 0.7], 10.0)
     write_job(sweep, 1, "optimizer.lr=2", ["optimizer.lr=2", "trainer.epochs=3"], "completed", [0.8, 0.4, 0.45], 12.5)
-    write_job(sweep, 2, "optimizer.lr=3", ["optimizer.lr=3", "trainer.epochs=3"], "diverged", [0.3], 3.0,
-              error=None)
+    write_job(sweep, 2, "optimizer.lr=3", ["optimizer.lr=3", "trainer.epochs=3"], "diverged", [0.3], 3.0, error=None)
     write_job(sweep, 3, "optimizer.lr=4", ["optimizer.lr=4", "trainer.epochs=3"], history=[0.6, 0.55], partial=True)
     return sweep
 
@@ -162,10 +183,16 @@ def test_the_summary_ranks_completed_jobs_by_the_monitored_metric_and_lists_the_
     assert (summary.monitor, summary.mode, summary.swept_keys) == ("val_loss", "min", ["optimizer.lr"])
     rows = list(csv.DictReader((hand_made_sweep / "summary.csv").open()))
     assert [(r["rank"], r["job"], r["status"]) for r in rows] == [
-        ("1", "1", "completed"), ("2", "0", "completed"), ("", "2", "diverged"), ("", "3", "interrupted"),
-        ("", "4", "not started")]
+        ("1", "1", "completed"),
+        ("2", "0", "completed"),
+        ("", "2", "diverged"),
+        ("", "3", "interrupted"),
+        ("", "4", "not started"),
+    ]
     assert [(r["best_val_loss"], r["best_epoch"], r["final_val_loss"], r["epochs"]) for r in rows[:2]] == [
-        ("0.4", "2", "0.45", "3"), ("0.5", "2", "0.7", "3")]
+        ("0.4", "2", "0.45", "3"),
+        ("0.5", "2", "0.7", "3"),
+    ]
     assert rows[3]["best_val_loss"] == "0.55" and rows[3]["epochs"] == "2"  # from checkpoints/history.json
     assert rows[4]["overrides"] == "optimizer.lr=5" and rows[4]["directory"] == ""
     assert rows[2]["error"] == "the training loss diverged"
@@ -205,8 +232,11 @@ def test_limited_steps_cut_both_splits_and_repeat_the_training_data():
     from tfhydra.data import build_datasets, limit_steps
 
     cfg = OmegaConf.load(CONFIG_DIR / "tfhydra.yaml").data
-    cfg = OmegaConf.merge(cfg, OmegaConf.load(CONFIG_DIR / "data" / "synthetic.yaml"),
-                          {"train_size": 64, "val_size": 64, "batch_size": 16})
+    cfg = OmegaConf.merge(
+        cfg,
+        OmegaConf.load(CONFIG_DIR / "data" / "synthetic.yaml"),
+        {"train_size": 64, "val_size": 64, "batch_size": 16},
+    )
     full = build_datasets(cfg, seed=0)
     limited = limit_steps(full, steps_per_epoch=6, validation_steps=2)  # 6 > the 4 batches of an epoch
     assert limited.steps_per_epoch == 6 and limited.examples_per_epoch == 96
@@ -221,7 +251,8 @@ def test_a_missing_launcher_plugin_or_optuna_names_the_extra_to_install(monkeypa
 
     from hydra.errors import MissingConfigException
 
-    from tfhydra import composition, preflight
+    from tfhydra.cli import preflight
+    from tfhydra.config import composition
     from tfhydra.config.errors import ConfigError
 
     def compose(**kwargs):  # what Hydra raises for hydra/launcher=joblib without the plugin
@@ -229,16 +260,20 @@ def test_a_missing_launcher_plugin_or_optuna_names_the_extra_to_install(monkeypa
 
     with pytest.raises(ConfigError) as error:
         composition.compose_choices(compose, "config", ["hydra/launcher=joblib"], [])
-    assert str(error.value) == ("hydra/launcher=joblib: no such hydra/launcher option; accepted: one of basic, "
-                                "or joblib after pip install -e '.[sweeps]'")
+    assert str(error.value) == (
+        "hydra/launcher=joblib: no such hydra/launcher option; accepted: one of basic, "
+        "or joblib after pip install -e '.[sweeps]'"
+    )
 
     def compose(**kwargs):  # hydra/launcher=submitit_slurm without any launcher plugin
         raise MissingConfigException("missing", missing_cfg_file="hydra/launcher/submitit_slurm", options=["basic"])
 
     with pytest.raises(ConfigError) as error:
         composition.compose_choices(compose, "config", ["hydra/launcher=submitit_slurm"], [])
-    assert str(error.value) == ("hydra/launcher=submitit_slurm: no such hydra/launcher option; accepted: one of basic, "
-                                "or submitit_slurm after pip install -e '.[slurm]'")
+    assert str(error.value) == (
+        "hydra/launcher=submitit_slurm: no such hydra/launcher option; accepted: one of basic, "
+        "or submitit_slurm after pip install -e '.[slurm]'"
+    )
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else find_spec(name, *a))
     with pytest.raises(ConfigError, match=r"hydra/sweeper=tfhydra_optuna: Optuna is not installed; accepted: pip "):
@@ -256,12 +291,16 @@ def test_jobs_killed_at_any_point_are_listed_as_interrupted_with_their_grid_over
     summary = summarize(hand_made_sweep)
     rows = list(csv.DictReader((hand_made_sweep / "summary.csv").open()))
     assert [(r["job"], r["status"], r["directory"]) for r in rows[2:]] == [
-        ("2", "diverged", "2_optimizer.lr=3"), ("3", "interrupted", "3_optimizer.lr=4"),
-        ("4", "interrupted", "4_optimizer.lr=5")]
+        ("2", "diverged", "2_optimizer.lr=3"),
+        ("3", "interrupted", "3_optimizer.lr=4"),
+        ("4", "interrupted", "4_optimizer.lr=5"),
+    ]
     assert rows[4]["overrides"] == "optimizer.lr=5" and rows[4]["epochs"] == "0"
     assert len(summary.jobs) == 5 and summary.counts() == "2 completed, 1 diverged, 2 interrupted"
-    assert "| [4_optimizer.lr=5](<4_optimizer.lr=5/>) | `optimizer.lr=5` | interrupted |" in \
-        (hand_made_sweep / "summary.md").read_text()
+    assert (
+        "| [4_optimizer.lr=5](<4_optimizer.lr=5/>) | `optimizer.lr=5` | interrupted |"
+        in (hand_made_sweep / "summary.md").read_text()
+    )
     assert not list(hand_made_sweep.glob(".*.partial"))
 
 
@@ -269,17 +308,32 @@ def seeded_sweep(tmp_path, task=("trainer.seed=1,2,3", "optimizer.lr=1,2")):
     """Six jobs: trainer.seed=1,2,3 x optimizer.lr=1,2, val_loss best values chosen by hand."""
     sweep = tmp_path / "seeds"
     sweep.mkdir()
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
-        "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
-        "hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
-                  "overrides": {"task": list(task)}}}))
+    (sweep / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
+                "hydra": {
+                    "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+                    "overrides": {"task": list(task)},
+                },
+            }
+        )
+    )
     best = {(1, 1): 0.5, (1, 2): 0.3, (2, 1): 0.6, (2, 2): 0.2, (3, 1): 0.7, (3, 2): 0.4}
     num = 0
     for seed in (1, 2, 3):
         for lr in (1, 2):
             overrides = [f"trainer.seed={seed}", f"optimizer.lr={lr}"]
-            write_job(sweep, num, ",".join(overrides), overrides, "completed", [0.9, best[seed, lr]], 1.0,
-                      test=best[seed, lr] + 0.1 * seed)
+            write_job(
+                sweep,
+                num,
+                ",".join(overrides),
+                overrides,
+                "completed",
+                [0.9, best[seed, lr]],
+                1.0,
+                test=best[seed, lr] + 0.1 * seed,
+            )
             num += 1
     return sweep
 
@@ -289,7 +343,9 @@ def test_jobs_that_differ_only_by_seed_are_ranked_as_groups(tmp_path):
 
     summary = summarize(seeded_sweep(tmp_path))
     assert [(g.label, g.n, round(g.mean, 6), round(g.std, 6)) for g in summary.groups] == [
-        ("optimizer.lr=2", 3, 0.3, 0.1), ("optimizer.lr=1", 3, 0.6, 0.1)]
+        ("optimizer.lr=2", 3, 0.3, 0.1),
+        ("optimizer.lr=1", 3, 0.6, 0.1),
+    ]
     # test losses: best + 0.1 * seed, so lr=2: 0.4, 0.4, 0.7 (mean 0.5, std 0.1732); lr=1: 0.6, 0.8, 1.0 (0.8, 0.2)
     assert [(round(g.test_mean, 4), round(g.test_std, 4)) for g in summary.groups] == [(0.5, 0.1732), (0.8, 0.2)]
     markdown = (tmp_path / "seeds" / "summary.md").read_text()
@@ -299,11 +355,15 @@ def test_jobs_that_differ_only_by_seed_are_ranked_as_groups(tmp_path):
     assert "before the test split" not in markdown  # every record has its test block
     rows = list(csv.DictReader((tmp_path / "seeds" / "summary.csv").open()))
     assert len(rows) == 6  # every job is still listed
-    assert [(r["group_rank"], r["group_n"], r["group_overrides"]) for r in rows[:3]] == [("1", "3", "optimizer.lr=2")] * 3
-    assert float(rows[0]["group_mean_val_loss"]) == pytest.approx(0.3) and float(rows[0]["group_std_val_loss"]) == \
-        pytest.approx(0.1)
-    assert float(rows[0]["group_mean_test_loss"]) == pytest.approx(0.5) and float(rows[0]["test_loss"]) == \
-        pytest.approx(0.4)
+    assert [(r["group_rank"], r["group_n"], r["group_overrides"]) for r in rows[:3]] == [
+        ("1", "3", "optimizer.lr=2")
+    ] * 3
+    assert float(rows[0]["group_mean_val_loss"]) == pytest.approx(0.3) and float(
+        rows[0]["group_std_val_loss"]
+    ) == pytest.approx(0.1)
+    assert float(rows[0]["group_mean_test_loss"]) == pytest.approx(0.5) and float(
+        rows[0]["test_loss"]
+    ) == pytest.approx(0.4)
     assert (tmp_path / "seeds" / "summary.png").stat().st_size > 0
 
 
@@ -315,17 +375,22 @@ def test_the_summary_ranks_only_the_jobs_of_the_recorded_command(tmp_path):
     write_job(sweep, 1, "optimizer.lr=9", ["optimizer.lr=9"], "completed", [0.01], 1.0)  # an older command's job 1
     write_job(sweep, 7, "optimizer.lr=8", ["optimizer.lr=8"], "completed", [0.01], 1.0)
     summary = summarize(sweep)
-    assert sorted(j.name for j in summary.jobs) == sorted(d.name for d in sweep.iterdir()
-                                                         if d.is_dir() and "lr=9" not in d.name and "lr=8" not in d.name)
+    assert sorted(j.name for j in summary.jobs) == sorted(
+        d.name for d in sweep.iterdir() if d.is_dir() and "lr=9" not in d.name and "lr=8" not in d.name
+    )
     assert summary.best.name != "1_optimizer.lr=9" and len(summary.jobs) == 6
 
 
-@pytest.mark.parametrize("launcher, expected", [
-    (["hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=1"], 1),
-    (["hydra/launcher=submitit_slurm", "hydra.launcher.cpus_per_task=3"], 3),
-    (["hydra/launcher=submitit_slurm"], 0),  # no cpus_per_task: SLURM's default, and TensorFlow decides
-    (["hydra/launcher=ray"], 1),  # Ray reserves one CPU for a task unless told otherwise
-    (["hydra/launcher=ray", "+hydra.launcher.ray.remote.num_cpus=4"], 4)])
+@pytest.mark.parametrize(
+    "launcher, expected",
+    [
+        (["hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=1"], 1),
+        (["hydra/launcher=submitit_slurm", "hydra.launcher.cpus_per_task=3"], 3),
+        (["hydra/launcher=submitit_slurm"], 0),  # no cpus_per_task: SLURM's default, and TensorFlow decides
+        (["hydra/launcher=ray"], 1),  # Ray reserves one CPU for a task unless told otherwise
+        (["hydra/launcher=ray", "+hydra.launcher.ray.remote.num_cpus=4"], 4),
+    ],
+)
 def test_threads_follow_the_cpus_a_cluster_launcher_reserves_per_job(as_hydra_job, launcher, expected):
     """submitit's launchers (local mode and SLURM) give each job `cpus_per_task` CPUs, Ray's gives each task
     `ray.remote.num_cpus`: that many threads."""
@@ -341,24 +406,35 @@ def test_the_summary_ranks_on_validation_and_shows_test_beside_it(tmp_path):
 
     sweep = tmp_path / "sweep"
     sweep.mkdir()
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
-        "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
-        "hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
-                  "overrides": {"task": ["optimizer.lr=1,2,3"]}}}))
+    (sweep / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {"monitor": "val_loss", "monitor_mode": "min"},
+                "hydra": {
+                    "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+                    "overrides": {"task": ["optimizer.lr=1,2,3"]},
+                },
+            }
+        )
+    )
     for num, (val, test) in enumerate([(0.5, 0.1), (0.3, 0.9), (0.4, 0.2)]):
-        write_job(sweep, num, f"optimizer.lr={num + 1}", [f"optimizer.lr={num + 1}"], "completed", [0.9, val], 1.0,
-                  test=test)
+        write_job(
+            sweep, num, f"optimizer.lr={num + 1}", [f"optimizer.lr={num + 1}"], "completed", [0.9, val], 1.0, test=test
+        )
     summary = summarize(sweep)
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["rank"], r["job"], r["best_val_loss"], r["test_loss"]) for r in rows] == [
-        ("1", "1", "0.3", "0.9"), ("2", "2", "0.4", "0.2"), ("3", "0", "0.5", "0.1")]
+        ("1", "1", "0.3", "0.9"),
+        ("2", "2", "0.4", "0.2"),
+        ("3", "0", "0.5", "0.1"),
+    ]
     assert summary.best.name == "1_optimizer.lr=2" and summary.best.test == pytest.approx(0.9)
-    assert "best job: 1_optimizer.lr=2 (val_loss=0.3 at epoch 2; test loss=0.9, not used to choose)" in \
-        summary.report()
+    assert "best job: 1_optimizer.lr=2 (val_loss=0.3 at epoch 2; test loss=0.9, not used to choose)" in summary.report()
     markdown = (sweep / "summary.md").read_text()
     assert "| test loss |" in markdown and "| 0.3 | 2 | 0.3 | 0.9 |" in markdown
-    assert "Chosen on validation (`val_loss`): the ranking, the best job and any promotion never read the test" \
-        in markdown
+    assert (
+        "Chosen on validation (`val_loss`): the ranking, the best job and any promotion never read the test" in markdown
+    )
 
 
 def test_records_from_before_the_test_split_are_summarised_and_said(hand_made_sweep):
@@ -368,7 +444,9 @@ def test_records_from_before_the_test_split_are_summarised_and_said(hand_made_sw
     summary = summarize(hand_made_sweep)
     rows = list(csv.DictReader((hand_made_sweep / "summary.csv").open()))
     assert [(r["rank"], r["test_val_loss" if "test_val_loss" in r else "test_loss"]) for r in rows[:2]] == [
-        ("1", ""), ("2", "")]
+        ("1", ""),
+        ("2", ""),
+    ]
     markdown = (hand_made_sweep / "summary.md").read_text()
     assert "3 job(s) recorded before the test split (metrics.json schema_version < 2) have no test figure" in markdown
     assert any("before the test split" in note for note in summary.notes)

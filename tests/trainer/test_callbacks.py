@@ -2,6 +2,7 @@
 (`callbacks/*_test.py`): milliseconds each, no training run. What they promise a full run is tested elsewhere
 (tests/contract/test_faults.py, tests/contract/test_resume.py); here each piece alone, so a failure names the piece.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,18 +12,26 @@ import signal
 import numpy as np
 import pytest
 import tf_keras as keras
-
 from callback_harness import attached, tiny_model
 from conftest import compose_config
+
 from tfhydra.trainer.callbacks import BestCheckpoint, EpochProgress, RunRecorder, best_so_far, read_history
 from tfhydra.trainer.state import Interrupted, ResumableBackup, StopOnSignal
 
-
 # ---- the divergence check (RunRecorder) ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("loss,max_loss,diverged", [
-    (0.7, None, False), (float("nan"), None, True), (float("inf"), None, True), (2e6, 1e6, True), (2e6, None, False),
-    (5e5, 1e6, False)])
+
+@pytest.mark.parametrize(
+    "loss,max_loss,diverged",
+    [
+        (0.7, None, False),
+        (float("nan"), None, True),
+        (float("inf"), None, True),
+        (2e6, 1e6, True),
+        (2e6, None, False),
+        (5e5, 1e6, False),
+    ],
+)
 def test_the_recorder_stops_a_run_whose_loss_is_not_finite_or_above_the_bound(loss, max_loss, diverged):
     recorder = attached(RunRecorder(max_loss=max_loss))
     recorder.on_train_begin()
@@ -71,7 +80,7 @@ def test_a_resumed_recorder_forgets_the_epochs_after_the_state_it_resumed_from(t
 
 
 def test_a_damaged_history_is_read_as_none(tmp_path):
-    (tmp_path / "history.json").write_text("{\"epochs\": 3")
+    (tmp_path / "history.json").write_text('{"epochs": 3')
     assert read_history(tmp_path / "history.json") is None
     assert best_so_far([{"val_loss": 0.3}, {"val_loss": 0.2}, {}], "val_loss", "min") == 0.2
     assert best_so_far([{"acc": 0.3}, {"acc": 0.9}], "acc", "max", from_epoch=1) == 0.9
@@ -79,10 +88,14 @@ def test_a_damaged_history_is_read_as_none(tmp_path):
 
 # ---- BestCheckpoint --------------------------------------------------------------------------------------------
 
+
 def test_best_checkpoint_keeps_only_new_bests_from_its_first_epoch_and_leaves_no_partial_file(tmp_path):
     best = tmp_path / "best.weights.h5"
-    callback = attached(BestCheckpoint(str(best), monitor="val_loss", mode="min", save_best_only=True,
-                                       save_weights_only=True, from_epoch=1))
+    callback = attached(
+        BestCheckpoint(
+            str(best), monitor="val_loss", mode="min", save_best_only=True, save_weights_only=True, from_epoch=1
+        )
+    )
     kernel = callback.model.trainable_variables[0]
     for epoch, (val_loss, value) in enumerate([(0.1, 1.0), (0.5, 2.0), (0.3, 3.0), (0.4, 4.0)]):
         kernel.assign(np.full(kernel.shape, value, np.float32))
@@ -121,6 +134,7 @@ def test_best_checkpoint_discards_a_partial_file_when_the_write_fails(tmp_path, 
 
 # ---- StopOnSignal ----------------------------------------------------------------------------------------------
 
+
 def test_a_signal_during_training_saves_at_the_next_step_boundary_then_stops():
     with StopOnSignal() as stop:
         stop.training = True
@@ -144,6 +158,7 @@ def test_a_signal_outside_training_stops_at_once_and_the_old_handlers_come_back(
 
 
 # ---- ResumableBackup -------------------------------------------------------------------------------------------
+
 
 def test_resumable_backup_saves_at_step_boundaries_and_a_new_one_resumes_there(tmp_path):
     model = tiny_model()
@@ -181,6 +196,7 @@ def test_resumable_backup_saves_on_a_signal_and_says_where(tmp_path):
 
 # ---- EpochProgress ---------------------------------------------------------------------------------------------
 
+
 def redrawn(progress, steps: int) -> None:
     """Wait for the bar's redraw thread to show `steps` (a loaded machine may hold the thread back: no fixed
     sleep decides; a bar that never redraws fails the assertion after the wait)."""
@@ -208,7 +224,6 @@ def test_the_progress_bar_counts_the_steps_reported_and_closes_its_thread(capsys
 
 def test_the_progress_bar_takes_keras_tensors_so_batch_logs_are_not_copied_to_numpy():
     import tensorflow as tf
-    import tf_keras as keras
 
     progress = attached(EpochProgress(batch_size=32), epochs=1, steps=10)
     assert keras.callbacks.CallbackList([progress])._batch_hooks_support_tf_logs  # else a NumPy copy per batch
@@ -223,15 +238,17 @@ def test_the_progress_bar_takes_keras_tensors_so_batch_logs_are_not_copied_to_nu
 
 def test_a_default_runs_batch_hooks_take_tensors(tmp_path):
     """Every callback of a default run with a batch hook takes Keras' tensors: no NumPy copy of the logs per call."""
-    import tf_keras as keras
 
     from tfhydra.record.rundir import RunPaths
     from tfhydra.trainer.callbacks import build_callbacks
     from tfhydra.trainer.state import ResumableBackup
 
     cfg = compose_config([])
-    callbacks = [*build_callbacks(cfg.trainer, cfg.logging, RunPaths(tmp_path), RunRecorder()),
-                 ResumableBackup(str(tmp_path / "state"), "epoch"), EpochProgress(32)]
+    callbacks = [
+        *build_callbacks(cfg.trainer, cfg.logging, RunPaths(tmp_path), RunRecorder()),
+        ResumableBackup(str(tmp_path / "state"), "epoch"),
+        EpochProgress(32),
+    ]
     assert keras.callbacks.CallbackList(callbacks)._batch_hooks_support_tf_logs
 
 

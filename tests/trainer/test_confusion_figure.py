@@ -1,14 +1,15 @@
 """The labelled pictures in TensorBoard (issue 38 item 3): the confusion matrix with class names, axis labels and
 counts, read back through the figure's text objects and from the PNG in the event file; the misclassified grid
 titled with true and predicted class."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from tb_events import read_pictures
 from test_gradients_and_pictures import png_size, run_callback
+
 from tfhydra.trainer import figures
 from tfhydra.trainer.pictures import confusion_counts
 

@@ -7,6 +7,7 @@ The class is held by the first test: it builds every callback a run gets with ev
 them directly, Keras-callback-test style, through a blow-up and a second attempt; a callback added to
 `build_callbacks` later is driven too. The runs below hold the acceptance lines end to end.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,13 +16,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
+from conftest import compose_config, last_line, read_run_record, run_cli
 
 import tfhydra
-from conftest import compose_config, last_line, read_run_record, run_cli
 from tfhydra.trainer.histograms import buckets
 
-NAN_ONCE = ["~model", "+model._target_=user_code.build_nan_once_model",  # NaN at training step model.at, once
-            "data.test_fraction=0"]  # the steps below count 1,437 training digits (45 steps): no test hold-out here
+NAN_ONCE = [
+    "~model",
+    "+model._target_=user_code.build_nan_once_model",  # NaN at training step model.at, once
+    "data.test_fraction=0",
+]  # the steps below count 1,437 training digits (45 steps): no test hold-out here
 
 
 def histogram_counts(log_dir, tag_part: str) -> dict[int, float]:
@@ -37,6 +41,7 @@ def histogram_counts(log_dir, tag_part: str) -> dict[int, float]:
 
 # ---- the class: every epoch-end observer, driven directly ---------------------------------------------------------
 
+
 def test_a_histogram_counts_the_finite_values_only():
     data = tf.constant([1.0, np.nan, 2.0, np.inf, 3.0, -np.inf], tf.float32)
     counted = buckets(data).numpy()
@@ -50,18 +55,27 @@ def every_observer(tmp_path):
     """The callbacks a run with every observer on gets (tfhydra/trainer/callbacks.py: build_callbacks, the tracker
     callback, the fit loop's resumable state), its model (seed MLP, EMA) and recorder, for digits."""
     from tfhydra.data import build_datasets
-    from tfhydra.runner.phase import build_model_and_optimizer
     from tfhydra.logger.callback import epoch_loggers
     from tfhydra.logger.start import start_trackers
     from tfhydra.logger.trackers import RunInfo
     from tfhydra.record.rundir import RunPaths
+    from tfhydra.runner.phase import build_model_and_optimizer
     from tfhydra.strategy import build_strategy
     from tfhydra.trainer.base import LoopContext
     from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound
     from tfhydra.trainer.loops import backup_callback
 
-    cfg = compose_config(["model=mlp", "logger=[tensorboard,csv]", "logging.histogram_freq=1", "logging.gradients=true",
-                          "logging.images_freq=1", "trainer.ema.decay=0.9", "trainer.early_stopping.patience=1"])
+    cfg = compose_config(
+        [
+            "model=mlp",
+            "logger=[tensorboard,csv]",
+            "logging.histogram_freq=1",
+            "logging.gradients=true",
+            "logging.images_freq=1",
+            "trainer.ema.decay=0.9",
+            "trainer.early_stopping.patience=1",
+        ]
+    )
     paths, strategy = RunPaths(tmp_path / "run"), build_strategy(cfg.strategy)
     paths.root.mkdir()
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
@@ -69,8 +83,14 @@ def every_observer(tmp_path):
     model.optimizer.build(model.trainable_variables)  # the EMA slots the swap exchanges with
     recorder = RunRecorder(paths.history, max_loss=loss_bound(cfg.trainer))
     trackers = start_trackers(cfg.logger, paths, RunInfo(name="run", config={}, tags={}))
-    callbacks = build_callbacks(cfg.trainer, cfg.logging, paths, recorder,
-                                writers=epoch_loggers(trackers, lambda: recorder.epochs), datasets=datasets)
+    callbacks = build_callbacks(
+        cfg.trainer,
+        cfg.logging,
+        paths,
+        recorder,
+        writers=epoch_loggers(trackers, lambda: recorder.epochs),
+        datasets=datasets,
+    )
     context = LoopContext(strategy, paths, None, lambda: recorder.diverged is not None)
     return model, recorder, [*callbacks, *backup_callback(cfg.trainer, context)], paths, datasets, trackers
 
@@ -99,8 +119,17 @@ def attempt(callbacks, model, epochs, logs, poison=None):
 def test_every_epoch_end_observer_takes_non_finite_weights_and_a_second_attempt(tmp_path):
     model, recorder, callbacks, paths, datasets, trackers = every_observer(tmp_path)
     kinds = {type(c).__name__ for c in callbacks}
-    assert {"TensorBoard", "GradientSummaries", "Pictures", "AveragedWeightsForEvaluation", "BestCheckpoint",
-            "TrackerCallback", "EarlyStopping", "RunRecorder", "ResumableBackup"} <= kinds, kinds
+    assert {
+        "TensorBoard",
+        "GradientSummaries",
+        "Pictures",
+        "AveragedWeightsForEvaluation",
+        "BestCheckpoint",
+        "TrackerCallback",
+        "EarlyStopping",
+        "RunRecorder",
+        "ResumableBackup",
+    } <= kinds, kinds
     good = model.get_weights()
 
     def blow_up(epoch):  # the second epoch's steps made NaN kernels and infinite biases, and their averages
@@ -109,8 +138,10 @@ def test_every_epoch_end_observer_takes_non_finite_weights_and_a_second_attempt(
             for variable in [*model.trainable_variables, *averages]:
                 variable.assign(np.full(variable.shape, np.nan if "kernel" in variable.name else np.inf, np.float32))
 
-    logs = [{"loss": 1.2, "val_loss": 1.0, "val_accuracy": 0.5},  # epoch 1
-            {"loss": math.nan, "val_loss": math.nan, "val_accuracy": 0.9}]  # a diverged epoch that looks the best
+    logs = [
+        {"loss": 1.2, "val_loss": 1.0, "val_accuracy": 0.5},  # epoch 1
+        {"loss": math.nan, "val_loss": math.nan, "val_accuracy": 0.9},
+    ]  # a diverged epoch that looks the best
     attempt(callbacks, model, [0, 1], logs, poison=blow_up)  # raised before: histograms' bincount of NaN
     assert recorder.diverged["epoch"] == 2 and recorder.diverged["step"] == 90 and math.isnan(recorder.diverged["loss"])
     best = keras.models.clone_model(model)
@@ -142,8 +173,9 @@ LOOPS = [("fit", "null"), ("custom", "null"), ("fit", "0.9"), ("custom", "0.9")]
 @pytest.mark.parametrize("loop,ema", LOOPS)
 def test_a_nan_with_the_default_logging_ends_diverged_with_its_step(tmp_path, loop, ema):
     # NaN at step 85 (epoch 2, step 40 of 45): the loss is read at step 77, then at the epoch's end (step 90)
-    cfg = compose_config([*NAN_ONCE, "+model.at=85", "trainer.epochs=3", f"trainer.loop={loop}",
-                          f"trainer.ema.decay={ema}"])
+    cfg = compose_config(
+        [*NAN_ONCE, "+model.at=85", "trainer.epochs=3", f"trainer.loop={loop}", f"trainer.ema.decay={ema}"]
+    )
     assert cfg.logging.histogram_freq == 1 and cfg.logging.tensorboard  # the default logging
     assert math.isnan(tfhydra.run(cfg, run_dir=tmp_path))
     record = read_run_record(tmp_path)
@@ -158,8 +190,16 @@ def test_a_nan_with_the_default_logging_ends_diverged_with_its_step(tmp_path, lo
 @pytest.mark.slow
 @pytest.mark.parametrize("loop,ema", LOOPS)
 def test_recovery_with_the_default_logging_completes(tmp_path, loop, ema):
-    cfg = compose_config([*NAN_ONCE, "+model.at=85", "trainer.epochs=3", f"trainer.loop={loop}",
-                          f"trainer.ema.decay={ema}", "trainer.recovery.max_trials=3"])
+    cfg = compose_config(
+        [
+            *NAN_ONCE,
+            "+model.at=85",
+            "trainer.epochs=3",
+            f"trainer.loop={loop}",
+            f"trainer.ema.decay={ema}",
+            "trainer.recovery.max_trials=3",
+        ]
+    )
     assert math.isfinite(tfhydra.run(cfg, run_dir=tmp_path))
     record = read_run_record(tmp_path)
     assert record["status"] == "completed", record["error"]
@@ -183,12 +223,22 @@ def test_debug_numerics_with_the_default_logging_names_the_op(tmp_path):
 
 # ---- a staged sweep whose screen job diverges ---------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_diverging_screen_job_is_recorded_diverged(tmp_path):
     sweep = tmp_path / "sweep"
     # two settings; the one with model.at=30 blows up in the screen's only epoch (the loss is read at step 32)
-    done = run_cli("-m", *NAN_ONCE, "+model.at=30,100000", "trainer.epochs=2", "sweep.screen.epochs=1",
-                   "sweep.promote=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=900)
+    done = run_cli(
+        "-m",
+        *NAN_ONCE,
+        "+model.at=30,100000",
+        "trainer.epochs=2",
+        "sweep.screen.epochs=1",
+        "sweep.promote=1",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert done.returncode == 1, done.stderr[-3000:]  # a sweep with a diverged job says so
     diverged = read_run_record(sweep / "screen" / "0_+model.at=30")
     assert diverged["status"] == "diverged", diverged["error"]

@@ -1,15 +1,16 @@
 """Gradients in both loops and pictures in TensorBoard (issue 27, items 3 and 4), read back from the event files."""
+
 import math
 
+import data_files
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
-
-import data_files
 from conftest import read_run_record, run_cli
 from tb_events import read_events, read_pictures
-from tfhydra.trainer.pictures import (Pictures, confusion_counts, display, most_confident_mistakes)
+
+from tfhydra.trainer.pictures import Pictures, confusion_counts, display, most_confident_mistakes
 
 FAST = ["logging.write_graph=false", "export.formats=[]", "trainer.epochs=2"]
 
@@ -23,8 +24,14 @@ def png_size(png: bytes) -> tuple[int, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_gradient_norms_and_histograms_are_written_every_histogram_freq_epochs(tmp_path, loop):
-    result = run_cli(*FAST, f"trainer.loop={loop}", "logging.histogram_freq=1", "logging.images_freq=0",
-                     "logging.gradients=true", f"hydra.run.dir={tmp_path}")
+    result = run_cli(
+        *FAST,
+        f"trainer.loop={loop}",
+        "logging.histogram_freq=1",
+        "logging.images_freq=0",
+        "logging.gradients=true",
+        f"hydra.run.dir={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     events = read_events(tmp_path / "tensorboard" / "train")
     norms = {tag: values for tag, values in events["scalars"].items() if tag.startswith("gradient_norm/")}
@@ -64,8 +71,17 @@ def run_callback(tmp_path, kind="image", texts=None, epochs=2, labelled=False):
     images, labels = hand_made_validation()
     data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(4)
     train = tf.data.Dataset.from_tensor_slices((np.repeat(images, 3, axis=0), np.repeat(labels, 3))).batch(16)
-    callback = Pictures(train, data, ["dark", "bright"], tmp_path / "train", tmp_path / "validation", freq=1,
-                        kind=kind, texts=texts, labelled=labelled)
+    callback = Pictures(
+        train,
+        data,
+        ["dark", "bright"],
+        tmp_path / "train",
+        tmp_path / "validation",
+        freq=1,
+        kind=kind,
+        texts=texts,
+        labelled=labelled,
+    )
     callback.set_model(brightness_model())
     callback.on_train_begin()
     for epoch in range(epochs):
@@ -100,8 +116,9 @@ def test_the_training_examples_grid_is_written_once_at_the_start(tmp_path):
     run_callback(tmp_path)
     [(step, [png], description)] = read_pictures(tmp_path / "train")["examples/train"]
     assert step == 0 and png_size(png) == (4 * 66 - 2, 4 * 66 - 2)  # 16 examples of 64x64, 2 pixels apart
-    assert description.endswith("dark, dark, dark, bright, bright, bright, dark, dark, dark, bright, bright, bright, "
-                                "dark, dark, dark, bright")  # labels 0, 1, 0, 1, ... three times each
+    assert description.endswith(
+        "dark, dark, dark, bright, bright, bright, dark, dark, dark, bright, bright, bright, dark, dark, dark, bright"
+    )  # labels 0, 1, 0, 1, ... three times each
 
 
 def test_text_data_gets_a_table_of_the_misclassified_texts(tmp_path):
@@ -112,7 +129,9 @@ def test_text_data_gets_a_table_of_the_misclassified_texts(tmp_path):
     [(step, table, _)] = pictures["text"]["misclassified"]
     rows = table.splitlines()
     assert rows[0] == "| text | true | predicted | probability |"
-    assert rows[2].startswith("| shining | dark | bright | 0.999 |") and rows[3].startswith("| almost \\| dark | bright")
+    assert rows[2].startswith("| shining | dark | bright | 0.999 |") and rows[3].startswith(
+        "| almost \\| dark | bright"
+    )
 
 
 def test_mistakes_and_counts():
@@ -141,8 +160,16 @@ def test_a_run_writes_the_pictures_every_images_freq_epochs(tmp_path):
 @pytest.mark.slow
 def test_a_text_run_writes_the_misclassified_table(tmp_path):
     path = data_files.write_text_csv(tmp_path / "reviews.csv", n=80)
-    result = run_cli("data=text_csv", f"data.path={path}", "model=lstm", "trainer.epochs=1", "logging.images_freq=1",
-                     "export.formats=[]", "logging.write_graph=false", f"hydra.run.dir={tmp_path / 'run'}")
+    result = run_cli(
+        "data=text_csv",
+        f"data.path={path}",
+        "model=lstm",
+        "trainer.epochs=1",
+        "logging.images_freq=1",
+        "export.formats=[]",
+        "logging.write_graph=false",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     validation = read_pictures(tmp_path / "run" / "tensorboard" / "validation")
     assert "confusion_matrix" in validation and "misclassified" not in validation

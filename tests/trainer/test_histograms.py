@@ -4,6 +4,7 @@ The bucketing is compared with TensorBoard's own `_buckets` on generated tensors
 floats of any spread, integers, a single distinct value, no values); the callback's event files are compared
 with those Keras' own TensorBoard callback writes for the same weights: the same tags, steps and tensors.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,21 +13,23 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
+from conftest import HYPOTHESIS_SEED, counts_cases
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.histogram import summary_v2
 
-from conftest import HYPOTHESIS_SEED, counts_cases
 from tfhydra.trainer.histograms import TensorBoard, buckets
 
 CASES = int(os.environ.get("TFHYDRA_PROPERTY_CASES", "300")) // 3
 
-FLOATS = hnp.arrays(np.float32, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=40),
-                    elements=st.floats(-1e6, 1e6, width=32))
-CONSTANT = st.builds(lambda value, n: np.full([n], value, np.float32), st.floats(-10, 10, width=32),
-                     st.integers(1, 50))
+FLOATS = hnp.arrays(
+    np.float32,
+    hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=40),
+    elements=st.floats(-1e6, 1e6, width=32),
+)
+CONSTANT = st.builds(lambda value, n: np.full([n], value, np.float32), st.floats(-10, 10, width=32), st.integers(1, 50))
 INTEGERS = hnp.arrays(np.int64, hnp.array_shapes(max_dims=2, max_side=30), elements=st.integers(-5, 5))
 
 
@@ -43,21 +46,31 @@ def histogram_events(log_dir) -> dict:
     """{tag: [(step, tensor)]} of every histogram summary under `log_dir`."""
     accumulator = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
     accumulator.Reload()
-    return {tag: [(event.step, tf.make_ndarray(event.tensor_proto)) for event in accumulator.Tensors(tag)]
-            for tag in accumulator.Tags()["tensors"] if tag.endswith("/histogram")}
+    return {
+        tag: [(event.step, tf.make_ndarray(event.tensor_proto)) for event in accumulator.Tensors(tag)]
+        for tag in accumulator.Tags()["tensors"]
+        if tag.endswith("/histogram")
+    }
 
 
 def test_the_callback_writes_what_keras_writes(tmp_path):
     keras.utils.set_random_seed(0)
     # Named layers: Keras numbers unnamed ones by how many came before in the process (dense_7 in a full run).
-    model = keras.Sequential([keras.Input((6, 6, 1)), keras.layers.Conv2D(3, 3, activation="relu", name="conv"),
-                              keras.layers.BatchNormalization(name="norm"), keras.layers.Flatten(),
-                              keras.layers.Dense(4, name="dense")])
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 1)),
+            keras.layers.Conv2D(3, 3, activation="relu", name="conv"),
+            keras.layers.BatchNormalization(name="norm"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(4, name="dense"),
+        ]
+    )
     model.compile("adam", "mse")
     x, y = np.random.default_rng(0).normal(size=(16, 6, 6, 1)), np.ones((16, 4))
-    callbacks = {"ours": TensorBoard(log_dir=str(tmp_path / "ours"), histogram_freq=1, write_graph=False),
-                 "keras": keras.callbacks.TensorBoard(log_dir=str(tmp_path / "keras"), histogram_freq=1,
-                                                      write_graph=False)}
+    callbacks = {
+        "ours": TensorBoard(log_dir=str(tmp_path / "ours"), histogram_freq=1, write_graph=False),
+        "keras": keras.callbacks.TensorBoard(log_dir=str(tmp_path / "keras"), histogram_freq=1, write_graph=False),
+    }
     for callback in callbacks.values():
         callback.set_model(model)
     for epoch in range(2):  # both write the same weights at each epoch; a training step in between

@@ -2,18 +2,26 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 import tensorflow as tf
 import tf_keras as keras
+from conftest import CONFIG_DIR, FAST, counts_cases, read_run_record
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tfhydra
-from conftest import CONFIG_DIR, FAST, counts_cases, read_run_record
 from tfhydra.cli.preflight import check_overrides
 from tfhydra.config.errors import ConfigError
 
-TINY = ["model=mlp", "model.units=[16]", "data=synthetic", "data.shape=[8,8,1]", "data.num_classes=4",
-        "data.train_size=64", "data.val_size=32", *FAST]
+TINY = [
+    "model=mlp",
+    "model.units=[16]",
+    "data=synthetic",
+    "data.shape=[8,8,1]",
+    "data.num_classes=4",
+    "data.train_size=64",
+    "data.val_size=32",
+    *FAST,
+]
 FOCAL = "trainer.loss={_target_:user_code.SparseFocalLoss,gamma:2.0}"
 TOP2 = "trainer.metrics=[accuracy,{_target_:tf_keras.metrics.SparseTopKCategoricalAccuracy,k:2,name:top2}]"
 
@@ -32,14 +40,16 @@ def test_pre_flight_accepts_target_loss_and_metrics_and_refuses_a_node_without_t
     check_overrides(CONFIG_DIR, "config", [FOCAL, TOP2])  # the command line `python train.py <these>` starts
     with pytest.raises(ConfigError) as info:
         check_overrides(CONFIG_DIR, "config", ["trainer.loss={gamma:2.0}"])
-    assert str(info.value) == ("trainer.loss={'gamma': 2.0}: not an accepted value; "
-                               "accepted: a Keras loss name, or a node with _target_")
+    assert str(info.value) == (
+        "trainer.loss={'gamma': 2.0}: not an accepted value; accepted: a Keras loss name, or a node with _target_"
+    )
 
 
 def test_trains_with_a_user_focal_loss_given_by_target(compose_cfg, tmp_path):
     """The logged loss is the focal loss: below the cross-entropy logged beside it as a metric."""
-    tfhydra.run(compose_cfg([*TINY, FOCAL, "trainer.metrics=[accuracy,sparse_categorical_crossentropy]"]),
-                run_dir=tmp_path)
+    tfhydra.run(
+        compose_cfg([*TINY, FOCAL, "trainer.metrics=[accuracy,sparse_categorical_crossentropy]"]), run_dir=tmp_path
+    )
     metrics = read_run_record(tmp_path)
     assert metrics["status"] == "completed"
     final = metrics["final"]
@@ -76,7 +86,9 @@ def test_sparse_label_smoothing_is_the_one_hot_formula(smoothing, classes, batch
 def test_label_smoothing_with_a_loss_that_does_not_take_it_is_one_line():
     with pytest.raises(ConfigError) as info:
         check_overrides(CONFIG_DIR, "config", [FOCAL, "trainer.label_smoothing=0.1"])
-    assert str(info.value).startswith("trainer.label_smoothing=0.1: the loss does not take label smoothing; accepted: 0")
+    assert str(info.value).startswith(
+        "trainer.label_smoothing=0.1: the loss does not take label smoothing; accepted: 0"
+    )
     for bad in ("1.0", "-0.1", "nan", "abc"):
         with pytest.raises(ConfigError, match="^trainer.label_smoothing="):
             check_overrides(CONFIG_DIR, "config", [f"trainer.label_smoothing={bad}"])
@@ -85,7 +97,18 @@ def test_label_smoothing_with_a_loss_that_does_not_take_it_is_one_line():
 @pytest.mark.slow
 def test_a_smoothed_run_logs_a_larger_loss_than_its_plain_crossentropy(compose_cfg, tmp_path):
     """The trained loss is the smoothed one: above the plain crossentropy metric once the model is confident."""
-    tfhydra.run(compose_cfg([*TINY, "trainer.label_smoothing=0.2", "trainer.epochs=8", "optimizer.lr=0.02", "data.signal=1.0",
-                             "trainer.metrics=[accuracy,sparse_categorical_crossentropy]"]), run_dir=tmp_path)
+    tfhydra.run(
+        compose_cfg(
+            [
+                *TINY,
+                "trainer.label_smoothing=0.2",
+                "trainer.epochs=8",
+                "optimizer.lr=0.02",
+                "data.signal=1.0",
+                "trainer.metrics=[accuracy,sparse_categorical_crossentropy]",
+            ]
+        ),
+        run_dir=tmp_path,
+    )
     final = read_run_record(tmp_path)["final"]
     assert final["loss"] > final["sparse_categorical_crossentropy"] > 0

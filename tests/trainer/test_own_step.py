@@ -4,13 +4,14 @@ by `trainer.loop=custom` (tfhydra calls them inside its compiled, strategy-run s
 `user_code.OwnStepModel` reports `own_loss` (the compiled loss + 10) and counts its own steps (`own_steps`): the
 values in metrics.json's history say that the model's steps ran, how often, and that tfhydra's did not replace them.
 """
+
 from __future__ import annotations
 
 import pytest
-
-import tfhydra
 import user_code
 from conftest import FAST, read_run_record, run_cli
+
+import tfhydra
 
 STEPS, VAL_BATCHES = 5, 12  # trainer.steps_per_epoch; digits' 360 validation examples in batches of 32
 
@@ -20,9 +21,17 @@ STEPS, VAL_BATCHES = 5, 12  # trainer.steps_per_epoch; digits' 360 validation ex
 def test_a_models_own_train_and_test_step_run_under_both_loops(loop, tmp_path):
     from tfhydra.record import load_record
 
-    cfg = tfhydra.compose(["~model", "+model._target_=user_code.build_own_step_model", f"trainer.loop={loop}",
-                           *FAST, "trainer.epochs=2", f"trainer.steps_per_epoch={STEPS}",
-                           "trainer.steps_per_execution=2"])
+    cfg = tfhydra.compose(
+        [
+            "~model",
+            "+model._target_=user_code.build_own_step_model",
+            f"trainer.loop={loop}",
+            *FAST,
+            "trainer.epochs=2",
+            f"trainer.steps_per_epoch={STEPS}",
+            "trainer.steps_per_execution=2",
+        ]
+    )
     tfhydra.run(cfg, run_dir=tmp_path / "run")
     record = load_record(tmp_path / "run")
     assert record.status == "completed"
@@ -43,13 +52,20 @@ def test_a_models_own_steps_run_on_every_replica_of_a_mirrored_strategy(loop, tm
     The best weights are restored though the model's class holds a variable the .h5 file does not
     (trainer/weights.py)."""
     run_dir = tmp_path / "run"
-    result = run_cli("~model", "+model._target_=user_code.build_own_step_model", f"trainer.loop={loop}",
-                     "strategy=mirrored", "strategy.logical_cpus=2", *FAST, f"trainer.steps_per_epoch={STEPS}",
-                     f"hydra.run.dir={run_dir}")
+    result = run_cli(
+        "~model",
+        "+model._target_=user_code.build_own_step_model",
+        f"trainer.loop={loop}",
+        "strategy=mirrored",
+        "strategy.logical_cpus=2",
+        *FAST,
+        f"trainer.steps_per_epoch={STEPS}",
+        f"hydra.run.dir={run_dir}",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     record = read_run_record(run_dir)
     assert record["status"] == "completed" and record["replicas"] == 2
-    epoch, = record["history"]
+    (epoch,) = record["history"]
     assert epoch["own_steps"] == 2 * STEPS and epoch["val_own_steps"] == 2 * VAL_BATCHES
     assert epoch["own_loss"] == pytest.approx(2 * (epoch["loss"] + user_code.OWN_STEP_EXTRA_LOSS), rel=1e-6)
 

@@ -1,13 +1,23 @@
 """`recipe=fast` (conf/recipe/fast.yaml): a preset of training defaults, composed over any data and model, and
 overridable like any group; it trains with its warm-up and cosine schedule."""
+
 import pytest
+from conftest import CONFIG_DIR, read_run_record
 
 import tfhydra
-from conftest import CONFIG_DIR, read_run_record
 from tfhydra.cli.preflight import check_overrides
 
-TINY = ["model=mlp", "model.units=[16]", "data=synthetic", "data.shape=[8,8,1]", "data.num_classes=4",
-        "data.train_size=1024", "data.val_size=64", "logging.histogram_freq=0", "export.formats=[]"]
+TINY = [
+    "model=mlp",
+    "model.units=[16]",
+    "data=synthetic",
+    "data.shape=[8,8,1]",
+    "data.num_classes=4",
+    "data.train_size=1024",
+    "data.val_size=64",
+    "logging.histogram_freq=0",
+    "export.formats=[]",
+]
 
 
 def test_the_recipe_sets_its_parts_and_the_command_line_still_wins(compose_cfg):
@@ -17,7 +27,8 @@ def test_the_recipe_sets_its_parts_and_the_command_line_still_wins(compose_cfg):
     assert cfg.optimizer.lr == 0.01  # typed by the user, so it wins over the preset
     # shifts of 10% (chosen on the digits proxies, issue 37 item 4), which data.augment=[] turns off
     assert [dict(item) for item in cfg.data.augment] == [
-        {"name": "random_translation", "height_factor": 0.1, "width_factor": 0.1}]
+        {"name": "random_translation", "height_factor": 0.1, "width_factor": 0.1}
+    ]
     assert list(compose_cfg(["recipe=fast", "data.augment=[]"]).data.augment) == []
     plain = compose_cfg([])
     assert plain.data.batch_size == 32 and plain.optimizer.schedule.name == "constant" and not plain.data.augment
@@ -47,7 +58,8 @@ def test_augmentation_under_the_custom_loop_saves_and_resumes_its_state(compose_
     """The augmentation layers' random generator is state outside tf.data: the checkpointed iterator leaves
     it out instead of failing (`RngReadAndSkip is stateful`), so the run saves every few steps and completes."""
     augment = "data.augment=[{name:random_translation,height_factor:0.1,width_factor:0.1}]"
-    cfg = compose_cfg([*TINY, augment, "data.shape=[16,16,1]", "trainer.loop=custom", "trainer.epochs=2",
-                       "trainer.save_every=5"])
+    cfg = compose_cfg(
+        [*TINY, augment, "data.shape=[16,16,1]", "trainer.loop=custom", "trainer.epochs=2", "trainer.save_every=5"]
+    )
     tfhydra.run(cfg, run_dir=tmp_path)
     assert read_run_record(tmp_path)["status"] == "completed"

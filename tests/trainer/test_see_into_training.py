@@ -1,13 +1,14 @@
 """Seeing into training and recovering from it (issue 27): eager debugging, the op that made a NaN, recovery from
 a blow-up, EMA weights."""
+
 import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import read_run_record, run_cli
 
 import tfhydra
-from conftest import read_run_record, run_cli
 from tfhydra.trainer.debugging import numeric_failure
 
 FAST = ["logging.histogram_freq=0", "logging.write_graph=false", "export.formats=[]"]
@@ -19,8 +20,9 @@ RANGE = re.compile(r"^PRED_RANGE (.+?) (\S+|Tensor\(.*\))$", re.M)
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_a_print_in_a_user_loss_shows_numbers_when_eager(tmp_path, loop):
-    result = run_cli("debug=eager", f"trainer.loop={loop}", "model=mlp", PRINTING, f"hydra.run.dir={tmp_path}",
-                     "logger=[]")
+    result = run_cli(
+        "debug=eager", f"trainer.loop={loop}", "model=mlp", PRINTING, f"hydra.run.dir={tmp_path}", "logger=[]"
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     ranges = [(float(low), float(high)) for low, high in RANGE.findall(result.stdout)]
     assert len(ranges) >= 4  # at least one per training step (debug=eager: 4) and validation batch
@@ -38,7 +40,7 @@ def test_the_same_print_fails_without_eager(tmp_path):
 
 
 # ---- 2. where the NaN came from -----------------------------------------------------------------------------------
-NAN_MESSAGE = '''
+NAN_MESSAGE = """
 
 !!! Detected Infinity or NaN in output 0 of graph op "Log" (# of outputs: 1) !!!
   dtype: <dtype: 'float32'>
@@ -52,18 +54,28 @@ NAN_MESSAGE = '''
  -> |
     + /home/me/mymodel.py (L11) call
  -> |
-'''
+"""
 
 
 def test_a_check_numerics_message_names_the_op_the_layer_and_the_code():
     found = numeric_failure(tf.errors.InvalidArgumentError(None, None, NAN_MESSAGE))
-    assert found == {"op": "Log", "where": "model/nan_layer", "input": "while/model/nan_layer/sub",
-                     "code": "/home/me/mymodel.py:11 call"}
+    assert found == {
+        "op": "Log",
+        "where": "model/nan_layer",
+        "input": "while/model/nan_layer/sub",
+        "code": "/home/me/mymodel.py:11 call",
+    }
     assert numeric_failure(tf.errors.InvalidArgumentError(None, None, "Incompatible shapes")) is None
 
 
-NAN_MODEL = ["~model", "+model._target_=user_code.build_nan_model", "+model.after=5", "trainer.epochs=2",
-             "trainer.steps_per_execution=1", *FAST]
+NAN_MODEL = [
+    "~model",
+    "+model._target_=user_code.build_nan_model",
+    "+model.after=5",
+    "trainer.epochs=2",
+    "trainer.steps_per_execution=1",
+    *FAST,
+]
 
 
 @pytest.mark.slow
@@ -81,16 +93,30 @@ def test_debug_numerics_names_the_op_and_layer_that_made_it(tmp_path, compose_cf
 
 
 # ---- 5. recovery from a blow-up ------------------------------------------------------------------------------------
-BLOW_UP = ["model=mlp", "optimizer=sgd", "optimizer.momentum=0.0", "trainer.max_loss=1e3", "trainer.epochs=3",
-           "trainer.deterministic=true", *FAST]
-
+BLOW_UP = [
+    "model=mlp",
+    "optimizer=sgd",
+    "optimizer.momentum=0.0",
+    "trainer.max_loss=1e3",
+    "trainer.epochs=3",
+    "trainer.deterministic=true",
+    *FAST,
+]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_a_blow_up_is_recovered_with_a_lower_learning_rate(tmp_path, compose_cfg, loop, caplog):
-    cfg = compose_cfg([*BLOW_UP, f"trainer.loop={loop}", "optimizer.lr=50", "trainer.recovery.max_trials=3",
-                       "trainer.recovery.lr_factor=0.01", "export.formats=[saved_model]"])
+    cfg = compose_cfg(
+        [
+            *BLOW_UP,
+            f"trainer.loop={loop}",
+            "optimizer.lr=50",
+            "trainer.recovery.max_trials=3",
+            "trainer.recovery.lr_factor=0.01",
+            "export.formats=[saved_model]",
+        ]
+    )
     tfhydra.run(cfg, run_dir=tmp_path)
     record = read_run_record(tmp_path)
     assert record["status"] == "completed" and record["diverged"] is None and record["epochs_run"] == 3
@@ -106,8 +132,7 @@ def test_a_blow_up_is_recovered_with_a_lower_learning_rate(tmp_path, compose_cfg
 
 @pytest.mark.slow
 def test_without_trials_left_the_blow_up_ends_the_run_diverged(tmp_path, compose_cfg):
-    cfg = compose_cfg([*BLOW_UP, "optimizer.lr=50", "trainer.recovery.max_trials=1",
-                       "trainer.recovery.lr_factor=0.99"])
+    cfg = compose_cfg([*BLOW_UP, "optimizer.lr=50", "trainer.recovery.max_trials=1", "trainer.recovery.lr_factor=0.99"])
     assert np.isnan(tfhydra.run(cfg, run_dir=tmp_path))
     record = read_run_record(tmp_path)
     assert record["status"] == "diverged" and len(record["recoveries"]) == 1
@@ -118,9 +143,17 @@ def test_without_trials_left_the_blow_up_ends_the_run_diverged(tmp_path, compose
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_the_exported_weights_are_the_moving_averages(tmp_path, compose_cfg, loop):
     seen = tmp_path / "seen.npz"
-    cfg = compose_cfg(["model=mlp", f"trainer.loop={loop}", "trainer.epochs=1", "trainer.ema.decay=0.9",
-                       f"trainer.callbacks=[{{_target_:user_code.WeightsSeen,path:'{seen}'}}]",
-                       "logging.histogram_freq=0", "export.formats=[saved_model]"], )
+    cfg = compose_cfg(
+        [
+            "model=mlp",
+            f"trainer.loop={loop}",
+            "trainer.epochs=1",
+            "trainer.ema.decay=0.9",
+            f"trainer.callbacks=[{{_target_:user_code.WeightsSeen,path:'{seen}'}}]",
+            "logging.histogram_freq=0",
+            "export.formats=[saved_model]",
+        ],
+    )
     tfhydra.run(cfg, run_dir=tmp_path / "run")
     arrays = np.load(seen)
     count = len(arrays.files) // 2
@@ -143,8 +176,17 @@ def test_a_resumed_run_ends_with_the_same_moving_averages(tmp_path, compose_cfg,
     from tfhydra.trainer.state import Interrupted
 
     def config(marker):
-        return compose_cfg(["model=mlp", "trainer.loop=custom", "trainer.epochs=2", "trainer.deterministic=true", f"trainer.ema.decay={decay}",
-                            f"trainer.callbacks=[{{_target_:user_code.SignalOnce,marker:'{marker}',epoch:0}}]", *FAST])
+        return compose_cfg(
+            [
+                "model=mlp",
+                "trainer.loop=custom",
+                "trainer.epochs=2",
+                "trainer.deterministic=true",
+                f"trainer.ema.decay={decay}",
+                f"trainer.callbacks=[{{_target_:user_code.SignalOnce,marker:'{marker}',epoch:0}}]",
+                *FAST,
+            ]
+        )
 
     (tmp_path / "never").touch()  # the reference run's marker exists: it is never signalled
     tfhydra.run(config(tmp_path / "never"), run_dir=tmp_path / "reference")

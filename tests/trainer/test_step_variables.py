@@ -1,5 +1,6 @@
 """trainer/loops.make_step_variables: the variables of the first training step made before `fit`, so Keras traces
 its train function once instead of twice, with the same numbers (docs/performance.md)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -2,6 +2,7 @@
 loops, seen in headless Chromium against the real TensorBoard server (a screenshot and the page's text); a 2x2
 sweep is nine TensorBoard runs (two per job and the sweep's own); a sweep's jobs tag every line they print, and
 their CUDA probe lines are filtered as in a single run."""
+
 from __future__ import annotations
 
 import re
@@ -11,13 +12,19 @@ import sys
 import zlib
 
 import pytest
-
 from conftest import FAST, compose_config, run_cli
 from tb_browser import page_text, screenshot, svg_labels
 from tb_server import tensorboard_server
 
-SMALL = [*FAST, "data=synthetic", "data.train_size=256", "data.val_size=64", "export.formats=[]",
-         "trainer.steps_per_epoch=2", "trainer.validation_steps=1"]
+SMALL = [
+    *FAST,
+    "data=synthetic",
+    "data.train_size=256",
+    "data.val_size=64",
+    "export.formats=[]",
+    "trainer.steps_per_epoch=2",
+    "trainer.validation_steps=1",
+]
 LAYERS = {"conv2d", "max_pooling2d", "conv2d_1", "max_pooling2d_1", "flatten", "dense", "logits"}
 
 
@@ -108,14 +115,25 @@ os.write(1, b"\nafter release\n")
 
 @pytest.mark.parametrize("quiet", ["1", "0"])
 def test_a_worker_tags_each_line_with_its_job_and_drops_the_cuda_probe(quiet):
-    result = subprocess.run([sys.executable, "-c", TAGGED_WORKER], capture_output=True, text=True, timeout=60,
-                            env={**__import__("os").environ, "TFHYDRA_QUIET_START": quiet})
+    result = subprocess.run(
+        [sys.executable, "-c", TAGGED_WORKER],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**__import__("os").environ, "TFHYDRA_QUIET_START": quiet},
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["before any job", "[job 3 lr=0.001] epoch 1/1 loss=1.0", "",
-                                          "[job 4 lr=0.01] next job", "after release"]
-    probe = ["[job 3 lr=0.001] E0000 cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)",
-             "[job 3 lr=0.001] W0000 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not "
-             "be used."]
+    assert result.stdout.splitlines() == [
+        "before any job",
+        "[job 3 lr=0.001] epoch 1/1 loss=1.0",
+        "",
+        "[job 4 lr=0.01] next job",
+        "after release",
+    ]
+    probe = [
+        "[job 3 lr=0.001] E0000 cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)",
+        "[job 3 lr=0.001] W0000 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
+    ]
     assert result.stderr.splitlines() == [*(probe if quiet == "0" else []), "[job 3 lr=0.001] a warning"]
     assert "tfhydra-drained" not in result.stdout + result.stderr
 
@@ -127,16 +145,19 @@ def png_size_and_colours(data: bytes) -> tuple[int, int, int]:
     assert depth == 8 and colour in (2, 6), (depth, colour)
     chunks, at = [], 8
     while at < len(data):
-        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
         if kind == b"IDAT":
-            chunks.append(data[at + 8:at + 8 + length])
+            chunks.append(data[at + 8 : at + 8 + length])
         at += 12 + length
     raw = zlib.decompress(b"".join(chunks))
     channels = 3 if colour == 2 else 4
     stride = width * channels + 1
     # Each row starts with its filter byte; distinct bytes of unfiltered rows are enough to tell a blank page.
-    values = {raw[row * stride + 1:(row + 1) * stride][i:i + channels]
-              for row in range(0, height, 25) for i in range(0, width * channels, channels * 7)}
+    values = {
+        raw[row * stride + 1 : (row + 1) * stride][i : i + channels]
+        for row in range(0, height, 25)
+        for i in range(0, width * channels, channels * 7)
+    }
     return width, height, len(values)
 
 
@@ -162,12 +183,23 @@ def test_the_graphs_page_shows_the_model_layers_in_chromium(loop, tmp_path):
 @pytest.mark.slow
 def test_a_2x2_sweep_is_nine_tensorboard_runs_and_every_job_line_is_tagged(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_cli("-m", "optimizer.lr=1e-3,5e-4", "data.batch_size=32,64", *SMALL, "model=mlp",
-                     f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    result = run_cli(
+        "-m",
+        "optimizer.lr=1e-3,5e-4",
+        "data.batch_size=32,64",
+        *SMALL,
+        "model=mlp",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
-    jobs = {0: "lr=0.001,batch_size=32", 1: "lr=0.001,batch_size=64", 2: "lr=0.0005,batch_size=32",
-            3: "lr=0.0005,batch_size=64"}
+    jobs = {
+        0: "lr=0.001,batch_size=32",
+        1: "lr=0.001,batch_size=64",
+        2: "lr=0.0005,batch_size=32",
+        3: "lr=0.0005,batch_size=64",
+    }
     for number, values in jobs.items():  # each job's epoch line starts with its own tag
         assert re.search(rf"^\[job {number} {re.escape(values)}\] .*epoch 1/1 loss=", output, re.M), output[-3000:]
     job_lines = [line for line in output.splitlines() if "[tfhydra]" in line and "[HYDRA]" not in line]

@@ -1,12 +1,13 @@
 """Training engine: both loops, clipping, schedules, early stopping, divergence, determinism."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import read_run_record
+from run_processes import weights_digest
 
 import tfhydra
 from tfhydra.optimizer import build_optimizer, build_schedule
-from conftest import read_run_record
-from run_processes import weights_digest
 
 FAST = ["logging.histogram_freq=0"]
 
@@ -29,8 +30,15 @@ def test_fit_and_custom_loops_agree_on_digits(tmp_path, compose_cfg):
 def test_custom_loop_writes_the_same_contract(tmp_path, compose_cfg):
     from tb_events import read_events
 
-    cfg = compose_cfg(["trainer.loop=custom", "trainer.epochs=2", "trainer.steps_per_execution=4",
-                       "logging.histogram_freq=1", "logging.gradients=true"])
+    cfg = compose_cfg(
+        [
+            "trainer.loop=custom",
+            "trainer.epochs=2",
+            "trainer.steps_per_execution=4",
+            "logging.histogram_freq=1",
+            "logging.gradients=true",
+        ]
+    )
     tfhydra.run(cfg, run_dir=tmp_path)
     metrics = metrics_of(tmp_path)
     assert metrics["status"] == "completed" and metrics["epochs_run"] == 2
@@ -46,8 +54,10 @@ def test_custom_loop_writes_the_same_contract(tmp_path, compose_cfg):
     assert not (tmp_path / "checkpoints" / "state").exists()  # finished: no resumable state left
 
 
-@pytest.mark.parametrize("clipping,bound", [({"global_clipnorm": 0.5}, "global"), ({"clipnorm": 0.5}, "each"),
-                                            ({"clipvalue": 0.05}, "value")])
+@pytest.mark.parametrize(
+    "clipping,bound",
+    [({"global_clipnorm": 0.5}, "global"), ({"clipnorm": 0.5}, "each"), ({"clipvalue": 0.05}, "value")],
+)
 def test_clipping_bounds_the_applied_gradient(compose_cfg, clipping, bound):
     cfg = compose_cfg(["optimizer=sgd", "optimizer.lr=1.0", "optimizer.momentum=0.0"])
     optimizer = build_optimizer(cfg.optimizer, steps_per_epoch=10, epochs=1, clipping=clipping)
@@ -56,7 +66,7 @@ def test_clipping_bounds_the_applied_gradient(compose_cfg, clipping, bound):
     optimizer.apply_gradients(zip(gradients, variables))
     updates = [v.numpy() for v in variables]  # lr 1, no momentum: the update is minus the applied gradient
     if bound == "global":
-        assert np.sqrt(sum(np.sum(u ** 2) for u in updates)) == pytest.approx(0.5, rel=1e-5)
+        assert np.sqrt(sum(np.sum(u**2) for u in updates)) == pytest.approx(0.5, rel=1e-5)
     elif bound == "each":
         assert [np.linalg.norm(u) for u in updates] == pytest.approx([0.5, 0.5], rel=1e-5)
     else:
@@ -65,12 +75,24 @@ def test_clipping_bounds_the_applied_gradient(compose_cfg, clipping, bound):
 
 def test_clipping_reaches_the_custom_loop(tmp_path, compose_cfg):
     """With SGD at lr 1, every step moves the weights by at most clip_global_norm."""
-    cfg = compose_cfg(["trainer.loop=custom", "trainer.epochs=1", "trainer.clip_global_norm=0.001", "optimizer=sgd",
-                       "optimizer.lr=1.0", "optimizer.momentum=0.0", "model=mlp", "model.dropout=0.0", *FAST])
+    cfg = compose_cfg(
+        [
+            "trainer.loop=custom",
+            "trainer.epochs=1",
+            "trainer.clip_global_norm=0.001",
+            "optimizer=sgd",
+            "optimizer.lr=1.0",
+            "optimizer.momentum=0.0",
+            "model=mlp",
+            "model.dropout=0.0",
+            *FAST,
+        ]
+    )
+    import tf_keras as keras
+
     from tfhydra.data import build_datasets
     from tfhydra.model import build_model
 
-    import tf_keras as keras
     keras.utils.set_random_seed(cfg.trainer.seed)
     start = build_model(cfg.model, build_datasets(cfg.data, cfg.trainer.seed).spec).get_weights()
     tfhydra.run(cfg, run_dir=tmp_path)
@@ -90,17 +112,37 @@ def test_schedules_give_the_expected_rates(compose_cfg):
     assert rates([], [0, 99]) == [0.1, 0.1]
     cosine = rates(["optimizer.schedule.name=cosine", "optimizer.schedule.warmup_epochs=2"], [0, 10, 20, 60, 100])
     assert cosine == pytest.approx([0.0, 0.05, 0.1, 0.05, 0.0], abs=1e-6)  # warm-up to 0.1 at step 20, half way at 60
-    exponential = rates(["optimizer.schedule.name=exponential", "optimizer.schedule.decay_rate=0.5",
-                         "optimizer.schedule.decay_epochs=2"], [0, 20, 40])
+    exponential = rates(
+        [
+            "optimizer.schedule.name=exponential",
+            "optimizer.schedule.decay_rate=0.5",
+            "optimizer.schedule.decay_epochs=2",
+        ],
+        [0, 20, 40],
+    )
     assert exponential == pytest.approx([0.1, 0.05, 0.025])
-    piecewise = rates(["optimizer.schedule.name=piecewise", "optimizer.schedule.boundaries_epochs=[3,6]",
-                       "optimizer.schedule.multipliers=[1,0.1,0.01]"], [0, 30, 31, 61])
+    piecewise = rates(
+        [
+            "optimizer.schedule.name=piecewise",
+            "optimizer.schedule.boundaries_epochs=[3,6]",
+            "optimizer.schedule.multipliers=[1,0.1,0.01]",
+        ],
+        [0, 30, 31, 61],
+    )
     assert piecewise == pytest.approx([0.1, 0.1, 0.01, 0.001])
 
 
 def test_learning_rate_is_logged_each_epoch_and_plateau_lowers_it(tmp_path, compose_cfg):
-    cfg = compose_cfg(["trainer.epochs=4", "optimizer.lr=1e-9", "optimizer.schedule.name=reduce_on_plateau",
-                       "optimizer.schedule.patience=1", "optimizer.schedule.factor=0.5", *FAST])
+    cfg = compose_cfg(
+        [
+            "trainer.epochs=4",
+            "optimizer.lr=1e-9",
+            "optimizer.schedule.name=reduce_on_plateau",
+            "optimizer.schedule.patience=1",
+            "optimizer.schedule.factor=0.5",
+            *FAST,
+        ]
+    )
     tfhydra.run(cfg, run_dir=tmp_path)
     rates = [e["learning_rate"] for e in metrics_of(tmp_path)["history"]]
     assert rates[0] == pytest.approx(1e-9) and rates[-1] < rates[0]
@@ -114,8 +156,16 @@ def test_early_stopping_ends_early(tmp_path, compose_cfg):
 
 
 def test_custom_loop_divergence_is_recorded(tmp_path, compose_cfg):
-    cfg = compose_cfg(["trainer.loop=custom", "trainer.epochs=2", "optimizer=sgd", "optimizer.lr=1e6",
-                       "optimizer.momentum=0.0", *FAST])
+    cfg = compose_cfg(
+        [
+            "trainer.loop=custom",
+            "trainer.epochs=2",
+            "optimizer=sgd",
+            "optimizer.lr=1e6",
+            "optimizer.momentum=0.0",
+            *FAST,
+        ]
+    )
     assert np.isnan(tfhydra.run(cfg, run_dir=tmp_path))
     metrics = metrics_of(tmp_path)
     assert metrics["status"] == "diverged" and metrics["diverged"]["epoch"] == 1
@@ -129,14 +179,16 @@ def test_deterministic_runs_are_identical(tmp_path, compose_cfg, loop):
         tfhydra.run(compose_cfg(overrides), run_dir=tmp_path / name)
     a, b = metrics_of(tmp_path / "a"), metrics_of(tmp_path / "b")
     assert a["history"] == b["history"]
-    assert weights_digest(tmp_path / "a" / "checkpoints" / "last.weights.h5") == \
-        weights_digest(tmp_path / "b" / "checkpoints" / "last.weights.h5")
+    assert weights_digest(tmp_path / "a" / "checkpoints" / "last.weights.h5") == weights_digest(
+        tmp_path / "b" / "checkpoints" / "last.weights.h5"
+    )
 
 
 def test_user_callback_by_target_runs(tmp_path, compose_cfg):
     seen = tmp_path / "epochs_seen.txt"
-    cfg = compose_cfg(["trainer.epochs=2", f"trainer.callbacks=[{{_target_: user_code.EpochCounter, path: '{seen}'}}]",
-                       *FAST])
+    cfg = compose_cfg(
+        ["trainer.epochs=2", f"trainer.callbacks=[{{_target_: user_code.EpochCounter, path: '{seen}'}}]", *FAST]
+    )
     tfhydra.run(cfg, run_dir=tmp_path)
     assert seen.read_text() == "0,1"
 

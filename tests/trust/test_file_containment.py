@@ -11,12 +11,12 @@ once per user and not per run (`ALLOWED`):
   and by the sweep summary's plot.
 Temporary files left in TMPDIR (TensorFlow's, TFLite's converter's) count as escapes.
 """
+
 import fnmatch
 import os
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 ALLOWED = ["home/.keras/keras.json", "home/.keras/datasets/*", "home/.cache/matplotlib/fontlist-*.json"]
@@ -61,25 +61,42 @@ def run_contained(tmp_path, *args):
 
 
 def escapes(written: set[str], inside: str) -> list[str]:
-    return sorted(p for p in written if not p.startswith(f"{inside}/")
-                  and not any(fnmatch.fnmatch(p, pattern) for pattern in ALLOWED))
+    return sorted(
+        p
+        for p in written
+        if not p.startswith(f"{inside}/") and not any(fnmatch.fnmatch(p, pattern) for pattern in ALLOWED)
+    )
 
 
 @pytest.mark.slow
 def test_a_run_writes_only_inside_its_run_directory(tmp_path):
-    written, in_repo = run_contained(tmp_path, "trainer.epochs=1", "logging.histogram_freq=0",
-                                     "export.formats=[saved_model,tflite]", f"hydra.run.dir={tmp_path}/work/run")
-    assert {"work/run/metrics.json", "work/run/export/tflite/model.tflite", "work/run/.hydra/config.yaml",
-            "work/run/train.log"} <= written  # the run itself was seen
+    written, in_repo = run_contained(
+        tmp_path,
+        "trainer.epochs=1",
+        "logging.histogram_freq=0",
+        "export.formats=[saved_model,tflite]",
+        f"hydra.run.dir={tmp_path}/work/run",
+    )
+    assert {
+        "work/run/metrics.json",
+        "work/run/export/tflite/model.tflite",
+        "work/run/.hydra/config.yaml",
+        "work/run/train.log",
+    } <= written  # the run itself was seen
     assert escapes(written, "work/run") == [] and sorted(in_repo) == []
     assert not any((tmp_path / "tmp").iterdir())  # nothing left behind in TMPDIR, not even a folder
 
 
 @pytest.mark.slow
 def test_a_sweep_writes_only_inside_its_sweep_directory(tmp_path):
-    written, in_repo = run_contained(tmp_path, "-m", "optimizer.lr=1e-3,5e-4", "model=mlp", "debug=fast",
-                                     f"hydra.sweep.dir={tmp_path}/work/sweep")
-    assert {"work/sweep/summary.csv", "work/sweep/summary.png", "work/sweep/multirun.yaml",
-            "work/sweep/1_optimizer.lr=0.0005/metrics.json"} <= written
+    written, in_repo = run_contained(
+        tmp_path, "-m", "optimizer.lr=1e-3,5e-4", "model=mlp", "debug=fast", f"hydra.sweep.dir={tmp_path}/work/sweep"
+    )
+    assert {
+        "work/sweep/summary.csv",
+        "work/sweep/summary.png",
+        "work/sweep/multirun.yaml",
+        "work/sweep/1_optimizer.lr=0.0005/metrics.json",
+    } <= written
     assert escapes(written, "work/sweep") == [] and sorted(in_repo) == []
     assert not any((tmp_path / "tmp").iterdir())

@@ -1,18 +1,19 @@
 """Issue 14: nothing a run directory, data file or cache names is executed; poisoned data and silent nonsense
 are refused; faults met on resume end in one line or fall back to what still holds the state."""
+
 import json
 import pickle
 import re
 from pathlib import Path
 
+import data_files
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
-
-import data_files
-import tfhydra
 from conftest import ROOT, last_line, read_run_record, run_cli
+
+import tfhydra
 from tfhydra.config.errors import ConfigError
 
 MARKER = "code_from_a_file_ran"
@@ -32,6 +33,7 @@ class RunsCode:
 
 # ---- nothing named by a file is executed --------------------------------------------------------------------
 
+
 def test_a_crafted_cifar_cache_runs_no_code(tmp_path, compose_cfg):
     from tfhydra.data import build_datasets
 
@@ -41,8 +43,9 @@ def test_a_crafted_cifar_cache_runs_no_code(tmp_path, compose_cfg):
     cfg = compose_cfg(["data=cifar10", f"data.cache_dir={tmp_path / 'keras'}"])
     with pytest.raises(ConfigError) as raised:
         build_datasets(cfg.data, 0)
-    assert str(raised.value).startswith(f"{batch}: cannot read it (it names posix.system") or \
-        str(raised.value).startswith(f"{batch}: cannot read it (it names os.system"), str(raised.value)
+    assert str(raised.value).startswith(f"{batch}: cannot read it (it names posix.system") or str(
+        raised.value
+    ).startswith(f"{batch}: cannot read it (it names os.system"), str(raised.value)
     assert "refused without importing it" in str(raised.value)
     assert not (tmp_path / MARKER).exists()
 
@@ -57,17 +60,28 @@ def test_a_genuine_cifar_cache_still_reads(tmp_path, compose_cfg):
     assert (datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size) == (40, 10, 20)
 
 
-UNSAFE = {r"\bpickle\.loads?\(": "pickle.load", r"\beval\(": "eval", r"\bexec\(": "exec",
-          r"\byaml\.load\(": "yaml.load (not safe_load)", r"unsafe_load": "yaml.unsafe_load",
-          r"safe_mode\s*=\s*False": "safe_mode=False", r"allow_pickle\s*=\s*True": "allow_pickle=True",
-          r"\bmarshal\.loads?\(": "marshal", r"\bshelve\b": "shelve", r"\bdill\b": "dill"}
+UNSAFE = {
+    r"\bpickle\.loads?\(": "pickle.load",
+    r"\beval\(": "eval",
+    r"\bexec\(": "exec",
+    r"\byaml\.load\(": "yaml.load (not safe_load)",
+    r"unsafe_load": "yaml.unsafe_load",
+    r"safe_mode\s*=\s*False": "safe_mode=False",
+    r"allow_pickle\s*=\s*True": "allow_pickle=True",
+    r"\bmarshal\.loads?\(": "marshal",
+    r"\bshelve\b": "shelve",
+    r"\bdill\b": "dill",
+}
 
 
 def test_tfhydra_uses_no_unsafe_loader():
-    found = [f"{path.relative_to(ROOT)}:{number}: {what}"
-             for path in (ROOT / "tfhydra").rglob("*.py")
-             for number, line in enumerate(path.read_text().splitlines(), start=1)
-             for pattern, what in UNSAFE.items() if re.search(pattern, line) and not line.lstrip().startswith("#")]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {what}"
+        for path in (ROOT / "tfhydra").rglob("*.py")
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        for pattern, what in UNSAFE.items()
+        if re.search(pattern, line) and not line.lstrip().startswith("#")
+    ]
     assert found == []
 
 
@@ -75,9 +89,17 @@ def test_tfhydra_uses_no_unsafe_loader():
 def run_with_user_loss(tmp_path_factory):
     """A completed run whose overrides name a `_target_` (a loss class, harmless: it is tf_keras')."""
     run = tmp_path_factory.mktemp("run")
-    tfhydra.run(tfhydra.compose(["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0",
-                                 "trainer.loss={_target_:tf_keras.losses.SparseCategoricalCrossentropy}"]),
-                run_dir=run)
+    tfhydra.run(
+        tfhydra.compose(
+            [
+                "model=mlp",
+                "trainer.epochs=1",
+                "logging.histogram_freq=0",
+                "trainer.loss={_target_:tf_keras.losses.SparseCategoricalCrossentropy}",
+            ]
+        ),
+        run_dir=run,
+    )
     return run
 
 
@@ -86,9 +108,11 @@ def test_evaluate_refuses_a_target_named_by_the_run_unless_trusted(run_with_user
 
     assert main([str(run_with_user_loss)]) == 1
     message = last_line(capsys.readouterr().err)
-    assert message.startswith(f"Error: {run_with_user_loss}/.hydra/overrides.yaml: it holds trainer.loss={{_target_:"
-                              "tf_keras.losses.SparseCategoricalCrossentropy}, which names code to import and call "
-                              "(the key _target_)"), message
+    assert message.startswith(
+        f"Error: {run_with_user_loss}/.hydra/overrides.yaml: it holds trainer.loss={{_target_:"
+        "tf_keras.losses.SparseCategoricalCrossentropy}, which names code to import and call "
+        "(the key _target_)"
+    ), message
     assert "--trust-run" in message
     assert main(["--trust-run", str(run_with_user_loss)]) == 0
     captured = capsys.readouterr()
@@ -99,15 +123,27 @@ def test_evaluate_refuses_a_target_named_by_the_run_unless_trusted(run_with_user
     assert figures["split"] == "test" and figures["metrics"]["accuracy"] == pytest.approx(recorded, abs=1e-6)
 
 
-@pytest.mark.parametrize("line,problem", [
-    ("hydra.searchpath=[pkg://evilpkg]", "it holds hydra.searchpath=[pkg://evilpkg], a hydra setting, which tfhydra "
-                                         "takes only from your own command line, never from a file"),
-    ("hydra/launcher=basic", "it holds hydra/launcher=basic, a hydra setting, which tfhydra takes only from your own "
-                             "command line, never from a file"),
-    ("+trainer.callbacks=[{_target_:os.system}]", "it holds +trainer.callbacks=[{_target_:os.system}], which names "
-                                                  "code to import and call (the key _target_)"),
-    ("data.name=${oc.env:HOME}", "it holds data.name=${oc.env:HOME}, whose interpolation would run"),
-])
+@pytest.mark.parametrize(
+    "line,problem",
+    [
+        (
+            "hydra.searchpath=[pkg://evilpkg]",
+            "it holds hydra.searchpath=[pkg://evilpkg], a hydra setting, which tfhydra "
+            "takes only from your own command line, never from a file",
+        ),
+        (
+            "hydra/launcher=basic",
+            "it holds hydra/launcher=basic, a hydra setting, which tfhydra takes only from your own "
+            "command line, never from a file",
+        ),
+        (
+            "+trainer.callbacks=[{_target_:os.system}]",
+            "it holds +trainer.callbacks=[{_target_:os.system}], which names "
+            "code to import and call (the key _target_)",
+        ),
+        ("data.name=${oc.env:HOME}", "it holds data.name=${oc.env:HOME}, whose interpolation would run"),
+    ],
+)
 def test_evaluate_refuses_overrides_that_would_import_code(run_with_user_loss, tmp_path, line, problem, capsys):
     import shutil
 
@@ -123,11 +159,16 @@ def test_evaluate_refuses_overrides_that_would_import_code(run_with_user_loss, t
 
 # ---- poisoned data and silent nonsense ----------------------------------------------------------------------
 
+
 def npz_with(path: Path, **changes) -> Path:
     x_train, y_train = data_files.class_images(64, (12, 12), 4, seed=1)
     x_test, y_test = data_files.class_images(16, (12, 12), 4, seed=2)
-    arrays = {"x_train": x_train.astype(np.float32) / 255, "y_train": y_train, "x_test": x_test.astype(np.float32) / 255,
-              "y_test": y_test}
+    arrays = {
+        "x_train": x_train.astype(np.float32) / 255,
+        "y_train": y_train,
+        "x_test": x_test.astype(np.float32) / 255,
+        "y_test": y_test,
+    }
     arrays.update(changes)
     np.savez(path, **arrays)
     return path
@@ -143,8 +184,12 @@ def test_a_nan_pixel_is_refused_at_load_with_its_index(tmp_path, compose_cfg):
     x_train = data_files.class_images(64, (12, 12), 4, seed=1)[0].astype(np.float32) / 255
     x_train[5, 3, 7] = np.nan
     path = npz_with(tmp_path / "d.npz", x_train=x_train)
-    with pytest.raises(ConfigError, match=re.escape(f"{path}[x_train]: 1 non-finite value(s), the first at index "
-                                                    "[5, 3, 7] (nan); accepted: finite numbers")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            f"{path}[x_train]: 1 non-finite value(s), the first at index [5, 3, 7] (nan); accepted: finite numbers"
+        ),
+    ):
         build(compose_cfg, path)
 
 
@@ -158,13 +203,22 @@ def test_one_hot_labels_are_class_indices(tmp_path, compose_cfg):
     assert list(labels) == list(y_test)
 
 
-@pytest.mark.parametrize("changes,fragment", [
-    ({"y_train": np.full((64, 4), 0.25)}, "[y_train]: labels of shape (64, 4) that are not one-hot rows"),
-    ({"y_train": np.zeros((64, 2, 2))}, "[y_train]: labels of shape (64, 2, 2)"),
-    ({"x_train": np.zeros((0, 12, 12), np.float32), "y_train": np.zeros(0, np.int64)}, "x_train holds no example"),
-    ({"x_test": np.zeros((16, 10, 10), np.float32)}, "x_train examples have shape (12, 12), x_test examples (10, 10)"),
-    ({"y_train": np.zeros(64, np.int64), "y_test": np.zeros(16, np.int64)}, "the training split holds 1 class(es): 0"),
-])
+@pytest.mark.parametrize(
+    "changes,fragment",
+    [
+        ({"y_train": np.full((64, 4), 0.25)}, "[y_train]: labels of shape (64, 4) that are not one-hot rows"),
+        ({"y_train": np.zeros((64, 2, 2))}, "[y_train]: labels of shape (64, 2, 2)"),
+        ({"x_train": np.zeros((0, 12, 12), np.float32), "y_train": np.zeros(0, np.int64)}, "x_train holds no example"),
+        (
+            {"x_test": np.zeros((16, 10, 10), np.float32)},
+            "x_train examples have shape (12, 12), x_test examples (10, 10)",
+        ),
+        (
+            {"y_train": np.zeros(64, np.int64), "y_test": np.zeros(16, np.int64)},
+            "the training split holds 1 class(es): 0",
+        ),
+    ],
+)
 def test_unusable_arrays_are_one_line(tmp_path, compose_cfg, changes, fragment):
     path = npz_with(tmp_path / "d.npz", **changes)
     with pytest.raises(ConfigError) as raised:
@@ -180,8 +234,10 @@ def test_an_empty_label_cell_names_its_line(tmp_path, compose_cfg):
     cells = lines[7].split(",")
     lines[7] = ",".join([*cells[:-1], ""])
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ConfigError, match=re.escape(f"{path}:8: the label cell is empty; accepted: a label in every "
-                                                    "row of column label")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(f"{path}:8: the label cell is empty; accepted: a label in every row of column label"),
+    ):
         build_datasets(compose_cfg(["data=csv", f"data.path={path}", "model=mlp"]).data, 0)
 
 
@@ -212,15 +268,25 @@ def test_a_nan_pixel_the_loader_cannot_see_ends_diverged_not_completed(tmp_path)
         for record in data_files.serialized_examples(images, labels, encoding="raw"):
             writer.write(record)
     run_dir = tmp_path / "run"
-    result = run_cli("data=tfrecord", f"data.train={tmp_path}/train-*.tfrecord", "data.encoding=raw",
-                     "data.raw_shape=[12,12,1]", "data.raw_dtype=float32", "data.cache=false", "model.filters=[8]",
-                     "trainer.epochs=2", "logging.histogram_freq=0", f"hydra.run.dir={run_dir}")
+    result = run_cli(
+        "data=tfrecord",
+        f"data.train={tmp_path}/train-*.tfrecord",
+        "data.encoding=raw",
+        "data.raw_shape=[12,12,1]",
+        "data.raw_dtype=float32",
+        "data.cache=false",
+        "model.filters=[8]",
+        "trainer.epochs=2",
+        "logging.histogram_freq=0",
+        f"hydra.run.dir={run_dir}",
+    )
     record = read_run_record(run_dir)
     assert record["status"] == "diverged", (record["status"], result.stderr[-1500:])
     assert not (run_dir / "export").exists()
 
 
 # ---- faults met on resume -----------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("damaged", ["checkpoints/history.json", "checkpoints/last.weights.h5"])

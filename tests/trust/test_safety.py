@@ -1,5 +1,6 @@
 """Integrity and safety: records replaced whole (temporary file, then rename), and a run directory used by
 `python -m tfhydra.evaluate` or `compression.from_run` checked before use, without running code from it."""
+
 import json
 import os
 import shutil
@@ -10,7 +11,6 @@ import textwrap
 import time
 
 import pytest
-
 from conftest import ROOT, TESTS, last_line, run_cli
 
 # ---- atomic writes -----------------------------------------------------------------------------
@@ -79,10 +79,13 @@ def test_a_writer_killed_mid_write_leaves_the_complete_old_file(tmp_path):
 
 # ---- run directories checked before use --------------------------------------------------------
 
-EVALUATE_ACCEPTED = ("accepted: the directory of a completed run with .hydra/ and export/saved_model or "
-                     "export/tflite/model.tflite")
-FROM_RUN_ACCEPTED = ("accepted: the directory of a completed run (metrics.json with status completed, "
-                     ".hydra/config.yaml, checkpoints/last.weights.h5)")
+EVALUATE_ACCEPTED = (
+    "accepted: the directory of a completed run with .hydra/ and export/saved_model or export/tflite/model.tflite"
+)
+FROM_RUN_ACCEPTED = (
+    "accepted: the directory of a completed run (metrics.json with status completed, "
+    ".hydra/config.yaml, checkpoints/last.weights.h5)"
+)
 MLP = ["model=mlp", "logging.histogram_freq=0", "logging.write_graph=false"]
 
 
@@ -96,10 +99,15 @@ def finished_run(tmp_path_factory):
 
 
 def evaluate(run_dir):
-    return subprocess.run([sys.executable, "-m", "tfhydra.evaluate", str(run_dir)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, stdin=subprocess.DEVNULL,
-                          env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"),
-                               "PYTHONPATH": f"{ROOT}:{TESTS}"})
+    return subprocess.run(
+        [sys.executable, "-m", "tfhydra.evaluate", str(run_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": f"{ROOT}:{TESTS}"},
+    )
 
 
 def broken_copy(finished_run, tmp_path, breaks):
@@ -113,6 +121,7 @@ def set_status(status):
     def breaks(run):
         record = json.loads((run / "metrics.json").read_text())
         (run / "metrics.json").write_text(json.dumps({**record, "status": status}))
+
     return breaks
 
 
@@ -120,6 +129,7 @@ def truncate(name, keep=40):
     def breaks(run):
         data = (run / name).read_bytes()
         (run / name).write_bytes(data[:keep])
+
     return breaks
 
 
@@ -128,25 +138,39 @@ MARKER = "code_from_the_run_ran"
 # files, found by the trust boundary (tfhydra/trust), read "Error: <run>/<file>: ...".
 BROKEN = {  # name: (what is done to a copy of the finished run, what follows the run's path in the message)
     "no saved config": (lambda run: (run / ".hydra" / "config.yaml").unlink(), ": it has no .hydra/config.yaml"),
-    "corrupt saved config": (lambda run: (run / ".hydra" / "config.yaml").write_text("model: {name: mlp\n  units: [\n"),
-                             "/.hydra/config.yaml: it is not readable YAML (line 2: "),
-    "code in the saved config": (lambda run: (run / ".hydra" / "config.yaml").write_text(
-        f"!!python/object/apply:os.system ['touch {MARKER}']\n"), "/.hydra/config.yaml: it is not readable YAML ("),
-    "saved config not a run's": (lambda run: (run / ".hydra" / "config.yaml").write_text("- a\n- b\n"),
-                                 "/.hydra/config.yaml: it is not a YAML mapping"),
+    "corrupt saved config": (
+        lambda run: (run / ".hydra" / "config.yaml").write_text("model: {name: mlp\n  units: [\n"),
+        "/.hydra/config.yaml: it is not readable YAML (line 2: ",
+    ),
+    "code in the saved config": (
+        lambda run: (run / ".hydra" / "config.yaml").write_text(
+            f"!!python/object/apply:os.system ['touch {MARKER}']\n"
+        ),
+        "/.hydra/config.yaml: it is not readable YAML (",
+    ),
+    "saved config not a run's": (
+        lambda run: (run / ".hydra" / "config.yaml").write_text("- a\n- b\n"),
+        "/.hydra/config.yaml: it is not a YAML mapping",
+    ),
     "interpolation in the saved config": (
         lambda run: (run / ".hydra" / "config.yaml").write_text(
-            (run / ".hydra" / "config.yaml").read_text().replace("name: mlp", "name: ${oc.env:HOME}", 1)),
-        "/.hydra/config.yaml: it holds model.name: ${oc.env:HOME}, which your own configs do not"),
+            (run / ".hydra" / "config.yaml").read_text().replace("name: mlp", "name: ${oc.env:HOME}", 1)
+        ),
+        "/.hydra/config.yaml: it holds model.name: ${oc.env:HOME}, which your own configs do not",
+    ),
     "failed run": (set_status("failed"), ": not a completed run (status: failed)"),
     "still running": (set_status("running"), ": not a completed run (status: running)"),
     "no metrics.json": (lambda run: (run / "metrics.json").unlink(), ": not a completed run (status: None)"),
     "corrupt metrics.json": (truncate("metrics.json"), ": not a completed run (its metrics.json cannot be read)"),
     "no export": (lambda run: shutil.rmtree(run / "export"), ": it has no export/saved_model/saved_model.pb"),
-    "corrupt overrides": (lambda run: (run / ".hydra" / "overrides.yaml").write_text("[model=mlp\n"),
-                          "/.hydra/overrides.yaml: it is not readable YAML ("),
-    "overrides not a list": (lambda run: (run / ".hydra" / "overrides.yaml").write_text("model: mlp\n"),
-                             "/.hydra/overrides.yaml: it is not a list of overrides"),
+    "corrupt overrides": (
+        lambda run: (run / ".hydra" / "overrides.yaml").write_text("[model=mlp\n"),
+        "/.hydra/overrides.yaml: it is not readable YAML (",
+    ),
+    "overrides not a list": (
+        lambda run: (run / ".hydra" / "overrides.yaml").write_text("model: mlp\n"),
+        "/.hydra/overrides.yaml: it is not a list of overrides",
+    ),
     "no overrides": (lambda run: (run / ".hydra" / "overrides.yaml").unlink(), ": it has no .hydra/overrides.yaml"),
 }
 
@@ -181,16 +205,21 @@ def saved_config_with(compression):
         saved = OmegaConf.load(run / ".hydra" / "config.yaml")
         saved.compression = compression
         OmegaConf.save(saved, run / ".hydra" / "config.yaml")
+
     return breaks
 
 
 FROM_RUN = {
     "failed run": (set_status("failed"), f"not a completed run (status: failed); {FROM_RUN_ACCEPTED}"),
-    "corrupt saved config": (BROKEN["corrupt saved config"][0], "/.hydra/config.yaml: it is not readable YAML (line 2: "),
+    "corrupt saved config": (
+        BROKEN["corrupt saved config"][0],
+        "/.hydra/config.yaml: it is not readable YAML (line 2: ",
+    ),
     "no weights": (lambda run: shutil.rmtree(run / "checkpoints"), "it has no checkpoints/last.weights.h5"),
     "code named by the saved config": (
         saved_config_with({"_target_": "os.system", "_args_": [f"touch {MARKER}"], "start_epoch": 0, "from_run": None}),
-        "/.hydra/config.yaml: it holds compression._target_: os.system, which your own configs do not name"),
+        "/.hydra/config.yaml: it holds compression._target_: os.system, which your own configs do not name",
+    ),
 }
 
 
@@ -199,8 +228,14 @@ FROM_RUN = {
 def test_compression_from_a_broken_run_is_refused_in_one_line(finished_run, tmp_path, name):
     breaks, problem = FROM_RUN[name]
     run = broken_copy(finished_run, tmp_path, breaks)
-    result = run_cli("trainer.epochs=1", *MLP, "compression=prune", f"compression.from_run={run}",
-                     f"hydra.run.dir={tmp_path / 'new'}", cwd=tmp_path)
+    result = run_cli(
+        "trainer.epochs=1",
+        *MLP,
+        "compression=prune",
+        f"compression.from_run={run}",
+        f"hydra.run.dir={tmp_path / 'new'}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     message = last_line(result.stderr)
     expected = f"Error: {run}{problem}" if problem.startswith("/") else f"Error: compression.from_run={run}: {problem}"

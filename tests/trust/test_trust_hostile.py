@@ -9,9 +9,9 @@ server and no place outside the directory to write; every YAML and JSON file rea
   not give is refused by name; the command's own are used and said; `--trust-sweep` still takes the file's.
 - evaluate: a recorded server address is refused; an `evaluations/` link out of the run is refused before work.
 """
+
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,18 +20,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import yaml
-from hypothesis import HealthCheck, given, seed, settings, strategies as st
-
 import trust_dirs
+import yaml
 from conftest import HYPOTHESIS_SEED, TESTS, counts_cases, last_line
-from tfhydra.trust.bounded import MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, load_json_bounded
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
 from tfhydra.config.errors import ConfigError
+from tfhydra.trust.bounded import MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, load_json_bounded
 
 
 @contextmanager
 def answers_within(seconds: int):
     """A reader that hangs fails the test instead of the suite (SIGALRM; the limit is generous: a hang is minutes)."""
+
     def hung(*_):
         raise AssertionError(f"no answer within {seconds} s: the reader walks the file")
 
@@ -62,16 +64,19 @@ def test_the_bomb_is_small_and_huge():
     assert len(BOMB) < 2100 and BOMB_NODES > 10**9
 
 
-@pytest.mark.parametrize("text, problem", [(BOMB, f"it expands to more than {MAX_NODES} nodes"),
-                                           (DEEP, "nest")])  # libyaml's own limit may answer first
+@pytest.mark.parametrize(
+    "text, problem", [(BOMB, f"it expands to more than {MAX_NODES} nodes"), (DEEP, "nest")]
+)  # libyaml's own limit may answer first
 def test_each_reader_of_a_directory_answers_a_bomb_in_one_line(tmp_path, text, problem):
     from tfhydra.trust import plain_file, run_config, run_overrides, sweep_command
 
     run = trust_dirs.write_run(tmp_path / "run")
     sweep = trust_dirs.write_sweep(tmp_path / "sweep")
-    readers = {run / ".hydra" / "overrides.yaml": lambda: run_overrides(run, None),
-               run / ".hydra" / "config.yaml": lambda: run_config(run, None),
-               sweep / "multirun.yaml": lambda: sweep_command(sweep, None)}
+    readers = {
+        run / ".hydra" / "overrides.yaml": lambda: run_overrides(run, None),
+        run / ".hydra" / "config.yaml": lambda: run_config(run, None),
+        sweep / "multirun.yaml": lambda: sweep_command(sweep, None),
+    }
     for path, read in readers.items():
         path.write_text(text)
         with answers_within(60), pytest.raises(ConfigError) as refused:
@@ -117,16 +122,15 @@ def test_the_reader_refuses_exactly_what_is_over_the_limits(levels, fan, depth):
             check_yaml_shape(nested)
 
 
-
-
 # ---- resume: hydra settings only from the command line -----------------------------------------------------------
 
 SLURM = ["hydra/launcher=submitit_slurm", "hydra.launcher.setup=['touch MARKER']"]
 
 
 def hostile_sweep(tmp_path: Path, hydra=(), task=()) -> Path:
-    return trust_dirs.write_sweep(tmp_path / "sweep", task=trust_dirs.SWEEP_TASK + list(task),
-                                  hydra=["hydra.mode=MULTIRUN", *hydra])
+    return trust_dirs.write_sweep(
+        tmp_path / "sweep", task=trust_dirs.SWEEP_TASK + list(task), hydra=["hydra.mode=MULTIRUN", *hydra]
+    )
 
 
 def test_resume_takes_no_launcher_from_the_file_and_names_what_it_left(tmp_path):
@@ -139,17 +143,24 @@ def test_resume_takes_no_launcher_from_the_file_and_names_what_it_left(tmp_path)
     assert "resume takes only from its own command line: hydra/launcher, hydra.launcher.setup;" in message
     assert "touch" not in message  # keys only: a value from the file is not offered for pasting
     command = resume_command(sweep, settings=["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
-    assert [c for c in command if c.startswith("hydra")] == ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-                                                             f"hydra.sweep.dir={sweep.resolve()}"]
+    assert [c for c in command if c.startswith("hydra")] == [
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        f"hydra.sweep.dir={sweep.resolve()}",
+    ]
     trusted = resume_command(sweep, trusted=True)
     assert all(s in trusted for s in SLURM)  # the lifted gate takes the file's settings, as before
 
 
-@pytest.mark.parametrize("task, problem", [
-    (["+hydra.job.env_set.TFHYDRA_CONFIG_DIR=/elsewhere"], "its task overrides hold +hydra.job.env_set.TFHYDRA_"),
-    (["data.service.address=grpc://127.0.0.1:1"], "which names a server to connect to"),
-    (["logger=[wandb]", "logger.wandb.mode=online"], "which names a server to connect to"),
-    (["data=mnist", "data.cache_dir=/elsewhere"], "which names where to write")])
+@pytest.mark.parametrize(
+    "task, problem",
+    [
+        (["+hydra.job.env_set.TFHYDRA_CONFIG_DIR=/elsewhere"], "its task overrides hold +hydra.job.env_set.TFHYDRA_"),
+        (["data.service.address=grpc://127.0.0.1:1"], "which names a server to connect to"),
+        (["logger=[wandb]", "logger.wandb.mode=online"], "which names a server to connect to"),
+        (["data=mnist", "data.cache_dir=/elsewhere"], "which names where to write"),
+    ],
+)
 def test_resume_refuses_environment_servers_and_paths_from_the_task_overrides(tmp_path, task, problem):
     from tfhydra.sweep.__main__ import resume_command
 
@@ -167,20 +178,32 @@ def test_resume_takes_hydra_settings_only_after_the_directory(tmp_path):
 def test_the_resume_command_refuses_a_slurm_setup_line_in_one_line_and_runs_nothing(tmp_path):
     sweep = hostile_sweep(tmp_path, SLURM)
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    result = subprocess.run([sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep)], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert last_line(result.stderr).startswith(f"Error: {sweep}/multirun.yaml: it records hydra settings"), result.stderr
+    assert last_line(result.stderr).startswith(f"Error: {sweep}/multirun.yaml: it records hydra settings"), (
+        result.stderr
+    )
     assert not (tmp_path / "MARKER").exists() and not (sweep / "MARKER").exists()
     assert sorted(p.name for p in sweep.iterdir()) == ["multirun.yaml"]  # nothing written
 
 
 # ---- evaluate: no server from the run, no writing out of it ----------------------------------------------------
 
+
 def test_evaluate_refuses_a_recorded_server_address(tmp_path):
     from tfhydra.trust import run_overrides
 
-    run = trust_dirs.write_run(tmp_path / "run", trust_dirs.RUN_OVERRIDES + ["data.service.address=grpc://10.0.0.9:5050"])
+    run = trust_dirs.write_run(
+        tmp_path / "run", trust_dirs.RUN_OVERRIDES + ["data.service.address=grpc://10.0.0.9:5050"]
+    )
     with pytest.raises(ConfigError) as refused:
         run_overrides(run, None)
     assert "data.service.address=grpc://10.0.0.9:5050, which names a server to connect to" in str(refused.value)

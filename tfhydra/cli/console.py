@@ -3,15 +3,12 @@
 Not for sweeps: a sweep's jobs record their errors (tfhydra/sweep/trial.py) and the sweep callback prints the
 sweep's summary (tfhydra/sweep/callback.py).
 """
+
 from __future__ import annotations
 
 import logging
 import os
-import sys
 from pathlib import Path
-from typing import Iterator
-
-from tfhydra.config.errors import ConfigError
 
 
 def start_summary() -> None:
@@ -38,8 +35,11 @@ def end_summary() -> None:
     shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else str(run_dir)
     if record.exports:
         exported = ", ".join(record.exports.values())
-        log.info("exported (in the run directory): %s%s", exported,
-                 "; TF Serving: export/serving" if "saved_model" in record.exports else "")
+        log.info(
+            "exported (in the run directory): %s%s",
+            exported,
+            "; TF Serving: export/serving" if "saved_model" in record.exports else "",
+        )
     from tfhydra.platform.command import evaluate_command
 
     evaluate = evaluate_command()

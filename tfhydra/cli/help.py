@@ -6,6 +6,7 @@ file's header comment, the defaults list's comment for a group), the same text a
 and config cannot drift; tests/cli/test_help.py fails on a key without one. Printed before Hydra starts (Hydra's own
 page, `--hydra-help`, cannot read comments), without TensorFlow.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,9 +20,22 @@ from tfhydra.platform.private_api import config_node, node_value
 
 # The keys the page shows without a section (the rest: `--help SECTION`). Which keys are common is a choice of
 # this page; their defaults and descriptions come from conf/.
-COMMON_KEYS = ("data.batch_size", "data.fraction", "data.cache", "data.augment", "optimizer.lr",
-               "optimizer.schedule.name", "trainer.epochs", "trainer.seed", "trainer.loop", "trainer.monitor",
-               "trainer.clip_norm", "trainer.early_stopping.patience", "logging.images_freq", "export.formats")
+COMMON_KEYS = (
+    "data.batch_size",
+    "data.fraction",
+    "data.cache",
+    "data.augment",
+    "optimizer.lr",
+    "optimizer.schedule.name",
+    "trainer.epochs",
+    "trainer.seed",
+    "trainer.loop",
+    "trainer.monitor",
+    "trainer.clip_norm",
+    "trainer.early_stopping.patience",
+    "logging.images_freq",
+    "export.formats",
+)
 SKIPPED_SECTIONS = ("hydra",)  # Hydra's own: `--hydra-help`, `--cfg hydra`
 _KEY = re.compile(r"^(\s*)([A-Za-z_][\w]*):(.*)$")
 _GROUP = re.compile(r"^\s*-\s*(?:override\s+)?([\w/]+):\s*([^#]*?)\s*(?:#\s?(.*))?$")
@@ -66,7 +80,7 @@ def _split_comment(rest: str) -> tuple[str, str, str]:
         if char in "'\"" and quote in (None, char):
             quote = None if quote else char
         elif char == "#" and quote is None and (i == 0 or rest[i - 1].isspace()):
-            return rest[:i].strip(), "#", rest[i + 1:].strip()
+            return rest[:i].strip(), "#", rest[i + 1 :].strip()
     return rest.strip(), "", ""
 
 
@@ -132,8 +146,12 @@ def leaves(node, prefix: str = ""):
         if isinstance(child, DictConfig) and len(child) and "_target_" not in child:
             yield from leaves(child, path)
         else:
-            yield path, node_value(child) if not isinstance(child, (DictConfig, ListConfig)) else \
-                OmegaConf.to_container(child, resolve=False)
+            yield (
+                path,
+                node_value(child)
+                if not isinstance(child, (DictConfig, ListConfig))
+                else OmegaConf.to_container(child, resolve=False),
+            )
 
 
 def described_keys(cfg: DictConfig, dirs: list[Path]) -> list[Described]:
@@ -166,13 +184,19 @@ def help_page(cfg: DictConfig, dirs: list[Path], command: str) -> str:
     keys = {k.key: k for k in described_keys(cfg, dirs)}
     groups = group_descriptions(dirs)
     choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
-    lines = [f"{command}: train a TensorFlow (tf_keras) model on a Hydra-composed config; writes a run directory",
-             "(checkpoints, TensorBoard logs, exports, metrics.json) under outputs/.", "",
-             f"Usage: {command} [group=option ...] [key=value ...]       one run",
-             f"       {command} -m key=a,b [group=x,y ...]              a sweep: one job per combination",
-             f"       {command} --help SECTION [group=option ...]       every key under SECTION (e.g. data, "
-             "optimizer.schedule):", "                                                     type, default, description",
-             f"       {command} --cfg job | --info | --hydra-help | --version", "", "== Config groups (group=option) =="]
+    lines = [
+        f"{command}: train a TensorFlow (tf_keras) model on a Hydra-composed config; writes a run directory",
+        "(checkpoints, TensorBoard logs, exports, metrics.json) under outputs/.",
+        "",
+        f"Usage: {command} [group=option ...] [key=value ...]       one run",
+        f"       {command} -m key=a,b [group=x,y ...]              a sweep: one job per combination",
+        f"       {command} --help SECTION [group=option ...]       every key under SECTION (e.g. data, "
+        "optimizer.schedule):",
+        "                                                     type, default, description",
+        f"       {command} --cfg job | --info | --hydra-help | --version",
+        "",
+        "== Config groups (group=option) ==",
+    ]
     for group in sorted(groups):
         if group.startswith("hydra") or not any((d / group).is_dir() for d in dirs):
             continue
@@ -186,8 +210,11 @@ def help_page(cfg: DictConfig, dirs: list[Path], command: str) -> str:
     common = [(f"{name}={keys[name].default}", keys[name].description) for name in COMMON_KEYS if name in keys]
     width = max((len(setting) for setting, _ in common), default=0)
     lines += [f"  {setting:<{width}}  {description}" for setting, description in common]
-    lines += ["", f"Every key of a section: {command} --help data (or trainer, optimizer, logging, export ...).",
-              "Docs: README.md and docs/ (training.md, data.md, models.md, sweeps.md, terminal.md)."]
+    lines += [
+        "",
+        f"Every key of a section: {command} --help data (or trainer, optimizer, logging, export ...).",
+        "Docs: README.md and docs/ (training.md, data.md, models.md, sweeps.md, terminal.md).",
+    ]
     return "\n".join(lines)
 
 
@@ -200,8 +227,12 @@ def keys_page(cfg: DictConfig, dirs: list[Path], sections: list[str]) -> str:
         under = [k for k in described if k.key == section or k.key.startswith(section + ".")]
         if not under:
             tops = sorted({k.key.rsplit(".", 1)[0] for k in described} | {k.key.split(".")[0] for k in described})
-            raise ConfigError(f"--help {section}", None, "a section or key of the config, e.g. data, trainer, "
-                              "optimizer.schedule", f"no such section{suggestion(section, tops)}")
+            raise ConfigError(
+                f"--help {section}",
+                None,
+                "a section or key of the config, e.g. data, trainer, optimizer.schedule",
+                f"no such section{suggestion(section, tops)}",
+            )
         width, shown = max(len(k.key) for k in under), min(24, max(len(k.default) for k in under))
         lines += [f"{k.key:<{width}}  {k.kind:<6}  {k.default:<{shown}}  {k.description or '-'}" for k in under]
     return "\n".join(lines)
@@ -221,8 +252,10 @@ def print_help(config_dir: Path, argv: list[str], command: str) -> int:
         from tfhydra.config.composition import composition_errors
 
         groups = sorted({p.name for d in dirs for p in d.iterdir() if p.is_dir()})
-        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"), \
-                composition_errors(overrides, groups):
+        with (
+            initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"),
+            composition_errors(overrides, groups),
+        ):
             cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
         print(keys_page(cfg, dirs, sections) if sections else help_page(cfg, dirs, command))
     except ConfigError as error:

@@ -8,12 +8,13 @@ How a composition error reads is tfhydra/config/composition.py's; whether an exi
 sweep directory may be written into is tfhydra/record/lifecycle.py's; what only a `-m` command line needs checked (its
 jobs, sweeper, launcher, stages, a sweep run again) is tfhydra/sweep/preflight_checks.py's.
 """
+
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -39,8 +40,12 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
     printing = next((a for a in argv if a.split("=")[0] in _NO_JOB_FLAGS), None)
     try:
         if multirun and printing:
-            raise ConfigError(printing, None, f"-m to run a sweep, or {printing} without -m to print one job's config",
-                              "Hydra takes only one of them")
+            raise ConfigError(
+                printing,
+                None,
+                f"-m to run a sweep, or {printing} without -m to print one job's config",
+                "Hydra takes only one of them",
+            )
         launcher = check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
     except ConfigError as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
@@ -62,13 +67,18 @@ def _overrides_of(argv: list[str]) -> list[str]:
 
     args, unknown = parse_command_line(argv)
     if unknown:  # argparse would print its usage and `unrecognized arguments` over several lines
-        raise ConfigError(unknown[0], None, "flags such as -m before the key=value overrides, e.g. python train.py -m "
-                          "optimizer.lr=1e-3,1e-4", "not understood: an override after a flag, or an unknown flag")
+        raise ConfigError(
+            unknown[0],
+            None,
+            "flags such as -m before the key=value overrides, e.g. python train.py -m optimizer.lr=1e-3,1e-4",
+            "not understood: an override after a flag, or an unknown flag",
+        )
     return list(args.overrides)
 
 
-def check_overrides(config_dir: str | Path, config_name: str, overrides: list[str],
-                    multirun: bool = False) -> str | None:
+def check_overrides(
+    config_dir: str | Path, config_name: str, overrides: list[str], multirun: bool = False
+) -> str | None:
     """Raise ConfigError at the first misconfigured job; return the sweep's launcher (its kind), if any."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -79,15 +89,16 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as error:
         override = getattr(error, "override", "an override")
-        raise ConfigError(override, None, "key=value in Hydra's override syntax",
-                          f"cannot parse it ({str(error).splitlines()[0]})") from None
+        raise ConfigError(
+            override, None, "key=value in Hydra's override syntax", f"cannot parse it ({str(error).splitlines()[0]})"
+        ) from None
     jobs = sweep_checks.jobs_of(parsed, overrides, multirun)
 
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
         return None
     launcher = None
-    from tfhydra.runner.plan import plan_run
     from tfhydra.config.project import CONFIG_DIR
+    from tfhydra.runner.plan import plan_run
     from tfhydra.sweep.stages import screen_job
 
     with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
@@ -111,14 +122,28 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             _check_job(cfg, defaults, job, number, swept, multirun, stage=PROMOTE if stages else None)
             if stages is not None:  # its screen job too: the screen's epochs and share of the data
                 screen = screen_job(job, stages)
-                _check_job(with_values(defaults, [o for o in screen if not is_group_choice(o)], groups), defaults,
-                           screen, number, swept, multirun, stage=SCREEN)
+                _check_job(
+                    with_values(defaults, [o for o in screen if not is_group_choice(o)], groups),
+                    defaults,
+                    screen,
+                    number,
+                    swept,
+                    multirun,
+                    stage=SCREEN,
+                )
     _warn_unread_additions(parsed)
     return launcher
 
 
-def _check_job(cfg: DictConfig, defaults: DictConfig, job: list[str], number: int, swept: set[str], multirun: bool,
-               stage: str | None = None) -> None:
+def _check_job(
+    cfg: DictConfig,
+    defaults: DictConfig,
+    job: list[str],
+    number: int,
+    swept: set[str],
+    multirun: bool,
+    stage: str | None = None,
+) -> None:
     """One job of the command: its plan, its directories, and (a sweep run again) the directory it would use.
     `stage`: a staged sweep's screen job (`screen`) or a setting's full job (`promote`), in its stage's folder."""
     from tfhydra.runner.plan import plan_run
@@ -133,12 +158,22 @@ def _check_job(cfg: DictConfig, defaults: DictConfig, job: list[str], number: in
 def _warn_unread_additions(parsed) -> None:
     """`+trainer.foo=1` composes fine but nothing reads it: most often a misspelt key. Said, not refused: a
     user's `_target_` callable or callback may read keys tfhydra does not know."""
-    unread = [o.input_line for o in parsed if o.is_add() and "_target_" not in o.key_or_group
-              and not o.key_or_group.startswith("hydra") and "." in o.key_or_group
-              and o.key_or_group.split(".")[0] in _SECTIONS_WITHOUT_TARGET]
+    unread = [
+        o.input_line
+        for o in parsed
+        if o.is_add()
+        and "_target_" not in o.key_or_group
+        and not o.key_or_group.startswith("hydra")
+        and "." in o.key_or_group
+        and o.key_or_group.split(".")[0] in _SECTIONS_WITHOUT_TARGET
+    ]
     if unread:
-        print(f"Warning: {', '.join(unread)}: added keys that tfhydra does not read (a misspelt key? `python "
-              "train.py --cfg job` shows the keys there are)", file=sys.stderr, flush=True)
+        print(
+            f"Warning: {', '.join(unread)}: added keys that tfhydra does not read (a misspelt key? `python "
+            "train.py --cfg job` shows the keys there are)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 # Sections whose keys only tfhydra reads: an added key there is read by nobody (group options may be
@@ -162,8 +197,12 @@ def _check_keys_exist(defaults: DictConfig, overrides: list[str]) -> None:
         names = [k for k in parent if k != "hydra"] if isinstance(parent, DictConfig) else []
         where = parent_key or "the config"
         keys = short_list(leaf, names, "python train.py --cfg job shows them").removeprefix("one of ")
-        raise ConfigError(key, value, f"a key of {where}: {keys} (add a new key with +{key}=...)",
-                          f"unknown key{suggestion(leaf, names)}")
+        raise ConfigError(
+            key,
+            value,
+            f"a key of {where}: {keys} (add a new key with +{key}=...)",
+            f"unknown key{suggestion(leaf, names)}",
+        )
 
 
 def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
@@ -172,8 +211,12 @@ def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     value = OmegaConf.select(cfg, key, default=None)
     if value is not None and (str(value).strip() == "" or Path(value).expanduser().resolve() == Path.cwd().resolve()):
-        raise ConfigError(key, str(value), "a directory of its own, e.g. outputs/my-run (Hydra writes .hydra/ and "
-                          "the run's files there)", "it is the directory the command runs in")
+        raise ConfigError(
+            key,
+            str(value),
+            "a directory of its own, e.g. outputs/my-run (Hydra writes .hydra/ and the run's files there)",
+            "it is the directory the command runs in",
+        )
     if value:
         check_creatable(key, value, Path(value).expanduser())
     cache = OmegaConf.select(cfg, "data.cache", default=None)
@@ -184,8 +227,8 @@ def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
 def _check_run_dir(cfg: DictConfig, multirun: bool, first: bool = True) -> None:
     """Another process writing the directory (tfhydra/trust/locks.py) is said first: its config may be half-written.
     A sweep's directory (and its jobs') is asked once, with its first job."""
-    from tfhydra.trust.locks import check_free, check_sweep_free
     from tfhydra.record.lifecycle import check_continuable
+    from tfhydra.trust.locks import check_free, check_sweep_free
 
     if multirun:
         if first:

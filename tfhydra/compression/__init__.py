@@ -10,12 +10,18 @@ which built-in model, no TensorFlow).
 This package's import stays TensorFlow-free so the run plan can read plan.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562).
 """
+
 from __future__ import annotations
 
 import importlib
 
-_LAZY = {"Compression": "tfhydra.config.contracts", "Phase": "tfhydra.config.contracts", "COMPRESSIONS": "tfhydra.compression.schemes",
-         "compress_model": "tfhydra.compression.phases", "build_scheme": "tfhydra.compression.schemes"}
+_LAZY = {
+    "Compression": "tfhydra.config.contracts",
+    "Phase": "tfhydra.config.contracts",
+    "COMPRESSIONS": "tfhydra.compression.schemes",
+    "compress_model": "tfhydra.compression.phases",
+    "build_scheme": "tfhydra.compression.schemes",
+}
 
 
 def __getattr__(name: str):

@@ -16,6 +16,7 @@ from the option's config and trained one epoch on a text CSV; tests/data/test_ba
 `check_model_support` refuses exactly those in the run plan, before any directory exists. A model of your
 own (`_target_`) is not judged here: the scheme's builder still reports what the toolkit refuses.
 """
+
 from __future__ import annotations
 
 from omegaconf import DictConfig
@@ -24,8 +25,10 @@ from tfhydra.config.errors import ConfigError
 
 SCHEMES = ("none", "prune", "cluster", "quantize", "prune_quantize", "cluster_quantize")  # conf/compression/
 QUANTIZATION_AWARE = ("quantize", "prune_quantize", "cluster_quantize")
-QAT_TOKENS = ("the Model Optimization Toolkit fake-quantizes the model's int64 token-id input, and its 8-bit scheme "
-              "supports no Embedding, LSTM/GRU, MultiHeadAttention or LayerNormalization layer")
+QAT_TOKENS = (
+    "the Model Optimization Toolkit fake-quantizes the model's int64 token-id input, and its 8-bit scheme "
+    "supports no Embedding, LSTM/GRU, MultiHeadAttention or LayerNormalization layer"
+)
 
 
 def refusals(cfg_model: DictConfig) -> dict[str, tuple[str, str, str]]:
@@ -35,12 +38,18 @@ def refusals(cfg_model: DictConfig) -> dict[str, tuple[str, str, str]]:
     if name in ("lstm", "transformer"):
         refused.update((scheme, ("", QAT_TOKENS, "")) for scheme in QUANTIZATION_AWARE)
     if name == "lstm" and cfg_model.get("bidirectional"):
-        refused["prune"] = (" with model.bidirectional=true", "the Model Optimization Toolkit's pruning does not "
-                            "support Bidirectional layers", "model.bidirectional=false")
+        refused["prune"] = (
+            " with model.bidirectional=true",
+            "the Model Optimization Toolkit's pruning does not support Bidirectional layers",
+            "model.bidirectional=false",
+        )
     if name == "transformer" and cfg_model.get("positions") == "learned":
-        refused["cluster"] = (" with model.positions=learned", "the Model Optimization Toolkit's clustering does not "
-                              "support a custom layer with weights, as the learned position table is",
-                              "model.positions=sinusoidal")
+        refused["cluster"] = (
+            " with model.positions=learned",
+            "the Model Optimization Toolkit's clustering does not "
+            "support a custom layer with weights, as the learned position table is",
+            "model.positions=sinusoidal",
+        )
     return refused
 
 
@@ -51,6 +60,8 @@ def check_model_support(cfg: DictConfig) -> None:
     if scheme in refused:
         model, (setting, why, instead) = cfg.model.get("name"), refused[scheme]
         working = [s for s in SCHEMES if s not in refused]
-        accepted = (f"compression={', '.join(working[:-1])} or {working[-1]} with model={model}"
-                    f"{f' (or {instead})' if instead else ''}")
+        accepted = (
+            f"compression={', '.join(working[:-1])} or {working[-1]} with model={model}"
+            f"{f' (or {instead})' if instead else ''}"
+        )
         raise ConfigError("compression", scheme, accepted, f"model={model}{setting} cannot be trained with it ({why})")

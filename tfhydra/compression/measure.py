@@ -4,6 +4,7 @@ Only weights of rank >= 2 count: convolution, dense, embedding and recurrent ker
 are what pruning and clustering act on. Biases, normalisation parameters and quantization
 ranges are never pruned or clustered, and would dilute the figures.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,10 @@ def sparsity(model: keras.Model) -> dict:
     weights = kernels(model)
     zeros = {name: int(np.count_nonzero(w == 0)) for name, w in weights.items()}
     total = sum(w.size for w in weights.values())
-    return {"overall": sum(zeros.values()) / total if total else 0.0,
-            "layers": {name: zeros[name] / w.size for name, w in weights.items()}}
+    return {
+        "overall": sum(zeros.values()) / total if total else 0.0,
+        "layers": {name: zeros[name] / w.size for name, w in weights.items()},
+    }
 
 
 def distinct_values(model: keras.Model) -> dict[str, int]:

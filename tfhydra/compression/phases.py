@@ -3,6 +3,7 @@ phase after the first) when there is one.
 
 The phases themselves are planned in tfhydra/compression/plan.py and run in order by tfhydra/runner/job.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,12 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) ->
     try:
         earlier.model.load_weights(str(weights))
     except (ValueError, OSError, KeyError) as error:
-        raise ConfigError("compression.from_run", str(run), "a run of this model and data config",
-                          f"its weights do not fit this model ({str(error).splitlines()[0]})") from error
+        raise ConfigError(
+            "compression.from_run",
+            str(run),
+            "a run of this model and data config",
+            f"its weights do not fit this model ({str(error).splitlines()[0]})",
+        ) from error
     log.info("starting from %s (%s)", weights, saved.compression.get("name"))
     return earlier.strip(earlier.model)
 

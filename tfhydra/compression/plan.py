@@ -13,6 +13,7 @@ scheme's own phase is the run itself. The run plan (tfhydra/runner/plan.py) gath
 and `plan_phases`;
 tfhydra/runner/job.py runs the phases in order with `phase_config`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,9 +24,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from tfhydra.compression.checks_models import check_model_support
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.config.errors import ConfigError
-from tfhydra.config.schema import Rule, choice, integer, is_block, is_run_dir, number, optional
+from tfhydra.config.schema import Rule, choice, config_differences, integer, is_block, is_run_dir, number, optional
 from tfhydra.record.rundir import RunPaths, phase_directory
-from tfhydra.config.schema import config_differences
 
 # Collaborative schemes: this float scheme trains first, in its own phase, then the scheme itself
 # trains quantization-aware for `compression.quantize_epochs`, keeping its property.
@@ -33,8 +33,10 @@ TRAINED_FIRST = {"prune_quantize": "prune", "cluster_quantize": "cluster"}
 QUANTIZATION_AWARE = {"quantize", "prune_quantize", "cluster_quantize"}  # export int8 from learned ranges
 SHARED_KEYS = ("start_epoch", "from_run")  # conf/tfhydra.yaml's compression section: read here, not by schemes
 FROM_RUN_SCHEMES = ("none", "prune", "cluster")  # built-in float schemes: what load_run_model may rebuild
-FROM_RUN_ACCEPTED = ("the directory of a completed run (metrics.json with status completed, .hydra/config.yaml, "
-                     "checkpoints/last.weights.h5)")
+FROM_RUN_ACCEPTED = (
+    "the directory of a completed run (metrics.json with status completed, .hydra/config.yaml, "
+    "checkpoints/last.weights.h5)"
+)
 
 
 def plan_phases(cfg: DictConfig) -> list[PhasePlan]:
@@ -46,8 +48,10 @@ def plan_phases(cfg: DictConfig) -> list[PhasePlan]:
     if first and left > node.quantize_epochs:
         phases.append((first, {**_plain(node), "name": first}, left - node.quantize_epochs))
         left = node.quantize_epochs
-    planned = [PhasePlan(i, label, epochs, compression, phase_directory(i, label))
-               for i, (label, compression, epochs) in enumerate(phases)]
+    planned = [
+        PhasePlan(i, label, epochs, compression, phase_directory(i, label))
+        for i, (label, compression, epochs) in enumerate(phases)
+    ]
     return planned + [PhasePlan(len(planned), scheme, left, _plain(node), None)]
 
 
@@ -72,29 +76,61 @@ def check_compression(cfg: DictConfig) -> None:
     scheme = node.get("name") or node.get("_target_")
     precision = cfg.precision.get("name")
     if scheme != "none" and precision != "fp32":
-        raise ConfigError("precision", precision, f"precision=fp32 with compression={scheme}, or compression=none",
-                          "the Model Optimization Toolkit does not support float16/bfloat16 policies; compression "
-                          "trains in float32 only")
+        raise ConfigError(
+            "precision",
+            precision,
+            f"precision=fp32 with compression={scheme}, or compression=none",
+            "the Model Optimization Toolkit does not support float16/bfloat16 policies; compression "
+            "trains in float32 only",
+        )
     if node.start_epoch >= cfg.trainer.epochs:
-        raise ConfigError("compression.start_epoch", node.start_epoch, f"an integer below trainer.epochs "
-                          f"({cfg.trainer.epochs})", "no epochs left to train compressed")
+        raise ConfigError(
+            "compression.start_epoch",
+            node.start_epoch,
+            f"an integer below trainer.epochs ({cfg.trainer.epochs})",
+            "no epochs left to train compressed",
+        )
     left = cfg.trainer.epochs - node.start_epoch
     if scheme in TRAINED_FIRST and node.quantize_epochs > left:
-        raise ConfigError("compression.quantize_epochs", node.quantize_epochs, f"at most {left} (trainer.epochs - "
-                          "compression.start_epoch)", "more epochs than the run trains")
+        raise ConfigError(
+            "compression.quantize_epochs",
+            node.quantize_epochs,
+            f"at most {left} (trainer.epochs - compression.start_epoch)",
+            "more epochs than the run trains",
+        )
     tflite = cfg.export.get("tflite") or {}
     if "tflite" in cfg.export.formats and tflite.get("quantization") == "float16" and scheme in QUANTIZATION_AWARE:
-        raise ConfigError("export.tflite.quantization", "float16", "none or int8 (or compression=none|prune|cluster)",
-                          f"compression={scheme} trains for int8: its TFLite file is int8 from the learned ranges")
-    if ("tflite" in cfg.export.formats and tflite.get("quantization") == "int8"
-            and tflite.get("calibration_samples") == 0 and scheme not in QUANTIZATION_AWARE):
-        raise ConfigError("export.tflite.calibration_samples", 0, "a number of training examples >= 1 (e.g. 200), or a "
-                          "quantization-aware compression (quantize, prune_quantize, cluster_quantize)",
-                          "int8 export of a float model needs data to calibrate its activation ranges")
-    if ("tflite" in cfg.export.formats and tflite.get("integer_io") and tflite.get("quantization") != "int8"
-            and scheme not in QUANTIZATION_AWARE):
-        raise ConfigError("export.tflite.integer_io", True, "false, or export.tflite.quantization=int8 (or a "
-                          "quantization-aware compression)", "int8 input and output need an int8 model")
+        raise ConfigError(
+            "export.tflite.quantization",
+            "float16",
+            "none or int8 (or compression=none|prune|cluster)",
+            f"compression={scheme} trains for int8: its TFLite file is int8 from the learned ranges",
+        )
+    if (
+        "tflite" in cfg.export.formats
+        and tflite.get("quantization") == "int8"
+        and tflite.get("calibration_samples") == 0
+        and scheme not in QUANTIZATION_AWARE
+    ):
+        raise ConfigError(
+            "export.tflite.calibration_samples",
+            0,
+            "a number of training examples >= 1 (e.g. 200), or a "
+            "quantization-aware compression (quantize, prune_quantize, cluster_quantize)",
+            "int8 export of a float model needs data to calibrate its activation ranges",
+        )
+    if (
+        "tflite" in cfg.export.formats
+        and tflite.get("integer_io")
+        and tflite.get("quantization") != "int8"
+        and scheme not in QUANTIZATION_AWARE
+    ):
+        raise ConfigError(
+            "export.tflite.integer_io",
+            True,
+            "false, or export.tflite.quantization=int8 (or a quantization-aware compression)",
+            "int8 input and output need an int8 model",
+        )
     if node.from_run:
         check_run(Path(node.from_run).expanduser(), cfg.model)
 
@@ -104,8 +140,12 @@ def check_run(run: Path, cfg_model: DictConfig) -> None:
     saved = saved_run_config(run)
     differing = config_differences(saved.model, cfg_model, "model.")
     if differing:
-        raise ConfigError("compression.from_run", str(run), "a run of the same model config",
-                          f"its model config differs in {', '.join(differing)}")
+        raise ConfigError(
+            "compression.from_run",
+            str(run),
+            "a run of the same model config",
+            f"its model config differs in {', '.join(differing)}",
+        )
 
 
 def saved_run_config(run: Path) -> DictConfig:
@@ -119,21 +159,39 @@ def saved_run_config(run: Path) -> DictConfig:
     from tfhydra.trust import completed_run
 
     paths = RunPaths(run)
-    saved = completed_run(run, "compression.from_run", str(run), FROM_RUN_ACCEPTED,
-                          needs=[paths.relative(paths.last_weights)], composed=False,
-                          flag="a compression.from_run of your own (there is no flag to trust another's)")
+    saved = completed_run(
+        run,
+        "compression.from_run",
+        str(run),
+        FROM_RUN_ACCEPTED,
+        needs=[paths.relative(paths.last_weights)],
+        composed=False,
+        flag="a compression.from_run of your own (there is no flag to trust another's)",
+    )
     scheme = saved.compression.get("name")
     if scheme in QUANTIZATION_AWARE:
-        raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
-                          f"its model was trained quantization-aware (compression={scheme})")
+        raise ConfigError(
+            "compression.from_run",
+            str(run),
+            "a run whose compression is none, prune or cluster",
+            f"its model was trained quantization-aware (compression={scheme})",
+        )
     if "_target_" in saved.compression or scheme not in FROM_RUN_SCHEMES:
         shown = scheme or saved.compression.get("_target_")
-        raise ConfigError("compression.from_run", str(run), "a run whose compression is none, prune or cluster",
-                          f"its compression is {shown}, which is not rebuilt from a run directory")
+        raise ConfigError(
+            "compression.from_run",
+            str(run),
+            "a run whose compression is none, prune or cluster",
+            f"its compression is {shown}, which is not rebuilt from a run directory",
+        )
     for key, value in OmegaConf.to_container(saved.compression, resolve=False).items():
         if isinstance(value, dict) or "${" in str(value):
-            raise ConfigError("compression.from_run", str(run), "a run whose compression settings are plain values",
-                              f"its compression.{key} is {value}")
+            raise ConfigError(
+                "compression.from_run",
+                str(run),
+                "a run whose compression settings are plain values",
+                f"its compression.{key} is {value}",
+            )
     return saved
 
 

@@ -5,23 +5,24 @@ graph of layers, which a subclassed model does not have. A model tfmot refuses i
 ConfigError line naming the layer, raised when the scheme is applied, before training.
 Keys and examples: docs/compression.md.
 """
+
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import math
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
-import importlib
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.plan import SHARED_KEYS
 from tfhydra.config.contracts import Compression, Phase
 from tfhydra.config.errors import ConfigError
-from tfhydra.platform.private_api import is_functional
 from tfhydra.config.registry import Registry
+from tfhydra.platform.private_api import is_functional
 
 COMPRESSIONS = Registry("compression")
 log = logging.getLogger("tfhydra")
@@ -32,8 +33,12 @@ def build_scheme(cfg_compression: DictConfig, model: keras.Model, spec, phase: P
         cfg_compression = OmegaConf.masked_copy(cfg_compression, [k for k in cfg_compression if k not in SHARED_KEYS])
     compression = COMPRESSIONS.build(cfg_compression, model=model, spec=spec, phase=phase)
     if not isinstance(compression, Compression):
-        raise ConfigError("compression._target_", cfg_compression.get("_target_"), "a callable returning a "
-                          "tfhydra.compression.Compression", f"it returned {type(compression).__name__}")
+        raise ConfigError(
+            "compression._target_",
+            cfg_compression.get("_target_"),
+            "a callable returning a tfhydra.compression.Compression",
+            f"it returned {type(compression).__name__}",
+        )
     compression.scheme = cfg_compression.get("name") or cfg_compression.get("_target_")
     if compression.measure is Compression.measure:  # the figures every scheme reports, unless it says more
         compression.measure = sparsity_figures
@@ -70,6 +75,7 @@ class _LazyApi:
 sparsity_api, clustering_api = _LazyApi("sparsity.keras"), _LazyApi("clustering.keras")
 quantization_api, combine = _LazyApi("quantization.keras"), _LazyApi("experimental.combine")
 
+
 @COMPRESSIONS.register("none")
 def build_none(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     return Compression(model)
@@ -93,8 +99,9 @@ def build_cluster(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     require_layer_graph(model, "cluster")
     init = clustering_api.CentroidInitialization[cfg.centroids_init.upper()]
     with toolkit_errors("cluster"):
-        clustered = clustering_api.cluster_weights(model, number_of_clusters=cfg.number_of_clusters,
-                                                   cluster_centroids_init=init)
+        clustered = clustering_api.cluster_weights(
+            model, number_of_clusters=cfg.number_of_clusters, cluster_centroids_init=init
+        )
     return Compression(clustered, strip=clustering_api.strip_clustering, measure=cluster_figures)
 
 
@@ -113,8 +120,14 @@ def build_prune_quantize(cfg, model: keras.Model, spec, phase: Phase) -> Compres
 def build_cluster_quantize(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     """The last phase of cluster_quantize: QAT that keeps the clusters of the model clustered in the phase before."""
     scheme = combine.Default8BitClusterPreserveQuantizeScheme(preserve_sparsity=False)
-    return quantization_aware("cluster_quantize", model, scheme, callbacks=[CentroidGradientsExpected()],
-                              strip=combine.strip_clustering_cqat, measure=cluster_figures)
+    return quantization_aware(
+        "cluster_quantize",
+        model,
+        scheme,
+        callbacks=[CentroidGradientsExpected()],
+        strip=combine.strip_clustering_cqat,
+        measure=cluster_figures,
+    )
 
 
 def quantization_aware(name: str, model: keras.Model, scheme, **compression) -> Compression:
@@ -130,18 +143,23 @@ def latent_weights_into(base: keras.Model):
     A QuantizeWrapper owns the float variables of the layer it wraps (`conv2d/kernel`, beside its
     own `quant_conv2d/kernel_min` ...); the TFLite float32 reference is converted from them.
     """
+
     def twin(deployable: keras.Model) -> keras.Model:
         wrappers = {getattr(layer, "layer", layer).name: layer for layer in deployable.layers}
         for layer in base.layers:
             wrapper = wrappers.get(layer.name)
             own = f"{wrapper.name}/" if wrapper is not None and hasattr(wrapper, "layer") else None
-            trained = {w.name.split("/")[-1]: w for w in (wrapper.weights if wrapper is not None else [])
-                       if not (own and w.name.startswith(own))}
+            trained = {
+                w.name.split("/")[-1]: w
+                for w in (wrapper.weights if wrapper is not None else [])
+                if not (own and w.name.startswith(own))
+            }
             for weight in layer.weights:
                 source = trained.get(weight.name.split("/")[-1])
                 if source is None or source.shape != weight.shape:
-                    log.warning("float32 reference: %s keeps its value from before quantization-aware training",
-                                weight.name)
+                    log.warning(
+                        "float32 reference: %s keeps its value from before quantization-aware training", weight.name
+                    )
                     continue
                 weight.assign(source)
         return base
@@ -162,26 +180,40 @@ def pruning_schedule(cfg, phase: Phase):
     begin = boundary(cfg, "begin", phase, default=0)
     end = boundary(cfg, "end", phase, default=phase.steps if polynomial else None)
     if polynomial and end <= begin:
-        raise ConfigError("compression", cfg.name, "a pruning that ends after it begins",
-                          f"it begins at step {begin} and ends at step {end}")
+        raise ConfigError(
+            "compression",
+            cfg.name,
+            "a pruning that ends after it begins",
+            f"it begins at step {begin} and ends at step {end}",
+        )
     window = (end if polynomial else phase.steps) - begin
     frequency = min(cfg.frequency, window) if window > 0 else cfg.frequency
     if frequency < cfg.frequency:
-        log.warning("compression.frequency=%d is longer than the %d steps of the pruning: masks are updated every %d",
-                    cfg.frequency, window, frequency)
+        log.warning(
+            "compression.frequency=%d is longer than the %d steps of the pruning: masks are updated every %d",
+            cfg.frequency,
+            window,
+            frequency,
+        )
     if polynomial:
         end = begin + (end - begin) // frequency * frequency
-        schedule = sparsity_api.PolynomialDecay(cfg.initial_sparsity, cfg.target_sparsity, begin, end,
-                                                frequency=frequency)
+        schedule = sparsity_api.PolynomialDecay(
+            cfg.initial_sparsity, cfg.target_sparsity, begin, end, frequency=frequency
+        )
         reached = end
     else:
-        schedule = sparsity_api.ConstantSparsity(cfg.target_sparsity, begin, -1 if end is None else end,
-                                                 frequency=frequency)
+        schedule = sparsity_api.ConstantSparsity(
+            cfg.target_sparsity, begin, -1 if end is None else end, frequency=frequency
+        )
         reached = begin if begin > 0 else frequency
     if reached > phase.steps:
-        raise ConfigError("compression", cfg.name, f"a pruning that reaches its target within the {phase.steps} "
-                          f"training steps ({phase.epochs} epochs of {phase.steps_per_epoch})",
-                          f"the first step at target sparsity would be step {reached}")
+        raise ConfigError(
+            "compression",
+            cfg.name,
+            f"a pruning that reaches its target within the {phase.steps} "
+            f"training steps ({phase.epochs} epochs of {phase.steps_per_epoch})",
+            f"the first step at target sparsity would be step {reached}",
+        )
     return schedule, math.ceil(reached / phase.steps_per_epoch) - 1
 
 
@@ -189,8 +221,12 @@ def boundary(cfg, which: str, phase: Phase, default: int | None) -> int | None:
     """`<which>_step`, or `<which>_epoch` in steps (the real steps per epoch); not both."""
     step, epoch = cfg.get(f"{which}_step"), cfg.get(f"{which}_epoch")
     if step is not None and epoch is not None:
-        raise ConfigError(f"compression.{which}_epoch", epoch, f"null when compression.{which}_step is set",
-                          f"{which}_step and {which}_epoch both given")
+        raise ConfigError(
+            f"compression.{which}_epoch",
+            epoch,
+            f"null when compression.{which}_step is set",
+            f"{which}_step and {which}_epoch both given",
+        )
     if epoch is not None:
         return round(epoch * phase.steps_per_epoch)
     return default if step is None else step
@@ -238,19 +274,31 @@ class CentroidGradientsExpected(keras.callbacks.Callback):
 
 def require_layer_graph(model: keras.Model, scheme: str, nested: bool = True) -> None:
     if not isinstance(model, keras.Sequential) and not is_functional(model):
-        raise ConfigError("compression", scheme, "a Sequential or Functional model (every tfhydra model option is "
-                          "one), or compression=none", "the Model Optimization Toolkit supports Sequential and "
-                          f"Functional models only; model {model.name} is a subclassed model ({type(model).__name__})")
+        raise ConfigError(
+            "compression",
+            scheme,
+            "a Sequential or Functional model (every tfhydra model option is one), or compression=none",
+            "the Model Optimization Toolkit supports Sequential and "
+            f"Functional models only; model {model.name} is a subclassed model ({type(model).__name__})",
+        )
     own = [name for name in ("train_step", "test_step") if getattr(type(model), name) is not getattr(keras.Model, name)]
     if own:  # tfmot rebuilds the model as a plain Functional one: the class, and so its own step, would be lost
-        raise ConfigError("compression", scheme, "compression=none for a model with its own train_step/test_step",
-                          f"the Model Optimization Toolkit rebuilds model {model.name} as a plain Functional model, "
-                          f"which would drop {type(model).__name__}'s own {' and '.join(own)}")
+        raise ConfigError(
+            "compression",
+            scheme,
+            "compression=none for a model with its own train_step/test_step",
+            f"the Model Optimization Toolkit rebuilds model {model.name} as a plain Functional model, "
+            f"which would drop {type(model).__name__}'s own {' and '.join(own)}",
+        )
     inner = next((layer for layer in model.layers if isinstance(layer, keras.Model)), None)
     if not nested and inner is not None:
-        raise ConfigError("compression", scheme, "a model without models inside it, or compression=prune|cluster",
-                          f"layer {inner.name} ({type(inner).__name__}) is a model inside the model, which "
-                          "the 8-bit scheme cannot quantize")
+        raise ConfigError(
+            "compression",
+            scheme,
+            "a model without models inside it, or compression=prune|cluster",
+            f"layer {inner.name} ({type(inner).__name__}) is a model inside the model, which "
+            "the 8-bit scheme cannot quantize",
+        )
 
 
 _UNSUPPORTED = re.compile(r"Layer (?P<name>[^:\s]+):<class '(?P<type>[\w.]+)'> is not supported")
@@ -264,9 +312,17 @@ def toolkit_errors(scheme: str) -> Iterator[None]:
     except (ValueError, RuntimeError) as error:
         unsupported = _UNSUPPORTED.search(str(error))
         if unsupported:
-            raise ConfigError("compression", scheme, "a model whose layers the 8-bit scheme supports (Conv, Dense, "
-                              "pooling, BatchNormalization after a convolution, ...), or compression=prune|cluster",
-                              f"layer {unsupported['name']} ({unsupported['type'].rsplit('.', 1)[-1]}) cannot be "
-                              "quantized by the 8-bit scheme") from error
-        raise ConfigError("compression", scheme, "a model of Keras layers the toolkit supports, or compression=none",
-                          f"the Model Optimization Toolkit cannot apply it ({str(error).splitlines()[0]})") from error
+            raise ConfigError(
+                "compression",
+                scheme,
+                "a model whose layers the 8-bit scheme supports (Conv, Dense, "
+                "pooling, BatchNormalization after a convolution, ...), or compression=prune|cluster",
+                f"layer {unsupported['name']} ({unsupported['type'].rsplit('.', 1)[-1]}) cannot be "
+                "quantized by the 8-bit scheme",
+            ) from error
+        raise ConfigError(
+            "compression",
+            scheme,
+            "a model of Keras layers the toolkit supports, or compression=none",
+            f"the Model Optimization Toolkit cannot apply it ({str(error).splitlines()[0]})",
+        ) from error

@@ -3,10 +3,11 @@
 Hydra's own messages span several lines with its search path; a YAML file that does not parse is a
 traceback. Here each becomes one ConfigError: the key or file, the bad value, and what is accepted.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import yaml
 from omegaconf import DictConfig
@@ -57,24 +58,34 @@ def composition_errors(overrides: list[str], groups: list[str]) -> Iterator[None
             extras = {option: extras[option]}
         if extras:
             accepted = f"one of {', '.join(options)}, or " + ", ".join(
-                f"{name} after pip install -e '.[{extra}]'" for name, extra in extras.items())
-        raise ConfigError(group or "config", option, accepted,
-                          f"no such {group or 'config'} option{suggestion(option, options)}") from None
+                f"{name} after pip install -e '.[{extra}]'" for name, extra in extras.items()
+            )
+        raise ConfigError(
+            group or "config", option, accepted, f"no such {group or 'config'} option{suggestion(option, options)}"
+        ) from None
     except ConfigCompositionException as error:
         bad = next((o for o in overrides if f"'{o.split('=', 1)[0].lstrip('+~')}'" in str(error)), None)
         if bad is not None:
             key, _, value = bad.partition("=")
             name = key.lstrip("+~")  # `precison=mixed` is a group misspelt: name the one group it is nearest to
-            raise ConfigError(key, value, f"a config group ({', '.join(groups)}) or an existing key",
-                              f"no such group or key{suggestion(name, _group_names(name, groups), count=1)}") from None
+            raise ConfigError(
+                key,
+                value,
+                f"a config group ({', '.join(groups)}) or an existing key",
+                f"no such group or key{suggestion(name, _group_names(name, groups), count=1)}",
+            ) from None
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
     except HydraException as error:
         raise ConfigError(" ".join(overrides), None, "valid overrides", str(error).splitlines()[0]) from None
     except yaml.YAMLError as error:  # a config file of the project's (or tfhydra's) own conf/ that does not parse
         mark = getattr(error, "problem_mark", None)
         where = f"{mark.name}:{mark.line + 1}" if mark is not None else "a config file"
-        raise ConfigError(where, None, "a YAML file Hydra can compose (a mapping of keys to values)",
-                          f"not readable YAML ({getattr(error, 'problem', None) or type(error).__name__})") from None
+        raise ConfigError(
+            where,
+            None,
+            "a YAML file Hydra can compose (a mapping of keys to values)",
+            f"not readable YAML ({getattr(error, 'problem', None) or type(error).__name__})",
+        ) from None
 
 
 def check_group_values(parsed: list, groups: list[str]) -> None:
@@ -93,9 +104,13 @@ def check_group_values(parsed: list, groups: list[str]) -> None:
         bad = [v for v in names if not isinstance(v, (str, list))]
         if bad:
             kind = {bool: "a boolean", int: "an integer", float: "a number"}.get(type(bad[0]), "null")
-            raise ConfigError(key, override.input_line.split("=", 1)[1], f"an option name: one of "
-                              f"{', '.join(group_options(key))} (quote a name Hydra would read otherwise: {key}='...')",
-                              f"Hydra reads it as {kind}, not an option name")
+            raise ConfigError(
+                key,
+                override.input_line.split("=", 1)[1],
+                f"an option name: one of "
+                f"{', '.join(group_options(key))} (quote a name Hydra would read otherwise: {key}='...')",
+                f"Hydra reads it as {kind}, not an option name",
+            )
 
 
 def _group_names(name: str, groups: list[str]) -> list[str]:
@@ -118,5 +133,12 @@ def group_options(group: str) -> list[str]:
 
 
 # Options that Hydra plugins add, and tfhydra's extra that installs each (pyproject.toml).
-_PLUGIN_OPTIONS = {"hydra/launcher": {"joblib": "sweeps", "submitit_local": "slurm", "submitit_slurm": "slurm",
-                                      "ray": "ray", "ray_aws": "ray"}}
+_PLUGIN_OPTIONS = {
+    "hydra/launcher": {
+        "joblib": "sweeps",
+        "submitit_local": "slurm",
+        "submitit_slurm": "slurm",
+        "ray": "ray",
+        "ray_aws": "ray",
+    }
+}

@@ -5,11 +5,13 @@ They live here, in a module that imports no group room and no TensorFlow, so tha
 needs nothing from `tfhydra.data`, the export needs nothing from `tfhydra.compression`, and the
 TensorFlow-free run plan can name them. Keras types appear only in annotations.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: importing this module must not import TensorFlow
     import tf_keras as keras
@@ -18,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: importing this module must not import Ten
 @dataclass(frozen=True)
 class DataSpec:
     """What a data source says about its examples; model builders read shapes and classes from it only."""
+
     input_shape: tuple[int, ...]  # one example, without the batch axis
     num_classes: int
     class_names: tuple[str, ...]
@@ -28,18 +31,27 @@ class DataSpec:
     test_size: int = 0  # the test split's examples (tfhydra/data/splits.py); 0: no test split
 
     def as_dict(self) -> dict:
-        return {"input_shape": list(self.input_shape), "num_classes": self.num_classes,
-                "class_names": list(self.class_names), "train_size": self.train_size,
-                "val_size": self.val_size, "test_size": self.test_size, "dtype": self.dtype,
-                "vocab_size": self.vocab_size}
+        return {
+            "input_shape": list(self.input_shape),
+            "num_classes": self.num_classes,
+            "class_names": list(self.class_names),
+            "train_size": self.train_size,
+            "val_size": self.val_size,
+            "test_size": self.test_size,
+            "dtype": self.dtype,
+            "vocab_size": self.vocab_size,
+        }
 
 
 @dataclass(frozen=True)
 class Phase:
     """The training a compression scheme is applied to: pruning schedules given in epochs need its real steps."""
+
     steps_per_epoch: int
     epochs: int  # epochs of this phase (the run's, less compression.start_epoch and any earlier phase)
-    log_dir: Path | None = None  # where the scheme writes its TensorBoard summaries; None when logging.tensorboard=false
+    log_dir: Path | None = (
+        None  # where the scheme writes its TensorBoard summaries; None when logging.tensorboard=false
+    )
 
     @property
     def steps(self) -> int:
@@ -57,6 +69,7 @@ def _no_figures(model: keras.Model) -> dict:
 @dataclass
 class Compression:
     """A compression scheme applied to the run's model: what trains, and how it becomes the deployable model."""
+
     model: keras.Model  # the model to compile and train
     callbacks: list = field(default_factory=list)  # keras callbacks needed by both loops
     strip: Callable[[keras.Model], keras.Model] = _unchanged  # trained model -> deployable model (wrappers removed)
@@ -79,6 +92,7 @@ class PhasePlan:
     A run trains one phase unless `compression.start_epoch` or a collaborative scheme puts
     earlier ones before it; each earlier phase is a complete run of its own in `directory`.
     """
+
     index: int
     label: str  # pretrain | prune | cluster | the scheme's name
     epochs: int

@@ -5,14 +5,18 @@ said in one line".
 Hydra prints `str(error)` as a single line and exits 1 instead of a traceback
 (`HYDRA_FULL_ERROR=1` still shows the traceback).
 """
+
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import sys
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
 
 from hydra.errors import CompactHydraException
 
@@ -80,8 +84,16 @@ def clip(text: str, limit: int = 300) -> str:
 
 
 # Why the OS refuses a write, as strerror() spells it (TensorFlow and h5py quote it in their messages).
-WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
-                errno.EISDIR)
+WRITE_ERRNOS = (
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOTDIR,
+    errno.EISDIR,
+)
 _TF_WRITE = re.compile(r"(?:^|\s)(/[^;'\"]*?); (" + "|".join(re.escape(os.strerror(e)) for e in WRITE_ERRNOS) + ")")
 
 
@@ -206,6 +218,7 @@ def _in_single_run() -> bool:
 # What stops a run's training, said in one line: a TensorFlow runtime error (the input pipeline's or the
 # model's), and a run directory that cannot be written (a full disk, an unwritable checkpoints/).
 
+
 @contextlib.contextmanager
 def one_line_tensorflow_errors(cfg: Any) -> Iterator[None]:
     """A TensorFlow runtime error while training (an example of another shape deep in a file, a record that
@@ -218,12 +231,18 @@ def one_line_tensorflow_errors(cfg: Any) -> Iterator[None]:
     except tf.errors.OpError as error:
         text, reason = str(getattr(error, "message", None) or error), first_line(error)
         if "IteratorGetNext" in text or "iterator" in text.lower():
-            raise ConfigError("data", cfg.data.get("name"), "examples the source decodes into one shape and dtype "
-                              "(docs/data.md)", f"the input pipeline failed while training ({type(error).__name__}: "
-                              f"{clip(reason, 240)})") from error
-        raise ConfigError("model", cfg.model.get("name") or cfg.model.get("_target_"), "a model that runs on these "
-                          "examples", f"training failed in TensorFlow ({type(error).__name__}: {clip(reason, 240)})"
-                          ) from error
+            raise ConfigError(
+                "data",
+                cfg.data.get("name"),
+                "examples the source decodes into one shape and dtype (docs/data.md)",
+                f"the input pipeline failed while training ({type(error).__name__}: {clip(reason, 240)})",
+            ) from error
+        raise ConfigError(
+            "model",
+            cfg.model.get("name") or cfg.model.get("_target_"),
+            "a model that runs on these examples",
+            f"training failed in TensorFlow ({type(error).__name__}: {clip(reason, 240)})",
+        ) from error
 
 
 @contextlib.contextmanager
@@ -240,9 +259,14 @@ def run_directory_writes(paths: Any, kept: str, finish: str) -> Iterator[None]:
         yield
     except (OSError, tf.errors.OpError) as error:
         where, reason = write_failure(error, paths.root) or (None, None)
-        if where is None or not any(Path(where).absolute().is_relative_to(d.absolute())
-                                    for d in (paths.root, paths.checkpoints)):
+        if where is None or not any(
+            Path(where).absolute().is_relative_to(d.absolute()) for d in (paths.root, paths.checkpoints)
+        ):
             raise  # TensorFlow failing for another reason (one_line_tensorflow_errors says which), or not our file
-        raise ConfigError(where, None, f"a writable run directory with free space ({kept} is kept in "
-                          f"{paths.checkpoints}; finish the run with: {finish})",
-                          f"cannot write it ({reason})") from error
+        raise ConfigError(
+            where,
+            None,
+            f"a writable run directory with free space ({kept} is kept in "
+            f"{paths.checkpoints}; finish the run with: {finish})",
+            f"cannot write it ({reason})",
+        ) from error

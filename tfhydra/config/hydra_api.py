@@ -4,9 +4,11 @@ upgrade is checked here.
 Checked against hydra-core 1.3.2 and 1.3.8 (pyproject.toml pins `>=1.3.2,<1.4`). Each function names what it
 borrows and why tfhydra cannot do without it; tests/structure/test_imports.py fails on `hydra._internal` anywhere else.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def parse_command_line(argv: Sequence[str]):

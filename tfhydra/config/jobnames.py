@@ -7,17 +7,20 @@ shells mishandle replaced by `_`. The name is read from a job's config (its over
 lives with the config on the ground floor: the `${tfhydra.job_dirname:...}` resolver (resolvers.py) resolves it
 in whichever process composes a job, and the sweep room (tfhydra/sweep/) hands the swept keys to every launcher.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import sys
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 _UNSAFE = re.compile(r"[/\\:*?\"<>|\s]")
 MAX_NAME = 180  # leaves room under the usual 255-byte limit for the job number
-SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"  # JSON list of swept keys: a job's hydra.job.env_set, written by the sweep callback
+SWEPT_KEYS_ENV = (
+    "TFHYDRA_SWEPT_KEYS"  # JSON list of swept keys: a job's hydra.job.env_set, written by the sweep callback
+)
 
 
 def swept_keys(argv: Sequence[str]) -> set[str]:
@@ -66,8 +69,9 @@ def recorded_swept_keys(hydra_node=None) -> set[str] | None:
     return None
 
 
-def job_dirname(task_overrides: Sequence[str], argv: Sequence[str] | None = None, swept: set[str] | None = None,
-                hydra_node=None) -> str:
+def job_dirname(
+    task_overrides: Sequence[str], argv: Sequence[str] | None = None, swept: set[str] | None = None, hydra_node=None
+) -> str:
     """`<swept overrides>` of a job's directory `<num>_<swept overrides>` (conf/tfhydra.yaml's hydra.sweep.subdir)."""
     swept = current_swept_keys(argv, hydra_node) if swept is None else swept
     chosen = [o for o in task_overrides if o.split("=", 1)[0] in swept] or list(task_overrides)

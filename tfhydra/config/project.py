@@ -16,11 +16,12 @@ own), so for every config Hydra looks in the project first:
   in its defaults, `trainer: {epochs: 5}` below them.
 Nothing here reads or imports the project's files: Hydra composes them like tfhydra's own.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tfhydra.config.errors import ConfigError
 
@@ -39,8 +40,9 @@ def project_config_dir(argv: Sequence[str] = (), cwd: Path | None = None) -> Pat
     if named is not None:
         path = Path(named).expanduser().resolve()
         if not path.is_dir():
-            raise ConfigError(key, named, "a directory of config groups (e.g. conf/ holding model/tiny.yaml)",
-                              "no such directory")
+            raise ConfigError(
+                key, named, "a directory of config groups (e.g. conf/ holding model/tiny.yaml)", "no such directory"
+            )
     else:
         path = ((cwd or Path.cwd()) / "conf").resolve()
         if not path.is_dir():

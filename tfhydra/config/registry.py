@@ -5,9 +5,11 @@ functions `build(cfg_node, *context) -> object`. A node with `_target_` bypasses
 table: Hydra instantiates the dotted path with the node's keys plus the context as
 keyword arguments, so user code needs no change to tfhydra.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -36,7 +38,9 @@ class Registry:
         try:
             return self._builders[name]
         except KeyError:
-            raise ConfigError(f"{self.group}.name", name, self.names(), f"no {self.group} builder of that name") from None
+            raise ConfigError(
+                f"{self.group}.name", name, self.names(), f"no {self.group} builder of that name"
+            ) from None
 
     def build(self, node: DictConfig, **context: Any) -> Any:
         if "_target_" in node:
@@ -54,14 +58,22 @@ def instantiate_target(node: DictConfig, key: str, **context: Any) -> Any:
         # _partial_ then call: context objects (a DataSpec, a model) must not be merged into the config
         builder = instantiate(node, _partial_=True, _convert_="all")
     except InstantiationException as error:
-        raise ConfigError(f"{key}._target_", node._target_, "a callable taking the node's keys as keyword arguments",
-                          f"calling it failed ({error.__cause__ or error})") from error
+        raise ConfigError(
+            f"{key}._target_",
+            node._target_,
+            "a callable taking the node's keys as keyword arguments",
+            f"calling it failed ({error.__cause__ or error})",
+        ) from error
     check_signature(builder, node, key, context)
     try:
         return builder(**context)
     except InstantiationException as error:
-        raise ConfigError(f"{key}._target_", node._target_, "a callable taking the node's keys as keyword arguments",
-                          f"calling it failed ({error.__cause__ or error})") from error
+        raise ConfigError(
+            f"{key}._target_",
+            node._target_,
+            "a callable taking the node's keys as keyword arguments",
+            f"calling it failed ({error.__cause__ or error})",
+        ) from error
 
 
 def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:
@@ -78,9 +90,14 @@ def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:
         if isinstance(error, ValueError) or "keyword" not in str(error) and "argument" not in str(error):
             return  # no signature to check (a builtin): let the call speak
         keys = [k for k in node if not str(k).startswith("_")]
-        raise ConfigError(f"{key}._target_", node._target_, f"a callable taking the node's keys ({', '.join(keys)}) and "
-                          f"{', '.join(context) or 'nothing else'} as keyword arguments (drop a group option's keys "
-                          f"with ~{key} before +{key}._target_=...)", f"cannot call it: {error}") from None
+        raise ConfigError(
+            f"{key}._target_",
+            node._target_,
+            f"a callable taking the node's keys ({', '.join(keys)}) and "
+            f"{', '.join(context) or 'nothing else'} as keyword arguments (drop a group option's keys "
+            f"with ~{key} before +{key}._target_=...)",
+            f"cannot call it: {error}",
+        ) from None
 
 
 def check_target_imports(node: DictConfig, key: str) -> None:
@@ -90,5 +107,9 @@ def check_target_imports(node: DictConfig, key: str) -> None:
         locate(node._target_)
     except Exception as error:  # ImportError, AttributeError, ValueError from _locate
         reason = str(error.__cause__ or error).splitlines()[0]
-        raise ConfigError(f"{key}._target_", node._target_, "an importable dotted path such as mypkg.models.build_net",
-                          f"cannot import it ({reason})") from None
+        raise ConfigError(
+            f"{key}._target_",
+            node._target_,
+            "an importable dotted path such as mypkg.models.build_net",
+            f"cannot import it ({reason})",
+        ) from None

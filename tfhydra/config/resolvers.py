@@ -5,6 +5,7 @@ composes the job (the command, a launcher's worker, `tfhydra.compose`, a test), 
 as tfhydra does. Registering it imports only OmegaConf: tfhydra/config/jobnames.py, which knows how a job
 directory is named, is imported when a name is first resolved.
 """
+
 from __future__ import annotations
 
 from omegaconf import OmegaConf

@@ -9,12 +9,14 @@ Two layers:
 - `check_types`: every other leaf must keep the type of its default in `conf/`
   (`optimizer.lr=abc` is refused because the default `lr` is a float).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -59,8 +61,11 @@ def integer(low: int, high: int | None = None) -> Rule:
 
 def number(low: float, high: float | None = None, low_open: bool = True, high_open: bool = True) -> Rule:
     left, right = "(" if low_open else "[", ")" if high_open else "]"
-    text = f"a number > {low}" if high is None and low_open else (
-        f"a number >= {low}" if high is None else f"a number in {left}{low}, {high}{right}")
+    text = (
+        f"a number > {low}"
+        if high is None and low_open
+        else (f"a number >= {low}" if high is None else f"a number in {left}{low}, {high}{right}")
+    )
 
     def ok(v: Any) -> bool:
         if not is_number(v) or math.isinf(v):
@@ -75,8 +80,11 @@ def number(low: float, high: float | None = None, low_open: bool = True, high_op
 def choice(*options: Any) -> Rule:
     from tfhydra.config.errors import _show
 
-    return Rule("one of " + ", ".join(map(_show, options)),
-                lambda v: v in options and type(v) in {type(o) for o in options}, options=options)
+    return Rule(
+        "one of " + ", ".join(map(_show, options)),
+        lambda v: v in options and type(v) in {type(o) for o in options},
+        options=options,
+    )
 
 
 def is_target(v: Any) -> bool:
@@ -93,8 +101,10 @@ def optional(rule: Rule) -> Rule:
 
 
 def list_of(rule: Rule, min_len: int = 1) -> Rule:
-    return Rule(f"a list of at least {min_len} items, each {rule.accepted}",
-                lambda v: isinstance(v, (list, ListConfig)) and len(v) >= min_len and all(rule.ok(x) for x in v))
+    return Rule(
+        f"a list of at least {min_len} items, each {rule.accepted}",
+        lambda v: isinstance(v, (list, ListConfig)) and len(v) >= min_len and all(rule.ok(x) for x in v),
+    )
 
 
 def exists(v: Any) -> bool:
@@ -103,19 +113,22 @@ def exists(v: Any) -> bool:
 
 
 def is_globs(v: Any) -> bool:
-    return (isinstance(v, str) and v != "") or (isinstance(v, (list, ListConfig)) and len(v) > 0
-                                                and all(isinstance(p, str) and p for p in v))
+    return (isinstance(v, str) and v != "") or (
+        isinstance(v, (list, ListConfig)) and len(v) > 0 and all(isinstance(p, str) and p for p in v)
+    )
 
 
 def is_image_size(v: Any) -> bool:
-    return (is_int(v) and v >= 1) or (isinstance(v, (list, ListConfig)) and len(v) == 2
-                                       and all(is_int(d) and d >= 1 for d in v))
+    return (is_int(v) and v >= 1) or (
+        isinstance(v, (list, ListConfig)) and len(v) == 2 and all(is_int(d) and d >= 1 for d in v)
+    )
 
 
 def is_augment_list(v: Any) -> bool:
     return isinstance(v, (list, ListConfig)) and all(
         isinstance(item, str) or (isinstance(item, (dict, DictConfig)) and isinstance(item.get("name"), str))
-        for item in v)
+        for item in v
+    )
 
 
 def is_run_dir(v: Any) -> bool:
@@ -159,8 +172,12 @@ def check_types(cfg: DictConfig, defaults: DictConfig, rules: dict[str, Rule], p
         if path == "hydra" or key == "_target_" or "_target_" in cfg:  # a _target_ node's keys are its callable's
             continue
         if key not in cfg:
-            raise ConfigError(f"~{path}", None, f"{path} set to a value (tfhydra reads it; override it instead of "
-                              "deleting it)", "a key tfhydra needs was deleted")
+            raise ConfigError(
+                f"~{path}",
+                None,
+                f"{path} set to a value (tfhydra reads it; override it instead of deleting it)",
+                "a key tfhydra needs was deleted",
+            )
         if path in rules:
             continue
         expected, given = config_node(defaults, key), config_node(cfg, key)
@@ -182,7 +199,11 @@ def _same_kind(default: Any, value: Any) -> bool:
     if isinstance(default, float):
         return is_number(value)
     if isinstance(default, list):
-        return isinstance(value, list) and all(_same_kind(default[0], v) for v in value) if default else isinstance(value, list)
+        return (
+            isinstance(value, list) and all(_same_kind(default[0], v) for v in value)
+            if default
+            else isinstance(value, list)
+        )
     return type(default) is type(value)
 
 
@@ -191,7 +212,9 @@ def _kind(default: Any) -> str:
         return "true or false"
     if isinstance(default, list) and default:
         return f"a list of {_kind(default[0]).replace('a ', '', 1)}s"
-    return {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}.get(type(default), type(default).__name__)
+    return {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}.get(
+        type(default), type(default).__name__
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -220,17 +243,24 @@ def check_interpolations(node: Any, path: str = "") -> None:
         for key in keys:
             if path == "" and key == "hydra":
                 continue
-            child = f"{path}.{key}" if path and isinstance(node, DictConfig) else (
-                f"{path}[{key}]" if isinstance(node, ListConfig) else str(key))
+            child = (
+                f"{path}.{key}"
+                if path and isinstance(node, DictConfig)
+                else (f"{path}[{key}]" if isinstance(node, ListConfig) else str(key))
+            )
             try:
                 value = config_node(node, key)
                 resolve_node(value)
             except OmegaConfBaseException as error:
                 raw = node_value(config_node(node, key)) if config_node(node, key) is not None else None
                 reason = " ".join(str(error).split("\n")[0].split())
-                raise ConfigError(child, raw, "a value, or an interpolation such as ${trainer.monitor} that names an "
-                                  "existing key (or a set environment variable for ${oc.env:...})",
-                                  f"cannot resolve it ({reason})") from None
+                raise ConfigError(
+                    child,
+                    raw,
+                    "a value, or an interpolation such as ${trainer.monitor} that names an "
+                    "existing key (or a set environment variable for ${oc.env:...})",
+                    f"cannot resolve it ({reason})",
+                ) from None
             check_interpolations(value, child)
 
 
@@ -245,14 +275,22 @@ def check_sections(cfg: DictConfig) -> None:
     for section in SECTIONS:
         node, group = cfg.get(section), section in SECTIONS[:6]
         article = "an" if section[0] in "aeiou" else "a"
-        accepted = (f"{article} {section} option (conf/{section}/), or +{section}._target_=<your builder>"
-                    if group else f"the {section} section of conf/tfhydra.yaml")
+        accepted = (
+            f"{article} {section} option (conf/{section}/), or +{section}._target_=<your builder>"
+            if group
+            else f"the {section} section of conf/tfhydra.yaml"
+        )
         if not isinstance(node, DictConfig):
-            raise ConfigError(section, None, accepted, "missing: deleted with ~, or set to a value that is not a "
-                              "mapping")
+            raise ConfigError(
+                section, None, accepted, "missing: deleted with ~, or set to a value that is not a mapping"
+            )
         if group and "name" not in node and "_target_" not in node:
-            raise ConfigError(section, None, accepted, f"no {section} option: deleted with ~{section} (only the keys "
-                              f"every {section} option shares are left)")
+            raise ConfigError(
+                section,
+                None,
+                accepted,
+                f"no {section} option: deleted with ~{section} (only the keys every {section} option shares are left)",
+            )
 
 
 def validate(cfg: DictConfig, defaults: DictConfig | None = None, rules: dict[str, Rule] | None = None) -> None:

@@ -14,13 +14,22 @@ and reads, and the tf.data service's watchdog); checks.py holds what the run pla
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562), which also registers every source.
 """
+
 from __future__ import annotations
 
 import importlib
 
-_LAZY = {"DATA": "source", "DataSpec": "source", "Source": "source", "source_from_arrays": "source",
-         "stratified_split": "source", "Datasets": "pipeline", "build_datasets": "pipeline", "limit_steps": "pipeline",
-         "Reads": "caching"}
+_LAZY = {
+    "DATA": "source",
+    "DataSpec": "source",
+    "Source": "source",
+    "source_from_arrays": "source",
+    "stratified_split": "source",
+    "Datasets": "pipeline",
+    "build_datasets": "pipeline",
+    "limit_steps": "pipeline",
+    "Reads": "caching",
+}
 
 
 def __getattr__(name: str):

@@ -1,4 +1,5 @@
 """Sources held in memory as NumPy arrays: scikit-learn's digits, synthetic images, `.npz` files."""
+
 from __future__ import annotations
 
 import zipfile
@@ -8,14 +9,29 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.source import (DATA, Serving, Source, check_examples, check_finite, class_labels, image_size,
-                                 source_from_arrays)
-from tfhydra.data.splits import hold_out, wants_test
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.source import (
+    DATA,
+    Serving,
+    Source,
+    check_examples,
+    check_finite,
+    class_labels,
+    image_size,
+    source_from_arrays,
+)
+from tfhydra.data.splits import hold_out, wants_test
 
 
-def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, int] | None = None,
-                 test: tuple[np.ndarray, np.ndarray] | None = None) -> Source:
+def image_source(
+    x_train,
+    y_train,
+    x_val,
+    y_val,
+    class_names,
+    size: tuple[int, int] | None = None,
+    test: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Source:
     """Images as stored (integers, or floats already in [0, 1]), converted in the pipeline.
 
     Integer images are scaled to [0, 1] by 255 when every training pixel fits in 8 bits
@@ -46,12 +62,17 @@ def image_source(x_train, y_train, x_val, y_val, class_names, size: tuple[int, i
         return to_model_input(raw[..., tf.newaxis] if stored_val.ndim == 3 else raw)
 
     source = source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=to_unit_range, test=test)
-    source.serving = Serving(tf.TensorSpec(stored_val.shape[1:], tf.as_dtype(stored_val.dtype)), prepare,
-                             (stored_val, np.asarray(y_val)), raw_test=stored_test and (
-                                 stored_test[0], np.asarray(stored_test[1])), description=(
-                                 f"{stored_val.dtype.name} images of shape {stored_val.shape[1:]} as stored"
-                                 f"{f', scaled by 1/{scale:g}' if scale != 1 else ''}"
-                                 f"{f' and resized to {list(size)}' if size else ''} in the graph"))
+    source.serving = Serving(
+        tf.TensorSpec(stored_val.shape[1:], tf.as_dtype(stored_val.dtype)),
+        prepare,
+        (stored_val, np.asarray(y_val)),
+        raw_test=stored_test and (stored_test[0], np.asarray(stored_test[1])),
+        description=(
+            f"{stored_val.dtype.name} images of shape {stored_val.shape[1:]} as stored"
+            f"{f', scaled by 1/{scale:g}' if scale != 1 else ''}"
+            f"{f' and resized to {list(size)}' if size else ''} in the graph"
+        ),
+    )
     return source
 
 
@@ -60,9 +81,15 @@ def build_digits(cfg, seed: int) -> Source:
     images, y = read_digits()
     x = (images / 16.0).astype(np.float32)  # (1797, 8, 8) in [0, 1]
     held = hold_out(y, cfg, seed)  # one split: validation and test held out of all 1,797 (tfhydra/data/splits.py)
-    return image_source(x[held.train], y[held.train], x[held.validation], y[held.validation],
-                        [str(c) for c in range(10)], size=image_size(cfg.image_size),
-                        test=(x[held.test], y[held.test]) if len(held.test) else None)
+    return image_source(
+        x[held.train],
+        y[held.train],
+        x[held.validation],
+        y[held.validation],
+        [str(c) for c in range(10)],
+        size=image_size(cfg.image_size),
+        test=(x[held.test], y[held.test]) if len(held.test) else None,
+    )
 
 
 def read_digits() -> tuple[np.ndarray, np.ndarray]:
@@ -86,8 +113,12 @@ def build_synthetic(cfg, seed: int) -> Source:
         raise ConfigError("data.num_classes", None, "an integer >= 2", "synthetic data need a number of classes")
     shift = cfg.get("shift") or 0  # conf/data/synthetic.yaml: 0
     if not (isinstance(shift, int) and not isinstance(shift, bool) and 0 <= shift < min(cfg.shape[:2])):
-        raise ConfigError("data.shift", shift, f"an integer from 0 to {min(cfg.shape[:2]) - 1} (pixels)",
-                          "each pattern moves by at most this many pixels along each image axis")
+        raise ConfigError(
+            "data.shift",
+            shift,
+            f"an integer from 0 to {min(cfg.shape[:2]) - 1} (pixels)",
+            "each pattern moves by at most this many pixels along each image axis",
+        )
     rng = np.random.default_rng(seed)
     shape, classes = tuple(cfg.shape), cfg.num_classes
     patterns = class_patterns(rng, classes, shape, shift)
@@ -113,7 +144,7 @@ def class_patterns(rng: np.random.Generator, classes: int, shape: tuple, shift: 
         return rng.uniform(0.0, 1.0, size=(classes, *shape)).astype(np.float32)
     height, width = (-(-side // PATTERN_BLOCK) for side in shape[:2])
     blocks = rng.uniform(0.0, 1.0, size=(classes, height, width, *shape[2:])).astype(np.float32)
-    return blocks.repeat(PATTERN_BLOCK, axis=1).repeat(PATTERN_BLOCK, axis=2)[:, :shape[0], :shape[1]]
+    return blocks.repeat(PATTERN_BLOCK, axis=1).repeat(PATTERN_BLOCK, axis=2)[:, : shape[0], : shape[1]]
 
 
 PATTERN_BLOCK = 4  # pixels per side of a shifted pattern's blocks
@@ -141,8 +172,12 @@ def build_npz(cfg, seed: int) -> Source:
     path = Path(cfg.path).expanduser()
     for split in ("val", "test"):
         if (cfg[f"x_{split}"] is None) != (cfg[f"y_{split}"] is None):
-            raise ConfigError(f"data.x_{split}", cfg[f"x_{split}"], f"both data.x_{split} and data.y_{split}, or "
-                              "both null", f"data.y_{split} is {cfg[f'y_{split}']}")
+            raise ConfigError(
+                f"data.x_{split}",
+                cfg[f"x_{split}"],
+                f"both data.x_{split} and data.y_{split}, or both null",
+                f"data.y_{split} is {cfg[f'y_{split}']}",
+            )
     keys = ("x_train", "y_train", "x_val", "y_val") + (("x_test", "y_test") if wants_test(cfg) else ())
     arrays = read_npz(path, {key: cfg[key] for key in keys if cfg[key] is not None})
     x_train, y_train = arrays["x_train"], arrays["y_train"]
@@ -155,12 +190,18 @@ def build_npz(cfg, seed: int) -> Source:
         if key in arrays:
             check_finite(arrays[key], f"{path}[{cfg[key]}]")
     if len(x_train) != len(y_train):
-        raise ConfigError(str(path), None, "as many labels as images", f"{cfg.x_train} has {len(x_train)} "
-                          f"examples but {cfg.y_train} has {len(y_train)}")
+        raise ConfigError(
+            str(path),
+            None,
+            "as many labels as images",
+            f"{cfg.x_train} has {len(x_train)} examples but {cfg.y_train} has {len(y_train)}",
+        )
     y_train, names = class_labels(y_train, f"{path}[{cfg.y_train}]", cfg.class_names, cfg.num_classes)
-    shipped = {split: (arrays[f"x_{split}"], class_labels(arrays[f"y_{split}"], f"{path}[{cfg[f'y_{split}']}]",
-                                                          names)[0])
-               for split in ("val", "test") if f"x_{split}" in arrays}
+    shipped = {
+        split: (arrays[f"x_{split}"], class_labels(arrays[f"y_{split}"], f"{path}[{cfg[f'y_{split}']}]", names)[0])
+        for split in ("val", "test")
+        if f"x_{split}" in arrays
+    }
     held = hold_out(y_train, cfg, seed, ships_validation="val" in shipped, ships_test="test" in shipped)
     validation = shipped.get("val") or (x_train[held.validation], y_train[held.validation])
     test = shipped.get("test") or ((x_train[held.test], y_train[held.test]) if len(held.test) else None)
@@ -177,19 +218,35 @@ def check_real_numbers(array: np.ndarray, where: str) -> None:
     part, and fails mid-graph on strings, dates or records (numpy.savez stores them all without complaint)."""
     if array.dtype.kind in REAL_KINDS and not (array.dtype.kind == "f" and array.dtype.itemsize > 8):
         return
-    kinds = {"c": "complex numbers, whose imaginary part the cast to float32 would drop (save np.abs(x) or x.real "
-                  "as float32)", "f": "floats wider than TensorFlow's float64", "U": "strings", "S": "byte strings",
-             "M": "dates", "m": "time spans", "V": "records (a structured dtype)"}
-    raise ConfigError(where, None, "an array of integers (e.g. uint8 images) or real floats (float16, float32, "
-                      "float64)", f"its dtype is {array.dtype}: {kinds.get(array.dtype.kind, 'not numbers')}")
+    kinds = {
+        "c": "complex numbers, whose imaginary part the cast to float32 would drop (save np.abs(x) or x.real "
+        "as float32)",
+        "f": "floats wider than TensorFlow's float64",
+        "U": "strings",
+        "S": "byte strings",
+        "M": "dates",
+        "m": "time spans",
+        "V": "records (a structured dtype)",
+    }
+    raise ConfigError(
+        where,
+        None,
+        "an array of integers (e.g. uint8 images) or real floats (float16, float32, float64)",
+        f"its dtype is {array.dtype}: {kinds.get(array.dtype.kind, 'not numbers')}",
+    )
 
 
 def read_npz(path: Path, wanted: dict[str, str]) -> dict[str, np.ndarray]:
     """`wanted` maps config keys (x_train, ...) to array names; a missing name is the config key's error."""
     if path.is_dir() or (path.is_file() and not zipfile.is_zipfile(path)):  # np.load would try it as .npy or pickle
-        raise ConfigError(str(path), None, "a NumPy .npz file (numpy.savez) of numeric arrays",
-                          "cannot read it (a directory, not a file)" if path.is_dir() else
-                          "cannot read it (not a .npz file: not a zip archive)")
+        raise ConfigError(
+            str(path),
+            None,
+            "a NumPy .npz file (numpy.savez) of numeric arrays",
+            "cannot read it (a directory, not a file)"
+            if path.is_dir()
+            else "cannot read it (not a .npz file: not a zip archive)",
+        )
     try:
         with np.load(path, allow_pickle=False) as file:
             found = list(file.files)
@@ -197,6 +254,13 @@ def read_npz(path: Path, wanted: dict[str, str]) -> dict[str, np.ndarray]:
                 if name not in found:
                     raise ConfigError(f"data.{key}", name, found, f"no array of that name in {path}")
             return {key: file[name] for key, name in wanted.items()}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:  # not an npz, damaged, object arrays
-        raise ConfigError(str(path), None, "a NumPy .npz file (numpy.savez) of numeric arrays",
-                          f"cannot read it ({error})") from None
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        zipfile.BadZipFile,
+        zlib.error,
+    ) as error:  # not an npz, damaged, object arrays
+        raise ConfigError(
+            str(path), None, "a NumPy .npz file (numpy.savez) of numeric arrays", f"cannot read it ({error})"
+        ) from None

@@ -11,6 +11,7 @@ decode time on later epochs (sharded TFRecords stream at the model's speed: docs
 ends the run with the kernel's OOM killer. On the 23 GiB machine of the figures it is about 1.4 GB:
 every Keras dataset fits (CIFAR-10 as uint8 is 150 MB), a 2 GB TFRecord set streams.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,22 @@ import socket
 from tfhydra.platform.hostmemory import available_memory, human  # noqa: F401  (human: the data room's figures)
 
 BUDGET_SHARE = 1 / 16
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-          "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1e3,
+    "kb": 1e3,
+    "m": 1e6,
+    "mb": 1e6,
+    "g": 1e9,
+    "gb": 1e9,
+    "t": 1e12,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 SIZE_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -42,8 +57,9 @@ def local_processes() -> int:
     except (ValueError, AttributeError):
         return 1
     names = {socket.gethostname(), "localhost", "127.0.0.1"}
-    tasks = [address for role in ("chief", "worker") for address in cluster.get(role, []) or []
-             if isinstance(address, str)]
+    tasks = [
+        address for role in ("chief", "worker") for address in cluster.get(role, []) or [] if isinstance(address, str)
+    ]
     return max(1, sum(address.rsplit(":", 1)[0] in names for address in tasks))
 
 
@@ -54,5 +70,6 @@ def cache_budget(value) -> tuple[int, str]:
     available, where = available_memory()
     processes = local_processes()
     per_process = f", divided by {processes} processes on this host" if processes > 1 else ""
-    return int(available * BUDGET_SHARE / processes), (f"1/{round(1 / BUDGET_SHARE)} of {human(available)} "
-                                                        f"available ({where}){per_process}")
+    return int(available * BUDGET_SHARE / processes), (
+        f"1/{round(1 / BUDGET_SHARE)} of {human(available)} available ({where}){per_process}"
+    )

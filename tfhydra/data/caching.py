@@ -13,6 +13,7 @@ A split an epoch reads only part of (trainer.steps_per_epoch / validation_steps 
 tf.data discards a memory cache its iterator did not fill (cache_dataset_ops.cc), so it would be rebuilt
 and thrown away every epoch.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,20 +31,26 @@ TENSOR_OVERHEAD = 96  # bytes tf.data's memory cache spends per cached tensor be
 class CachePlan:
     """One split's cache: `memory`, `file` (`data.cache=<prefix>`) or `off`, and why, for the log and the record;
     `passes`: how many times the run reads the split (None: not known)."""
+
     kind: str
     reason: str
     estimated_bytes: int | None = None
     passes: float | None = None
 
     def as_dict(self) -> dict:
-        return {"cache": self.kind, "reason": self.reason, "estimated_bytes": self.estimated_bytes,
-                "passes": self.passes}
+        return {
+            "cache": self.kind,
+            "reason": self.reason,
+            "estimated_bytes": self.estimated_bytes,
+            "passes": self.passes,
+        }
 
 
 @dataclass(frozen=True)
 class Reads:
     """How the run reads its splits (the trainer's keys, passed in by the job: the data room reads no other
     section): `epochs` None = not known (a Python caller), every split may be read again."""
+
     epochs: int | None = None
     steps_per_epoch: int | None = None  # trainer.steps_per_epoch: training batches an epoch (None: the split)
     validation_steps: int | None = None  # trainer.validation_steps: validation and test batches (None: the split)
@@ -53,8 +60,13 @@ class Reads:
         if self.epochs is None or size <= 0:
             return None
         steps = self.steps_per_epoch if split == "train" else self.validation_steps
-        per_epoch = 1.0 if not steps else steps * batch_size / size if split == "train" else (
-            min(steps * batch_size / size, 1.0))  # training repeats to fill its steps; validation is cut short
+        per_epoch = (
+            1.0
+            if not steps
+            else steps * batch_size / size
+            if split == "train"
+            else (min(steps * batch_size / size, 1.0))
+        )  # training repeats to fill its steps; validation is cut short
         return round(per_epoch * (1 if split == "test" else self.epochs), 3)
 
     def read_once(self, split: str, size: int, batch_size: int) -> str | None:
@@ -62,11 +74,16 @@ class Reads:
         passes = self.passes(split, size, batch_size)
         if passes is None:
             return None
-        steps, key = ((self.steps_per_epoch, "trainer.steps_per_epoch") if split == "train" else
-                      (self.validation_steps, "trainer.validation_steps"))
+        steps, key = (
+            (self.steps_per_epoch, "trainer.steps_per_epoch")
+            if split == "train"
+            else (self.validation_steps, "trainer.validation_steps")
+        )
         if steps and steps * batch_size < size:  # an iterator that stops early: tf.data drops the partial cache
-            return (f"{key}={steps} reads {steps * batch_size} of its {size} examples an epoch: a memory cache "
-                    "would be dropped unfilled every epoch")
+            return (
+                f"{key}={steps} reads {steps * batch_size} of its {size} examples an epoch: a memory cache "
+                "would be dropped unfilled every epoch"
+            )
         if split == "test":
             return "read once, after training"
         if passes <= 1:
@@ -82,8 +99,9 @@ def example_bytes(dataset: tf.data.Dataset) -> int:
     total = 0
     for tensor in tf.nest.flatten(element):
         value = tensor.numpy()
-        total += TENSOR_OVERHEAD + (sum(len(v) for v in value.reshape(-1)) if tensor.dtype == tf.string
-                                    else value.nbytes)
+        total += TENSOR_OVERHEAD + (
+            sum(len(v) for v in value.reshape(-1)) if tensor.dtype == tf.string else value.nbytes
+        )
     return total
 
 
@@ -118,16 +136,34 @@ class CacheBudget:
         fits = estimate <= left
         if setting == "memory":
             if not fits:
-                log.warning("data.cache=memory: the %s split takes about %s as cached, over the memory cache budget "
-                            "of %s left (%s): it may exhaust memory; data.cache=auto streams it instead", split,
-                            human(estimate), human(max(left, 0)), why)
+                log.warning(
+                    "data.cache=memory: the %s split takes about %s as cached, over the memory cache budget "
+                    "of %s left (%s): it may exhaust memory; data.cache=auto streams it instead",
+                    split,
+                    human(estimate),
+                    human(max(left, 0)),
+                    why,
+                )
             self.spent += estimate
-            return CachePlan("memory", f"data.cache=memory (about {human(estimate)}; budget {human(budget)}: {why})",
-                             estimate, passes)
+            return CachePlan(
+                "memory",
+                f"data.cache=memory (about {human(estimate)}; budget {human(budget)}: {why})",
+                estimate,
+                passes,
+            )
         if fits:
             self.spent += estimate
-            return CachePlan("memory", f"about {human(estimate)} as stored fits the memory cache budget of "
-                             f"{human(left)} left ({why})", estimate, passes)
-        return CachePlan("off", f"about {human(estimate)} as stored is more than the memory cache budget of "
-                         f"{human(max(left, 0))} left ({why}): streamed from the source every epoch "
-                         "(data.cache=<path prefix> for a file cache)", estimate, passes)
+            return CachePlan(
+                "memory",
+                f"about {human(estimate)} as stored fits the memory cache budget of {human(left)} left ({why})",
+                estimate,
+                passes,
+            )
+        return CachePlan(
+            "off",
+            f"about {human(estimate)} as stored is more than the memory cache budget of "
+            f"{human(max(left, 0))} left ({why}): streamed from the source every epoch "
+            "(data.cache=<path prefix> for a file cache)",
+            estimate,
+            passes,
+        )

@@ -3,13 +3,26 @@
 Whether files exist is checked by the schema (tfhydra/config/schema.py RULES); what they hold is only known
 once a source reads them, in the job.
 """
+
 from __future__ import annotations
 
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.config.schema import Rule, choice, exists, integer, is_augment_list, is_globs, is_image_size, is_int, list_of, number, optional
+from tfhydra.config.schema import (
+    Rule,
+    choice,
+    exists,
+    integer,
+    is_augment_list,
+    is_globs,
+    is_image_size,
+    is_int,
+    list_of,
+    number,
+    optional,
+)
 
 # `data.augment` item names -> the tf_keras preprocessing layer each builds (tfhydra/data/augment.py).
 AUGMENTATION_NAMES = ("random_flip", "random_rotation", "random_zoom", "random_translation", "random_contrast")
@@ -21,8 +34,7 @@ def check_augment(cfg: DictConfig) -> None:
     for i, item in enumerate(items):
         name = item if isinstance(item, str) else item.get("name")
         if name not in AUGMENTATION_NAMES:
-            raise ConfigError(f"data.augment[{i}].name", name, sorted(AUGMENTATION_NAMES),
-                              "unknown augmentation layer")
+            raise ConfigError(f"data.augment[{i}].name", name, sorted(AUGMENTATION_NAMES), "unknown augmentation layer")
 
 
 def check_features(cfg: DictConfig) -> None:
@@ -32,13 +44,18 @@ def check_features(cfg: DictConfig) -> None:
         seen = set()
         for feature in features:
             if feature in seen:
-                raise ConfigError("data.features", list(features), "each column at most once",
-                                  f"column {feature!r} is listed twice")
+                raise ConfigError(
+                    "data.features", list(features), "each column at most once", f"column {feature!r} is listed twice"
+                )
             seen.add(feature)
         label = cfg.data.get("label")
         if label in seen:
-            raise ConfigError("data.features", list(features), f"feature columns other than the label ({label})",
-                              "the label column is also a feature")
+            raise ConfigError(
+                "data.features",
+                list(features),
+                f"feature columns other than the label ({label})",
+                "the label column is also a feature",
+            )
 
 
 def _is_size(value) -> bool:
@@ -54,8 +71,9 @@ def check_streaming(cfg: DictConfig) -> None:
     service = data.service
     mode = service.processing_mode
     if mode not in ("distributed_epoch", "parallel_epochs"):
-        raise ConfigError("data.service.processing_mode", mode, ["distributed_epoch", "parallel_epochs"],
-                          "unknown processing mode")
+        raise ConfigError(
+            "data.service.processing_mode", mode, ["distributed_epoch", "parallel_epochs"], "unknown processing mode"
+        )
     address = service.address
     if address is not None:
         from tfhydra.data.service import dispatcher_host_port
@@ -67,8 +85,12 @@ def check_streaming(cfg: DictConfig) -> None:
     if snapshot is not None and (not isinstance(snapshot, str) or not snapshot.strip()):
         raise ConfigError("data.snapshot", snapshot, "null, or a directory for the tf.data snapshot", "not a path")
     if data.get("name") == "tfds" and not data.get("dataset"):
-        raise ConfigError("data.dataset", data.get("dataset"), "the name of a TFDS dataset, e.g. data.dataset=mnist",
-                          "data=tfds needs the dataset to read")
+        raise ConfigError(
+            "data.dataset",
+            data.get("dataset"),
+            "the name of a TFDS dataset, e.g. data.dataset=mnist",
+            "data=tfds needs the dataset to read",
+        )
 
 
 def check_declared_size(cfg: DictConfig) -> None:
@@ -83,9 +105,13 @@ def check_declared_size(cfg: DictConfig) -> None:
     values = sum(sizes) * int(np.prod([int(n) for n in data.shape], dtype=np.float64))
     needed, (available, where) = values * 4 * 3, available_memory()
     if needed > available:
-        raise ConfigError("data.train_size", data.train_size, f"sizes whose arrays fit the {human(available)} this "
-                          f"process may take ({where})", f"{values:.3g} float32 values (train, validation and test "
-                          f"sizes times the shape) need about {human(needed)} to make")
+        raise ConfigError(
+            "data.train_size",
+            data.train_size,
+            f"sizes whose arrays fit the {human(available)} this process may take ({where})",
+            f"{values:.3g} float32 values (train, validation and test "
+            f"sizes times the shape) need about {human(needed)} to make",
+        )
 
 
 def check_split_fractions(cfg: DictConfig) -> None:
@@ -93,8 +119,12 @@ def check_split_fractions(cfg: DictConfig) -> None:
     train on (tfhydra/data/splits.py)."""
     val, test = cfg.data.get("val_fraction"), cfg.data.get("test_fraction")
     if isinstance(val, (int, float)) and isinstance(test, (int, float)) and val + test >= 1:
-        raise ConfigError("data.test_fraction", test, f"below {1 - val:g} (1 - data.val_fraction={val:g})",
-                          "validation and test together leave no training examples")
+        raise ConfigError(
+            "data.test_fraction",
+            test,
+            f"below {1 - val:g} (1 - data.val_fraction={val:g})",
+            "validation and test together leave no training examples",
+        )
 
 
 CHECKS = (check_augment, check_features, check_streaming, check_split_fractions, check_declared_size)
@@ -109,12 +139,19 @@ RULES: dict[str, Rule] = {
     "data.test_size": integer(0),
     "data.fraction": number(0, 1, high_open=False),
     "data.shuffle_buffer": integer(0),
-    "data.cache": Rule("auto, memory, false, or a path prefix for cache files",
-                       lambda v: v is False or (isinstance(v, str) and v != "")),
+    "data.cache": Rule(
+        "auto, memory, false, or a path prefix for cache files",
+        lambda v: v is False or (isinstance(v, str) and v != ""),
+    ),
     # bytes as an integer (a YAML number) or a size text; check_streaming reads the size
-    "data.cache_budget": Rule("auto, a number of bytes, or a size such as 2GB, 500MB, 1.5GiB",
-                              lambda v: v == "auto" or (is_int(v) and v >= 1) or _is_size(v), refusal="not a size"),
-    "data.prefetch": Rule("auto or an integer >= 0 (batches; 0 = off)", lambda v: v == "auto" or (is_int(v) and v >= 0)),
+    "data.cache_budget": Rule(
+        "auto, a number of bytes, or a size such as 2GB, 500MB, 1.5GiB",
+        lambda v: v == "auto" or (is_int(v) and v >= 1) or _is_size(v),
+        refusal="not a size",
+    ),
+    "data.prefetch": Rule(
+        "auto or an integer >= 0 (batches; 0 = off)", lambda v: v == "auto" or (is_int(v) and v >= 0)
+    ),
     "data.augment": Rule("a list of layer names or {name: <layer>, <argument>: <value>} mappings", is_augment_list),
     "data.image_size": optional(Rule("an integer >= 1 or [height, width]", is_image_size)),
     "data.num_classes": optional(integer(2)),
@@ -124,12 +161,25 @@ RULES: dict[str, Rule] = {
     "data.shape": list_of(integer(1)),
     "data.service.timeout": number(0),
     "data.service.progress_timeout": number(0),
-    "data.cache_dir": optional(Rule("the directory of the Keras dataset cache (files in <dir>/datasets/)",
-                                    lambda v: isinstance(v, str) and v.strip() != "", refusal="not a path")),
-    "data.data_dir": optional(Rule("the directory TFDS prepared the dataset in",
-                                   lambda v: isinstance(v, str) and v.strip() != "", refusal="not a path")),
-    "data.path": Rule("the path of an existing file or directory (relative to the working directory)", exists,
-                      refusal="no such file or directory"),
+    "data.cache_dir": optional(
+        Rule(
+            "the directory of the Keras dataset cache (files in <dir>/datasets/)",
+            lambda v: isinstance(v, str) and v.strip() != "",
+            refusal="not a path",
+        )
+    ),
+    "data.data_dir": optional(
+        Rule(
+            "the directory TFDS prepared the dataset in",
+            lambda v: isinstance(v, str) and v.strip() != "",
+            refusal="not a path",
+        )
+    ),
+    "data.path": Rule(
+        "the path of an existing file or directory (relative to the working directory)",
+        exists,
+        refusal="no such file or directory",
+    ),
     "data.train": Rule("a glob pattern of TFRecord files, or a list of them", is_globs),
     "data.validation": optional(Rule("a glob pattern of TFRecord files, or a list of them", is_globs)),
     "data.test": optional(Rule("a glob pattern of TFRecord files, or a list of them", is_globs)),

@@ -6,6 +6,7 @@ but still cannot be decoded is found when it is first read: `data.on_bad_file=fa
 line naming it, `skip` leaves it out (one stderr line naming it) and tops the epoch up with the next example,
 so epochs keep their length. The TFRecord source lives in tfrecord.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Source, class_labels, image_size,
-                                 take_examples)
-from tfhydra.data.splits import hold_out, wants_test
 from tfhydra.config.errors import ConfigError, first_line
+from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, image_size, take_examples
+from tfhydra.data.splits import hold_out, wants_test
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")  # what tf.io.decode_image reads
 CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}
@@ -37,12 +37,20 @@ def split_or_shipped(train, labels: np.ndarray, shipped: dict, cfg, seed: int):
     ({split: (dataset, size)}), and what is not shipped held out of `train` (tfhydra/data/splits.py)."""
     held = hold_out(labels, cfg, seed, ships_validation="val" in shipped, ships_test="test" in shipped)
     count = len(labels)
-    out = {split: shipped.get(split) or (take_examples(train, getattr(held, attr), count), len(getattr(held, attr)))
-           for split, attr in (("val", "validation"), ("test", "test"))}
+    out = {
+        split: shipped.get(split) or (take_examples(train, getattr(held, attr), count), len(getattr(held, attr)))
+        for split, attr in (("val", "validation"), ("test", "test"))
+    }
     if "test" not in shipped and not len(held.test):
         out["test"] = (None, 0)
-    return (take_examples(train, held.train, count), out["val"][0], out["test"][0], labels[held.train],
-            out["val"][1], out["test"][1])
+    return (
+        take_examples(train, held.train, count),
+        out["val"][0],
+        out["test"][0],
+        labels[held.train],
+        out["val"][1],
+        out["test"][1],
+    )
 
 
 # --- image_folder -----------------------------------------------------------------------------------------
@@ -62,9 +70,12 @@ def build_image_folder(cfg, seed: int) -> Source:
     train_dir = root / "train" if (root / "train").is_dir() else root
     names = tuple(class_folders(train_dir))
     if len(names) < 2:
-        raise ConfigError(str(train_dir), None, "at least 2 class sub-folders of images, e.g. train/cat/*.png and "
-                          "train/dog/*.png", f"found {len(names)} class folder(s){': ' if names else ''}"
-                          f"{', '.join(names)}")
+        raise ConfigError(
+            str(train_dir),
+            None,
+            "at least 2 class sub-folders of images, e.g. train/cat/*.png and train/dog/*.png",
+            f"found {len(names)} class folder(s){': ' if names else ''}{', '.join(names)}",
+        )
     paths, labels = list_images(train_dir, names)
     channels, size = CHANNELS[cfg.color_mode], image_size(cfg.image_size)
     if cfg.verify:
@@ -81,7 +92,8 @@ def build_image_folder(cfg, seed: int) -> Source:
     if size is None:
         size = first_size(paths[0], channels)
     train, validation, test, train_labels, val_size, test_size = split_or_shipped(
-        tf.data.Dataset.from_tensor_slices((paths, labels)), labels, shipped, cfg, seed)
+        tf.data.Dataset.from_tensor_slices((paths, labels)), labels, shipped, cfg, seed
+    )
 
     def decode(path, label):
         image = tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
@@ -91,8 +103,16 @@ def build_image_folder(cfg, seed: int) -> Source:
         return float_image(image, size, (*size, channels)), label
 
     spec = DataSpec((*size, channels), len(names), names, len(train_labels), val_size, test_size=test_size)
-    return Source(train, validation, spec, decode=decode, train_labels=train_labels, prepare=prepare, test=test,
-                  decode_all=lambda dataset, count: guarded_decode(dataset, decode, count, cfg.on_bad_file, channels))
+    return Source(
+        train,
+        validation,
+        spec,
+        decode=decode,
+        train_labels=train_labels,
+        prepare=prepare,
+        test=test,
+        decode_all=lambda dataset, count: guarded_decode(dataset, decode, count, cfg.on_bad_file, channels),
+    )
 
 
 def class_folders(folder: Path) -> list[str]:
@@ -106,23 +126,36 @@ def list_images(folder: Path, names: tuple[str, ...], required: bool = True) -> 
     """
     unknown = sorted(set(class_folders(folder)) - set(names))
     if unknown:
-        raise ConfigError(str(folder / unknown[0]), None, f"the class folders of the training images "
-                          f"({', '.join(names)})", "a validation class folder with no training folder")
+        raise ConfigError(
+            str(folder / unknown[0]),
+            None,
+            f"the class folders of the training images ({', '.join(names)})",
+            "a validation class folder with no training folder",
+        )
     paths, labels = [], []
     for label, name in enumerate(names):
-        files = sorted(str(p) for p in (folder / name).rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS
-                       and p.is_file()) if (folder / name).is_dir() else []
+        files = (
+            sorted(str(p) for p in (folder / name).rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+            if (folder / name).is_dir()
+            else []
+        )
         if not files and required:
-            raise ConfigError(str(folder / name), None, f"image files ({', '.join(IMAGE_EXTENSIONS)})",
-                              "an empty class folder")
+            raise ConfigError(
+                str(folder / name), None, f"image files ({', '.join(IMAGE_EXTENSIONS)})", "an empty class folder"
+            )
         paths += files
         labels += [label] * len(files)
     return paths, np.array(labels, dtype=np.int64)
 
 
 # The first bytes of each format tf.io.decode_image reads, and how a complete file of it ends.
-SIGNATURES = {b"\x89PNG\r\n\x1a\n": b"IEND\xaeB`\x82", b"\xff\xd8\xff": b"\xff\xd9", b"GIF87a": b";", b"GIF89a": b";",
-              b"BM": None}
+SIGNATURES = {
+    b"\x89PNG\r\n\x1a\n": b"IEND\xaeB`\x82",
+    b"\xff\xd8\xff": b"\xff\xd9",
+    b"GIF87a": b";",
+    b"GIF89a": b";",
+    b"BM": None,
+}
 
 
 def looks_complete(path: str) -> str | None:
@@ -154,13 +187,19 @@ def readable_files(paths: list[str], labels: np.ndarray, on_bad_file: str) -> tu
     if not bad:
         return paths, labels
     if on_bad_file == "fail":
-        raise ConfigError(bad[0][0], None, "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
-                          f"cannot decode it as an image ({len(bad)} of {len(paths)} files are unreadable)")
+        raise ConfigError(
+            bad[0][0],
+            None,
+            "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
+            f"cannot decode it as an image ({len(bad)} of {len(paths)} files are unreadable)",
+        )
     import logging
 
-    logging.getLogger("tfhydra").warning("data.on_bad_file=skip: left out %d unreadable file(s): %s", len(bad),
-                                         "; ".join(f"{p} ({why})" for p, why in bad[:5]) + (" ..." if len(bad) > 5
-                                                                                              else ""))
+    logging.getLogger("tfhydra").warning(
+        "data.on_bad_file=skip: left out %d unreadable file(s): %s",
+        len(bad),
+        "; ".join(f"{p} ({why})" for p, why in bad[:5]) + (" ..." if len(bad) > 5 else ""),
+    )
     dropped = {p for p, _ in bad}
     keep = [i for i, p in enumerate(paths) if p not in dropped]
     return [paths[i] for i in keep], labels[keep]
@@ -171,6 +210,7 @@ def guarded_decode(dataset: tf.data.Dataset, decode, count: int, on_bad_file: st
     an anonymous TensorFlow error: each element is decoded in a dataset of its own whose errors are dropped,
     and an empty result stands for the file. `skip` leaves it out and repeats the split as needed, so the
     split keeps `count` elements (tfhydra and Keras both rely on the count)."""
+
     def one(path, label):
         good = tf.data.Dataset.from_tensors((path, label)).map(decode).ignore_errors()
         good = good.map(lambda image, y: (image, y, path, True))
@@ -179,16 +219,22 @@ def guarded_decode(dataset: tf.data.Dataset, decode, count: int, on_bad_file: st
 
     checked = dataset.interleave(one, cycle_length=AUTOTUNE, num_parallel_calls=AUTOTUNE, deterministic=True)
     if on_bad_file == "fail":
+
         def assert_good(image, label, path, ok):
             check = tf.debugging.Assert(ok, ["data.on_bad_file=fail: cannot decode", path, "as an image"])
             with tf.control_dependencies([check]):
                 return tf.identity(image), label
+
         return checked.map(assert_good, num_parallel_calls=AUTOTUNE)
 
     def report(image, label, path, ok):
         if not ok:
-            tf.print("data.on_bad_file=skip: left out", path, "(cannot decode it as an image)",
-                     output_stream="file:///dev/stderr")
+            tf.print(
+                "data.on_bad_file=skip: left out",
+                path,
+                "(cannot decode it as an image)",
+                output_stream="file:///dev/stderr",
+            )
         return ok
 
     kept = checked.filter(report).map(lambda image, label, path, ok: (image, label))
@@ -207,12 +253,20 @@ def check_image_headers(paths: list[str], max_pixels: int, one_size: bool) -> No
         if size is None:
             continue  # not a header this reads: the decoder's checks answer for the file
         if size[0] * size[1] > max_pixels:
-            raise ConfigError(path, None, f"images of at most data.max_pixels={max_pixels} pixels (or raise it)",
-                              f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels")
+            raise ConfigError(
+                path,
+                None,
+                f"images of at most data.max_pixels={max_pixels} pixels (or raise it)",
+                f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels",
+            )
         if one_size and first is not None and size != first[1]:
-            raise ConfigError("data.image_size", None, "[height, width] to resize every image to (e.g. "
-                              f"data.image_size=[{first[1][0]},{first[1][1]}])", f"null keeps each stored size, and "
-                              f"they differ: {first[0]} is {first[1][0]}x{first[1][1]}, {path} is {size[0]}x{size[1]}")
+            raise ConfigError(
+                "data.image_size",
+                None,
+                f"[height, width] to resize every image to (e.g. data.image_size=[{first[1][0]},{first[1][1]}])",
+                f"null keeps each stored size, and "
+                f"they differ: {first[0]} is {first[1][0]}x{first[1][1]}, {path} is {size[0]}x{size[1]}",
+            )
         first = first or (path, size)
 
 
@@ -221,6 +275,10 @@ def first_size(path: str, channels: int) -> tuple[int, int]:
     try:
         image = tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
     except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError) as error:
-        raise ConfigError(path, None, "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
-                          f"cannot decode it as an image ({first_line(error)})") from None
+        raise ConfigError(
+            path,
+            None,
+            "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
+            f"cannot decode it as an image ({first_line(error)})",
+        ) from None
     return int(image.shape[0]), int(image.shape[1])

@@ -6,6 +6,7 @@ screen, the BMP info header, a JPEG's first start-of-frame marker. Sources and p
 image over the pixel limit, and images of different sizes where one size is required, before any decoding.
 No TensorFlow here: plain bytes.
 """
+
 from __future__ import annotations
 
 import struct

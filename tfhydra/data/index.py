@@ -12,6 +12,7 @@ never beside the data (which may be read-only or shared). One file per set of sh
 An index file is data, not code: it is read as JSON and every entry is checked for plain values of the
 expected types; anything else is ignored (and rebuilt) with a log line.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,8 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -74,8 +75,13 @@ def indexed_labels(files: list[str], label_key: str, scan: Callable[[str], np.nd
     if scanned:
         stale = sum(file in entries for file in scanned)
         write_index(path, label_key, fresh)
-        log.info("data: read the labels of %d of %d file(s) (%s); label index %s", len(scanned), len(files),
-                 f"{stale} changed since the index was written" if stale else "not indexed yet", path)
+        log.info(
+            "data: read the labels of %d of %d file(s) (%s); label index %s",
+            len(scanned),
+            len(files),
+            f"{stale} changed since the index was written" if stale else "not indexed yet",
+            path,
+        )
     else:
         log.info("data: labels of %d file(s) from the label index %s (no file changed)", len(files), path)
     return labels
@@ -102,8 +108,11 @@ def _valid_entries(loaded, label_key: str) -> dict[str, dict]:
     for entry in loaded.get("files"):
         if set(entry) != {"path", "stamp", "labels"} or not isinstance(entry["path"], str):
             raise ValueError("an entry without exactly path, stamp, labels")
-        if not isinstance(entry["labels"], list) or not isinstance(entry["stamp"], list) or \
-                not all(type(n) is int for n in [*entry["stamp"], *entry["labels"]]):
+        if (
+            not isinstance(entry["labels"], list)
+            or not isinstance(entry["stamp"], list)
+            or not all(type(n) is int for n in [*entry["stamp"], *entry["labels"]])
+        ):
             raise ValueError(f"the entry of {entry['path']} holds values that are not integers")
         entries[entry["path"]] = entry
     return entries
@@ -118,5 +127,9 @@ def write_index(path: Path, label_key: str, entries: list[dict]) -> None:
             json.dump({"version": VERSION, "label_key": label_key, "files": entries}, f, separators=(",", ":"))
         os.replace(f.name, path)
     except OSError as error:
-        log.warning("data: cannot write the label index %s (%s); set TFHYDRA_CACHE_DIR to a writable folder to "
-                    "read the labels only once", path, error)
+        log.warning(
+            "data: cannot write the label index %s (%s); set TFHYDRA_CACHE_DIR to a writable folder to "
+            "read the labels only once",
+            path,
+            error,
+        )

@@ -10,6 +10,7 @@ file is reported by name when it cannot be read.
 Cache root: `data.cache_dir`, else `$KERAS_HOME`, else `~/.keras`; files live under
 `<root>/datasets/` exactly as the Keras loaders leave them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,16 +20,16 @@ import os
 import pickle
 import socket
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
+from tfhydra.config.errors import ConfigError
 from tfhydra.data.arrays import image_source, read_npz
 from tfhydra.data.source import DATA, Source, class_labels
 from tfhydra.data.splits import hold_out, wants_test
-from tfhydra.config.errors import ConfigError
 
 DOWNLOAD_TIMEOUT_S = 60  # per socket operation: an unreachable host fails instead of hanging
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, "list[str] | None"]
@@ -46,10 +47,24 @@ def _read_mnist(datasets: Path, cfg) -> Arrays:
     return arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"], None
 
 
-_FASHION = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-            "t10k-labels-idx1-ubyte.gz"]
-_FASHION_NAMES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-                  "Ankle boot"]
+_FASHION = [
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+]
+_FASHION_NAMES = [
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+]
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -81,15 +96,22 @@ class _ArraysOnlyUnpickler(pickle.Unpickler):
     may name is one of NumPy's array-rebuilding functions; any other name is refused before it is
     imported. `data.cache_dir` may point anywhere, so the files are not trusted.
     """
-    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar"),
-               ("_codecs", "encode")}  # bytes in a protocol-2 pickle written by Python 3: str -> bytes, nothing else
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"),
+    }  # bytes in a protocol-2 pickle written by Python 3: str -> bytes, nothing else
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(f"it names {module}.{name}, which a CIFAR batch file never holds "
-                                         "(refused without importing it)")
+            raise pickle.UnpicklingError(
+                f"it names {module}.{name}, which a CIFAR batch file never holds (refused without importing it)"
+            )
         return super().find_class(module, name)
 
 
@@ -121,15 +143,25 @@ def _read_cifar10(datasets: Path, cfg) -> Arrays:
     folder = datasets / "cifar-10-batches-py"
     train = [_read_pickle(folder / name, "data", "labels") for name in _CIFAR10[:-1]]
     test = _read_pickle(folder / _CIFAR10[-1], "data", "labels")
-    return (np.concatenate([b["data"] for b in train]), np.concatenate([b["labels"] for b in train]),
-            test["data"], np.asarray(test["labels"]), _label_names(folder / "batches.meta", "label_names"))
+    return (
+        np.concatenate([b["data"] for b in train]),
+        np.concatenate([b["labels"] for b in train]),
+        test["data"],
+        np.asarray(test["labels"]),
+        _label_names(folder / "batches.meta", "label_names"),
+    )
 
 
 def _read_cifar100(datasets: Path, cfg) -> Arrays:
     folder, key = datasets / "cifar-100-python", f"{cfg.label_mode}_labels"
     train, test = _read_pickle(folder / "train", "data", key), _read_pickle(folder / "test", "data", key)
-    return (train["data"], np.asarray(train[key]), test["data"], np.asarray(test[key]),
-            _label_names(folder / "meta", f"{cfg.label_mode}_label_names"))
+    return (
+        train["data"],
+        np.asarray(train[key]),
+        test["data"],
+        np.asarray(test[key]),
+        _label_names(folder / "meta", f"{cfg.label_mode}_label_names"),
+    )
 
 
 def _read_bytes(path: Path, opener) -> bytes:
@@ -137,8 +169,9 @@ def _read_bytes(path: Path, opener) -> bytes:
         with opener(path, "rb") as file:
             return file.read()
     except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError; a damaged stream is zlib's
-        raise ConfigError(str(path), None, "a readable file as the Keras loader leaves it",
-                          f"cannot read it ({error})") from None
+        raise ConfigError(
+            str(path), None, "a readable file as the Keras loader leaves it", f"cannot read it ({error})"
+        ) from None
 
 
 def _keras_loader(name: str) -> Callable[[str, object], object]:
@@ -153,12 +186,15 @@ def _keras_loader(name: str) -> Callable[[str, object], object]:
 
 KERAS_DATASETS = {
     "mnist": KerasDataset(lambda cfg: ["mnist.npz"], _read_mnist, _keras_loader("mnist")),
-    "fashion_mnist": KerasDataset(lambda cfg: [f"fashion-mnist/{n}" for n in _FASHION], _read_fashion,
-                                  _keras_loader("fashion_mnist")),
-    "cifar10": KerasDataset(lambda cfg: [f"cifar-10-batches-py/{n}" for n in _CIFAR10], _read_cifar10,
-                            _keras_loader("cifar10")),
-    "cifar100": KerasDataset(lambda cfg: ["cifar-100-python/train", "cifar-100-python/test"], _read_cifar100,
-                             _keras_loader("cifar100")),
+    "fashion_mnist": KerasDataset(
+        lambda cfg: [f"fashion-mnist/{n}" for n in _FASHION], _read_fashion, _keras_loader("fashion_mnist")
+    ),
+    "cifar10": KerasDataset(
+        lambda cfg: [f"cifar-10-batches-py/{n}" for n in _CIFAR10], _read_cifar10, _keras_loader("cifar10")
+    ),
+    "cifar100": KerasDataset(
+        lambda cfg: ["cifar-100-python/train", "cifar-100-python/test"], _read_cifar100, _keras_loader("cifar100")
+    ),
 }
 
 
@@ -178,18 +214,28 @@ def build_keras_dataset(cfg, seed: int) -> Source:
                 dataset.download(str(root), cfg)
         except Exception as error:  # URL fetch failure, hash mismatch, no space left ...
             reason = " ".join(str(error).split())[:300]
-            raise ConfigError("data", cfg.name, f"network access for the first run, or a local copy: data=npz "
-                              f"data.path=/path/to/{cfg.name}.npz (arrays x_train, y_train, x_test, y_test)",
-                              f"the dataset could not be downloaded ({reason}) and is not in the Keras cache "
-                              f"({datasets / missing[0]})") from None
+            raise ConfigError(
+                "data",
+                cfg.name,
+                f"network access for the first run, or a local copy: data=npz "
+                f"data.path=/path/to/{cfg.name}.npz (arrays x_train, y_train, x_test, y_test)",
+                f"the dataset could not be downloaded ({reason}) and is not in the Keras cache "
+                f"({datasets / missing[0]})",
+            ) from None
         if not os.access(root, os.W_OK):  # the Keras loaders then download into /tmp/.keras instead
             datasets = Path("/tmp/.keras/datasets")
     x_train, y_train, x_test, y_test, names = dataset.read(datasets, cfg)
     y_train, names = class_labels(y_train, f"{datasets}: {cfg.name} training labels", names)
     y_test, _ = class_labels(y_test, f"{datasets}: {cfg.name} test labels", names)
     held = hold_out(y_train, cfg, seed, ships_test=True)
-    return image_source(x_train[held.train], y_train[held.train], x_train[held.validation], y_train[held.validation],
-                        names, test=(x_test, y_test) if wants_test(cfg) else None)
+    return image_source(
+        x_train[held.train],
+        y_train[held.train],
+        x_train[held.validation],
+        y_train[held.validation],
+        names,
+        test=(x_test, y_test) if wants_test(cfg) else None,
+    )
 
 
 for _name in KERAS_DATASETS:

@@ -11,6 +11,7 @@ size; `auto` keeps a split in memory only when that fits the budget (tfhydra/dat
 decision, the sharding and the read order are logged and recorded under the record's `data.pipeline`.
 Augmentation comes after the cache so every epoch sees new random transforms.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -25,19 +26,37 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from tfhydra.record.rundir import check_creatable
+from tfhydra.config.errors import ConfigError
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.service import distribute
-from tfhydra.data.source import (AUTOTUNE, DATA, DataSpec, Serving, Source, deterministic_reads, stratified_subset,
-                                 take_examples)
+from tfhydra.data.source import (
+    AUTOTUNE,
+    DATA,
+    DataSpec,
+    Serving,
+    Source,
+    deterministic_reads,
+    stratified_subset,
+    take_examples,
+)
 from tfhydra.platform.runtime import cluster_size, data_threads
-from tfhydra.config.errors import ConfigError
+from tfhydra.record.rundir import check_creatable
 
 log = logging.getLogger("tfhydra")
 # Pipeline keys that do not change which examples a source yields, so not part of a cache file's name.
-_NOT_CACHED_KEYS = ("batch_size", "shuffle_buffer", "cache", "prefetch", "drop_remainder", "augment", "cache_budget",
-                    "snapshot", "service", "on_bad_file")
+_NOT_CACHED_KEYS = (
+    "batch_size",
+    "shuffle_buffer",
+    "cache",
+    "prefetch",
+    "drop_remainder",
+    "augment",
+    "cache_budget",
+    "snapshot",
+    "service",
+    "on_bad_file",
+)
 
 
 @dataclass
@@ -72,8 +91,12 @@ def check_classes(source: Source, name: str | None) -> None:
     if source.spec.num_classes < 2 or (present is not None and len(present) < 2):
         names = source.spec.class_names
         shown = [names[int(i)] for i in present if int(i) < len(names)] if present is not None else list(names)
-        raise ConfigError("data", name, "training labels of at least two classes",
-                          f"the training split holds {len(shown)} class(es): {', '.join(map(str, shown[:3]))}")
+        raise ConfigError(
+            "data",
+            name,
+            "training labels of at least two classes",
+            f"the training split holds {len(shown)} class(es): {', '.join(map(str, shown[:3]))}",
+        )
 
 
 def build_datasets(cfg_data, seed: int, reads: Reads | None = None) -> Datasets:
@@ -88,16 +111,28 @@ def build_datasets(cfg_data, seed: int, reads: Reads | None = None) -> Datasets:
         train = source.subset(keep) if source.subset else take_examples(train, keep, len(labels))
         spec = replace(spec, train_size=len(keep))
     if cfg_data.drop_remainder and spec.train_size < cfg_data.batch_size:
-        raise ConfigError("data.batch_size", cfg_data.batch_size, f"at most {spec.train_size} (the training "
-                          "examples) with data.drop_remainder=true", "no complete training batch")
+        raise ConfigError(
+            "data.batch_size",
+            cfg_data.batch_size,
+            f"at most {spec.train_size} (the training examples) with data.drop_remainder=true",
+            "no complete training batch",
+        )
     augment = build_augmentation(cfg_data.augment, spec, seed)
     budget, service = CacheBudget(cfg_data.cache_budget, reads, cfg_data.batch_size), cfg_data.service
-    train, train_plan, train_done = stored_split(train, source, cfg_data, seed, "train", spec.train_size, budget,
-                                                 remote=bool(service.address))
-    validation, val_plan, val_done = stored_split(source.validation, source, cfg_data, seed, "validation",
-                                                  spec.val_size, budget)
-    log.info("data.cache=%s: %s", cfg_data.cache, "; ".join(f"{split} {CACHED[plan.kind]} ({plan.reason})" for split, plan
-                                                            in (("train", train_plan), ("validation", val_plan))))
+    train, train_plan, train_done = stored_split(
+        train, source, cfg_data, seed, "train", spec.train_size, budget, remote=bool(service.address)
+    )
+    validation, val_plan, val_done = stored_split(
+        source.validation, source, cfg_data, seed, "validation", spec.val_size, budget
+    )
+    log.info(
+        "data.cache=%s: %s",
+        cfg_data.cache,
+        "; ".join(
+            f"{split} {CACHED[plan.kind]} ({plan.reason})"
+            for split, plan in (("train", train_plan), ("validation", val_plan))
+        ),
+    )
     if cfg_data.shuffle_buffer > 0:
         train = train.shuffle(cfg_data.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     train, validation = prepared(train, source, train_done), prepared(validation, source, val_done)
@@ -110,8 +145,13 @@ def build_datasets(cfg_data, seed: int, reads: Reads | None = None) -> Datasets:
     sharding = shard_policy(source)
     train = with_pipeline_options(train, sharding[0], deterministic_reads())
     validation = with_pipeline_options(validation, sharding[0], True)  # in the order Serving.raw_validation has
-    recorded = {"train": train_plan.as_dict(), "validation": val_plan.as_dict(), "sharding": sharding[1],
-                "service": service.address, "deterministic_reads": deterministic_reads()}
+    recorded = {
+        "train": train_plan.as_dict(),
+        "validation": val_plan.as_dict(),
+        "sharding": sharding[1],
+        "service": service.address,
+        "deterministic_reads": deterministic_reads(),
+    }
     test = None  # read like validation: in order, every example, never shuffled or augmented
     if source.test is not None:
         test, recorded["test"], done = stored_split(source.test, source, cfg_data, seed, "test", spec.test_size, budget)
@@ -119,8 +159,7 @@ def build_datasets(cfg_data, seed: int, reads: Reads | None = None) -> Datasets:
         recorded["test"] = recorded["test"].as_dict()
     spec = RecordedSpec(**{f.name: getattr(spec, f.name) for f in fields(DataSpec)}, pipeline=recorded)
     buffer = None if cfg_data.prefetch == 0 else AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
-    return Datasets(train, validation, spec, cfg_data.batch_size, test, cfg_data.drop_remainder, buffer,
-                    source.serving)
+    return Datasets(train, validation, spec, cfg_data.batch_size, test, cfg_data.drop_remainder, buffer, source.serving)
 
 
 CACHED = {"off": "not cached", "memory": "cached in memory", "file": "cached in files"}  # a CachePlan's kind, said
@@ -129,14 +168,16 @@ CACHED = {"off": "not cached", "memory": "cached in memory", "file": "cached in 
 @dataclass(frozen=True)
 class RecordedSpec(DataSpec):
     """The data spec plus what the pipeline decided (cache per split and why, sharding): the record's `data`."""
+
     pipeline: dict = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict:
         return {**super().as_dict(), "pipeline": self.pipeline}
 
 
-def stored_split(dataset, source: Source, cfg_data, seed: int, split: str, size: int, budget: CacheBudget,
-                 remote: bool = False):
+def stored_split(
+    dataset, source: Source, cfg_data, seed: int, split: str, size: int, budget: CacheBudget, remote: bool = False
+):
     """A split decoded to its stored dtype, snapshotted and cached as configured: (dataset, its CachePlan, whether
     `prepare` is applied already: a split that is neither cached nor snapshotted is decoded and prepared in one
     parallel map, one pass over each example less). `remote`: it runs on tf.data service workers, each with a
@@ -174,8 +215,11 @@ def shard_policy(source: Source) -> tuple[tf.data.experimental.AutoShardPolicy, 
         reason = f"by file: {files} training shards for {workers} workers"
         policy = tf.data.experimental.AutoShardPolicy.FILE
     else:
-        reason = (f"by example: {files} training shard(s) for {workers} workers" if files else
-                  f"by example: the source reads no files ({workers} workers)")
+        reason = (
+            f"by example: {files} training shard(s) for {workers} workers"
+            if files
+            else f"by example: the source reads no files ({workers} workers)"
+        )
         policy = tf.data.experimental.AutoShardPolicy.DATA
     log.info("data: sharding between workers %s", reason)
     return policy, reason
@@ -192,8 +236,8 @@ def augmented(train: tf.data.Dataset, augment) -> tf.data.Dataset:
 
 def with_pipeline_options(dataset: tf.data.Dataset, shard, deterministic: bool) -> tf.data.Dataset:
     """tf.data's options, set once on each split: autotuned buffers and parallelism, a private thread pool
-    (input work does not queue behind the model's ops), parallel maps delivering in the order they finish
-unless `deterministic` (trainer.deterministic for training; validation keeps its order)."""
+        (input work does not queue behind the model's ops), parallel maps delivering in the order they finish
+    unless `deterministic` (trainer.deterministic for training; validation keeps its order)."""
     options = tf.data.Options()
     options.autotune.enabled = True
     options.threading.private_threadpool_size = data_threads()
@@ -284,8 +328,12 @@ def claim_cache(filename: str, value: str) -> None:
     holder = _lock_holder(filename)
     complete = Path(f"{filename}.index").exists()
     if holder is not None and not complete:
-        raise ConfigError("data.cache", value, "a cache prefix that no running process is writing (wait for it "
-                          "to finish, or give another prefix)", f"{filename} is being written by process {holder}")
+        raise ConfigError(
+            "data.cache",
+            value,
+            "a cache prefix that no running process is writing (wait for it to finish, or give another prefix)",
+            f"{filename} is being written by process {holder}",
+        )
     folder, name = Path(filename).parent, Path(filename).name
     if not any(folder.glob(f"{name}_*.lockfile")):
         return
@@ -294,16 +342,25 @@ def claim_cache(filename: str, value: str) -> None:
     if not locks:
         return
     if writers is None or writers or any(lock.stat().st_uid != os.getuid() for lock in locks):
-        who = f"process {', '.join(map(str, writers))} has its files open" if writers else (
-            "no way to tell whether its writer is alive (no /proc, or another user's lockfile)")
-        raise ConfigError("data.cache", value, "a cache prefix that no running process is writing (delete the "
-                          "lockfile if none is)", f"{locks[0]} exists and {who}")
+        who = (
+            f"process {', '.join(map(str, writers))} has its files open"
+            if writers
+            else ("no way to tell whether its writer is alive (no /proc, or another user's lockfile)")
+        )
+        raise ConfigError(
+            "data.cache",
+            value,
+            "a cache prefix that no running process is writing (delete the lockfile if none is)",
+            f"{locks[0]} exists and {who}",
+        )
     leftovers = sorted(folder.glob(f"{name}_*"))
     for path in leftovers:
         path.unlink(missing_ok=True)
-    log.warning("data.cache: removed %s, left by a run killed while writing the cache (no process has them open); "
-                "%s", ", ".join(p.name for p in leftovers), "reading the complete cache" if complete else
-                "writing it again")
+    log.warning(
+        "data.cache: removed %s, left by a run killed while writing the cache (no process has them open); %s",
+        ", ".join(p.name for p in leftovers),
+        "reading the complete cache" if complete else "writing it again",
+    )
 
 
 def _live_writers(filename: str) -> list[int] | None:

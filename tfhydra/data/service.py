@@ -12,6 +12,7 @@ Start TensorFlow's own servers with this module (docs/distribute.md has SLURM an
     python -m tfhydra.data.service worker --port 5051 --dispatcher host:5050 [--host <this worker's name>]
 Workers must reach the data the run names (the same paths, or gs:// ...).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,12 @@ def dispatcher_host_port(address) -> tuple[str, int]:
     except ValueError:
         parsed, port = None, None
     if parsed is None or parsed.scheme != "grpc" or not parsed.hostname or port is None:
-        raise ConfigError("data.service.address", address, "grpc://host:port of a tf.data service dispatcher",
-                          "not a grpc://host:port address")
+        raise ConfigError(
+            "data.service.address",
+            address,
+            "grpc://host:port of a tf.data service dispatcher",
+            "not a grpc://host:port address",
+        )
     return parsed.hostname, port
 
 
@@ -65,7 +70,7 @@ def probe(host: str, port: int, timeout: float = CONNECT_TIMEOUT_S) -> str | Non
                 if not chunk:
                     break
                 header += chunk
-        except socket.timeout:
+        except TimeoutError:
             return f"{wrong} (no HTTP/2 answer within {timeout:g} s)"
         except OSError as error:
             return f"{wrong} ({error.strerror or error})"
@@ -83,8 +88,13 @@ def check_reachable(address: str) -> None:
     host, port = dispatcher_host_port(address)
     problem = probe(host, port)
     if problem:
-        raise ConfigError("data.service.address", address, "the address of a running tf.data service dispatcher "
-                          "(python -m tfhydra.data.service dispatcher --port <port>)", problem)
+        raise ConfigError(
+            "data.service.address",
+            address,
+            "the address of a running tf.data service dispatcher "
+            "(python -m tfhydra.data.service dispatcher --port <port>)",
+            problem,
+        )
 
 
 def distribute(dataset, cfg_service, batch_size: int, size: int):
@@ -94,37 +104,51 @@ def distribute(dataset, cfg_service, batch_size: int, size: int):
     address = cfg_service.address
     check_reachable(address)
     host, port = dispatcher_host_port(address)
-    served = dataset.batch(batch_size).apply(tf.data.experimental.service.distribute(
-        processing_mode=cfg_service.processing_mode, service=f"grpc://{host}:{port}")).unbatch()
+    served = (
+        dataset.batch(batch_size)
+        .apply(
+            tf.data.experimental.service.distribute(
+                processing_mode=cfg_service.processing_mode, service=f"grpc://{host}:{port}"
+            )
+        )
+        .unbatch()
+    )
     if cfg_service.processing_mode == "parallel_epochs":  # every worker yields a whole epoch: take one epoch's worth
         served = served.take(size)
     return served.apply(tf.data.experimental.assert_cardinality(size))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfhydra.data.service",
-                                     description="Start a tf.data service dispatcher or worker (TensorFlow's own).")
+    parser = argparse.ArgumentParser(
+        prog="python -m tfhydra.data.service",
+        description="Start a tf.data service dispatcher or worker (TensorFlow's own).",
+    )
     parser.add_argument("role", choices=("dispatcher", "worker"))
     parser.add_argument("--port", type=int, required=True, help="the port this server listens on")
     parser.add_argument("--dispatcher", help="worker: the dispatcher's host:port")
-    parser.add_argument("--host", default="localhost",
-                        help="worker: the name the trainers reach this worker by (default localhost)")
+    parser.add_argument(
+        "--host", default="localhost", help="worker: the name the trainers reach this worker by (default localhost)"
+    )
     parser.add_argument("--work-dir", default=None, help="dispatcher: a directory for its journal (fault tolerance)")
     args = parser.parse_args(argv)
     import tensorflow as tf
 
     service = tf.data.experimental.service
     if args.role == "dispatcher":
-        config = service.DispatcherConfig(port=args.port, work_dir=args.work_dir,
-                                          fault_tolerant_mode=args.work_dir is not None)
+        config = service.DispatcherConfig(
+            port=args.port, work_dir=args.work_dir, fault_tolerant_mode=args.work_dir is not None
+        )
         server = service.DispatchServer(config)
     else:
         if not args.dispatcher:
             print("Error: --dispatcher=None: a worker needs its dispatcher; accepted: host:port", file=sys.stderr)
             return 2
         dispatcher = args.dispatcher.split("://", 1)[-1]
-        server = service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher, port=args.port,
-                                                           worker_address=f"{args.host}:{args.port}"))
+        server = service.WorkerServer(
+            service.WorkerConfig(
+                dispatcher_address=dispatcher, port=args.port, worker_address=f"{args.host}:{args.port}"
+            )
+        )
     print(f"tf.data service {args.role} listening on port {args.port}", flush=True)
     server.join()
     return 0

@@ -23,6 +23,7 @@ The stop object is duck-typed (tfhydra.trainer.state.StopOnSignal; the data room
 `training` (bool), `last_step` (time.monotonic() of the last step boundary, or None), `handled` (a Counter of
 signals its Python handler took) and `signum` (a signal taken and not yet acted on, or None).
 """
+
 from __future__ import annotations
 
 import collections
@@ -35,14 +36,14 @@ import socket
 import sys
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
-from tfhydra.data.service import CONNECT_TIMEOUT_S, dispatcher_host_port, probe
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.service import CONNECT_TIMEOUT_S, dispatcher_host_port, probe
 
 log = logging.getLogger("tfhydra")
 SIGNAL_GRACE_S = 5  # a Python signal handler runs within milliseconds unless the main thread sits in C++
-PROBE_EVERY_S = 3   # how often the dispatcher is asked; a refused connection answers at once
+PROBE_EVERY_S = 3  # how often the dispatcher is asked; a refused connection answers at once
 WATCHED = (signal.SIGTERM, signal.SIGINT)
 # How the run ends from here: `end(error, interrupted)` writes the record (failed, or interrupted) and returns.
 Ending = Callable[[BaseException, bool], None]
@@ -52,9 +53,13 @@ class ServiceStalled(ConfigError):
     """The service stopped answering: the key's one line, with what is kept and how to go on."""
 
     def __init__(self, address: str, problem: str):
-        super().__init__("data.service.address", address, "a tf.data service whose dispatcher and workers keep "
-                         "running for the whole training (python -m tfhydra.data.service)",
-                         f"{problem}; the state saved last is kept: the same command resumes once the service is back")
+        super().__init__(
+            "data.service.address",
+            address,
+            "a tf.data service whose dispatcher and workers keep "
+            "running for the whole training (python -m tfhydra.data.service)",
+            f"{problem}; the state saved last is kept: the same command resumes once the service is back",
+        )
 
 
 class InterruptedWaiting(KeyboardInterrupt):
@@ -62,8 +67,10 @@ class InterruptedWaiting(KeyboardInterrupt):
 
     def __init__(self, signum: int):
         self.signum = signum
-        self.reason = (f"interrupted by {signal.Signals(signum).name} while training waited inside TensorFlow for the "
-                       f"tf.data service; the state saved last is kept: the same command resumes")
+        self.reason = (
+            f"interrupted by {signal.Signals(signum).name} while training waited inside TensorFlow for the "
+            f"tf.data service; the state saved last is kept: the same command resumes"
+        )
         super().__init__(self.reason)
 
 
@@ -107,7 +114,7 @@ class ServiceWatch(threading.Thread):
 
     def _check_signal(self, now: float) -> None:
         if not getattr(self.stop, "training", False):  # only training waits on the service; elsewhere a long C++
-            self.signalled = None                      # call (an export) ends, and the handler stops the run
+            self.signalled = None  # call (an export) ends, and the handler stops the run
             return
         if self.signalled is None or now - self.signalled[1] < SIGNAL_GRACE_S:
             return
@@ -125,10 +132,19 @@ class ServiceWatch(threading.Thread):
         self.training_since = self.training_since or now
         last = max(self.stop.last_step or 0.0, self.training_since)
         if now - last >= self.progress_timeout:
-            why = "the dispatcher answers; are its workers running?" if self.silent_since is None else \
-                "nor does the dispatcher answer"
-            self._finish(ServiceStalled(self.address, f"no training step ended for {now - last:.0f} s ({why}); "
-                                        f"data.service.progress_timeout={self.progress_timeout:g}"), 1)
+            why = (
+                "the dispatcher answers; are its workers running?"
+                if self.silent_since is None
+                else "nor does the dispatcher answer"
+            )
+            self._finish(
+                ServiceStalled(
+                    self.address,
+                    f"no training step ended for {now - last:.0f} s ({why}); "
+                    f"data.service.progress_timeout={self.progress_timeout:g}",
+                ),
+                1,
+            )
         if now < self.next_probe:
             return
         problem = probe(self.host, self.port, timeout=min(CONNECT_TIMEOUT_S, self.timeout))
@@ -139,8 +155,14 @@ class ServiceWatch(threading.Thread):
             return
         self.silent_since = self.silent_since or now
         if now - self.silent_since >= self.timeout:
-            self._finish(ServiceStalled(self.address, f"the dispatcher has not answered for {now - self.silent_since:.0f}"
-                                        f" s ({problem}); data.service.timeout={self.timeout:g}"), 1)
+            self._finish(
+                ServiceStalled(
+                    self.address,
+                    f"the dispatcher has not answered for {now - self.silent_since:.0f}"
+                    f" s ({problem}); data.service.timeout={self.timeout:g}",
+                ),
+                1,
+            )
 
     def _finish(self, error: BaseException, code: int) -> None:
         """Record, say it in one line, end the process (os._exit: see the module's docstring)."""

@@ -1,9 +1,10 @@
 """What every data source hands to the pipeline: a `Source` (datasets + `DataSpec`), and
 the helpers builders share to make one from arrays, split it and check its labels."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +28,7 @@ class Serving:
     `raw_validation` are the validation split's raw examples and labels, in the pipeline's order (checks, evaluate);
     `raw_test` the test split's (None: no test split).
     """
+
     raw: tf.TensorSpec  # one raw example: shape and dtype as stored
     prepare: Callable[[tf.Tensor], tf.Tensor]
     raw_validation: tuple[np.ndarray, np.ndarray]
@@ -46,6 +48,7 @@ class Source:
     take that stratified fraction without reading the examples at all. `decode` yields the
     examples in their stored dtype (what a cache holds); `prepare` makes them model inputs.
     """
+
     train: tf.data.Dataset  # (x, y) pairs, or raw elements when `decode` is set
     validation: tf.data.Dataset
     spec: DataSpec
@@ -63,20 +66,35 @@ class Source:
     test: tf.data.Dataset | None = None  # elements as `validation`'s; None: no test split (spec.test_size 0)
 
 
-def source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None,
-                       test=None) -> Source:
+def source_from_arrays(
+    x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None, test=None
+) -> Source:
     """Wrap in-memory arrays; `preprocess(x, y)` runs in a parallel map after the fraction and the cache (a
     cache holds the arrays' stored dtype). `test`: (x_test, y_test), or None (no test split)."""
+
     def to_dataset(x, y):
         return tf.data.Dataset.from_tensor_slices((x, np.asarray(y).astype(np.int64)))
 
     train = to_dataset(x_train, y_train)
     example = (train.map(preprocess) if preprocess else train).element_spec[0]
-    spec = DataSpec(tuple(int(d) for d in example.shape), len(class_names), tuple(class_names), len(x_train),
-                    len(x_val), dtype=example.dtype.name, vocab_size=vocab_size,
-                    test_size=len(test[0]) if test is not None else 0)
-    return Source(train, to_dataset(x_val, y_val), spec, train_labels=np.asarray(y_train), prepare=preprocess,
-                  test=to_dataset(*test) if test is not None else None)
+    spec = DataSpec(
+        tuple(int(d) for d in example.shape),
+        len(class_names),
+        tuple(class_names),
+        len(x_train),
+        len(x_val),
+        dtype=example.dtype.name,
+        vocab_size=vocab_size,
+        test_size=len(test[0]) if test is not None else 0,
+    )
+    return Source(
+        train,
+        to_dataset(x_val, y_val),
+        spec,
+        train_labels=np.asarray(y_train),
+        prepare=preprocess,
+        test=to_dataset(*test) if test is not None else None,
+    )
 
 
 def deterministic_reads() -> bool:
@@ -101,15 +119,19 @@ def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.
     try:
         return stratified_shuffle_split(np.asarray(y), val_fraction, seed)
     except ValueError as error:
-        raise ConfigError("data.val_fraction", val_fraction, "a fraction leaving every class in both splits",
-                          f"cannot split {len(y)} examples ({error})") from None
+        raise ConfigError(
+            "data.val_fraction",
+            val_fraction,
+            "a fraction leaving every class in both splits",
+            f"cannot split {len(y)} examples ({error})",
+        ) from None
 
 
 def stratified_subset(y: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Sorted indices of about `fraction` of each class (at least one example of every class)."""
     rng = np.random.default_rng(seed)
     classes, counts = np.unique(y, return_counts=True)
-    picked = [rng.permutation(np.flatnonzero(y == c))[:max(1, round(fraction * n))] for c, n in zip(classes, counts)]
+    picked = [rng.permutation(np.flatnonzero(y == c))[: max(1, round(fraction * n))] for c, n in zip(classes, counts)]
     return np.sort(np.concatenate(picked))
 
 
@@ -124,8 +146,9 @@ def take_examples(dataset: tf.data.Dataset, indices: np.ndarray, size: int) -> t
     return dataset.enumerate().filter(lambda i, _: keep[i]).map(lambda _, element: element)
 
 
-def class_labels(values: Sequence, where: str, class_names: Sequence | None = None,
-                 num_classes: int | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
+def class_labels(
+    values: Sequence, where: str, class_names: Sequence | None = None, num_classes: int | None = None
+) -> tuple[np.ndarray, tuple[str, ...]]:
     """Integer labels in [0, number of classes) and the class names, from a label column or array.
 
     `values` are class indices (integers, or strings that spell integers) or class names
@@ -134,19 +157,28 @@ def class_labels(values: Sequence, where: str, class_names: Sequence | None = No
     file or array in the error when a label is not one of the classes.
     """
     if class_names and num_classes and len(class_names) != num_classes:
-        raise ConfigError("data.class_names", list(class_names), f"{num_classes} names (data.num_classes)",
-                          "as many names as classes")
+        raise ConfigError(
+            "data.class_names", list(class_names), f"{num_classes} names (data.num_classes)", "as many names as classes"
+        )
     values = np.asarray(values)
     if values.ndim == 2 and values.shape[1] > 1:  # one-hot rows (Keras' to_categorical): their class indices
         one_hot = values.dtype.kind in "iufb" and np.all((values == 0) | (values == 1)) and np.all(values.sum(1) == 1)
         if not one_hot:
-            raise ConfigError(where, None, "class indices of shape (examples,), or one-hot rows of shape "
-                              "(examples, classes)", f"labels of shape {values.shape} that are not one-hot rows")
+            raise ConfigError(
+                where,
+                None,
+                "class indices of shape (examples,), or one-hot rows of shape (examples, classes)",
+                f"labels of shape {values.shape} that are not one-hot rows",
+            )
         num_classes = num_classes or values.shape[1]
         values = values.argmax(axis=1)
     elif values.ndim > 1 and values.size != len(values):
-        raise ConfigError(where, None, "class indices of shape (examples,), or one-hot rows of shape "
-                          "(examples, classes)", f"labels of shape {values.shape}")
+        raise ConfigError(
+            where,
+            None,
+            "class indices of shape (examples,), or one-hot rows of shape (examples, classes)",
+            f"labels of shape {values.shape}",
+        )
     values = values.reshape(-1)
     if values.dtype.kind in "US" and not _spell_integers(values):
         texts = [str(v) for v in values]
@@ -154,8 +186,12 @@ def class_labels(values: Sequence, where: str, class_names: Sequence | None = No
         index = {name: i for i, name in enumerate(names)}
         unknown = sorted(set(texts) - set(index))
         if unknown:
-            raise ConfigError(where, None, f"labels among the classes {', '.join(names)}",
-                              f"{len(unknown)} unknown label(s), e.g. {unknown[0]!r}")
+            raise ConfigError(
+                where,
+                None,
+                f"labels among the classes {', '.join(names)}",
+                f"{len(unknown)} unknown label(s), e.g. {unknown[0]!r}",
+            )
         return np.array([index[v] for v in texts], dtype=np.int64), names
     if values.dtype.kind in "US":
         values = values.astype(np.int64)
@@ -169,9 +205,12 @@ def class_labels(values: Sequence, where: str, class_names: Sequence | None = No
         names = tuple(str(i) for i in range(count))
     outside = labels[(labels < 0) | (labels >= len(names))]
     if outside.size:
-        raise ConfigError(where, None, f"integer labels in [0, {len(names)}) (data.num_classes / data.class_names "
-                          "set the number of classes)", f"{outside.size} label(s) outside [0, {len(names)}), "
-                          f"e.g. {outside[0]}")
+        raise ConfigError(
+            where,
+            None,
+            f"integer labels in [0, {len(names)}) (data.num_classes / data.class_names set the number of classes)",
+            f"{outside.size} label(s) outside [0, {len(names)}), e.g. {outside[0]}",
+        )
     return labels, names
 
 
@@ -182,9 +221,12 @@ def check_finite(array: np.ndarray, where: str) -> None:
     bad = ~np.isfinite(array)
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ConfigError(where, None, "finite numbers (no NaN or infinity)",
-                          f"{int(bad.sum())} non-finite value(s), the first at index {list(index)} "
-                          f"({array[index]})")
+        raise ConfigError(
+            where,
+            None,
+            "finite numbers (no NaN or infinity)",
+            f"{int(bad.sum())} non-finite value(s), the first at index {list(index)} ({array[index]})",
+        )
 
 
 def check_examples(x_train: np.ndarray, x_val: np.ndarray | None, where: str, names: tuple[str, str]) -> None:
@@ -192,9 +234,12 @@ def check_examples(x_train: np.ndarray, x_val: np.ndarray | None, where: str, na
     if len(x_train) == 0:
         raise ConfigError(where, None, "at least one training example", f"{names[0]} holds no example")
     if x_val is not None and tuple(x_val.shape[1:]) != tuple(x_train.shape[1:]):
-        raise ConfigError(where, None, "training and validation examples of one shape",
-                          f"{names[0]} examples have shape {tuple(x_train.shape[1:])}, {names[1]} examples "
-                          f"{tuple(x_val.shape[1:])}")
+        raise ConfigError(
+            where,
+            None,
+            "training and validation examples of one shape",
+            f"{names[0]} examples have shape {tuple(x_train.shape[1:])}, {names[1]} examples {tuple(x_val.shape[1:])}",
+        )
 
 
 def _spell_integers(values: np.ndarray) -> bool:

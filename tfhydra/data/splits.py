@@ -8,6 +8,7 @@ examples. Both hold-outs are stratified and seeded by `data.split_seed`, not `tr
 sweep and every seed is validated and tested on the same examples (`data.split_seed=null` follows trainer.seed).
 `data.test_fraction=0` turns the test split off, for every source.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from tfhydra.config.errors import ConfigError
 class HeldOut:
     """Sorted indices into the examples a source split: training, validation and test (empty when not held out
     here: the source ships that split, or the test split is off)."""
+
     train: np.ndarray
     validation: np.ndarray
     test: np.ndarray
@@ -37,8 +39,7 @@ def split_seed(cfg, seed: int) -> int:
     return seed if value is None else int(value)
 
 
-def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False,
-             ships_test: bool = False) -> HeldOut:
+def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False, ships_test: bool = False) -> HeldOut:
     """Split `labels`' examples into what the source does not ship.
 
     One split (ships neither): test is `data.test_fraction` and validation `data.val_fraction` of all the
@@ -62,14 +63,19 @@ def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False,
 def _split(labels: np.ndarray, among: np.ndarray, fraction: float, seed: int, key: str):
     """(kept, held out) indices from `among`, every class in both."""
     if not 0 < fraction < 1:
-        raise ConfigError(key, fraction, "data.val_fraction + data.test_fraction below 1",
-                          "it leaves no training examples")
+        raise ConfigError(
+            key, fraction, "data.val_fraction + data.test_fraction below 1", "it leaves no training examples"
+        )
     try:
         kept, held = stratified_shuffle_split(labels[among], fraction, seed)
         return among[kept], among[held]
     except ValueError as error:
-        raise ConfigError(key, fraction, "a fraction leaving every class in every split",
-                          f"cannot split {len(among)} examples ({error})") from None
+        raise ConfigError(
+            key,
+            fraction,
+            "a fraction leaving every class in every split",
+            f"cannot split {len(among)} examples ({error})",
+        ) from None
 
 
 def stratified_shuffle_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +99,7 @@ def stratified_shuffle_split(labels: np.ndarray, fraction: float, seed: int) -> 
     for members, n_k, n_h in zip(by_class, kept_per_class, held_per_class):
         shuffled = members.take(rng.permutation(len(members)), mode="clip")
         kept.extend(shuffled[:n_k])
-        held.extend(shuffled[n_k:n_k + n_h])
+        held.extend(shuffled[n_k : n_k + n_h])
     return rng.permutation(kept), rng.permutation(held)
 
 
@@ -117,5 +123,8 @@ def _approximate_mode(counts: np.ndarray, draws: int, rng: np.random.RandomState
 
 def sizes(train: int, validation: int, test: int) -> str:
     """The three split sizes, as the log says them."""
-    return f"{train} train / {validation} validation / {test} test examples" if test else \
-        f"{train} train / {validation} validation examples (no test split)"
+    return (
+        f"{train} train / {validation} validation / {test} test examples"
+        if test
+        else f"{train} train / {validation} validation examples (no test split)"
+    )

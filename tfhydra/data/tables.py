@@ -4,6 +4,7 @@ Both hold out a stratified `data.test_fraction` and `data.val_fraction` of the r
 then fit what they learn from the data (feature mean and deviation; the text vocabulary) on the training rows
 only, so nothing about the validation or test rows leaks into training.
 """
+
 from __future__ import annotations
 
 import csv
@@ -12,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from tfhydra.config.errors import ConfigError
 from tfhydra.data.source import DATA, Serving, Source, class_labels, source_from_arrays
 from tfhydra.data.splits import hold_out
-from tfhydra.config.errors import ConfigError
 
 
 def read_table(path_text: str, delimiter: str) -> tuple[Path, dict[str, list[str]]]:
@@ -31,8 +32,12 @@ def read_table(path_text: str, delimiter: str) -> tuple[Path, dict[str, list[str
     check_header(header, path)
     for number, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
-            raise ConfigError(f"{path}:{number}", None, f"{len(header)} fields per row (data.delimiter="
-                              f"{delimiter!r})", f"the row has {len(row)} fields")
+            raise ConfigError(
+                f"{path}:{number}",
+                None,
+                f"{len(header)} fields per row (data.delimiter={delimiter!r})",
+                f"the row has {len(row)} fields",
+            )
     return path, {name: [row[i] for row in rows[1:]] for i, name in enumerate(header)}
 
 
@@ -45,8 +50,12 @@ def check_header(header: list[str], path: Path) -> None:
         seen = first.setdefault(name.strip(), number)
         if seen != number:
             shown = repr(name) if name == header[seen - 1] else f"{header[seen - 1]!r} and {name!r}"
-            raise ConfigError(f"{path}:1", None, "a header row of distinct column names (rename one of them)",
-                              f"column {shown} appears twice in the header (columns {seen} and {number})")
+            raise ConfigError(
+                f"{path}:1",
+                None,
+                "a header row of distinct column names (rename one of them)",
+                f"column {shown} appears twice in the header (columns {seen} and {number})",
+            )
 
 
 def column(columns: dict[str, list[str]], name: str, key: str, path: Path) -> list[str]:
@@ -60,8 +69,9 @@ def split_rows(cfg, path: Path, columns: dict[str, list[str]], seed: int):
     cells = column(columns, cfg.label, "data.label", path)
     empty = next((row for row, cell in enumerate(cells) if not cell.strip()), None)
     if empty is not None:  # it would become a class of its own, and the split would blame data.val_fraction
-        raise ConfigError(f"{path}:{empty + 2}", None, f"a label in every row of column {cfg.label}",
-                          f"the {cfg.label} cell is empty")
+        raise ConfigError(
+            f"{path}:{empty + 2}", None, f"a label in every row of column {cfg.label}", f"the {cfg.label} cell is empty"
+        )
     labels, names = class_labels(cells, f"{path} ({cfg.label} column)", cfg.class_names, cfg.num_classes)
     return labels, names, hold_out(labels, cfg, seed)
 
@@ -79,18 +89,28 @@ def build_csv(cfg, seed: int) -> Source:
     mean, std = raw[train_idx].mean(axis=0), raw[train_idx].std(axis=0)
     std = np.where(std > 0, std, 1.0)  # a constant column becomes zeros
     x = ((raw - mean) / std).astype(np.float32)
-    source = source_from_arrays(x[train_idx], labels[train_idx], x[val_idx], labels[val_idx], names,
-                                test=(x[test_idx], labels[test_idx]) if len(test_idx) else None)
+    source = source_from_arrays(
+        x[train_idx],
+        labels[train_idx],
+        x[val_idx],
+        labels[val_idx],
+        names,
+        test=(x[test_idx], labels[test_idx]) if len(test_idx) else None,
+    )
     import tf_keras as keras
 
     # The same statistics as a Keras layer, saved with the export: (x - mean) / sqrt(variance)
-    standardize = keras.layers.Normalization(mean=mean.astype(np.float32), variance=(std ** 2).astype(np.float32))
+    standardize = keras.layers.Normalization(mean=mean.astype(np.float32), variance=(std**2).astype(np.float32))
     standardize.build((None, len(features)))
-    source.serving = Serving(tf.TensorSpec((len(features),), tf.float32), standardize,
-                             (raw[val_idx].astype(np.float32), labels[val_idx]), (standardize,),
-                             f"the {len(features)} raw feature columns {features} as float32, standardised with "
-                             "the training rows' mean and deviation in the graph",
-                             (raw[test_idx].astype(np.float32), labels[test_idx]) if len(test_idx) else None)
+    source.serving = Serving(
+        tf.TensorSpec((len(features),), tf.float32),
+        standardize,
+        (raw[val_idx].astype(np.float32), labels[val_idx]),
+        (standardize,),
+        f"the {len(features)} raw feature columns {features} as float32, standardised with "
+        "the training rows' mean and deviation in the graph",
+        (raw[test_idx].astype(np.float32), labels[test_idx]) if len(test_idx) else None,
+    )
     return source
 
 
@@ -104,8 +124,13 @@ def numbers(values: list[str], name: str, path: Path, accepted: str | None = Non
         except ValueError:
             result[row] = np.nan
         if not np.isfinite(result[row]):
-            raise ConfigError(f"{path}:{row + 2}", None, accepted or f"a finite number in every row of column {name} "
-                              "(or leave the column out with data.features)", f"column {name} holds {value!r}")
+            raise ConfigError(
+                f"{path}:{row + 2}",
+                None,
+                accepted
+                or f"a finite number in every row of column {name} (or leave the column out with data.features)",
+                f"column {name} holds {value!r}",
+            )
     return result
 
 
@@ -124,15 +149,29 @@ def build_text_csv(cfg, seed: int) -> Source:
     vectorize = keras.layers.TextVectorization(max_tokens=cfg.vocab_size, output_sequence_length=cfg.sequence_length)
     vectorize.adapt(texts[train_idx], batch_size=1024)
     if vectorize.vocabulary_size() <= 2:  # only padding and out-of-vocabulary: nothing to look words up in
-        raise ConfigError(f"{path} ({cfg.text} column)", None, "texts with words in the training rows",
-                          "no word to learn a vocabulary from (the texts are empty or punctuation only)")
+        raise ConfigError(
+            f"{path} ({cfg.text} column)",
+            None,
+            "texts with words in the training rows",
+            "no word to learn a vocabulary from (the texts are empty or punctuation only)",
+        )
     ids = vectorize(texts).numpy()
-    source = source_from_arrays(ids[train_idx], labels[train_idx], ids[val_idx], labels[val_idx], names,
-                                vocab_size=int(vectorize.vocabulary_size()),
-                                test=(ids[test_idx], labels[test_idx]) if len(test_idx) else None)
-    source.serving = Serving(tf.TensorSpec((), tf.string), vectorize,
-                             (texts[val_idx].astype(str), labels[val_idx]), (vectorize,),
-                             f"raw text (one string per example), split into the {vectorize.vocabulary_size()}-word "
-                             "vocabulary fitted on the training rows in the graph",
-                             (texts[test_idx].astype(str), labels[test_idx]) if len(test_idx) else None)
+    source = source_from_arrays(
+        ids[train_idx],
+        labels[train_idx],
+        ids[val_idx],
+        labels[val_idx],
+        names,
+        vocab_size=int(vectorize.vocabulary_size()),
+        test=(ids[test_idx], labels[test_idx]) if len(test_idx) else None,
+    )
+    source.serving = Serving(
+        tf.TensorSpec((), tf.string),
+        vectorize,
+        (texts[val_idx].astype(str), labels[val_idx]),
+        (vectorize,),
+        f"raw text (one string per example), split into the {vectorize.vocabulary_size()}-word "
+        "vocabulary fitted on the training rows in the graph",
+        (texts[test_idx].astype(str), labels[test_idx]) if len(test_idx) else None,
+    )
     return source

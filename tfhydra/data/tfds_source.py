@@ -10,6 +10,7 @@ images as stored. Text features become token ids with a `TextVectorization` fitt
 (one pass over its texts, as text_csv does). Labels are read (without decoding images) only when a split
 or `data.fraction` needs them. The `tensorflow-datasets` package is the `tfds` extra.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -17,9 +18,9 @@ from dataclasses import replace
 import numpy as np
 import tensorflow as tf
 
+from tfhydra.config.errors import ConfigError, first_line, suggestion
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Serving, Source, image_size, take_examples
 from tfhydra.data.splits import hold_out, wants_test
-from tfhydra.config.errors import ConfigError, first_line, suggestion
 
 
 class LazyServing(Serving):
@@ -40,26 +41,41 @@ def tfds_builder(cfg):
     try:
         import tensorflow_datasets as tfds
     except ImportError:
-        raise ConfigError("data", "tfds", "the tensorflow-datasets package: pip install 'tfhydra[tfds]'",
-                          "it is not installed") from None
+        raise ConfigError(
+            "data", "tfds", "the tensorflow-datasets package: pip install 'tfhydra[tfds]'", "it is not installed"
+        ) from None
     where = cfg.data_dir or "the TFDS default ($TFDS_DATA_DIR, else ~/tensorflow_datasets)"
-    prepare = (f"tfds build {cfg.dataset}" + (f" --data_dir {cfg.data_dir}" if cfg.data_dir else "")
-               + ", or run once with data.download=true")
+    prepare = (
+        f"tfds build {cfg.dataset}"
+        + (f" --data_dir {cfg.data_dir}" if cfg.data_dir else "")
+        + ", or run once with data.download=true"
+    )
     try:
         builder = tfds.builder(cfg.dataset, data_dir=cfg.data_dir)
     except tfds.core.registered.DatasetNotFoundError:  # no such name: no `tfds build` would help
         names = tfds.list_builders(with_community_datasets=False)
         base = str(cfg.dataset).split(":")[0].split("/")[0]
-        raise ConfigError("data.dataset", cfg.dataset, f"the name of a TFDS dataset (tfds.list_builders(): {len(names)} "
-                          "names, e.g. mnist, cifar10, imagenette)", f"no such TFDS dataset{suggestion(base, names)}"
-                          ) from None
+        raise ConfigError(
+            "data.dataset",
+            cfg.dataset,
+            f"the name of a TFDS dataset (tfds.list_builders(): {len(names)} names, e.g. mnist, cifar10, imagenette)",
+            f"no such TFDS dataset{suggestion(base, names)}",
+        ) from None
     except Exception as error:  # a config or version that does not exist ...
-        raise ConfigError("data.dataset", cfg.dataset, f"a TFDS dataset prepared in data.data_dir ({where}); prepare it "
-                          f"with: {prepare}", f"not found ({first_line(error)[:200]})") from None
+        raise ConfigError(
+            "data.dataset",
+            cfg.dataset,
+            f"a TFDS dataset prepared in data.data_dir ({where}); prepare it with: {prepare}",
+            f"not found ({first_line(error)[:200]})",
+        ) from None
     if not builder.is_prepared():
         if not cfg.download:
-            raise ConfigError("data.data_dir", cfg.data_dir, f"a data directory where {cfg.dataset} is prepared; "
-                              f"prepare it with: {prepare}", f"{cfg.dataset} is not prepared in {where}")
+            raise ConfigError(
+                "data.data_dir",
+                cfg.data_dir,
+                f"a data directory where {cfg.dataset} is prepared; prepare it with: {prepare}",
+                f"{cfg.dataset} is not prepared in {where}",
+            )
         builder.download_and_prepare()
     return tfds, builder
 
@@ -69,13 +85,21 @@ def build_tfds(cfg, seed: int) -> Source:
     tfds, builder = tfds_builder(cfg)
     info = builder.info
     if not info.supervised_keys or len(info.supervised_keys) != 2:
-        raise ConfigError("data.dataset", cfg.dataset, "a classification dataset with supervised keys (input, label)",
-                          f"{cfg.dataset} has none")
+        raise ConfigError(
+            "data.dataset",
+            cfg.dataset,
+            "a classification dataset with supervised keys (input, label)",
+            f"{cfg.dataset} has none",
+        )
     x_key, y_key = info.supervised_keys
     label, feature = info.features[y_key], info.features[x_key]
     if not isinstance(label, tfds.features.ClassLabel):
-        raise ConfigError("data.dataset", cfg.dataset, "a label feature that is a ClassLabel (classification)",
-                          f"its label {y_key} is a {type(label).__name__}")
+        raise ConfigError(
+            "data.dataset",
+            cfg.dataset,
+            "a label feature that is a ClassLabel (classification)",
+            f"its label {y_key} is a {type(label).__name__}",
+        )
     names = tuple(label.names)
     splits = {s: info.splits[s].num_examples for s in info.splits}
     for key in ("split", "validation_split", "test_split"):
@@ -90,13 +114,20 @@ def build_tfds(cfg, seed: int) -> Source:
         return dataset.map(lambda e: (e[x_key], e[y_key]), num_parallel_calls=AUTOTUNE)
 
     def labels_of(name):
-        labels = builder.as_dataset(split=name, decoders={x_key: tfds.decode.SkipDecoding()} if image else None,
-                                    read_config=read, shuffle_files=False).map(lambda e: e[y_key])
+        labels = builder.as_dataset(
+            split=name,
+            decoders={x_key: tfds.decode.SkipDecoding()} if image else None,
+            read_config=read,
+            shuffle_files=False,
+        ).map(lambda e: e[y_key])
         return np.concatenate([b.numpy() for b in labels.batch(4096)] or [np.zeros(0, np.int64)])
 
     train, validation, test, sizes, train_labels = three_splits(cfg, seed, builder, split_of, labels_of)
-    source = (image_source(cfg, feature, train, validation, names, sizes[0], sizes[1], train_labels) if image else
-              text_source(cfg, train, validation, names, sizes[0], sizes[1], train_labels))
+    source = (
+        image_source(cfg, feature, train, validation, names, sizes[0], sizes[1], train_labels)
+        if image
+        else text_source(cfg, train, validation, names, sizes[0], sizes[1], train_labels)
+    )
     source.test, source.spec = test, replace(source.spec, test_size=sizes[2])
     return source
 
@@ -104,33 +135,45 @@ def build_tfds(cfg, seed: int) -> Source:
 def three_splits(cfg, seed: int, builder, split_of, labels_of):
     """(train, validation, test, (their sizes), train labels or None): `data.validation_split` and
     `data.test_split` when given, and what is not held out of `data.split` (tfhydra/data/splits.py)."""
+
     def count(name):
         return int(builder.info.splits[name].num_examples)
 
     ships_test = cfg.get("test_split") is not None or not wants_test(cfg)
     ships_validation = cfg.validation_split is not None
     train, size = split_of(cfg.split), count(cfg.split)
-    test, test_size = (split_of(cfg.test_split), count(cfg.test_split)) if ships_test and wants_test(cfg) \
-        else (None, 0)
+    test, test_size = (split_of(cfg.test_split), count(cfg.test_split)) if ships_test and wants_test(cfg) else (None, 0)
     if ships_validation and ships_test:
         validation, val_size = split_of(cfg.validation_split), count(cfg.validation_split)
         return train, validation, test, (size, val_size, test_size), labels_of(cfg.split) if cfg.fraction < 1 else None
     labels = labels_of(cfg.split)
     held = hold_out(labels, cfg, seed, ships_validation=ships_validation, ships_test=ships_test)
-    validation, val_size = (split_of(cfg.validation_split), count(cfg.validation_split)) if ships_validation else \
-        (take_examples(split_of(cfg.split), held.validation, size), len(held.validation))
+    validation, val_size = (
+        (split_of(cfg.validation_split), count(cfg.validation_split))
+        if ships_validation
+        else (take_examples(split_of(cfg.split), held.validation, size), len(held.validation))
+    )
     if not ships_test:
         test, test_size = take_examples(split_of(cfg.split), held.test, size), len(held.test)
-    return (take_examples(train, held.train, size), validation, test, (len(held.train), val_size, test_size),
-            labels[held.train])
+    return (
+        take_examples(train, held.train, size),
+        validation,
+        test,
+        (len(held.train), val_size, test_size),
+        labels[held.train],
+    )
 
 
 def image_source(cfg, feature, train, validation, names, size, val_size, train_labels) -> Source:
     stored = tuple(feature.shape)
     resize = image_size(cfg.image_size)
     if resize is None and None in stored[:2]:
-        raise ConfigError("data.image_size", None, "[height, width] to resize every image to",
-                          f"the images of {cfg.dataset} differ in size (shape {list(stored)})")
+        raise ConfigError(
+            "data.image_size",
+            None,
+            "[height, width] to resize every image to",
+            f"the images of {cfg.dataset} differ in size (shape {list(stored)})",
+        )
     channels = stored[2] if stored[2] is not None else 3
     shape = (*(resize or stored[:2]), channels)
 
@@ -150,11 +193,24 @@ def image_source(cfg, feature, train, validation, names, size, val_size, train_l
 
     spec = DataSpec(shape, len(names), names, size, val_size)
     raw = tf.TensorSpec(stored if None not in stored else (*shape[:2], channels), feature.dtype)
-    serving = LazyServing(raw, to_model_input, read_validation, description=(
-        f"{feature.dtype.name} images of shape {list(raw.shape)} as stored, scaled to [0, 1]"
-        f"{f' and resized to {list(resize)}' if resize else ''} in the graph"))
-    return Source(train, validation, spec, decode=decode, train_labels=train_labels, prepare=prepare,
-                  serving=serving if None not in stored else None)
+    serving = LazyServing(
+        raw,
+        to_model_input,
+        read_validation,
+        description=(
+            f"{feature.dtype.name} images of shape {list(raw.shape)} as stored, scaled to [0, 1]"
+            f"{f' and resized to {list(resize)}' if resize else ''} in the graph"
+        ),
+    )
+    return Source(
+        train,
+        validation,
+        spec,
+        decode=decode,
+        train_labels=train_labels,
+        prepare=prepare,
+        serving=serving if None not in stored else None,
+    )
 
 
 def text_source(cfg, train, validation, names, size, val_size, train_labels) -> Source:
@@ -170,10 +226,23 @@ def text_source(cfg, train, validation, names, size, val_size, train_labels) -> 
         texts, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.batch(1024)])
         return np.concatenate(texts).astype(str), np.concatenate(labels)
 
-    spec = DataSpec((cfg.sequence_length,), len(names), names, size, val_size, dtype="int64",
-                    vocab_size=int(vectorize.vocabulary_size()))
-    serving = LazyServing(tf.TensorSpec((), tf.string), vectorize, read_validation, (vectorize,),
-                          f"raw text, split into the {vectorize.vocabulary_size()}-word vocabulary fitted on the "
-                          "training split in the graph")
-    return Source(train, validation, spec, decode=lambda x, y: (x, y), train_labels=train_labels, prepare=prepare,
-                  serving=serving)  # `decode`: the texts are read from files, so data.cache=auto may keep them
+    spec = DataSpec(
+        (cfg.sequence_length,),
+        len(names),
+        names,
+        size,
+        val_size,
+        dtype="int64",
+        vocab_size=int(vectorize.vocabulary_size()),
+    )
+    serving = LazyServing(
+        tf.TensorSpec((), tf.string),
+        vectorize,
+        read_validation,
+        (vectorize,),
+        f"raw text, split into the {vectorize.vocabulary_size()}-word vocabulary fitted on the "
+        "training split in the graph",
+    )
+    return Source(
+        train, validation, spec, decode=lambda x, y: (x, y), train_labels=train_labels, prepare=prepare, serving=serving
+    )  # `decode`: the texts are read from files, so data.cache=auto may keep them

@@ -13,6 +13,7 @@ faster order, unless `trainer.deterministic` turned op determinism on. Records a
 the fraction) by (shard, position in the shard), never by position in the interleaved stream, so any
 interleave order selects the same records, and multi-worker file sharding keeps them.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,11 +23,11 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
+from tfhydra.config.errors import ConfigError, first_line
 from tfhydra.data.files import float_image
 from tfhydra.data.index import indexed_labels
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, class_labels, deterministic_reads, image_size
 from tfhydra.data.splits import hold_out, wants_test
-from tfhydra.config.errors import ConfigError, first_line
 
 CYCLE_LENGTH = 16  # shards read at once: enough to hide one file's latency, few enough to bound open files
 
@@ -35,36 +36,60 @@ CYCLE_LENGTH = 16  # shards read at once: enough to hide one file's latency, few
 def build_tfrecord(cfg, seed: int) -> Source:
     """tf.train.Example records: an encoded image (or raw bytes) and an int64 class index per record."""
     if cfg.encoding == "raw" and cfg.raw_shape is None:
-        raise ConfigError("data.raw_shape", None, "[height, width, channels] of the stored images",
-                          "data.encoding=raw needs the image shape")
+        raise ConfigError(
+            "data.raw_shape",
+            None,
+            "[height, width, channels] of the stored images",
+            "data.encoding=raw needs the image shape",
+        )
     train_files = matching_files(cfg.train, "data.train")
     first_file, first = first_record(train_files, cfg)
     per_file = indexed_labels(train_files, cfg.label_key, lambda f: scan_file(f, cfg.label_key))
-    labels, names = class_labels(np.concatenate(per_file), f"{cfg.train} ({cfg.label_key} feature)",
-                                 cfg.class_names, cfg.num_classes)
+    labels, names = class_labels(
+        np.concatenate(per_file), f"{cfg.train} ({cfg.label_key} feature)", cfg.class_names, cfg.num_classes
+    )
     counts = [len(p) for p in per_file]
-    shipped = {key: shipped_records(cfg, key, names) for key in ("validation", "test")
-               if cfg.get(key) is not None and (key == "validation" or wants_test(cfg))}
+    shipped = {
+        key: shipped_records(cfg, key, names)
+        for key in ("validation", "test")
+        if cfg.get(key) is not None and (key == "validation" or wants_test(cfg))
+    }
     held = hold_out(labels, cfg, seed, ships_validation="validation" in shipped, ships_test="test" in shipped)
     train_idx = held.train
     validation, val_size = shipped.get("validation") or (
-        read_records(train_files, counts, held.validation, deterministic=True), len(held.validation))
+        read_records(train_files, counts, held.validation, deterministic=True),
+        len(held.validation),
+    )
     test, test_size = shipped.get("test") or (
-        (read_records(train_files, counts, held.test, deterministic=True), len(held.test)) if len(held.test)
-        else (None, 0))
+        (read_records(train_files, counts, held.test, deterministic=True), len(held.test))
+        if len(held.test)
+        else (None, 0)
+    )
     subset = ShardSubset(train_files, counts, None if len(train_idx) == len(labels) else train_idx)
     size = image_size(cfg.image_size)
     decode = example_decoder(cfg)
     try:
         image = float_image(decode(first)[0], size, None)
     except (tf.errors.InvalidArgumentError, ValueError) as error:
-        raise ConfigError("data.encoding", cfg.encoding, "the encoding of the stored images: png, jpeg, or raw with "
-                          "data.raw_shape and data.raw_dtype", f"cannot decode the first image of {first_file} "
-                          f"({first_line(error)})") from None
+        raise ConfigError(
+            "data.encoding",
+            cfg.encoding,
+            "the encoding of the stored images: png, jpeg, or raw with data.raw_shape and data.raw_dtype",
+            f"cannot decode the first image of {first_file} ({first_line(error)})",
+        ) from None
     shape = tuple(int(d) for d in image.shape)
     spec = DataSpec(shape, len(names), names, len(train_idx), val_size, test_size=test_size)
-    return Source(subset(None), validation, spec, decode=decode, train_labels=labels[train_idx],
-                  prepare=lambda x, y: (float_image(x, size, shape), y), subset=subset, files=train_files, test=test)
+    return Source(
+        subset(None),
+        validation,
+        spec,
+        decode=decode,
+        train_labels=labels[train_idx],
+        prepare=lambda x, y: (float_image(x, size, shape), y),
+        subset=subset,
+        files=train_files,
+        test=test,
+    )
 
 
 def shipped_records(cfg, key: str, names) -> tuple[tf.data.Dataset, int]:
@@ -100,14 +125,19 @@ def matching_files(patterns, key: str) -> list[str]:
         else:
             reason = ""
         if not matched:
-            raise ConfigError(key, pattern, "a glob pattern (or a list of them) matching TFRecord files, e.g. "
-                              "/data/train-*.tfrecord", f"no file matches it{reason}")
+            raise ConfigError(
+                key,
+                pattern,
+                "a glob pattern (or a list of them) matching TFRecord files, e.g. /data/train-*.tfrecord",
+                f"no file matches it{reason}",
+            )
         files.update(matched)
     return sorted(files)
 
 
-def read_records(files: list[str], counts: list[int], indices: np.ndarray | None = None,
-                 deterministic: bool | None = None) -> tf.data.Dataset:
+def read_records(
+    files: list[str], counts: list[int], indices: np.ndarray | None = None, deterministic: bool | None = None
+) -> tf.data.Dataset:
     """Serialized records of the shards, interleaved; with `indices` (into the records in file order) only those.
 
     The (file, first index) pairs travel together, so sharding by file under multi-worker keeps the selection.
@@ -115,6 +145,7 @@ def read_records(files: list[str], counts: list[int], indices: np.ndarray | None
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     shards = tf.data.Dataset.from_tensor_slices((files, offsets))
     if indices is None:
+
         def read(file, offset):
             return tf.data.TFRecordDataset(file)
     else:
@@ -125,8 +156,13 @@ def read_records(files: list[str], counts: list[int], indices: np.ndarray | None
         def read(file, offset):
             records = tf.data.TFRecordDataset(file).enumerate()
             return records.filter(lambda i, _: keep[offset + i]).map(lambda _, record: record)
-    return shards.interleave(read, cycle_length=min(len(files), CYCLE_LENGTH), num_parallel_calls=AUTOTUNE,
-                             deterministic=deterministic_reads() if deterministic is None else deterministic)
+
+    return shards.interleave(
+        read,
+        cycle_length=min(len(files), CYCLE_LENGTH),
+        num_parallel_calls=AUTOTUNE,
+        deterministic=deterministic_reads() if deterministic is None else deterministic,
+    )
 
 
 def first_record(files: list[str], cfg) -> tuple[str, tf.Tensor]:
@@ -141,16 +177,20 @@ def first_record(files: list[str], cfg) -> tuple[str, tf.Tensor]:
         try:
             features = tf.train.Example.FromString(records[0].numpy()).features.feature
         except DecodeError:
-            raise ConfigError(file, None, "TFRecord files of tf.train.Example protos",
-                              "its first record is not a tf.train.Example") from None
+            raise ConfigError(
+                file, None, "TFRecord files of tf.train.Example protos", "its first record is not a tf.train.Example"
+            ) from None
         kinds = {key: features[key].WhichOneof("kind") for key in features}
-        for key, name, kind in [("data.image_key", cfg.image_key, "bytes_list"),
-                                ("data.label_key", cfg.label_key, "int64_list")]:
+        for key, name, kind in [
+            ("data.image_key", cfg.image_key, "bytes_list"),
+            ("data.label_key", cfg.label_key, "int64_list"),
+        ]:
             if name not in kinds:
                 raise ConfigError(key, name, sorted(kinds), f"no such feature in the first record of {file}")
             if kinds[name] != kind:
-                raise ConfigError(key, name, f"a feature holding a {kind}",
-                                  f"it holds a {kinds[name]} in the first record of {file}")
+                raise ConfigError(
+                    key, name, f"a feature holding a {kind}", f"it holds a {kinds[name]} in the first record of {file}"
+                )
         return file, records[0]
     raise ConfigError(", ".join(files), None, "TFRecord files holding at least one record", "they are all empty")
 
@@ -158,16 +198,22 @@ def first_record(files: list[str], cfg) -> tuple[str, tf.Tensor]:
 def scan_file(file: str, label_key: str) -> np.ndarray:
     """Every record's label in one shard: one sequential read that also finds a corrupt or truncated shard."""
     feature = {label_key: tf.io.FixedLenFeature([], tf.int64)}
-    batches = tf.data.TFRecordDataset(file, buffer_size=4 << 20).batch(4096).map(
-        lambda b: tf.io.parse_example(b, feature)[label_key], num_parallel_calls=AUTOTUNE)
+    batches = (
+        tf.data.TFRecordDataset(file, buffer_size=4 << 20)
+        .batch(4096)
+        .map(lambda b: tf.io.parse_example(b, feature)[label_key], num_parallel_calls=AUTOTUNE)
+    )
     try:
         return np.concatenate([batch.numpy() for batch in batches] or [np.zeros(0, np.int64)])
     except tf.errors.DataLossError as error:
         raise _corrupt(file, error) from None
     except tf.errors.InvalidArgumentError as error:
-        raise ConfigError("data.label_key", label_key, "a feature that every record has, holding one int64 class "
-                          f"index", f"some records of {file} lack it or hold something else "
-                          f"({first_line(error)})") from None
+        raise ConfigError(
+            "data.label_key",
+            label_key,
+            "a feature that every record has, holding one int64 class index",
+            f"some records of {file} lack it or hold something else ({first_line(error)})",
+        ) from None
 
 
 def example_decoder(cfg):
@@ -195,5 +241,9 @@ def example_decoder(cfg):
 
 def _corrupt(file: str, error: Exception) -> ConfigError:
     found = re.search(r"(corrupted|truncated) record at \d+", str(error))
-    return ConfigError(file, None, "complete TFRecord files (rewrite the shard, or leave it out of the pattern)",
-                       f"corrupt or truncated TFRecord ({found.group(0) if found else first_line(error)})")
+    return ConfigError(
+        file,
+        None,
+        "complete TFRecord files (rewrite the shard, or leave it out of the pattern)",
+        f"corrupt or truncated TFRecord ({found.group(0) if found else first_line(error)})",
+    )

@@ -6,6 +6,7 @@ figures read back from the files), write.py (`export_model`: strip, write, measu
 else its TFLite file through LiteRT, for tfhydra-predict and tfhydra-evaluate). This package's import
 stays TensorFlow-free so the run plan can read checks.py; `export_model` is looked up on first use (PEP 562).
 """
+
 from __future__ import annotations
 
 import importlib

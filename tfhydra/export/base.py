@@ -4,10 +4,11 @@ The writers (savedmodel.py: saved_model and keras; tflite.py; onnx.py) import th
 themselves; write.py imports them, so registration runs one way. Format names are declared once, in
 checks.py (`FORMATS`): the schema reads them, and a test checks them against this registry.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import tensorflow as tf
 import tf_keras as keras
@@ -22,6 +23,7 @@ from tfhydra.export.checks import ONNX_MODEL, TFLITE_FLOAT32, TFLITE_MODEL  # no
 @dataclass
 class Deployment:
     """What the writers work from."""
+
     model: keras.Model  # stripped, with the best epoch's weights
     float_twin: Callable[[], keras.Model]  # the same weights in float32 layers (the TFLite float32 reference)
     quantization_aware: bool  # the model holds learned int8 ranges: its TFLite file is int8 whatever export asks

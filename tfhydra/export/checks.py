@@ -1,6 +1,7 @@
 """What the run plan checks in the `export:` section: artefacts that could not be written, refused before
 training rather than after it. No TensorFlow. The format names are declared here once: the schema's rule for
 `export.formats` reads them, and a test holds them equal to the writers tfhydra/export/ registers."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,12 +24,20 @@ def check_export(cfg: DictConfig) -> None:
     formats = cfg.export.formats
     missing = [name for name in ONNX_PACKAGES if "onnx" in formats and importlib.util.find_spec(name) is None]
     if missing:
-        raise ConfigError("export.formats", "onnx", 'pip install "tfhydra[onnx]", or export.formats without onnx',
-                          f"the ONNX export needs {' and '.join(missing)}, which is not installed")
+        raise ConfigError(
+            "export.formats",
+            "onnx",
+            'pip install "tfhydra[onnx]", or export.formats without onnx',
+            f"the ONNX export needs {' and '.join(missing)}, which is not installed",
+        )
     tflite = cfg.export.get("tflite") or {}
     if "tflite" in formats and tflite.get("quantization") == "int8" and cfg.model.get("name") == "lstm":
-        raise ConfigError("export.tflite.quantization", "int8", "none, dynamic or float16 with model=lstm",
-                          f"{INT8_RECURRENT} (model.cell={cfg.model.get('cell')})")
+        raise ConfigError(
+            "export.tflite.quantization",
+            "int8",
+            "none, dynamic or float16 with model=lstm",
+            f"{INT8_RECURRENT} (model.cell={cfg.model.get('cell')})",
+        )
 
 
 CHECKS = (check_export,)

@@ -1,12 +1,13 @@
 """What the export measures, read back from the files written: sizes (raw and gzip level 9, summed over a
 directory's files), and each TFLite and ONNX file's accuracy on the validation split in its own runtime."""
+
 from __future__ import annotations
 
 import contextlib
 import gzip
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -20,13 +21,20 @@ from tfhydra.export.tflite import tflite_interpreter, tflite_predict, tflite_run
 from tfhydra.record.rundir import RunPaths
 
 
-def measure_artefacts(paths: RunPaths, written: dict[str, str], validation: tf.data.Dataset, cfg_tflite: DictConfig,
-                      compression: Compression, test: tf.data.Dataset | None = None) -> dict:
+def measure_artefacts(
+    paths: RunPaths,
+    written: dict[str, str],
+    validation: tf.data.Dataset,
+    cfg_tflite: DictConfig,
+    compression: Compression,
+    test: tf.data.Dataset | None = None,
+) -> dict:
     """Size of every artefact; for TFLite and ONNX files also their runtime's accuracy (`val_accuracy` on the
     validation split, `test_accuracy` on the test split when the run has one), for TFLite files the ratios to the
     float32 reference."""
-    artefacts = {written[name]: file_sizes(paths.export_format(name)) for name in written
-                 if name not in ("tflite", "onnx")}
+    artefacts = {
+        written[name]: file_sizes(paths.export_format(name)) for name in written if name not in ("tflite", "onnx")
+    }
     if "onnx" in written:
         file = paths.export_format("onnx") / ONNX_MODEL
         with runtime_errors("onnx", written, paths.export_format("onnx")):
@@ -44,8 +52,13 @@ def measure_artefacts(paths: RunPaths, written: dict[str, str], validation: tf.d
             interpreter = tflite_interpreter(file)
             measured = accuracy(tflite_predict(interpreter), validation)
             tested = {"test_accuracy": accuracy(tflite_predict(interpreter), test)} if test is not None else {}
-        entry = {**file_sizes(file), "input_type": np.dtype(interpreter.get_input_details()[0]["dtype"]).name,
-                 "val_accuracy": measured, **tested, "runtime": tflite_runtime()[1]}
+        entry = {
+            **file_sizes(file),
+            "input_type": np.dtype(interpreter.get_input_details()[0]["dtype"]).name,
+            "val_accuracy": measured,
+            **tested,
+            "runtime": tflite_runtime()[1],
+        }
         entry.update(ratio=reference_bytes / entry["bytes"], gzip_ratio=reference_bytes / entry["gzip_bytes"])
         if file.name == TFLITE_MODEL:
             entry["quantization"] = "int8" if compression.quantization_aware else cfg_tflite.quantization
@@ -65,16 +78,21 @@ def runtime_errors(name: str, written: dict[str, str], folder: Path):
     except Exception as error:
         shutil.rmtree(folder, ignore_errors=True)
         others = [f for f in written if f != name]
-        raise ConfigError("export.formats", name, f"export.formats=[{','.join(others)}] (the trained model is kept: "
-                          "the same command with that override finishes the run)",
-                          f"the {name} file does not run in its runtime ({type(error).__name__}: "
-                          f"{clip(first_line(error), 200)})") from error
+        raise ConfigError(
+            "export.formats",
+            name,
+            f"export.formats=[{','.join(others)}] (the trained model is kept: "
+            "the same command with that override finishes the run)",
+            f"the {name} file does not run in its runtime ({type(error).__name__}: {clip(first_line(error), 200)})",
+        ) from error
 
 
 def file_sizes(path: Path) -> dict:
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {"bytes": sum(f.stat().st_size for f in files),
-            "gzip_bytes": sum(len(gzip.compress(f.read_bytes(), compresslevel=9, mtime=0)) for f in files)}
+    return {
+        "bytes": sum(f.stat().st_size for f in files),
+        "gzip_bytes": sum(len(gzip.compress(f.read_bytes(), compresslevel=9, mtime=0)) for f in files),
+    }
 
 
 def accuracy(predict: Callable[[np.ndarray], np.ndarray], validation: tf.data.Dataset) -> float:

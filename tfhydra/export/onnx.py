@@ -1,9 +1,10 @@
 """ONNX files: written by tf2onnx and run by onnxruntime (the `onnx` extra)."""
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -23,8 +24,9 @@ def write_onnx(deployment: Deployment, path: Path) -> None:
     names = model.input_names if len(model.inputs) > 1 else ["inputs"]
     signature = [tf.TensorSpec([None, *x.shape[1:]], x.dtype, name=name) for x, name in zip(model.inputs, names)]
     path.mkdir(parents=True)
-    proto, _ = tf2onnx.convert.from_keras(model, input_signature=signature,
-                                          custom_op_handlers={"Erfc": (onnx_erfc, [])})
+    proto, _ = tf2onnx.convert.from_keras(
+        model, input_signature=signature, custom_op_handlers={"Erfc": (onnx_erfc, [])}
+    )
     (path / ONNX_MODEL).write_bytes(proto.SerializeToString())
 
 

@@ -1,4 +1,5 @@
 """The SavedModel (serving the data as stored) and the tf_keras `.keras` file."""
+
 from __future__ import annotations
 
 import warnings

@@ -7,12 +7,12 @@ preprocessing). A TFLite file holds the model only: it takes the model's inputs 
 them (images as [0, 1] floats at the model's size, standardized CSV columns, token ids), in float even when the
 file's own input is int8 (`export.tflite.integer_io`: quantized with the file's scales by `tflite_predict`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ def served_export(run_dir: Path) -> tuple[str, str]:
 @dataclass
 class TFLiteModel:
     """A run's TFLite file, ready to predict: model inputs (a batch, float or the file's own dtype) -> probabilities."""
+
     predict: Callable[[np.ndarray], np.ndarray]
     input_shape: tuple[int, ...]  # one example, no batch axis
     input_dtype: Any  # tf.DType; what to feed: float32 for a file with int8 input (quantized on the way in)
@@ -58,10 +59,20 @@ def load_tflite(run_dir: Path, accepted: str) -> TFLiteModel:
         interpreter = tflite_interpreter(file)
         source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
     except Exception as error:  # noqa: BLE001  (a truncated or foreign file: the runtime's message, on one line)
-        raise ConfigError(str(run_dir), None, accepted, f"its {RunPaths(run_dir).relative(file)} cannot be loaded "
-                          f"({type(error).__name__}: {clip(first_line(error), 200)})") from error
+        raise ConfigError(
+            str(run_dir),
+            None,
+            accepted,
+            f"its {RunPaths(run_dir).relative(file)} cannot be loaded "
+            f"({type(error).__name__}: {clip(first_line(error), 200)})",
+        ) from error
     shape = tuple(int(d) for d in source["shape_signature"][1:])
     dtype = tf.as_dtype(source["dtype"])
     quantized_input = dtype.is_integer and bool(source["quantization"][0])
-    return TFLiteModel(tflite_predict(interpreter), shape, tf.float32 if quantized_input else dtype,
-                       int(target["shape"][-1]), tflite_runtime()[1])
+    return TFLiteModel(
+        tflite_predict(interpreter),
+        shape,
+        tf.float32 if quantized_input else dtype,
+        int(target["shape"][-1]),
+        tflite_runtime()[1],
+    )

@@ -1,13 +1,14 @@
 """TFLite files: written by TensorFlow's converter (post-training quantization, int8 calibration, recurrent
 models from a batch-of-one function) and run by LiteRT (`ai-edge-litert`), the runtime they are deployed with."""
+
 from __future__ import annotations
 
 import functools
 import importlib.metadata
 import logging
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -23,20 +24,33 @@ def write_tflite(deployment: Deployment, path: Path) -> None:
     reference) unless model.tflite is that already."""
     cfg = deployment.cfg_tflite
     path.mkdir(parents=True)
-    calibration = calibration_examples(deployment.train, cfg.calibration_samples) \
-        if cfg.quantization == "int8" and cfg.calibration_samples else None
-    (path / TFLITE_MODEL).write_bytes(convert(deployment.model, cfg.quantization, deployment.quantization_aware,
-                                              calibration, cfg.integer_io))
+    calibration = (
+        calibration_examples(deployment.train, cfg.calibration_samples)
+        if cfg.quantization == "int8" and cfg.calibration_samples
+        else None
+    )
+    (path / TFLITE_MODEL).write_bytes(
+        convert(deployment.model, cfg.quantization, deployment.quantization_aware, calibration, cfg.integer_io)
+    )
     if cfg.quantization != "none" or deployment.quantization_aware:
         (path / TFLITE_FLOAT32).write_bytes(convert(deployment.float_twin(), "none"))
 
 
-def convert(model: keras.Model, quantization: str, quantization_aware: bool = False,
-            calibration: Callable | None = None, integer_io: bool = False) -> bytes:
+def convert(
+    model: keras.Model,
+    quantization: str,
+    quantization_aware: bool = False,
+    calibration: Callable | None = None,
+    integer_io: bool = False,
+) -> bytes:
     if quantization == "int8" and (recurrent := recurrent_layers(model)):
-        raise ConfigError("export.tflite.quantization", "int8", "none, dynamic or float16 for this model",
-                          f"TensorFlow's TFLite converter has no working int8 for recurrent layers "
-                          f"({type(recurrent[0]).__name__} layer {recurrent[0].name}; docs/compression.md)")
+        raise ConfigError(
+            "export.tflite.quantization",
+            "int8",
+            "none, dynamic or float16 for this model",
+            f"TensorFlow's TFLite converter has no working int8 for recurrent layers "
+            f"({type(recurrent[0]).__name__} layer {recurrent[0].name}; docs/compression.md)",
+        )
     converter = tflite_converter(model)
     if quantization != "none" or quantization_aware:
         # A QAT model needs it too: it turns the learned ranges into int8 kernels (without: float fake-quant ops).
@@ -55,6 +69,7 @@ def convert(model: keras.Model, quantization: str, quantization_aware: bool = Fa
 
 def calibration_examples(train: tf.data.Dataset, samples: int) -> Callable:
     """The converter's representative dataset: `samples` single examples from the training pipeline."""
+
     def examples():
         for x, _ in train.unbatch().take(samples).batch(1):
             yield [x]
@@ -78,7 +93,7 @@ def tflite_predict(interpreter) -> Callable[[np.ndarray], np.ndarray]:
 
     def predict(x: np.ndarray) -> np.ndarray:
         if source["shape_signature"][0] == 1 and len(x) > 1:
-            return np.concatenate([predict(x[i:i + 1]) for i in range(len(x))])
+            return np.concatenate([predict(x[i : i + 1]) for i in range(len(x))])
         if allocated != list(x.shape):
             interpreter.resize_tensor_input(source["index"], list(x.shape))
             interpreter.allocate_tensors()
@@ -107,7 +122,8 @@ def tflite_runtime() -> tuple[type, str]:
     except ImportError:
         logging.getLogger("tfhydra").warning(
             "ai-edge-litert is not installed: TFLite accuracy is measured with tf.lite.Interpreter, deprecated "
-            "since TensorFlow 2.20 (pip install ai-edge-litert)")
+            "since TensorFlow 2.20 (pip install ai-edge-litert)"
+        )
         return tf.lite.Interpreter, f"tf.lite.Interpreter (TensorFlow {tf.__version__})"
     return Interpreter, f"ai-edge-litert {importlib.metadata.version('ai-edge-litert')}"
 
@@ -125,7 +141,8 @@ def tflite_converter(model: keras.Model) -> tf.lite.TFLiteConverter:
     as it is. (An unmasked LSTM becomes the fused op, whose outputs differ from Keras': docs/compression.md.)"""
     if not recurrent_layers(model):
         return tf.lite.TFLiteConverter.from_keras_model(model)
-    signature = [tf.TensorSpec([1, *x.shape[1:]], x.dtype, name=name)
-                 for x, name in zip(model.inputs, model.input_names)]
+    signature = [
+        tf.TensorSpec([1, *x.shape[1:]], x.dtype, name=name) for x, name in zip(model.inputs, model.input_names)
+    ]
     function = tf.function(lambda *x: model(list(x) if len(x) > 1 else x[0], training=False))
     return tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function(*signature)], model)

@@ -4,6 +4,7 @@ measurements: metrics.json's `compression` section.
 Each writer builds into a temporary sibling and renames it into place, so an export directory that exists is
 complete. Every figure is read back from what was written (measure.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -22,13 +23,20 @@ from tfhydra.export.savedmodel import serving_layout
 from tfhydra.record.rundir import RunPaths
 
 
-def export_model(cfg_export: DictConfig, compression: Compression, trained: keras.Model, datasets,
-                 run_dir: Path) -> tuple[dict[str, str], dict]:
+def export_model(
+    cfg_export: DictConfig, compression: Compression, trained: keras.Model, datasets, run_dir: Path
+) -> tuple[dict[str, str], dict]:
     """Strip, write every format, measure: ({format: path in the run dir}, metrics.json's `compression` section)."""
     paths = RunPaths(run_dir)
     deployable = compression.strip(trained)
-    deployment = Deployment(deployable, lambda: compression.float_twin(deployable), compression.quantization_aware,
-                            cfg_export.tflite, datasets.train, getattr(datasets, "serving", None))
+    deployment = Deployment(
+        deployable,
+        lambda: compression.float_twin(deployable),
+        compression.quantization_aware,
+        cfg_export.tflite,
+        datasets.train,
+        getattr(datasets, "serving", None),
+    )
     written = {}
     for name in cfg_export.formats:
         target = paths.export_format(name)
@@ -43,9 +51,12 @@ def export_model(cfg_export: DictConfig, compression: Compression, trained: kera
         serving_layout(paths)
     test = getattr(datasets, "test", None)  # measured after training, on the kept model: nothing chooses on it
     keras_predict = lambda x: deployable(x, training=False).numpy()  # noqa: E731
-    figures = {"scheme": compression.scheme, **compression.measure(deployable),
-               "keras_val_accuracy": accuracy(keras_predict, datasets.validation),
-               **({"keras_test_accuracy": accuracy(keras_predict, test)} if test is not None else {})}
+    figures = {
+        "scheme": compression.scheme,
+        **compression.measure(deployable),
+        "keras_val_accuracy": accuracy(keras_predict, datasets.validation),
+        **({"keras_test_accuracy": accuracy(keras_predict, test)} if test is not None else {}),
+    }
     figures.update(measure_artefacts(paths, written, datasets.validation, cfg_export.tflite, compression, test))
     return written, figures
 
@@ -60,8 +71,14 @@ def write_format(name: str, deployment: Deployment, path: Path, formats: list[st
         raise
     except Exception as error:
         shutil.rmtree(path, ignore_errors=True)
-        reason = re.sub(r"^\S+:\d+:\d+: error: ", "", first_line(error))  # the converter's "<file>:<line>:<col>: error: "
+        reason = re.sub(
+            r"^\S+:\d+:\d+: error: ", "", first_line(error)
+        )  # the converter's "<file>:<line>:<col>: error: "
         others = [f for f in formats if f != name]
-        raise ConfigError("export.formats", name, f"export.formats=[{','.join(others)}] (the trained model is kept: "
-                          "the same command with that override finishes the run)",
-                          f"the {name} export failed ({type(error).__name__}: {clip(reason, 200)})") from error
+        raise ConfigError(
+            "export.formats",
+            name,
+            f"export.formats=[{','.join(others)}] (the trained model is kept: "
+            "the same command with that override finishes the run)",
+            f"the {name} export failed ({type(error).__name__}: {clip(reason, 200)})",
+        ) from error

@@ -15,6 +15,7 @@ the launcher's could answer), and each worker gets the launcher's own PYTHONPATH
 `start_fork_server` is called as soon as a sweep's pre-flight has passed, so the import runs beside Hydra's
 composition of the sweep; the pool calls it again (a no-op when the server runs).
 """
+
 from __future__ import annotations
 
 import multiprocessing

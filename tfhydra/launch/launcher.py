@@ -1,18 +1,20 @@
 """tfhydra's launcher (hydra_plugins/tfhydra_launcher): a sweep's jobs in reused worker processes, as many at once
 as the machine runs faster (tfhydra/launch/placement.py), in the order Hydra gave them. The launching process
 never imports TensorFlow."""
+
 from __future__ import annotations
 
 import atexit
 import logging
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from tfhydra.launch.placement import cpu_only, launcher_gpus, plan_workers
 from tfhydra.platform.runtime import available_cores
 from tfhydra.sweep import current_swept_keys
-from tfhydra.launch.placement import cpu_only, launcher_gpus, plan_workers
 
 log = logging.getLogger("tfhydra")
 
@@ -31,9 +33,16 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
     plans = worker_plans(launcher.options, len(job_overrides))
     fewer = launcher.pool is not None and len(plans) < len(launcher.pool.plans)
     if launcher.pool is None or fewer:
-        log.info("tfhydra launcher: %d worker(s) for %d job(s): %s", len(plans), len(job_overrides), "; ".join(
-            f"#{p.index}: {p.threads or 'TensorFlow decides'} thread(s)" + (f", GPU {','.join(p.gpus)}" if p.gpus
-                                                                               else "") for p in plans))
+        log.info(
+            "tfhydra launcher: %d worker(s) for %d job(s): %s",
+            len(plans),
+            len(job_overrides),
+            "; ".join(
+                f"#{p.index}: {p.threads or 'TensorFlow decides'} thread(s)"
+                + (f", GPU {','.join(p.gpus)}" if p.gpus else "")
+                for p in plans
+            ),
+        )
     if launcher.pool is None:
         launcher.pool = WorkerPool(plans)
         atexit.register(launcher.pool.close)
@@ -45,15 +54,29 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
     state = Singleton.get_state()
     state.pop("omegaconf_resolvers", None)  # closures pickle cannot send: each worker registers its own (imports)
     swept = current_swept_keys(hydra_node=config.hydra)
-    jobs = [(initial_job_idx + i, list(o), launcher.hydra_context, config, launcher.task_function, state,
-             job_tag(initial_job_idx + i, o, swept)) for i, o in enumerate(job_overrides)]
+    jobs = [
+        (
+            initial_job_idx + i,
+            list(o),
+            launcher.hydra_context,
+            config,
+            launcher.task_function,
+            state,
+            job_tag(initial_job_idx + i, o, swept),
+        )
+        for i, o in enumerate(job_overrides)
+    ]
     try:
         returns = launcher.pool.run(jobs, sweep_dir)
     except KeyboardInterrupt as stop:
         signum = stop.args[0] if stop.args and isinstance(stop.args[0], int) else signal.SIGINT
-        print(f"Stopped: {signal.Signals(signum).name}: the running jobs saved their state; resume with: "
-              f"tfhydra-sweep resume {sweep_dir} (python -m tfhydra.sweep summary {sweep_dir} lists the sweep's "
-              "completed, interrupted and not started jobs)", file=sys.stderr, flush=True)
+        print(
+            f"Stopped: {signal.Signals(signum).name}: the running jobs saved their state; resume with: "
+            f"tfhydra-sweep resume {sweep_dir} (python -m tfhydra.sweep summary {sweep_dir} lists the sweep's "
+            "completed, interrupted and not started jobs)",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.exit(128 + int(signum))
     return [returns[job[0]] for job in jobs]
 
@@ -62,8 +85,14 @@ def worker_plans(options: Any, jobs: int) -> list:
     """The workers for a launch of `jobs` jobs (tfhydra/launch/placement.py), with the launcher's options."""
     from tfhydra.launch.workers import MAX_JOBS_ENV
 
-    plans = plan_workers(jobs, available_cores(), launcher_gpus(options["gpus"]), workers=options["workers"],
-                         threads=options["threads"], gpu_memory_mb=options["gpu_memory_mb"])
+    plans = plan_workers(
+        jobs,
+        available_cores(),
+        launcher_gpus(options["gpus"]),
+        workers=options["workers"],
+        threads=options["threads"],
+        gpu_memory_mb=options["gpu_memory_mb"],
+    )
     for plan in plans:
         if options.get("max_jobs_per_worker"):
             plan.env[MAX_JOBS_ENV] = str(int(options["max_jobs_per_worker"]))

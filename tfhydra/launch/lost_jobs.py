@@ -12,13 +12,15 @@ that loses jobs is for the user to look at, and the same command continues the s
 Hydra gives no hook between a sweeper and its launcher, so the guard wraps `Plugins.instantiate_launcher`
 while the command runs; the launchers themselves and the config (multirun.yaml) are unchanged.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -115,12 +117,14 @@ def job_dir(sweep_dir: Path, number: int) -> Path | None:
     staged sweep, whose job numbers go on across its stages); None before it started."""
     from tfhydra.record.rundir import SweepPaths
 
-    return next((d for d in SweepPaths(sweep_dir).jobs() if d.name == str(number) or d.name.startswith(f"{number}_")),
-                None)
+    return next(
+        (d for d in SweepPaths(sweep_dir).jobs() if d.name == str(number) or d.name.startswith(f"{number}_")), None
+    )
 
 
-def end_with_lost_jobs(config: DictConfig, job_overrides: Sequence[Sequence[str]], first: int,
-                       error: BaseException) -> None:
+def end_with_lost_jobs(
+    config: DictConfig, job_overrides: Sequence[Sequence[str]], first: int, error: BaseException
+) -> None:
     """Record the batch's lost jobs (those whose record is missing or still says running), then the summary,
     the sweep's trackers and the one error line (SystemExit: Hydra lets it through)."""
     from tfhydra.sweep.callback import finish_sweep

@@ -8,14 +8,15 @@ several workers share a GPU (TensorFlow would otherwise map all its memory in th
 `TFHYDRA_WORKER_THREADS` (read by tfhydra/platform/runtime.py: the intra/inter-op and tf.data threads of every job the
 worker runs), so the threads of all workers add up to the machine's cores, not N times them.
 """
+
 from __future__ import annotations
 
 import math
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from tfhydra.config.errors import ConfigError
 
@@ -80,8 +81,14 @@ def split_threads(cores: int, workers: int, threads: int | str = "auto") -> list
     return [max(1, base + (i < extra)) for i in range(workers)]
 
 
-def plan_workers(n_jobs: int, cores: int, gpus: Sequence[str], workers: int | str = "auto",
-                 threads: int | str = "auto", gpu_memory_mb: int | None = None) -> list[WorkerPlan]:
+def plan_workers(
+    n_jobs: int,
+    cores: int,
+    gpus: Sequence[str],
+    workers: int | str = "auto",
+    threads: int | str = "auto",
+    gpu_memory_mb: int | None = None,
+) -> list[WorkerPlan]:
     """Every worker's placement. GPUs go round-robin (worker i sees gpus[i % len(gpus)]); a GPU seen by more
     than one worker gets memory growth in each of them, or `gpu_memory_mb` per job when that is set."""
     count = worker_count(n_jobs, cores, gpus, workers)

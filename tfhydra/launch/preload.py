@@ -6,6 +6,7 @@ must still be answered in one line. The server's standard error is the terminal 
 so the workers forked from it write their logs as before. A failed import is left to the workers: each then
 imports TensorFlow itself and shows the error (the record's `worker.tensorflow_preloaded` is false).
 """
+
 import os
 
 _terminal = os.dup(2)

@@ -17,6 +17,7 @@ Isolation and stopping:
 - a worker whose launching process was killed outright (SIGKILL) is killed with it (a thread watching that
   process; Linux's parent-death signal for the fork server), as if it had stayed in that process's group.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,15 +28,16 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from tfhydra.trust.locks import process_alive
 from tfhydra.config.hydra_api import job_return_value, set_job_return_value
-from tfhydra.platform.runtime import WORKER_ENV
 from tfhydra.launch.fork_server import start_fork_server, worker_environment
 from tfhydra.launch.placement import WorkerPlan
+from tfhydra.platform.runtime import WORKER_ENV
 from tfhydra.platform.terminal import TaggedLines
+from tfhydra.trust.locks import process_alive
 
 log = logging.getLogger("tfhydra")
 WORKER_JOB_ENV = "TFHYDRA_WORKER_JOB"  # the job's ordinal in its worker (1 = its first), for the record
@@ -58,9 +60,12 @@ class WorkerPool:
             self._start(plan)
 
     def _start(self, plan: WorkerPlan) -> None:
-        process = self.context.Process(target=worker_main, args=(worker_environment(plan.env), self.tasks, self.results,
-                                                                os.getpid()),
-                                       name=f"tfhydra-worker-{plan.index}", daemon=True)
+        process = self.context.Process(
+            target=worker_main,
+            args=(worker_environment(plan.env), self.tasks, self.results, os.getpid()),
+            name=f"tfhydra-worker-{plan.index}",
+            daemon=True,
+        )
         process.start()
         self.processes[plan.index] = process
 
@@ -130,8 +135,12 @@ class WorkerPool:
             if idx is not None:
                 returns[idx] = lost_job_return(sweep_dir, idx, overrides[idx], process)
             if idx is not None or process.exitcode:
-                log.warning("worker %d (pid %s) ended (exit code %s); starting another", plan.index, process.pid,
-                            process.exitcode)
+                log.warning(
+                    "worker %d (pid %s) ended (exit code %s); starting another",
+                    plan.index,
+                    process.pid,
+                    process.exitcode,
+                )
             self._start(plan)
 
     def replace(self, plans: Sequence[WorkerPlan]) -> None:
@@ -204,6 +213,7 @@ def lost_job_return(sweep_dir: Path, idx: int, overrides: Sequence[str], process
 
 
 # ---- in the worker process -------------------------------------------------------------------------------------
+
 
 def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
     env = {**env, WORKER_ENV[4]: "1" if "tfhydra.runner.job" in sys.modules else "0"}  # from the fork server, or not
@@ -309,8 +319,9 @@ def _watch_launcher(launcher: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def execute_job(idx: int, overrides: Sequence[str], hydra_context: Any, config: Any, task_function: Any,
-                singleton_state: dict) -> Any:
+def execute_job(
+    idx: int, overrides: Sequence[str], hydra_context: Any, config: Any, task_function: Any, singleton_state: dict
+) -> Any:
     """One job, as Hydra's joblib launcher runs it in its workers (hydra_joblib_launcher/_core.py)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
@@ -326,8 +337,13 @@ def execute_job(idx: int, overrides: Sequence[str], hydra_context: Any, config: 
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
         sweep_config.hydra.job.num = idx
     HydraConfig.instance().set_config(sweep_config)
-    return run_job(hydra_context=hydra_context, config=sweep_config, task_function=task_function,
-                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    return run_job(
+        hydra_context=hydra_context,
+        config=sweep_config,
+        task_function=task_function,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
 
 
 def reset_between_jobs() -> None:

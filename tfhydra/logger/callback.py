@@ -1,9 +1,10 @@
 """The Keras callback that hands each epoch to the run's trackers. It comes after the callbacks that add to
 the epoch logs (the learning rate) and after the run's recorder, whose history it reads: so a resumed run
 hands over, at its first epoch's end, any earlier epoch a tracker missed (a kill between the two)."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import tf_keras as keras
 

@@ -1,6 +1,7 @@
 """What the run plan checks in the `logger` group: a tracker whose package is not installed. No TensorFlow,
 and nothing imported: `importlib.util.find_spec` only looks. A tracker that fails while the run trains is
 not a config mistake and never stops it (trackers.py); a missing package is, and is said before any work."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,8 +22,13 @@ def check_installed(cfg: DictConfig) -> None:
         modules, extra = PACKAGES.get(name, ((), None))
         missing = [m for m in modules if importlib.util.find_spec(m) is None]
         if missing:
-            raise ConfigError("logger", name, f"pip install -e '.[{extra}]' (or tfhydra[{extra}]), then the same "
-                              "command; or a logger list without it", f"{', '.join(missing)} not installed")
+            raise ConfigError(
+                "logger",
+                name,
+                f"pip install -e '.[{extra}]' (or tfhydra[{extra}]), then the same "
+                "command; or a logger list without it",
+                f"{', '.join(missing)} not installed",
+            )
 
 
 CHECKS = (check_installed,)
@@ -33,12 +39,24 @@ RULES: dict[str, Rule] = {
     "logging.histogram_freq": integer(0),
     "logging.images_freq": integer(0),
     "logging.gradients": Rule("true or false", lambda v: isinstance(v, bool)),
-    "logging.profile_batch": Rule("0 (off), a batch number >= 1, or [start, stop] with 1 <= start <= stop",
-                                  lambda v: (is_int(v) and v >= 0) or (isinstance(v, (list, ListConfig)) and len(v) == 2
-                                            and all(is_int(b) and b >= 1 for b in v) and v[0] <= v[1])),
-    "logging.update_freq": Rule("'epoch', 'batch' or an integer >= 1",
-                                lambda v: v in ("epoch", "batch") or (is_int(v) and v >= 1)),
+    "logging.profile_batch": Rule(
+        "0 (off), a batch number >= 1, or [start, stop] with 1 <= start <= stop",
+        lambda v: (
+            (is_int(v) and v >= 0)
+            or (
+                isinstance(v, (list, ListConfig))
+                and len(v) == 2
+                and all(is_int(b) and b >= 1 for b in v)
+                and v[0] <= v[1]
+            )
+        ),
+    ),
+    "logging.update_freq": Rule(
+        "'epoch', 'batch' or an integer >= 1", lambda v: v in ("epoch", "batch") or (is_int(v) and v >= 1)
+    ),
     "logger.mlflow.experiment_name": Rule("a non-empty name", lambda v: isinstance(v, str) and v.strip() != ""),
-    "logger.wandb.mode": Rule("null ($WANDB_MODE, else offline), offline, online or disabled",
-                              lambda v: v in (None, "offline", "online", "disabled")),
+    "logger.wandb.mode": Rule(
+        "null ($WANDB_MODE, else offline), offline, online or disabled",
+        lambda v: v in (None, "offline", "online", "disabled"),
+    ),
 }

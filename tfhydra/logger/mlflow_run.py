@@ -13,6 +13,7 @@ A sweep's jobs may run in other processes or on other machines (joblib, submitit
 hands the parent run over in the jobs' config (`hydra.job.env_set.TFHYDRA_MLFLOW_PARENT`, JSON with the run
 id and the tracking URI), which Hydra sets in the job's environment under every launcher.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,11 @@ def outputs_dir(run_dir: Path) -> Path:
 
 
 def tracking_uri(node: DictConfig | dict, run_dir: Path) -> str:
-    return node.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI") or \
-        f"sqlite:///{outputs_dir(run_dir) / 'mlflow.db'}"
+    return (
+        node.get("tracking_uri")
+        or os.environ.get("MLFLOW_TRACKING_URI")
+        or f"sqlite:///{outputs_dir(run_dir) / 'mlflow.db'}"
+    )
 
 
 def artifact_root(node: DictConfig | dict, uri: str) -> str | None:
@@ -57,9 +61,9 @@ def sqlite_path(uri: str) -> Path | None:
     """The database file of a `sqlite:///` store, also in SQLite's URI form (`sqlite:///file:<path>?mode=ro&uri=true`)."""
     if not uri.startswith("sqlite:///"):
         return None
-    path = uri[len("sqlite:///"):]
+    path = uri[len("sqlite:///") :]
     if path.startswith("file:"):
-        path = path[len("file:"):].split("?", 1)[0]
+        path = path[len("file:") :].split("?", 1)[0]
     return Path(path)
 
 
@@ -92,7 +96,7 @@ def check_sqlite_store(path: Path) -> None:
     """PermissionError when the database (or the directory its journal goes in) cannot be written: a read-only
     mount, an immutable file, another user's directory. Raised here it is the guard's one warning."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for target in ((path, path.parent) if path.exists() else (path.parent,)):
+    for target in (path, path.parent) if path.exists() else (path.parent,):
         if not os.access(target, os.W_OK):
             raise PermissionError(f"the MLflow store {path} cannot be written ({target} is read-only)")
 
@@ -143,14 +147,19 @@ class MLflowTracker(Tracker):
             self.client.update_run(self.run_id, status="RUNNING")
             logged = self.last_epoch(run)
         else:
-            tags = {"mlflow.runName": self.info.name, "status": Status.RUNNING.value, "run_dir": str(self.paths.root.absolute()),
-                    **{k: str(v) for k, v in self.info.tags.items() if v is not None},
-                    **{str(k): str(v) for k, v in (self.node.get("tags") or {}).items()}}
+            tags = {
+                "mlflow.runName": self.info.name,
+                "status": Status.RUNNING.value,
+                "run_dir": str(self.paths.root.absolute()),
+                **{k: str(v) for k, v in self.info.tags.items() if v is not None},
+                **{str(k): str(v) for k, v in (self.node.get("tags") or {}).items()},
+            }
             if parent:
                 tags["mlflow.parentRunId"] = parent["run_id"]
             experiment = parent.get("experiment_id") if parent else None
-            experiment = experiment or experiment_id(self.client, self.node.get("experiment_name") or "tfhydra",
-                                                     artifact_root(self.node, uri))
+            experiment = experiment or experiment_id(
+                self.client, self.node.get("experiment_name") or "tfhydra", artifact_root(self.node, uri)
+            )
             run = self.client.create_run(experiment, tags=tags, run_name=self.info.name)
             self.run_id = run.info.run_id
         # Parameters: the flattened config. A resumed run may change what RESUMABLE_CHANGES allows (the epochs):
@@ -158,9 +167,8 @@ class MLflowTracker(Tracker):
         have = run.data.params if run is not None else {}
         params = [Param(k, str(v)[:MAX_PARAM]) for k, v in flatten(self.info.config).items() if k not in have]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 parameters a call
-            self.client.log_batch(self.run_id, params=params[i:i + 100])
-        return {"run_id": self.run_id, "tracking_uri": uri, "experiment_id": run.info.experiment_id,
-                "logged": logged}
+            self.client.log_batch(self.run_id, params=params[i : i + 100])
+        return {"run_id": self.run_id, "tracking_uri": uri, "experiment_id": run.info.experiment_id, "logged": logged}
 
     def existing(self, run_id: str | None):
         if not run_id:
@@ -184,8 +192,12 @@ class MLflowTracker(Tracker):
 
     def end(self, status: str, paths: RunPaths) -> None:
         self.client.set_tag(self.run_id, "status", status)
-        for path, where in ((paths.metrics, None), (paths.train_log, None), (paths.hydra, ".hydra"),
-                            (paths.export, "export")):
+        for path, where in (
+            (paths.metrics, None),
+            (paths.train_log, None),
+            (paths.hydra, ".hydra"),
+            (paths.export, "export"),
+        ):
             if where == "export" and not (self.node.log_export and status == Status.COMPLETED):
                 continue
             if path.is_file():
@@ -201,6 +213,7 @@ def build_mlflow(node: DictConfig, paths: RunPaths, info: RunInfo) -> Tracker:
 
 
 # ---- a sweep's parent run (tfhydra/sweep/callback.py, in the process that launched the sweep) ----------
+
 
 def start_sweep_run(node: DictConfig, sweep_dir: Path, overrides: list[str]) -> dict | None:
     """The sweep's parent run (continued when the sweep is run again into its directory); None when it cannot
@@ -219,19 +232,28 @@ def start_sweep_run(node: DictConfig, sweep_dir: Path, overrides: list[str]) -> 
                 except Exception:
                     run = None
             if run is None:
-                experiment = experiment_id(mlflow_client, node.get("experiment_name") or "tfhydra",
-                                           artifact_root(node, uri))
-                tags = {"mlflow.runName": paths.root.name, "sweep": paths.root.name, "status": Status.RUNNING.value,
-                        "sweep_dir": str(paths.root.absolute()), "overrides": " ".join(overrides)[:5000],
-                        **{str(k): str(v) for k, v in (node.get("tags") or {}).items()}}
+                experiment = experiment_id(
+                    mlflow_client, node.get("experiment_name") or "tfhydra", artifact_root(node, uri)
+                )
+                tags = {
+                    "mlflow.runName": paths.root.name,
+                    "sweep": paths.root.name,
+                    "status": Status.RUNNING.value,
+                    "sweep_dir": str(paths.root.absolute()),
+                    "overrides": " ".join(overrides)[:5000],
+                    **{str(k): str(v) for k, v in (node.get("tags") or {}).items()},
+                }
                 run = mlflow_client.create_run(experiment, tags=tags, run_name=paths.root.name)
             parent = {"run_id": run.info.run_id, "tracking_uri": uri, "experiment_id": run.info.experiment_id}
             paths.root.mkdir(parents=True, exist_ok=True)
             write_json(paths.trackers, {"mlflow": parent})
             return parent
     except Exception as error:  # noqa: BLE001  (the sweep runs without a parent run)
-        log.warning("logger.mlflow: starting the sweep's parent run failed (%s: %s); its jobs are runs of their own",
-                    type(error).__name__, " ".join(str(error).split())[:300])
+        log.warning(
+            "logger.mlflow: starting the sweep's parent run failed (%s: %s); its jobs are runs of their own",
+            type(error).__name__,
+            " ".join(str(error).split())[:300],
+        )
         return None
 
 
@@ -250,8 +272,11 @@ def end_sweep_run(sweep_dir: Path, succeeded: bool) -> None:
             mlflow_client.set_tag(parent["run_id"], "status", (Status.COMPLETED if succeeded else Status.FAILED).value)
             mlflow_client.set_terminated(parent["run_id"], "FINISHED" if succeeded else "FAILED")
     except Exception as error:  # noqa: BLE001
-        log.warning("logger.mlflow: ending the sweep's parent run failed (%s: %s)", type(error).__name__,
-                    " ".join(str(error).split())[:300])
+        log.warning(
+            "logger.mlflow: ending the sweep's parent run failed (%s: %s)",
+            type(error).__name__,
+            " ".join(str(error).split())[:300],
+        )
 
 
 def parent_handover(parent: dict) -> str:

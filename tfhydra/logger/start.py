@@ -2,6 +2,7 @@
 
 The trackers (mlflow_run.py, wandb_run.py, trackers.py's csv) register themselves in `LOGGERS` on import;
 this module imports them, so registration runs one way (trackers.py is their base)."""
+
 from __future__ import annotations
 
 from omegaconf import DictConfig
@@ -14,6 +15,7 @@ from tfhydra.record.rundir import RunPaths
 def start_trackers(cfg_logger: DictConfig | None, paths: RunPaths, info: RunInfo) -> Trackers:
     """The trackers `logger` selects (TensorBoard is the trainer's callback: not here), started."""
     nodes = cfg_logger if isinstance(cfg_logger, DictConfig) else {}
-    trackers = Trackers([LOGGERS.get(name)(node, paths, info) for name, node in nodes.items()
-                         if name in LOGGERS.names()], paths)
+    trackers = Trackers(
+        [LOGGERS.get(name)(node, paths, info) for name, node in nodes.items() if name in LOGGERS.names()], paths
+    )
     return trackers.start(info.resume) if trackers.trackers else trackers

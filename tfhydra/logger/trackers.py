@@ -10,24 +10,25 @@ tracker runs (their ids are kept in `<run>/trackers.json`) from the epoch after 
 has: MLflow's and CSV's own stores say which that is, W&B's offline files cannot be read back, so its count
 is kept in trackers.json. An epoch that a resumed run trains again keeps the figures first logged for it.
 """
+
 from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import DictConfig
 
-from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
-from tfhydra.record import Status
 from tfhydra.config.registry import Registry
+from tfhydra.record import Status
 from tfhydra.record.report import write_json
 from tfhydra.record.rundir import RunPaths
+from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
 log = logging.getLogger("tfhydra")
 LOGGERS = Registry("logger")  # option name -> build(node, paths, info) -> Tracker
@@ -39,6 +40,7 @@ TRACKER_STATUS = {s.value: s.tracker for s in Status if s is not Status.NOT_STAR
 @dataclass
 class RunInfo:
     """What every tracker is told about the run (tfhydra/runner/job.py fills it in from the config and Hydra)."""
+
     name: str  # the run directory's name: the tracker run's name
     config: dict  # the composed config, resolved, without `hydra`
     tags: dict  # model, data, sweep (absent outside a sweep)
@@ -48,6 +50,7 @@ class RunInfo:
 
 class Tracker:
     """One tracker's run. Subclasses implement the four calls; `Trackers` guards them."""
+
     name = ""
 
     def start(self, saved: dict) -> dict:
@@ -86,6 +89,7 @@ def quiet_loggers(names: tuple[str, ...]):
 @dataclass
 class Trackers:
     """The run's trackers; an empty one (no logger but TensorBoard, a non-chief worker) does nothing."""
+
     trackers: list[Tracker] = field(default_factory=list)
     paths: RunPaths | None = None
     saved: dict = field(default_factory=dict)  # tracker name -> what its start returned (trackers.json)
@@ -103,8 +107,14 @@ class Trackers:
                 return call()
         except Exception as error:  # noqa: BLE001  (whatever a tracker raises, training goes on)
             self.failed.add(tracker.name)
-            log.warning("logger.%s: %s failed (%s: %s); the run goes on without %s", tracker.name, action,
-                        type(error).__name__, " ".join(str(error).split())[:300], tracker.name)
+            log.warning(
+                "logger.%s: %s failed (%s: %s); the run goes on without %s",
+                tracker.name,
+                action,
+                type(error).__name__,
+                " ".join(str(error).split())[:300],
+                tracker.name,
+            )
             return None
 
     def start(self, resume: bool) -> Trackers:
@@ -127,8 +137,11 @@ class Trackers:
                 if epoch <= state.get("logged", 0) or not values:  # {}: an epoch whose figures were lost
                     continue
                 figures = {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
-                if self.guarded(tracker, f"logging epoch {epoch}", lambda t=tracker: t.log_epoch(epoch, figures)) \
-                        is None and tracker.name in self.failed:
+                if (
+                    self.guarded(tracker, f"logging epoch {epoch}", lambda t=tracker: t.log_epoch(epoch, figures))
+                    is None
+                    and tracker.name in self.failed
+                ):
                     break
                 state["logged"], changed = epoch, True
         if changed:
@@ -151,8 +164,9 @@ class Trackers:
         except OSError as error:  # a full disk: the trackers still log; a resume would start new tracker runs
             if "trackers.json" not in self.failed:
                 self.failed.add("trackers.json")
-                log.warning("%s cannot be written (%s): a resumed run will start new tracker runs",
-                            self.paths.trackers, error)
+                log.warning(
+                    "%s cannot be written (%s): a resumed run will start new tracker runs", self.paths.trackers, error
+                )
 
 
 def read_json_map(path: Path) -> dict:
@@ -162,8 +176,6 @@ def read_json_map(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return saved if isinstance(saved, dict) else {}
-
-
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
@@ -179,9 +191,11 @@ def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
 
 # ---- CSV: no dependency ----------------------------------------------------------------------------
 
+
 class CSVTracker(Tracker):
     """`<run>/metrics.csv`: a row per epoch, `epoch` first, then the figures of the first epoch logged (a
     figure that appears later is left out: the columns stay those of the header)."""
+
     name = "csv"
 
     def __init__(self, paths: RunPaths) -> None:

@@ -13,6 +13,7 @@ online it stays the user's: `wandb login` keeps its settings there). A variable 
 left alone. They are set for the run only: wandb-core reads them when it starts, so the run ends with
 `wandb.teardown()` (the next run of the process, a sweep's next job, starts its own core with its own dirs).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,12 @@ from tfhydra.record import Status
 from tfhydra.record.rundir import RunPaths
 
 # W&B's variables for where it writes -> the folder of <run>/wandb/ they point at, when the user set none.
-WANDB_DIRS = {"WANDB_CACHE_DIR": "cache", "WANDB_DATA_DIR": "data", "WANDB_ARTIFACT_DIR": "artifacts",
-              "WANDB_CONFIG_DIR": "config"}
+WANDB_DIRS = {
+    "WANDB_CACHE_DIR": "cache",
+    "WANDB_DATA_DIR": "data",
+    "WANDB_ARTIFACT_DIR": "artifacts",
+    "WANDB_CONFIG_DIR": "config",
+}
 
 
 class WandbTracker(Tracker):
@@ -61,11 +66,19 @@ class WandbTracker(Tracker):
     def init(self, wandb, mode: str, run_id: str, tags: list[str]):
         """wandb.init; `dir` is the run's directory unless the user's WANDB_DIR says where W&B's files go."""
         return wandb.init(
-            project=self.node.get("project") or "tfhydra", entity=self.node.get("entity"),
-            group=self.node.get("group") or self.info.sweep, job_type=self.node.get("job_type") or "train",
-            tags=tags or None, name=self.info.name, id=run_id, resume="allow", mode=mode,
-            dir=None if os.environ.get("WANDB_DIR") else str(self.paths.wandb.parent), config=self.info.config,
-            settings=wandb.Settings(console="off", silent=True))
+            project=self.node.get("project") or "tfhydra",
+            entity=self.node.get("entity"),
+            group=self.node.get("group") or self.info.sweep,
+            job_type=self.node.get("job_type") or "train",
+            tags=tags or None,
+            name=self.info.name,
+            id=run_id,
+            resume="allow",
+            mode=mode,
+            dir=None if os.environ.get("WANDB_DIR") else str(self.paths.wandb.parent),
+            config=self.info.config,
+            settings=wandb.Settings(console="off", silent=True),
+        )
 
     def log_epoch(self, epoch: int, values: dict) -> None:
         self.run.log({**values, "epoch": epoch}, step=epoch)

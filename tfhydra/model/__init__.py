@@ -12,6 +12,7 @@ data checks), seed.py / resnet.py / sequence.py / applications.py (the builders)
 checks.py (the options' ranges and choices), memory.py (the model's memory estimated
 before it is allocated).
 """
+
 from __future__ import annotations
 
 import importlib

@@ -5,6 +5,7 @@ nested as one layer between a preprocessing layer and our classifier head. Its
 minimum image size is the library's own (32x32 for most, 71 for Xception, 75 for the
 Inceptions): the library's refusal is turned into a ConfigError naming both sizes.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,7 +20,15 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_images
 
 # Arguments the builder sets itself; everything else in an application's signature may go in `arch_args`.
-SET_BY_BUILDER = {"include_top", "weights", "input_tensor", "input_shape", "pooling", "classes", "classifier_activation"}
+SET_BY_BUILDER = {
+    "include_top",
+    "weights",
+    "input_tensor",
+    "input_shape",
+    "pooling",
+    "classes",
+    "classifier_activation",
+}
 
 
 def application_names() -> list[str]:
@@ -35,12 +44,19 @@ def application(arch: str):
 def application_args(arch: str, builder, arch_args: dict) -> dict:
     """The user's extra keyword arguments, refused by name if the application has no such parameter."""
     params = inspect.signature(builder).parameters
-    accepted = [name for name, p in params.items()
-                if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name not in SET_BY_BUILDER]
+    accepted = [
+        name
+        for name, p in params.items()
+        if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name not in SET_BY_BUILDER
+    ]
     for name, value in arch_args.items():
         if name not in accepted:
-            raise ConfigError(f"model.arch_args.{name}", value, accepted or f"no arguments: {arch} takes none beyond "
-                              "what keras_app sets", f"not a parameter of tf_keras.applications.{arch}")
+            raise ConfigError(
+                f"model.arch_args.{name}",
+                value,
+                accepted or f"no arguments: {arch} takes none beyond what keras_app sets",
+                f"not a parameter of tf_keras.applications.{arch}",
+            )
     return dict(arch_args)
 
 
@@ -76,8 +92,12 @@ def build_keras_app(cfg, spec: DataSpec) -> keras.Model:
     """tf_keras.applications.<arch> without its top, at the data's image size, under our classifier head."""
     height, width, channels = require_images(spec, "keras_app")
     if channels not in (1, 3):
-        raise ConfigError("model", "keras_app", "images with 3 (RGB) or 1 (gray, repeated to RGB) channels",
-                          f"ImageNet architectures take RGB; the data's images have {channels} channels")
+        raise ConfigError(
+            "model",
+            "keras_app",
+            "images with 3 (RGB) or 1 (gray, repeated to RGB) channels",
+            f"ImageNet architectures take RGB; the data's images have {channels} channels",
+        )
     builder = application(cfg.arch)
     extra = application_args(cfg.arch, builder, cfg.arch_args)
     weights = cfg.weights
@@ -88,18 +108,34 @@ def build_keras_app(cfg, spec: DataSpec) -> keras.Model:
         too_small = re.search(r"at least (\d+)x(\d+)", first_line)
         if too_small:
             size = f"{too_small[1]}x{too_small[2]}"
-            raise ConfigError("model.arch", cfg.arch, f"data with images of at least {size}, or a smaller-input model",
-                              f"{cfg.arch} needs images of at least {size}; the data's are {height}x{width}") from None
+            raise ConfigError(
+                "model.arch",
+                cfg.arch,
+                f"data with images of at least {size}, or a smaller-input model",
+                f"{cfg.arch} needs images of at least {size}; the data's are {height}x{width}",
+            ) from None
         if weights not in (None, "imagenet"):
-            raise ConfigError("model.weights", weights, f"a weights file saved from {cfg.arch} without its top "
-                              f"(include_top=False) with the same arch_args", f"cannot load it ({first_line})") from None
-        raise ConfigError("model.arch_args", dict(extra), f"arguments tf_keras.applications.{cfg.arch} accepts",
-                          f"{cfg.arch} refused them ({first_line})") from None
+            raise ConfigError(
+                "model.weights",
+                weights,
+                f"a weights file saved from {cfg.arch} without its top (include_top=False) with the same arch_args",
+                f"cannot load it ({first_line})",
+            ) from None
+        raise ConfigError(
+            "model.arch_args",
+            dict(extra),
+            f"arguments tf_keras.applications.{cfg.arch} accepts",
+            f"{cfg.arch} refused them ({first_line})",
+        ) from None
     except Exception as error:  # Keras' get_file raises a bare Exception when the download fails
         if weights != "imagenet" or "URL fetch failure" not in str(error):
             raise
-        raise ConfigError("model.weights", weights, "network access, or the path of the downloaded no-top .h5 file",
-                          f"downloading the ImageNet weights failed ({str(error).splitlines()[0]})") from None
+        raise ConfigError(
+            "model.weights",
+            weights,
+            "network access, or the path of the downloaded no-top .h5 file",
+            f"downloading the ImageNet weights failed ({str(error).splitlines()[0]})",
+        ) from None
 
     inputs = keras.Input(spec.input_shape)
     x = base(ArchPreprocessing(cfg.arch, name="preprocess")(inputs))

@@ -1,6 +1,7 @@
 """The model room's base: its registry, the classifier head every builder ends with, and the checks that the
 data suits a builder. Builders (seed.py, resnet.py, sequence.py, applications.py) import this module;
 tfhydra/model/__init__.py imports them, so registration runs one way."""
+
 from __future__ import annotations
 
 import tf_keras as keras
@@ -16,8 +17,10 @@ TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_siz
 
 
 def classifier_head(num_classes: int) -> list[keras.layers.Layer]:
-    return [keras.layers.Dense(num_classes, name="logits"),
-            keras.layers.Activation("softmax", dtype="float32", name="probabilities")]
+    return [
+        keras.layers.Dense(num_classes, name="logits"),
+        keras.layers.Activation("softmax", dtype="float32", name="probabilities"),
+    ]
 
 
 def is_token_data(spec: DataSpec) -> bool:
@@ -41,8 +44,12 @@ def require_images(spec: DataSpec, model: str) -> tuple[int, int, int]:
 def require_features(spec: DataSpec, model: str) -> None:
     """Float examples of any shape (images or feature vectors); token ids are not numbers to a Dense layer."""
     if is_token_data(spec):
-        raise ConfigError("model", model, "float features or images",
-                          f"needs float inputs; {describe_data(spec)} (token models: lstm, transformer)")
+        raise ConfigError(
+            "model",
+            model,
+            "float features or images",
+            f"needs float inputs; {describe_data(spec)} (token models: lstm, transformer)",
+        )
 
 
 def require_tokens(spec: DataSpec, model: str) -> int:

@@ -15,13 +15,13 @@ run out. On an accelerator the device's own memory is the tighter bound; the hos
 that no machine would hold. A model that cannot be built in a graph (a builder doing eager work, a subclassed
 model with no static shapes) is not estimated: it is built as before.
 """
+
 from __future__ import annotations
 
 import logging
 import random
 
 import numpy as np
-
 from omegaconf import DictConfig
 
 from tfhydra.config.contracts import DataSpec
@@ -30,8 +30,9 @@ from tfhydra.config.errors import ConfigError
 log = logging.getLogger("tfhydra")
 
 
-def estimated_bytes(cfg_model: DictConfig, spec: DataSpec, batch_size: int, slots: int,
-                    activation_bytes: int = 4) -> tuple[int, int, int] | None:
+def estimated_bytes(
+    cfg_model: DictConfig, spec: DataSpec, batch_size: int, slots: int, activation_bytes: int = 4
+) -> tuple[int, int, int] | None:
     """(total bytes, parameters, activation values per example) of training the model, or None when it cannot be
     built symbolically."""
     import tensorflow as tf
@@ -95,11 +96,16 @@ def check_model_fits(cfg: DictConfig, spec: DataSpec) -> None:
     total, parameters, per_example = found
     available, where = available_memory()
     if total > available:
-        raise ConfigError("model", cfg.model.get("_target_", cfg.model.get("name")), f"a model whose training fits "
-                          f"the {human(available)} this process may take ({where}): fewer units, filters or layers, "
-                          "or a smaller data.batch_size", f"it needs at least {human(total)} ({parameters:.3g} "
-                          f"parameters with gradients and {slots} optimizer slot(s); {per_example:.3g} activation "
-                          f"values per example at batch {cfg.data.batch_size})")
+        raise ConfigError(
+            "model",
+            cfg.model.get("_target_", cfg.model.get("name")),
+            f"a model whose training fits "
+            f"the {human(available)} this process may take ({where}): fewer units, filters or layers, "
+            "or a smaller data.batch_size",
+            f"it needs at least {human(total)} ({parameters:.3g} "
+            f"parameters with gradients and {slots} optimizer slot(s); {per_example:.3g} activation "
+            f"values per example at batch {cfg.data.batch_size})",
+        )
 
 
 def _optimizer_slots(cfg: DictConfig) -> int:

@@ -1,4 +1,5 @@
 """The seed's two models, unchanged: a Sequential CNN and a functional-API MLP."""
+
 from __future__ import annotations
 
 import tf_keras as keras
@@ -15,13 +16,18 @@ def build_cnn(cfg, spec: DataSpec) -> keras.Model:
     for depth in range(1, len(cfg.filters) + 1):
         height, width = (height - cfg.kernel_size + 1) // cfg.pool_size, (width - cfg.kernel_size + 1) // cfg.pool_size
         if min(height, width) < 1:
-            raise ConfigError("model.filters", list(cfg.filters), f"at most {depth - 1} conv blocks for "
-                              f"{spec.input_shape[0]}x{spec.input_shape[1]} images",
-                              "the images are too small for this many conv blocks")
+            raise ConfigError(
+                "model.filters",
+                list(cfg.filters),
+                f"at most {depth - 1} conv blocks for {spec.input_shape[0]}x{spec.input_shape[1]} images",
+                "the images are too small for this many conv blocks",
+            )
     layers = [keras.Input(spec.input_shape)]
     for filters in cfg.filters:
-        layers += [keras.layers.Conv2D(filters, cfg.kernel_size, activation=cfg.activation),
-                   keras.layers.MaxPooling2D(cfg.pool_size)]
+        layers += [
+            keras.layers.Conv2D(filters, cfg.kernel_size, activation=cfg.activation),
+            keras.layers.MaxPooling2D(cfg.pool_size),
+        ]
     layers += [keras.layers.Flatten(), keras.layers.Dense(cfg.dense_units, activation=cfg.activation)]
     return keras.Sequential(layers + classifier_head(spec.num_classes), name="cnn")
 

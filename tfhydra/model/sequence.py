@@ -4,6 +4,7 @@ Input is `(sequence_length,)` int ids in [0, spec.vocab_size). With `mask_zero` 
 padding (Keras' TextVectorization convention): the embedding's mask makes recurrent
 layers skip it and attention and mean pooling ignore it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -113,8 +114,9 @@ class MaskedMeanPooling(keras.layers.Layer):
 def build_transformer(cfg, spec: DataSpec) -> keras.Model:
     """Embedding + position encoding -> N pre-norm encoder blocks -> masked mean pool -> head."""
     if cfg.width % cfg.heads:
-        raise ConfigError("model.heads", cfg.heads, f"a divisor of model.width={cfg.width}",
-                          "each head gets width / heads dimensions")
+        raise ConfigError(
+            "model.heads", cfg.heads, f"a divisor of model.width={cfg.width}", "each head gets width / heads dimensions"
+        )
     inputs, x = token_inputs(spec, "transformer", cfg.width, cfg.mask_zero)
     x = PositionEncoding(cfg.positions, name="positions")(x)
     x = keras.layers.Dropout(cfg.dropout, name="embedding_dropout")(x)

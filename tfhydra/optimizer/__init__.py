@@ -3,6 +3,7 @@
 Rooms: checks.py (what the run plan checks, no TensorFlow), build.py (the registries and builders).
 This package's import stays TensorFlow-free; the names below are looked up on first use (PEP 562).
 """
+
 from __future__ import annotations
 
 import importlib

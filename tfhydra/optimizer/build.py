@@ -5,6 +5,7 @@ and learning-rate schedules `build_x(cfg_schedule, lr, steps_per_epoch, epochs)`
 Schedules are given in epochs (what users reason in) and converted to optimizer steps
 with the run's real steps per epoch.
 """
+
 from __future__ import annotations
 
 import tf_keras as keras
@@ -39,16 +40,20 @@ def build_target_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epoc
     if default is _TAKES_NONE:
         if scheduled or "lr" in cfg_optimizer:
             key = "optimizer.schedule.name" if scheduled else "optimizer.lr"
-            raise ConfigError(key, schedule.name if scheduled else cfg_optimizer.lr,
-                              "constant (the default) and no optimizer.lr, or a _target_ whose constructor takes "
-                              f"learning_rate", f"{cfg_optimizer._target_} takes no learning_rate")
+            raise ConfigError(
+                key,
+                schedule.name if scheduled else cfg_optimizer.lr,
+                "constant (the default) and no optimizer.lr, or a _target_ whose constructor takes learning_rate",
+                f"{cfg_optimizer._target_} takes no learning_rate",
+            )
         node = OmegaConf.masked_copy(cfg_optimizer, [k for k in cfg_optimizer if k != "schedule"])
         return instantiate_target(node, "optimizer", **clipping)
     lr = cfg_optimizer.get("lr", cfg_optimizer.get("learning_rate", default))
     if schedule is not None and isinstance(lr, (int, float)):
         lr = build_schedule(schedule, lr, steps_per_epoch, epochs)
-    node = OmegaConf.masked_copy(cfg_optimizer, [k for k in cfg_optimizer if k not in ("schedule", "lr",
-                                                                                       "learning_rate")])
+    node = OmegaConf.masked_copy(
+        cfg_optimizer, [k for k in cfg_optimizer if k not in ("schedule", "lr", "learning_rate")]
+    )
     return instantiate_target(node, "optimizer", learning_rate=lr, **clipping)
 
 
@@ -72,8 +77,15 @@ def _learning_rate_default(target):
 
 # optimizer=<name>: the tf_keras class each option builds. Every key of the option's conf/optimizer/<name>.yaml
 # but `name`, `lr` and `schedule` is the class's own keyword argument of the same name (defaults live there).
-KERAS_CLASSES = {"adam": "Adam", "sgd": "SGD", "adamw": "AdamW", "rmsprop": "RMSprop", "nadam": "Nadam",
-                 "lion": "Lion", "adafactor": "Adafactor"}
+KERAS_CLASSES = {
+    "adam": "Adam",
+    "sgd": "SGD",
+    "adamw": "AdamW",
+    "rmsprop": "RMSprop",
+    "nadam": "Nadam",
+    "lion": "Lion",
+    "adafactor": "Adafactor",
+}
 
 
 def keras_optimizer(class_name: str):
@@ -110,16 +122,23 @@ def build_cosine(cfg, lr: float, steps_per_epoch: int, epochs: int):
     warmup = int(round(cfg.warmup_epochs * steps_per_epoch))  # below the run's steps: checked by the run plan
     total = epochs * steps_per_epoch
     return keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0 if warmup else lr, decay_steps=total - warmup, alpha=cfg.min_lr / lr,
-        warmup_target=lr if warmup else None, warmup_steps=warmup)
+        initial_learning_rate=0.0 if warmup else lr,
+        decay_steps=total - warmup,
+        alpha=cfg.min_lr / lr,
+        warmup_target=lr if warmup else None,
+        warmup_steps=warmup,
+    )
 
 
 @SCHEDULES.register("exponential")
 def build_exponential(cfg, lr: float, steps_per_epoch: int, epochs: int):
     """lr * decay_rate ** (step / (decay_epochs * steps_per_epoch)); `staircase` steps it per period."""
     return keras.optimizers.schedules.ExponentialDecay(
-        lr, decay_steps=max(1, int(round(cfg.decay_epochs * steps_per_epoch))), decay_rate=cfg.decay_rate,
-        staircase=cfg.staircase)
+        lr,
+        decay_steps=max(1, int(round(cfg.decay_epochs * steps_per_epoch))),
+        decay_rate=cfg.decay_rate,
+        staircase=cfg.staircase,
+    )
 
 
 @SCHEDULES.register("piecewise")
@@ -127,12 +146,20 @@ def build_piecewise(cfg, lr: float, steps_per_epoch: int, epochs: int):
     """lr * multipliers[i] from epoch boundaries_epochs[i-1] on (one more multiplier than boundaries)."""
     boundaries, multipliers = list(cfg.boundaries_epochs), list(cfg.multipliers)  # matched by the run plan
     return keras.optimizers.schedules.PiecewiseConstantDecay(
-        [int(b * steps_per_epoch) for b in boundaries], [lr * m for m in multipliers])
+        [int(b * steps_per_epoch) for b in boundaries], [lr * m for m in multipliers]
+    )
 
 
 def plateau_callback(cfg_schedule: DictConfig | None, monitor: str, mode: str) -> list[keras.callbacks.Callback]:
     """`optimizer.schedule.name=reduce_on_plateau` is a callback; None: a user's optimizer without a schedule."""
     if cfg_schedule is None or cfg_schedule.name != "reduce_on_plateau":
         return []
-    return [keras.callbacks.ReduceLROnPlateau(monitor=monitor, mode=mode, factor=cfg_schedule.factor,
-                                              patience=cfg_schedule.patience, min_lr=cfg_schedule.min_lr)]
+    return [
+        keras.callbacks.ReduceLROnPlateau(
+            monitor=monitor,
+            mode=mode,
+            factor=cfg_schedule.factor,
+            patience=cfg_schedule.patience,
+            min_lr=cfg_schedule.min_lr,
+        )
+    ]

@@ -3,6 +3,7 @@
 `optimizer.lr` is the peak rate; a schedule's floor above it, a warm-up as long as the run, or piecewise
 boundaries out of order would train at a rate nobody asked for, without an error.
 """
+
 from __future__ import annotations
 
 from omegaconf import DictConfig
@@ -18,18 +19,30 @@ def check_schedule(cfg: DictConfig) -> None:
     schedule, lr, epochs = optimizer.schedule, optimizer.lr, cfg.trainer.epochs
     name = schedule.get("name")
     if name in ("cosine", "reduce_on_plateau") and schedule.min_lr > lr:
-        raise ConfigError("optimizer.schedule.min_lr", schedule.min_lr, f"a rate <= optimizer.lr ({lr}), the peak",
-                          "the floor is above the peak rate")
+        raise ConfigError(
+            "optimizer.schedule.min_lr",
+            schedule.min_lr,
+            f"a rate <= optimizer.lr ({lr}), the peak",
+            "the floor is above the peak rate",
+        )
     check_warmup(optimizer, epochs, f"trainer.epochs ({epochs})")
     if name == "piecewise":
         boundaries, multipliers = list(schedule.boundaries_epochs), list(schedule.multipliers)
         if any(later < earlier for earlier, later in zip(boundaries, boundaries[1:])):
-            raise ConfigError("optimizer.schedule.boundaries_epochs", boundaries, "epochs in increasing order, "
-                              "e.g. [10, 15]", "decreasing")
+            raise ConfigError(
+                "optimizer.schedule.boundaries_epochs",
+                boundaries,
+                "epochs in increasing order, e.g. [10, 15]",
+                "decreasing",
+            )
         if len(multipliers) != len(boundaries) + 1:
-            raise ConfigError("optimizer.schedule.multipliers", multipliers, f"{len(boundaries) + 1} multipliers "
-                              f"for the {len(boundaries)} boundaries_epochs (one before, between and after them)",
-                              "does not match boundaries_epochs")
+            raise ConfigError(
+                "optimizer.schedule.multipliers",
+                multipliers,
+                f"{len(boundaries) + 1} multipliers "
+                f"for the {len(boundaries)} boundaries_epochs (one before, between and after them)",
+                "does not match boundaries_epochs",
+            )
 
 
 def check_warmup(cfg_optimizer: DictConfig, epochs: int, what: str) -> None:
@@ -39,8 +52,12 @@ def check_warmup(cfg_optimizer: DictConfig, epochs: int, what: str) -> None:
         return
     schedule = cfg_optimizer.schedule
     if schedule.get("name") == "cosine" and schedule.warmup_epochs >= epochs:
-        raise ConfigError("optimizer.schedule.warmup_epochs", schedule.warmup_epochs, f"fewer than {what}",
-                          "the warm-up would take the whole schedule")
+        raise ConfigError(
+            "optimizer.schedule.warmup_epochs",
+            schedule.warmup_epochs,
+            f"fewer than {what}",
+            "the warm-up would take the whole schedule",
+        )
 
 
 CHECKS = (check_schedule,)

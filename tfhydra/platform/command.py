@@ -3,6 +3,7 @@ evaluate). A neutral module on the ground floor: the recipe, the sweep room and 
 
 tfhydra/__main__.py sets it from the name the process was started by; in another process (a notebook, a sweep
 worker started by a launcher) it is the checkout's `python train.py`, or the installed `tfhydra-train`."""
+
 from __future__ import annotations
 
 from pathlib import Path

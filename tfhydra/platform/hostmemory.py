@@ -4,6 +4,7 @@ v1 `memory.limit_in_bytes` less `memory.usage_in_bytes`). Read by the data cache
 by the checks that refuse a model or a dataset that cannot fit (model/memory.py, data/checks.py). Ground
 floor: no TensorFlow, no room.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,7 +27,7 @@ def available_memory() -> tuple[int, str]:
     room = _cgroup_room()
     if room is not None:
         figures.append(room)
-    return min(figures) if figures else (8 * 2 ** 30, "an assumed 8 GiB (no /proc/meminfo, no cgroup limit)")
+    return min(figures) if figures else (8 * 2**30, "an assumed 8 GiB (no /proc/meminfo, no cgroup limit)")
 
 
 def _meminfo() -> dict[str, int]:
@@ -60,7 +61,7 @@ def _cgroup_room() -> tuple[int, str] | None:
             name = "cgroup memory.limit_in_bytes"
         else:
             continue
-        if limit is not None and limit < 2 ** 60:  # v1 writes 'no limit' as a huge number
+        if limit is not None and limit < 2**60:  # v1 writes 'no limit' as a huge number
             return max(0, limit - (usage or 0)), f"{name} {human(limit)} less {human(usage or 0)} used"
     return None
 

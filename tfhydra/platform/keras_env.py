@@ -6,6 +6,7 @@ TensorFlow is first imported (TensorFlow reads it once, when `tf.keras` is first
 imports this module first, so importing any tfhydra module sets it; a module or script that imports TensorFlow
 before anything of tfhydra imports this one instead of the whole package. It imports nothing.
 """
+
 import os
 
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"

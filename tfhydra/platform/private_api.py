@@ -9,9 +9,11 @@ A subclass's own use of its Keras base's hooks and flags (`_log_weights` in trai
 `_supports_tf_logs`, `_implements_train_batch_hooks`) stays with the subclass: the guard reads reaches into
 another object, not `self`.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 # ---- OmegaConf: a config's nodes as written, without resolving them --------------------------------------------
 

@@ -5,6 +5,7 @@ threads TensorFlow is set to, and the seeds every random source starts from. The
 (tfhydra/runner/job.py) and the data pipeline (its private thread pool) ask here; TensorFlow is imported only by the
 functions that set it. (`strategy.logical_cpus`, which splits the CPU into devices, is the strategy room's.)
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +21,13 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-WORKER_ENV = ("TFHYDRA_WORKER_INDEX", "TFHYDRA_WORKER_THREADS", "TFHYDRA_WORKER_JOB", "TFHYDRA_GPU_MEMORY_MB",
-              "TFHYDRA_WORKER_PRELOADED")  # the last: "1" when the worker had TensorFlow from its fork server
+WORKER_ENV = (
+    "TFHYDRA_WORKER_INDEX",
+    "TFHYDRA_WORKER_THREADS",
+    "TFHYDRA_WORKER_JOB",
+    "TFHYDRA_GPU_MEMORY_MB",
+    "TFHYDRA_WORKER_PRELOADED",
+)  # the last: "1" when the worker had TensorFlow from its fork server
 
 
 def worker_threads() -> int | None:
@@ -73,14 +79,22 @@ def worker_record(threads: int) -> dict:
     import tensorflow as tf
 
     index, job = (os.environ.get(WORKER_ENV[i], "") for i in (0, 2))
-    memory = os.environ.get(WORKER_ENV[3]) or ("growth" if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
-                                               else None)
-    return {"pid": os.getpid(), "index": int(index) if index.isdigit() else None,
-            "job": int(job) if job.isdigit() else None,
-            "threads": {"intra_op": threads, "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
-                        "data": data_threads()},
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpu_memory": memory,
-            "tensorflow_preloaded": {"1": True, "0": False}.get(os.environ.get(WORKER_ENV[4], ""))}
+    memory = os.environ.get(WORKER_ENV[3]) or (
+        "growth" if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" else None
+    )
+    return {
+        "pid": os.getpid(),
+        "index": int(index) if index.isdigit() else None,
+        "job": int(job) if job.isdigit() else None,
+        "threads": {
+            "intra_op": threads,
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+            "data": data_threads(),
+        },
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "gpu_memory": memory,
+        "tensorflow_preloaded": {"1": True, "0": False}.get(os.environ.get(WORKER_ENV[4], "")),
+    }
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:

@@ -7,14 +7,20 @@ against /proc/uptime: 10 ms ticks), and the phases are marked as the run passes 
 first thing its process does (a sweep job in a reused worker, a notebook's `tfhydra.train`) measures from when
 its job started instead, and says so (`origin`). Ground floor: no TensorFlow, no room.
 """
+
 from __future__ import annotations
 
 import os
 import time
 
 PHASES = ("python_and_hydra", "preflight", "tensorflow_import", "data", "model", "first_step")
-_ENDS = {"python_and_hydra": "main", "preflight": "preflight", "tensorflow_import": "tensorflow", "data": "data",
-         "model": "model"}  # phase -> the mark that ends it (first_step ends at the first step itself)
+_ENDS = {
+    "python_and_hydra": "main",
+    "preflight": "preflight",
+    "tensorflow_import": "tensorflow",
+    "data": "data",
+    "model": "model",
+}  # phase -> the mark that ends it (first_step ends at the first step itself)
 _marks: dict[str, float] = {}
 
 

@@ -3,6 +3,7 @@
 Both are about the process, not the run: tfhydra/__main__.py's entry point (through the pre-flight) starts
 the preload, and `end_process` ends a command that succeeded (docs/performance.md has the measurements).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -47,6 +48,7 @@ def preload_job() -> threading.Thread:
     then waits on the import lock until this one is done. A failure here is left for that import to
     report. Not for sweeps: their launching process never needs TensorFlow (jobs may run elsewhere).
     """
+
     def load() -> None:
         try:
             importlib.import_module("tfhydra.runner.job")

@@ -10,6 +10,7 @@ whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_S
 The live bar while an epoch trains is tfhydra/trainer/callbacks.py's `EpochProgress` (it needs Keras; this
 module imports nothing heavy, so the command can start the filter before TensorFlow loads).
 """
+
 from __future__ import annotations
 
 import os
@@ -18,19 +19,24 @@ import sys
 import threading
 from pathlib import Path
 
-NOISE = [re.compile(p) for p in (
-    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
-    r"oneDNN custom operations are on",
-    r"cpu_feature_guard\.cc.*This TensorFlow binary is optimized",
-    r"^To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags",
-    r"cudart_stub\.cc.*Could not find cuda drivers on your machine",
-    r"Unable to register cu(DNN|FFT|BLAS) factory",
-    r"computation placer already registered",
-    r"TF-TRT Warning: Could not find TensorRT",
-    r"Created TensorFlow Lite XNNPACK delegate for CPU",  # LiteRT's interpreter, once per file it loads
-)]
-NO_GPU_NOISE = re.compile(r"cuda_(platform|executor|diagnostics)\.cc|failed call to cuInit|kernel driver does not "
-                          r"appear to be running|no NVIDIA GPU device is present")
+NOISE = [
+    re.compile(p)
+    for p in (
+        r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+        r"oneDNN custom operations are on",
+        r"cpu_feature_guard\.cc.*This TensorFlow binary is optimized",
+        r"^To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags",
+        r"cudart_stub\.cc.*Could not find cuda drivers on your machine",
+        r"Unable to register cu(DNN|FFT|BLAS) factory",
+        r"computation placer already registered",
+        r"TF-TRT Warning: Could not find TensorRT",
+        r"Created TensorFlow Lite XNNPACK delegate for CPU",  # LiteRT's interpreter, once per file it loads
+    )
+]
+NO_GPU_NOISE = re.compile(
+    r"cuda_(platform|executor|diagnostics)\.cc|failed call to cuInit|kernel driver does not "
+    r"appear to be running|no NVIDIA GPU device is present"
+)
 ENV = "TFHYDRA_QUIET_START"
 
 
@@ -46,7 +52,7 @@ class QuietStart:
         self._thread: threading.Thread | None = None
         self.gpu_machine = any(Path("/dev").glob("nvidia[0-9]*"))
 
-    def start(self) -> "QuietStart":
+    def start(self) -> QuietStart:
         if os.environ.get(ENV, "1") == "0" or self._saved is not None:
             return self
         sys.stderr.flush()
@@ -105,7 +111,7 @@ class TaggedLines:
         self._threads: list[threading.Thread] = []
         self._drained: list[threading.Event] = []  # set when a thread has passed on everything before `MARK`
 
-    def start(self) -> "TaggedLines":
+    def start(self) -> TaggedLines:
         if self._saved:
             return self
         for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
@@ -116,8 +122,9 @@ class TaggedLines:
             os.close(write)
             self._saved.append((fd, saved))
             self._drained.append(threading.Event())
-            thread = threading.Thread(target=self._forward, args=(read, saved, self._drained[-1]),
-                                      name=f"tfhydra-tag-{fd}", daemon=True)
+            thread = threading.Thread(
+                target=self._forward, args=(read, saved, self._drained[-1]), name=f"tfhydra-tag-{fd}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
         for stream in (sys.stdout, sys.stderr):  # a pipe now: each line goes out when it ends, as on a terminal
@@ -135,7 +142,7 @@ class TaggedLines:
                 kept, marked = [], False
                 for line in lines:
                     if line.endswith(self.MARK):
-                        marked, line = True, line[:-len(self.MARK)]
+                        marked, line = True, line[: -len(self.MARK)]
                         if not line:
                             continue
                     if not (quiet and is_noise(line.decode("utf-8", "replace"), self.gpu_machine)):

@@ -1,6 +1,7 @@
 """Precision options: the Keras global dtype policy of a run (build.py: the registry, the policy scope, loss
 scaling). This package's import stays TensorFlow-free; the names below are looked up on first use (PEP 562).
 """
+
 from __future__ import annotations
 
 import importlib

@@ -5,11 +5,12 @@ set for the duration of a run and restored afterwards (`policy_scope`). Loss sca
 `model.compile` wraps the optimizer in a `LossScaleOptimizer` by itself under
 `mixed_float16`; the custom loop uses that same wrapper (tfhydra/trainer/custom.py).
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 import tensorflow as tf
 import tf_keras as keras

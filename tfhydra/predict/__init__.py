@@ -29,6 +29,7 @@ trust as you would trust code. Class names come from the run record (`metrics.js
 needs the training data, except a CSV run trained with `data.features: null`, whose feature columns are the
 training CSV's header (read, not the rows).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,11 +38,15 @@ import time
 from pathlib import Path
 
 import tfhydra.platform.keras_env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+
+# isort: split
 from tfhydra.config.errors import ConfigError
 from tfhydra.platform.terminal import figure
 
-USAGE = ("usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] [--batch-size N] "
-         "[--top-k K] [--format csv|jsonl] [--on-error skip|fail] (also python -m tfhydra.predict)")
+USAGE = (
+    "usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] [--batch-size N] "
+    "[--top-k K] [--format csv|jsonl] [--on-error skip|fail] (also python -m tfhydra.predict)"
+)
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
 
@@ -66,13 +71,18 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     if args.batch_size is not None and args.batch_size < 1:
         raise ConfigError("--batch-size", args.batch_size, "an integer >= 1", "no batch")
     if args.top_k < 1:
-        raise ConfigError("--top-k", args.top_k, "an integer >= 1 (at most the run's number of classes)",
-                          "no class to print")
+        raise ConfigError(
+            "--top-k", args.top_k, "an integer >= 1 (at most the run's number of classes)", "no class to print"
+        )
     if args.format is None:
         suffix = Path(args.output).suffix.lower() if args.output else ".csv"
         if suffix not in FORMATS:
-            raise ConfigError("--output", args.output, "a file ending in .csv or .jsonl (or --format csv|jsonl)",
-                              f"tfhydra-predict writes CSV or JSON Lines, not {suffix or 'a file without extension'}")
+            raise ConfigError(
+                "--output",
+                args.output,
+                "a file ending in .csv or .jsonl (or --format csv|jsonl)",
+                f"tfhydra-predict writes CSV or JSON Lines, not {suffix or 'a file without extension'}",
+            )
         args.format = FORMATS[suffix]
     return args
 
@@ -107,10 +117,16 @@ def predict(args: argparse.Namespace) -> tuple[str, int]:
     predictions go to the output, a `Skipped` line per skipped INPUT to stderr."""
     from tfhydra.predict.layout import read_run
 
-    run = read_run(args.run_dir, args.trust_run, getattr(args, "project", None))  # before TensorFlow: a wrong directory is a quick error
+    run = read_run(
+        args.run_dir, args.trust_run, getattr(args, "project", None)
+    )  # before TensorFlow: a wrong directory is a quick error
     if args.top_k > len(run.class_names):
-        raise ConfigError("--top-k", args.top_k, f"an integer from 1 to {len(run.class_names)} (the run's classes)",
-                          "more classes than the model predicts")
+        raise ConfigError(
+            "--top-k",
+            args.top_k,
+            f"an integer from 1 to {len(run.class_names)} (the run's classes)",
+            "more classes than the model predicts",
+        )
     if args.output:
         from tfhydra.record.rundir import check_creatable
 
@@ -130,14 +146,22 @@ def predict(args: argparse.Namespace) -> tuple[str, int]:
         for error in skipped:
             print(f"Skipped {error}", file=sys.stderr)
         if not counted.examples:
-            raise ConfigError("INPUT", None, found.accepted, "no example to predict" + (
-                f" ({len(skipped)} input(s) skipped)" if skipped else ""))
+            raise ConfigError(
+                "INPUT",
+                None,
+                found.accepted,
+                "no example to predict" + (f" ({len(skipped)} input(s) skipped)" if skipped else ""),
+            )
     seconds = time.perf_counter() - started
-    line = (f"predicted {counted.examples} input(s) in {seconds:.2f} s ({counted.examples / max(seconds, 1e-9):.0f}/s, "
-            f"batches of {batch_size})")
+    line = (
+        f"predicted {counted.examples} input(s) in {seconds:.2f} s ({counted.examples / max(seconds, 1e-9):.0f}/s, "
+        f"batches of {batch_size})"
+    )
     if counted.labelled:
-        line += (f"; accuracy {figure(counted.correct / counted.labelled)} on the {counted.labelled} row(s) with a "
-                 f"label (column {found.label_column})")
+        line += (
+            f"; accuracy {figure(counted.correct / counted.labelled)} on the {counted.labelled} row(s) with a "
+            f"label (column {found.label_column})"
+        )
     if skipped:
         line += f"; {len(skipped)} input(s) skipped (named above)"
     if layout.export != "saved_model":

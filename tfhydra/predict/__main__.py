@@ -1,4 +1,5 @@
 """`python -m tfhydra.predict RUN_DIR INPUT...` (tfhydra/predict/__init__.py)."""
+
 import sys
 
 from tfhydra.predict import main

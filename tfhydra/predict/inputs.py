@@ -10,6 +10,7 @@ its batch is due.
 (`Inputs.skipped`; an image file's decode failure drops that example only, `ignore_errors`, and `unread_images`
 says why afterwards); `--on-error fail` stops at the first, as one `Error:` line.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.files import IMAGE_EXTENSIONS
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.files import IMAGE_EXTENSIONS
 from tfhydra.predict.layout import Layout
 from tfhydra.predict.stream import Inputs, no_extra
 from tfhydra.predict.tables import read_table_input, read_text_lines
@@ -78,16 +79,20 @@ def joined(parts: list[Inputs], layout: Layout) -> Inputs:
     for part in parts:
         part_data = part.dataset
         if part.extra_columns != columns:
-            where = tf.constant([part.extra_columns.index(c) if c in part.extra_columns else len(part.extra_columns)
-                                 for c in columns], tf.int32)
-            part_data = part_data.map(lambda e, where=where: {**e, "extra": tf.gather(tf.concat([e["extra"], [""]], 0),
-                                                                                     where)})
+            where = tf.constant(
+                [part.extra_columns.index(c) if c in part.extra_columns else len(part.extra_columns) for c in columns],
+                tf.int32,
+            )
+            part_data = part_data.map(
+                lambda e, where=where: {**e, "extra": tf.gather(tf.concat([e["extra"], [""]], 0), where)}
+            )
         dataset = part_data if dataset is None else dataset.concatenate(part_data)
     label = next((p.label_column for p in parts if p.label_column), None)
     return Inputs(dataset, columns, label, [f for p in parts for f in p.image_files], layout.takes())
 
 
 # --- image files ------------------------------------------------------------------------------------------
+
 
 def image_files(text: str, path: Path, layout: Layout) -> list[str]:
     if layout.kind != "images":
@@ -96,8 +101,9 @@ def image_files(text: str, path: Path, layout: Layout) -> list[str]:
         return [text]
     found = sorted(str(p) for p in path.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
     if not found:
-        raise ConfigError(text, None, layout.takes(), f"no image file in it (searched recursively for "
-                          f"{', '.join(IMAGE_EXTENSIONS)})")
+        raise ConfigError(
+            text, None, layout.takes(), f"no image file in it (searched recursively for {', '.join(IMAGE_EXTENSIONS)})"
+        )
     return found
 
 
@@ -117,8 +123,11 @@ def image_decoder(layout: Layout):
 
     def decode(path):
         image = tf.io.decode_image(tf.io.read_file(path), channels=forced, expand_animations=False)
-        return {"name": path, "inputs": fitted(tf.ensure_shape(image, [None, None, channels]), layout),
-                "extra": tf.constant([], tf.string)}
+        return {
+            "name": path,
+            "inputs": fitted(tf.ensure_shape(image, [None, None, channels]), layout),
+            "extra": tf.constant([], tf.string),
+        }
 
     return decode
 
@@ -141,6 +150,7 @@ def unread_images(found: Inputs, predicted: set[str], layout: Layout) -> list[Co
 def image_problems(files: list[str], layout: Layout, count: bool = True) -> dict[str, ConfigError]:
     """{file: the error naming it} for each of `files` the model cannot take, in order (`count`: an unreadable
     file's line says how many of `files` are unreadable)."""
+
     def channels_of(path):
         image = tf.io.decode_image(tf.io.read_file(path), channels=layout.channels, expand_animations=False)
         return path, tf.shape(image)[-1]
@@ -151,12 +161,17 @@ def image_problems(files: list[str], layout: Layout, count: bool = True) -> dict
     wanted, problems = layout.image_shape[2], {}
     for path in files:
         if path not in found:
-            problems[path] = ConfigError(path, None, "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
-                                         "cannot decode it as an image" + (f" ({len(unreadable)} of {len(files)} "
-                                                                           "files are unreadable)" if count else ""))
+            problems[path] = ConfigError(
+                path,
+                None,
+                "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
+                "cannot decode it as an image"
+                + (f" ({len(unreadable)} of {len(files)} files are unreadable)" if count else ""),
+            )
         elif found[path] != wanted:
-            problems[path] = ConfigError(path, None, layout.takes(), f"it has {found[path]} channel(s); the run's "
-                                         f"model takes {wanted}")
+            problems[path] = ConfigError(
+                path, None, layout.takes(), f"it has {found[path]} channel(s); the run's model takes {wanted}"
+            )
     return problems
 
 
@@ -170,6 +185,7 @@ def fitted(image: tf.Tensor, layout: Layout) -> tf.Tensor:
         unit = tf.image.resize(tf.image.convert_image_dtype(image, tf.float32), (height, width))
         result = tf.cast(unit, layout.dtype)
     else:
+
         def resized():
             unit = tf.image.resize(tf.image.convert_image_dtype(image, tf.float32), (height, width))
             return tf.image.convert_image_dtype(unit, layout.dtype, saturate=True)
@@ -182,6 +198,7 @@ def fitted(image: tf.Tensor, layout: Layout) -> tf.Tensor:
 
 # --- arrays -----------------------------------------------------------------------------------------------
 
+
 def array_part(text: str, layout: Layout) -> Inputs:
     """An .npy (memory-mapped) or one array of an .npz (`FILE.npz:NAME`, else its only array, else the one the
     run's own data use for validation) whose examples are in the layout the model takes."""
@@ -193,11 +210,17 @@ def array_part(text: str, layout: Layout) -> Inputs:
         native = array.dtype.newbyteorder("=")
 
         def rows(start):
-            return np.asarray(array[int(start):int(start) + CHUNK], dtype=native)
+            return np.asarray(array[int(start) : int(start) + CHUNK], dtype=native)
 
-        examples = tf.data.Dataset.range(0, len(array), CHUNK).map(
-            lambda start: tf.ensure_shape(tf.numpy_function(rows, [start], tf.as_dtype(native)),
-                                          [None, *array.shape[1:]])).unbatch()
+        examples = (
+            tf.data.Dataset.range(0, len(array), CHUNK)
+            .map(
+                lambda start: tf.ensure_shape(
+                    tf.numpy_function(rows, [start], tf.as_dtype(native)), [None, *array.shape[1:]]
+                )
+            )
+            .unbatch()
+        )
 
     def element(index, example):
         name = tf.strings.join([f"{where}[", tf.strings.as_string(index), "]"])
@@ -221,8 +244,12 @@ def load_array(text: str, layout: Layout) -> tuple[np.ndarray, str]:
             found = list(file.files)
             name = named or (found[0] if len(found) == 1 else layout.npz_array if layout.npz_array in found else None)
             if name not in found:
-                raise ConfigError(f"{text}:{named}" if named else text, None, "FILE.npz:ARRAY naming one of its "
-                                  f"arrays: {', '.join(found)}", "no such array" if named else "it holds several arrays")
+                raise ConfigError(
+                    f"{text}:{named}" if named else text,
+                    None,
+                    f"FILE.npz:ARRAY naming one of its arrays: {', '.join(found)}",
+                    "no such array" if named else "it holds several arrays",
+                )
             return file[name], f"{text}:{name}"
     except (OSError, ValueError, EOFError) as error:
         raise ConfigError(text, None, accepted, f"cannot read it ({' '.join(str(error).split())})") from None
@@ -242,8 +269,9 @@ def check_array(array: np.ndarray, where: str, layout: Layout):
     height, width, channels = layout.image_shape
     given = shape + (1,) if len(shape) == 2 else shape
     if len(given) != 3 or given[2] != channels:
-        raise ConfigError(where, None, layout.takes(), f"its examples have shape {shape} (the model takes "
-                          f"{channels} channel(s))")
+        raise ConfigError(
+            where, None, layout.takes(), f"its examples have shape {shape} (the model takes {channels} channel(s))"
+        )
 
     def fit(x):
         x = tf.reshape(x, given)
@@ -269,5 +297,9 @@ def check_dtype(array: np.ndarray, where: str, layout: Layout) -> None:
     else:
         ok = array.dtype == target.as_numpy_dtype
     if not ok:
-        raise ConfigError(where, None, layout.takes(), f"its dtype is {array.dtype}: the run's model takes "
-                          f"{target.name} values as the run's data store them")
+        raise ConfigError(
+            where,
+            None,
+            layout.takes(),
+            f"its dtype is {array.dtype}: the run's model takes {target.name} values as the run's data store them",
+        )

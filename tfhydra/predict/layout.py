@@ -9,12 +9,14 @@ by its model.tflite through LiteRT (tfhydra/export/served.py): the file holds no
 files (decoded to [0, 1] floats, as the pipeline feeds them) and arrays of the model's inputs, nothing stored
 otherwise (raw CSV columns, texts).
 """
+
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tfhydra.config.errors import ConfigError
 
@@ -24,6 +26,7 @@ IMAGE_SOURCES_CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}  # image_folder's
 @dataclass
 class Layout:
     """One example as `serving_default` takes it, and how the run's data name their parts."""
+
     signature: Any  # the ConcreteFunction
     input_key: str
     output_key: str
@@ -53,11 +56,12 @@ class Layout:
     def takes(self) -> str:
         """What the model takes, in the words of an error's `accepted`."""
         example = f"{self.dtype.name} examples of shape {self.shape}"
-        return {"text": "a text file (one text per line), a CSV with a "
-                        f"{self.text_column!r} column, or an .npy/.npz of strings",
-                "features": f"a CSV with the feature columns {self.features}, or an .npy/.npz of {example}",
-                "images": "image files (PNG, JPEG, GIF, BMP), folders of them, or an .npy/.npz of "
-                          f"{example}"}.get(self.kind, f"an .npy/.npz of {example}")
+        return {
+            "text": "a text file (one text per line), a CSV with a "
+            f"{self.text_column!r} column, or an .npy/.npz of strings",
+            "features": f"a CSV with the feature columns {self.features}, or an .npy/.npz of {example}",
+            "images": f"image files (PNG, JPEG, GIF, BMP), folders of them, or an .npy/.npz of {example}",
+        }.get(self.kind, f"an .npy/.npz of {example}")
 
 
 @dataclass
@@ -78,14 +82,26 @@ class Run:
         if "serving_default" not in served.signatures:
             raise ConfigError(str(self.run_dir), None, RUN_ACCEPTED, "its SavedModel has no serving_default signature")
         signature = served.signatures["serving_default"]
-        (input_key, spec), = signature.structured_input_signature[1].items()
+        ((input_key, spec),) = signature.structured_input_signature[1].items()
         output_key, out = next(iter(signature.structured_outputs.items()))
         if out.shape[-1] != len(self.class_names):
-            raise ConfigError(str(self.run_dir), None, RUN_ACCEPTED, f"its model predicts {out.shape[-1]} classes but "
-                              f"its metrics.json names {len(self.class_names)}")
+            raise ConfigError(
+                str(self.run_dir),
+                None,
+                RUN_ACCEPTED,
+                f"its model predicts {out.shape[-1]} classes but its metrics.json names {len(self.class_names)}",
+            )
         shape, dtype, data = tuple(int(d) for d in spec.shape[1:]), spec.dtype, self.data
-        layout = Layout(signature, input_key, output_key, shape, dtype, kind_of(shape, dtype, data),
-                        delimiter=str(data.get("delimiter") or ","), served=served)
+        layout = Layout(
+            signature,
+            input_key,
+            output_key,
+            shape,
+            dtype,
+            kind_of(shape, dtype, data),
+            delimiter=str(data.get("delimiter") or ","),
+            served=served,
+        )
         return self.described(layout)
 
     def tflite_layout(self) -> Layout:
@@ -98,12 +114,24 @@ class Run:
 
         tflite = load_tflite(self.run_dir, RUN_ACCEPTED)
         if tflite.classes != len(self.class_names):
-            raise ConfigError(str(self.run_dir), None, RUN_ACCEPTED, f"its model predicts {tflite.classes} classes but "
-                              f"its metrics.json names {len(self.class_names)}")
+            raise ConfigError(
+                str(self.run_dir),
+                None,
+                RUN_ACCEPTED,
+                f"its model predicts {tflite.classes} classes but its metrics.json names {len(self.class_names)}",
+            )
         kind = kind_of(tflite.input_shape, tflite.input_dtype, self.data)
         kind = kind if kind == "images" and tflite.input_dtype == tf.float32 else "arrays"
-        layout = Layout(None, "inputs", "probabilities", tflite.input_shape, tflite.input_dtype, kind,
-                        predict=tflite.predict, export=TFLITE)
+        layout = Layout(
+            None,
+            "inputs",
+            "probabilities",
+            tflite.input_shape,
+            tflite.input_dtype,
+            kind,
+            predict=tflite.predict,
+            export=TFLITE,
+        )
         return self.described(layout)
 
     def described(self, layout: Layout) -> Layout:
@@ -144,12 +172,21 @@ def feature_columns(data: dict, count: int) -> list[str]:
             with open(path, newline="", encoding="utf-8") as file:
                 header = next(csv.reader(file, delimiter=str(data.get("delimiter") or ",")), [])
         except (OSError, UnicodeDecodeError, csv.Error) as error:
-            raise ConfigError(str(path), None, "the run's training CSV, whose header names the feature columns "
-                              "(the run was trained with data.features: null)", f"cannot read it ({error})") from None
+            raise ConfigError(
+                str(path),
+                None,
+                "the run's training CSV, whose header names the feature columns "
+                "(the run was trained with data.features: null)",
+                f"cannot read it ({error})",
+            ) from None
         features = [name for name in header if name != label]
     if len(features) != count:
-        raise ConfigError("data.features", features, f"{count} columns (what the run's model takes)",
-                          f"the run's config names {len(features)} feature columns")
+        raise ConfigError(
+            "data.features",
+            features,
+            f"{count} columns (what the run's model takes)",
+            f"the run's config names {len(features)} feature columns",
+        )
     return features
 
 
@@ -168,8 +205,16 @@ def read_run(run_dir: Path, trusted: bool = False, project: Path | None = None) 
 
     if trusted:
         print(trusted_warning("--trust-run", run_dir), file=sys.stderr, flush=True)
-    config = completed_run(run_dir, str(run_dir), None, RUN_ACCEPTED, [served_export(run_dir)[1]], primary=project,
-                           trusted=trusted, composed=False)
+    config = completed_run(
+        run_dir,
+        str(run_dir),
+        None,
+        RUN_ACCEPTED,
+        [served_export(run_dir)[1]],
+        primary=project,
+        trusted=trusted,
+        composed=False,
+    )
     data = OmegaConf.to_container(config.data, resolve=False)
     spec = load_record(run_dir).data or {}
     names = spec.get("class_names")

@@ -4,6 +4,7 @@ The examples are batched and prefetched by tf.data, so the next batch is decoded
 A file output is written beside its target and renamed into place at the end: a file that exists is complete,
 and a failure halfway leaves none. Standard output gets each batch's rows as they come.
 """
+
 from __future__ import annotations
 
 import csv
@@ -41,8 +42,9 @@ def run_batches(layout, found, batch_size: int, writer) -> Counted:
             counted.predicted_images.update(names)
         probabilities = layout.probabilities(batch["inputs"])
         ids, values = top_k(probabilities, writer.top_k)
-        extra = [[c.decode() for c in row] for row in batch["extra"].numpy()] if found.extra_columns else \
-            [[]] * len(names)
+        extra = (
+            [[c.decode() for c in row] for row in batch["extra"].numpy()] if found.extra_columns else [[]] * len(names)
+        )
         writer.write(names, extra, ids, values)
         counted.examples += len(names)
         if label is not None:
@@ -97,8 +99,7 @@ class PredictionWriter:
     def __init__(self, output: str | None, fmt: str, extra_columns: list[str], top_k: int, class_names=()):
         self.output, self.format, self.extra_columns, self.top_k = output, fmt, list(extra_columns), top_k
         self.class_names = tuple(class_names)
-        self.partial = None if output is None else Path(output).expanduser().with_name(
-            f".{Path(output).name}.partial")
+        self.partial = None if output is None else Path(output).expanduser().with_name(f".{Path(output).name}.partial")
         self.file = self.table = None
 
     def __enter__(self) -> PredictionWriter:
@@ -120,8 +121,12 @@ class PredictionWriter:
                     pairs = [x for c, p in zip(classes, row_values) for x in (c, shortest(p))]
                     self.table.writerow([name, *cells, *pairs])
                 else:
-                    line = {"input": name, **({"columns": dict(zip(self.extra_columns, cells))} if cells else {}),
-                            "classes": classes, "probabilities": [float(shortest(p)) for p in row_values]}
+                    line = {
+                        "input": name,
+                        **({"columns": dict(zip(self.extra_columns, cells))} if cells else {}),
+                        "classes": classes,
+                        "probabilities": [float(shortest(p)) for p in row_values],
+                    }
                     self.file.write(json.dumps(line) + "\n")
             self.file.flush()
         except OSError as error:
@@ -138,5 +143,6 @@ class PredictionWriter:
 
     def _failure(self, error: OSError) -> ConfigError:
         path, reason = write_failure(error, self.partial or "stdout") or (str(self.output), str(error))
-        return ConfigError("--output", self.output, "a file in a directory you can write to", f"cannot write "
-                           f"{path} ({reason})")
+        return ConfigError(
+            "--output", self.output, "a file in a directory you can write to", f"cannot write {path} ({reason})"
+        )

@@ -1,4 +1,5 @@
 """The one element type every INPUT becomes, whatever it was read from (tfhydra/predict/inputs.py, tables.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

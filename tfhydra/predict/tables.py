@@ -5,6 +5,7 @@ A CSV is read with the reader training used (tfhydra/data/tables.py `read_table`
 cell is named by `file:line` before any prediction is written. Columns other than the model's are carried
 through to the output; the run's label column among them is also scored (docs/deploy.md).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.data.tables import read_table
 from tfhydra.config.errors import ConfigError
-from tfhydra.predict.stream import Inputs, no_extra
+from tfhydra.data.tables import read_table
 from tfhydra.predict.layout import Layout
+from tfhydra.predict.stream import Inputs, no_extra
 
 
 def read_table_input(path: Path, layout: Layout) -> Inputs:
@@ -23,10 +24,17 @@ def read_table_input(path: Path, layout: Layout) -> Inputs:
     wanted = layout.features if layout.kind == "features" else [layout.text_column]
     for name in wanted:
         if name not in columns:
-            what = f"the run's feature columns {wanted}" if layout.kind == "features" else \
-                f"a {name!r} column of texts (the run's data.text)"
-            raise ConfigError(str(path), None, f"a CSV with {what}; other columns are carried through to the output",
-                              f"it has no column {name!r} (its columns: {', '.join(columns)})")
+            what = (
+                f"the run's feature columns {wanted}"
+                if layout.kind == "features"
+                else f"a {name!r} column of texts (the run's data.text)"
+            )
+            raise ConfigError(
+                str(path),
+                None,
+                f"a CSV with {what}; other columns are carried through to the output",
+                f"it has no column {name!r} (its columns: {', '.join(columns)})",
+            )
     rows = len(next(iter(columns.values())))
     if layout.kind == "features":
         inputs = np.stack([numbers(columns[name], name, path) for name in wanted], axis=1).astype(np.float32)
@@ -51,13 +59,15 @@ def read_text_lines(path: Path, layout: Layout) -> Inputs:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(str(path), None, "a UTF-8 text file, one text per line",
-                          f"cannot read it ({error})") from None
+        raise ConfigError(
+            str(path), None, "a UTF-8 text file, one text per line", f"cannot read it ({error})"
+        ) from None
     kept = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
     if not kept:
         raise ConfigError(str(path), None, "a UTF-8 text file, one text per line", "it holds no text")
     names = np.array([f"{path}:{number}" for number, _ in kept])
     texts = np.array([line for _, line in kept])
     dataset = tf.data.Dataset.from_tensor_slices((names, texts)).map(
-        lambda name, text: {"name": name, "inputs": text, "extra": no_extra()})
+        lambda name, text: {"name": name, "inputs": text, "extra": no_extra()}
+    )
     return Inputs(dataset)

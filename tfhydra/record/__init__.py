@@ -19,6 +19,7 @@ The rest of the room (what a run leaves on disk, on the ground floor: every room
 - resume.py: how a run starts (new, resumed from its saved state, or kept), the one answer the record keeps;
 - report.py: the history and JSON files written atomically; monitor.py: "is epoch B better than A" (name, mode).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 from tfhydra.record.report import write_json
 from tfhydra.record.rundir import RunPaths
+from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
 SCHEMA_VERSION = 2
 # Version 2 added the test split: `test`, and `data.test_size`. A record of an earlier version has no test
@@ -110,7 +111,9 @@ class RunRecord:
     command: str = ""  # the command line of the process that ran the job
     # the machine and the numerics
     threads: int | None = None  # intra-op threads in effect (0: TensorFlow decides)
-    worker: dict | None = None  # {pid, index, job, threads: {intra_op, inter_op, data}, cuda_visible_devices, gpu_memory}
+    worker: dict | None = (
+        None  # {pid, index, job, threads: {intra_op, inter_op, data}, cuda_visible_devices, gpu_memory}
+    )
     strategy: str | None = None
     replicas: int | None = None
     devices: list | None = None
@@ -122,7 +125,9 @@ class RunRecord:
     data: dict | None = None  # {name, **DataSpec}
     # training
     epochs_run: int = 0
-    best: dict | None = None  # {epoch, **logs} of the best epoch by `monitor` (exported, unless `exported` says otherwise)
+    best: dict | None = (
+        None  # {epoch, **logs} of the best epoch by `monitor` (exported, unless `exported` says otherwise)
+    )
     exported: dict | None = None  # {epoch, weights, reason}: the epoch whose weights were exported, and from which file
     # {split, examples, metrics, weights: {epoch, file, ema, compression}}: the exported weights measured once on
     # the test split after training (nothing chose on it); null: no test split, or the run did not complete
@@ -218,6 +223,7 @@ def run_status(run_dir: str | Path) -> Status | None:
 
 # ---- where a result came from ------------------------------------------------------------------
 
+
 def provenance(cwd: str | Path | None = None) -> dict:
     """{versions, git, host, command} for the record: looked up once per job, in milliseconds."""
     from importlib import metadata
@@ -228,8 +234,12 @@ def provenance(cwd: str | Path | None = None) -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    return {"versions": versions, "git": git_state(Path(cwd or os.getcwd())), "host": socket.gethostname(),
-            "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])}
+    return {
+        "versions": versions,
+        "git": git_state(Path(cwd or os.getcwd())),
+        "host": socket.gethostname(),
+        "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
+    }
 
 
 def git_state(directory: Path) -> dict | None:
@@ -238,10 +248,16 @@ def git_state(directory: Path) -> dict | None:
     `dirty` counts staged and unstaged changes to tracked files and untracked files git does not
     ignore: a new, uncommitted `mymodels.py` changes what a run means as much as an edited one.
     """
+
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=10,
-                                  stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                ["git", "-C", str(directory), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout if done.returncode == 0 else None

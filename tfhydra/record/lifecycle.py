@@ -13,6 +13,7 @@ How a phase starts (fresh, from its saved state, after training, kept) is decide
 which asks `kept_record` here. The statuses themselves, and what each means, are `tfhydra.record.Status`.
 Nothing here imports TensorFlow.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,16 @@ from tfhydra.record.rundir import STAGES, RunPaths, SweepPaths
 
 log = logging.getLogger("tfhydra")
 # Keys that may change when an unfinished run is continued: they do not change what is trained.
-RESUMABLE_CHANGES = ("trainer.epochs", "trainer.verbose", "trainer.resume", "logging.", "logger.", "export.",
-                     "data.service.timeout", "data.service.progress_timeout")
+RESUMABLE_CHANGES = (
+    "trainer.epochs",
+    "trainer.verbose",
+    "trainer.resume",
+    "logging.",
+    "logger.",
+    "export.",
+    "data.service.timeout",
+    "data.service.progress_timeout",
+)
 
 
 def is_complete(run_dir: str | Path) -> bool:
@@ -49,15 +58,25 @@ def check_continuable(run_dir: Path, job: DictConfig, key: str = "hydra.run.dir"
     from tfhydra.trust import run_config
 
     if is_complete(run_dir):
-        raise ConfigError(key, str(run_dir), "a new or unfinished run directory",
-                          "it holds a completed run, which is never overwritten")
+        raise ConfigError(
+            key,
+            str(run_dir),
+            "a new or unfinished run directory",
+            "it holds a completed run, which is never overwritten",
+        )
     if RunPaths(run_dir).config.is_file() and job.trainer.resume:
-        differing = [k for k in config_differences(run_config(run_dir, job, flag=f"a new {key}"), job)
-                     if not k.startswith(RESUMABLE_CHANGES)]
+        differing = [
+            k
+            for k in config_differences(run_config(run_dir, job, flag=f"a new {key}"), job)
+            if not k.startswith(RESUMABLE_CHANGES)
+        ]
         if differing:
-            raise ConfigError(key, str(run_dir), "the config of the run being continued, a new directory, "
-                              "or trainer.resume=false to start it over",
-                              f"its saved config differs in {', '.join(differing)}{before_test_split(run_dir)}")
+            raise ConfigError(
+                key,
+                str(run_dir),
+                "the config of the run being continued, a new directory, or trainer.resume=false to start it over",
+                f"its saved config differs in {', '.join(differing)}{before_test_split(run_dir)}",
+            )
 
 
 def check_sweep_job_dir(cfg: DictConfig, job_dir: Path) -> None:
@@ -78,11 +97,16 @@ def check_sweep_job_dir(cfg: DictConfig, job_dir: Path) -> None:
         staged = job_dir.parent.name in STAGES and SweepPaths(job_dir.parent.parent).multirun.is_file()
         sweep_dir = job_dir.parent.parent if staged else job_dir.parent  # a staged sweep's job is in its stage's folder
         name = job_dir.relative_to(sweep_dir).as_posix()
-        raise ConfigError("hydra.sweep.dir", str(sweep_dir), "the command line that made that sweep (tfhydra-sweep "
-                          "resume <sweep dir> repeats it), or a new hydra.sweep.dir",
-                          f"its job {name} was run with another config: it differs in "
-                          f"{', '.join(differing[:8])}" + (f" and {len(differing) - 8} more" if len(differing) > 8 else "")
-                          + before_test_split(job_dir))
+        raise ConfigError(
+            "hydra.sweep.dir",
+            str(sweep_dir),
+            "the command line that made that sweep (tfhydra-sweep "
+            "resume <sweep dir> repeats it), or a new hydra.sweep.dir",
+            f"its job {name} was run with another config: it differs in "
+            f"{', '.join(differing[:8])}"
+            + (f" and {len(differing) - 8} more" if len(differing) > 8 else "")
+            + before_test_split(job_dir),
+        )
 
 
 def before_test_split(run_dir: Path) -> str:
@@ -91,8 +115,10 @@ def before_test_split(run_dir: Path) -> str:
     record = read_record(run_dir)
     if record is None or not record.before_test_split:
         return ""
-    return (f" (recorded before the test split, metrics.json schema_version {record.schema_version}: it trained on "
-            "another split of the data, so it is not continued on the three splits)")
+    return (
+        f" (recorded before the test split, metrics.json schema_version {record.schema_version}: it trained on "
+        "another split of the data, so it is not continued on the three splits)"
+    )
 
 
 def resume_command(run_dir: str | Path) -> str:
@@ -100,8 +126,8 @@ def resume_command(run_dir: str | Path) -> str:
     (`python train.py` alone would start a new, time-stamped one; for a sweep's job, a new sweep)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from tfhydra.platform.command import train_command
     from tfhydra.config.project import config_dir_flags, primary_config_dir
+    from tfhydra.platform.command import train_command
 
     hydra = HydraConfig.get() if HydraConfig.initialized() else None
     overrides = list(hydra.overrides.task) if hydra else []
@@ -117,8 +143,13 @@ def error_line(error: BaseException) -> str:
     return " ".join(f"{type(error).__name__}: {reason or error}".split())
 
 
-def record_stopped(run_dir: str | Path, error: BaseException | str, record: RunRecord | None = None,
-                   status: Status | None = None, **fields: Any) -> RunRecord:
+def record_stopped(
+    run_dir: str | Path,
+    error: BaseException | str,
+    record: RunRecord | None = None,
+    status: Status | None = None,
+    **fields: Any,
+) -> RunRecord:
     """Write the record of a run that stopped before completing: `interrupted` for a signal (KeyboardInterrupt),
     else `failed`, with the one line of `error`. `record`: the run's own (what it got to is kept); without one,
     the record on disk, or a new one with where the run came from. A full disk must not hide the error the user

@@ -11,11 +11,13 @@ exported, e.g. after pruning has reached its target); a Monitor ranks a history 
 no best (a job killed before it wrote one). Ties go to the earliest epoch, as Keras' checkpoint keeps the first
 of equal values. Ground floor: imports no room.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 MODES = ("min", "max")  # conf/tfhydra.yaml's trainer.monitor_mode and trainer.early_stopping.mode accept these
 

@@ -4,15 +4,17 @@
 A reader (a user, `tensorboard`, the sweep summary of a sweep still running) or a kill at any
 moment then sees the previous complete file or the new complete file, never half of one.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
 import secrets
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tfhydra.record.monitor import Monitor
 

@@ -14,6 +14,7 @@ and the phases read its `Start` instead of asking again. The record's `resumed` 
 `checkpoints/history.json` (the epochs of an unfinished attempt, kept beside its state) is read here, by
 `read_history`, and written by `write_history`: its format is `HISTORY_FIELDS`. Nothing here imports TensorFlow.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,10 +22,10 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 from tfhydra.config.errors import clip
 from tfhydra.record.lifecycle import kept_record
 from tfhydra.record.rundir import RunPaths
+from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
 log = logging.getLogger("tfhydra")
 
@@ -57,21 +58,34 @@ def how_it_starts(paths: RunPaths, resume: bool) -> Start:
     """The decision alone (nothing is written or deleted): see the module's docstring for the four kinds."""
     record = kept_record(paths.root)
     if record is not None:
-        return Start(KEPT, record.epochs_run, f"completed in an earlier run ({record.epochs_run} epoch(s)): "
-                     "kept as it is, not rerun")
+        return Start(
+            KEPT,
+            record.epochs_run,
+            f"completed in an earlier run ({record.epochs_run} epoch(s)): kept as it is, not rerun",
+        )
     if not resume:
         return Start(FRESH, 0, "trainer.resume=false: any saved state is discarded")
     saved = read_history(paths.history)
     epochs = len(saved["epochs"]) if saved is not None else 0
     if saved is not None and saved.get("finished") and paths.last_weights.is_file():
-        return Start(AFTER_TRAINING, epochs, f"training ended in an earlier attempt ({epochs} epochs): "
-                     "redoing what came after it")
+        return Start(
+            AFTER_TRAINING,
+            epochs,
+            f"training ended in an earlier attempt ({epochs} epochs): redoing what came after it",
+        )
     if paths.state.exists():
-        return Start(SAVED_STATE, epochs, f"resuming from the saved state in {paths.relative(paths.state)} "
-                     f"({epochs} epoch(s) recorded)")
+        return Start(
+            SAVED_STATE,
+            epochs,
+            f"resuming from the saved state in {paths.relative(paths.state)} ({epochs} epoch(s) recorded)",
+        )
     if paths.history.exists():
-        return Start(FRESH, 0, f"{paths.relative(paths.history)} records epochs but no state was saved before the "
-                     "earlier attempt ended: starting over")
+        return Start(
+            FRESH,
+            0,
+            f"{paths.relative(paths.history)} records epochs but no state was saved before the "
+            "earlier attempt ended: starting over",
+        )
     return Start(FRESH, 0, "a new run: nothing saved in its directory")
 
 
@@ -103,13 +117,19 @@ def read_history(path: Path | None) -> dict | None:
         return None
     try:
         saved = load_json_bounded(read_text_bounded(path))
-        if not (isinstance(saved, dict) and isinstance(saved.get("epochs"), list)
-                and isinstance(saved.get("train_seconds"), list)):
+        if not (
+            isinstance(saved, dict)
+            and isinstance(saved.get("epochs"), list)
+            and isinstance(saved.get("train_seconds"), list)
+        ):
             raise ValueError("not a tfhydra epoch record")
         return saved
     except (OSError, ValueError) as error:
-        log.warning("%s cannot be read (%s): the figures of earlier epochs are lost; training continues from the "
-                    "saved state", path, clip(str(error), 160))
+        log.warning(
+            "%s cannot be read (%s): the figures of earlier epochs are lost; training continues from the saved state",
+            path,
+            clip(str(error), 160),
+        )
         return None
 
 

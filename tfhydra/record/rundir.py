@@ -15,6 +15,7 @@ they ask `RunPaths(run_dir)` or `SweepPaths(sweep_dir)`. The layout (README, "Th
 
 Nothing here imports TensorFlow or another tfhydra room.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,9 @@ from pathlib import Path
 
 from tfhydra.config.errors import ConfigError
 
-LOCK_FILE = ".tfhydra.lock"  # in a run and in a sweep directory: whoever writes it holds its flock (tfhydra/trust/locks.py)
+LOCK_FILE = (
+    ".tfhydra.lock"  # in a run and in a sweep directory: whoever writes it holds its flock (tfhydra/trust/locks.py)
+)
 
 
 @dataclass(frozen=True)
@@ -220,9 +223,19 @@ class SweepPaths:
         """Directories of jobs that started: Hydra names them `<num>_...` (conf/tfhydra.yaml) and writes .hydra/ first;
         a job killed in between has only the directory. A staged sweep's jobs are in its stages' folders."""
         folders = [self.root, *(self.stage(s) for s in STAGES)]
-        return sorted(d for folder in folders if folder.is_dir() for d in folder.iterdir() if d.is_dir() and (
-            d.name.split("_", 1)[0].isdigit() and "_" in d.name or RunPaths(d).overrides.is_file()
-            or RunPaths(d).metrics.is_file()))
+        return sorted(
+            d
+            for folder in folders
+            if folder.is_dir()
+            for d in folder.iterdir()
+            if d.is_dir()
+            and (
+                d.name.split("_", 1)[0].isdigit()
+                and "_" in d.name
+                or RunPaths(d).overrides.is_file()
+                or RunPaths(d).metrics.is_file()
+            )
+        )
 
 
 def check_creatable(key: str, value: str, folder: Path) -> None:
@@ -231,11 +244,19 @@ def check_creatable(key: str, value: str, folder: Path) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise ConfigError(key, value, "a path below a directory, with no regular file on the way",
-                          f"cannot create {folder}: {existing} is a file, not a directory")
+        raise ConfigError(
+            key,
+            value,
+            "a path below a directory, with no regular file on the way",
+            f"cannot create {folder}: {existing} is a file, not a directory",
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(key, value, "a path in a directory you can write to",
-                          f"cannot create {folder}: no write permission in {existing}")
+        raise ConfigError(
+            key,
+            value,
+            "a path in a directory you can write to",
+            f"cannot create {folder}: no write permission in {existing}",
+        )
 
 
 def contained(path: Path, root: Path) -> Path:
@@ -243,6 +264,11 @@ def contained(path: Path, root: Path) -> Path:
     `evaluations/` that points at /etc in a directory someone shared) is one ConfigError, written to nowhere."""
     real = Path(path).resolve()
     if not real.is_relative_to(Path(root).resolve()):
-        raise ConfigError(str(path), None, f"a path inside {root}", f"it links out of the directory (to {real}); "
-                          "tfhydra writes nothing outside a run or sweep directory it was given")
+        raise ConfigError(
+            str(path),
+            None,
+            f"a path inside {root}",
+            f"it links out of the directory (to {real}); "
+            "tfhydra writes nothing outside a run or sweep directory it was given",
+        )
     return Path(path)

@@ -1,5 +1,6 @@
 """A run's Hydra side: whether it runs under Hydra, its run directory and overrides there, and the `.hydra/`
 files a run started from Python keeps as Hydra would, so evaluate and resume can use it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,12 @@ def under_hydra() -> bool:
 
 def hydra_run_dir() -> Path:
     if not under_hydra():
-        raise ConfigError("run_dir", None, "a run directory (pass run_dir= when calling tfhydra.run outside Hydra)",
-                          "no Hydra run directory")
+        raise ConfigError(
+            "run_dir",
+            None,
+            "a run directory (pass run_dir= when calling tfhydra.run outside Hydra)",
+            "no Hydra run directory",
+        )
     from hydra.core.hydra_config import HydraConfig
 
     return Path(HydraConfig.get().runtime.output_dir)
@@ -35,7 +40,9 @@ def chosen_run_dir(cfg: DictConfig, key: str = "hydra.run.dir") -> Path:
     setup_globals()  # Hydra's `now` resolver, cached per config: the time is read once
     if OmegaConf.select(cfg, key, default=None) is None:
         from tfhydra.config.project import CONFIG_DIR
-        from tfhydra.trust import plain_file  # the one YAML reader (tests/trust/test_trust.py), here of tfhydra's own conf/
+        from tfhydra.trust import (
+            plain_file,
+        )  # the one YAML reader (tests/trust/test_trust.py), here of tfhydra's own conf/
 
         cfg = OmegaConf.create({"hydra": (plain_file(CONFIG_DIR / "tfhydra.yaml", CONFIG_DIR) or {})["hydra"]})
     return Path(OmegaConf.select(cfg, key)).absolute()
@@ -67,10 +74,16 @@ def write_hydra_files(paths: RunPaths, job_cfg: DictConfig, cfg: DictConfig) -> 
     if hydra_node is None:
         from tfhydra.config.project import CONFIG_DIR
 
-        hydra_node = OmegaConf.create({
-            "runtime": {"output_dir": str(paths.root.resolve()),
-                        "config_sources": [{"path": str(CONFIG_DIR), "schema": "file", "provider": "main"}]},
-            "job": {"name": "train", "config_name": "config"}, "overrides": {"task": []}})
+        hydra_node = OmegaConf.create(
+            {
+                "runtime": {
+                    "output_dir": str(paths.root.resolve()),
+                    "config_sources": [{"path": str(CONFIG_DIR), "schema": "file", "provider": "main"}],
+                },
+                "job": {"name": "train", "config_name": "config"},
+                "overrides": {"task": []},
+            }
+        )
     write_atomically(paths.config, OmegaConf.to_yaml(job_cfg))
     write_atomically(paths.overrides, OmegaConf.to_yaml(OmegaConf.create(hydra_overrides(cfg))))
     write_atomically(paths.hydra_config, OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra_node})))

@@ -7,26 +7,27 @@ precision policy -> strategy (chief or not) -> seeds -> data -> [strategy scope]
 optimizer, loss, metrics -> training loop -> export -> run record.
 Every other module builds one thing from one config node; this one and the runner read as the recipe.
 """
+
 from __future__ import annotations
 
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.plan import phase_config
-from tfhydra.trust.locks import check_free, writing
-from tfhydra.runner.hydra_files import hydra_run_dir, under_hydra, without_hydra, write_hydra_files
-from tfhydra.record.lifecycle import check_continuable, is_complete
-from tfhydra.runner.phase import OwnPhase, PhaseRunner, returned
-from tfhydra.runner.plan import plan_run
+from tfhydra.platform.startclock import mark, start_job
 from tfhydra.record import RunRecord, read_record, run_status
+from tfhydra.record.lifecycle import check_continuable, is_complete
 from tfhydra.record.resume import KEPT, start_phase
 from tfhydra.record.rundir import RunPaths
-from tfhydra.platform.startclock import mark, start_job
+from tfhydra.runner.hydra_files import hydra_run_dir, under_hydra, without_hydra, write_hydra_files
+from tfhydra.runner.phase import OwnPhase, PhaseRunner, returned
+from tfhydra.runner.plan import plan_run
+from tfhydra.trust.locks import check_free, writing
 
 log = logging.getLogger("tfhydra")
 for _noisy in ("absl", "tensorflow"):  # their INFO lines (export details, asset paths) drown train.log
@@ -70,8 +71,9 @@ def run_phases(cfg: DictConfig, plan, paths: RunPaths, threads: int, own: OwnPha
         phase_cfg = phase_config(cfg, phase, start, formats=[])
         train_phase(phase_cfg, phase_paths, threads)
         if not is_complete(phase_paths.root):
-            raise RuntimeError(f"phase {phase_paths.root} ended {run_status(phase_paths.root)}: "
-                               "nothing to continue from")
+            raise RuntimeError(
+                f"phase {phase_paths.root} ended {run_status(phase_paths.root)}: nothing to continue from"
+            )
         start = str(phase_paths.root)
     if plan.earlier_phases:
         final = plan.final_phase

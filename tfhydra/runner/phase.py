@@ -9,6 +9,7 @@ A non-chief worker of a multi-worker cluster runs the same steps; the difference
 (`is_chief`, and `target`: the run directory, or a scratch one whose checkpoints stay in the run's), not a
 second copy of the recipe.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,38 +17,38 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.phases import compress_model
 from tfhydra.config.contracts import Phase, PhasePlan
+from tfhydra.config.errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.data import Reads, build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
 from tfhydra.data.splits import sizes as split_sizes
 from tfhydra.export import export_model
-from tfhydra.runner.hydra_files import hydra_overrides, under_hydra, without_hydra
-from tfhydra.config.errors import one_line_tensorflow_errors, run_directory_writes
-from tfhydra.record.lifecycle import record_stopped, resume_command
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
 from tfhydra.logger.trackers import RunInfo, Trackers
 from tfhydra.model import build_model
 from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer import build_optimizer, plateau_callback
+from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
+from tfhydra.platform.startclock import mark, startup
+from tfhydra.platform.terminal import QUIET, figure
 from tfhydra.precision.build import float32_output, loss_scale, policy_scope
 from tfhydra.record import RunRecord, Status, provenance, read_record, test_name
+from tfhydra.record.lifecycle import record_stopped, resume_command
 from tfhydra.record.report import epoch_summary
 from tfhydra.record.resume import Start, clear_for
 from tfhydra.record.rundir import RunPaths
-from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
-from tfhydra.platform.startclock import mark, startup
+from tfhydra.runner.hydra_files import hydra_overrides, under_hydra, without_hydra
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
-from tfhydra.platform.terminal import QUIET, figure
 from tfhydra.trainer import LoopContext
 from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progress, loss_bound
 from tfhydra.trainer.debugging import numeric_checks
@@ -79,8 +80,14 @@ class PhaseRunner:
         self.cfg, self.paths, self.start, self.threads = cfg, paths, start, threads
         self.own = own or OwnPhase(time.perf_counter())
         self.final = own is not None  # trackers, the test split (measured once: on the weights the run keeps)
-        self.record = RunRecord(run_dir=str(paths.root), overrides=hydra_overrides(cfg), monitor=cfg.trainer.monitor,
-                                monitor_mode=cfg.trainer.monitor_mode, resumed=start.as_record(), **provenance())
+        self.record = RunRecord(
+            run_dir=str(paths.root),
+            overrides=hydra_overrides(cfg),
+            monitor=cfg.trainer.monitor,
+            monitor_mode=cfg.trainer.monitor_mode,
+            resumed=start.as_record(),
+            **provenance(),
+        )
         self.recorder = RunRecorder(paths.history, max_loss=loss_bound(cfg.trainer))
         self.examples_per_epoch = 0  # known once the data are built; the record of a failure reports throughput
         self.is_chief, self.target, self.trackers = True, paths, Trackers()  # until the strategy says who is chief
@@ -108,14 +115,21 @@ class PhaseRunner:
     def train_in_strategy(self) -> None:
         """SIGTERM/SIGINT: save the state and stop (trainer/state.py); a dead tf.data service: data/service_watch.py."""
         cfg = self.cfg
-        with policy_scope(cfg.precision) as policy, StopOnSignal() as self.stop, numeric_checks(cfg.trainer), \
-                watch_service(cfg.data.get("service"), self.stop, self.service_lost), contextlib.ExitStack() as scratch:
+        with (
+            policy_scope(cfg.precision) as policy,
+            StopOnSignal() as self.stop,
+            numeric_checks(cfg.trainer),
+            watch_service(cfg.data.get("service"), self.stop, self.service_lost),
+            contextlib.ExitStack() as scratch,
+        ):
             self.strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op
             self.stop.reinstall()
             self.record.update(**describe_devices(self.strategy), policy=policy.name)
             log.info("devices: %s (%d replica(s)), policy %s", self.record.devices, self.record.replicas, policy.name)
             self.choose_target(scratch)
-            with run_directory_writes(self.target, "the state saved last", resume_command(self.target.root)):  # resuming, training, exporting
+            with run_directory_writes(
+                self.target, "the state saved last", resume_command(self.target.root)
+            ):  # resuming, training, exporting
                 self.train_and_export()
 
     def choose_target(self, scratch: contextlib.ExitStack) -> None:
@@ -168,10 +182,18 @@ class PhaseRunner:
         check_model_fits(self.cfg, datasets.spec)  # a model too big is one line
         model, compression = build_model_and_optimizer(self.cfg, self.strategy, datasets, self.target)
         mark("model")
-        self.record.update(model=model.name, params=int(model.count_params()),
-                           data={"name": self.cfg.data.get("name"), **datasets.spec.as_dict()})
-        log.info("model %s: %d parameters; data %s: %s", model.name, self.record.params, self.cfg.data.get("name"),
-                 split_sizes(datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size))
+        self.record.update(
+            model=model.name,
+            params=int(model.count_params()),
+            data={"name": self.cfg.data.get("name"), **datasets.spec.as_dict()},
+        )
+        log.info(
+            "model %s: %d parameters; data %s: %s",
+            model.name,
+            self.record.params,
+            self.cfg.data.get("name"),
+            split_sizes(datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size),
+        )
         return model, compression
 
     def build_callbacks(self, datasets, compression) -> list:
@@ -179,13 +201,25 @@ class PhaseRunner:
         the schedule's plateau, the compression's and a sweep's."""
         cfg, recorder = self.cfg, self.recorder
         recorder.best_from = compression.settled_epoch  # e.g. pruning: the export is an epoch at the target sparsity
-        extra = plateau_callback(cfg.optimizer.get("schedule"), cfg.trainer.monitor,
-                                 cfg.trainer.monitor_mode) + compression.callbacks + list(self.own.callbacks)
+        extra = (
+            plateau_callback(cfg.optimizer.get("schedule"), cfg.trainer.monitor, cfg.trainer.monitor_mode)
+            + compression.callbacks
+            + list(self.own.callbacks)
+        )
         recorder.load()
         QUIET.release()  # TensorFlow's start-up is over: descriptor 2 is the terminal's again
-        return [*epoch_progress(cfg.trainer.verbose, cfg.data.batch_size),
-                *build_callbacks(cfg.trainer, cfg.logging, self.target, recorder, extra,
-                                 writers=epoch_loggers(self.trackers, lambda: recorder.epochs), datasets=datasets)]
+        return [
+            *epoch_progress(cfg.trainer.verbose, cfg.data.batch_size),
+            *build_callbacks(
+                cfg.trainer,
+                cfg.logging,
+                self.target,
+                recorder,
+                extra,
+                writers=epoch_loggers(self.trackers, lambda: recorder.epochs),
+                datasets=datasets,
+            ),
+        ]
 
     def train(self, model, datasets, callbacks: list) -> None:
         """Train as the start decided: after training, the last weights are loaded (if they read back; else the
@@ -195,9 +229,18 @@ class PhaseRunner:
             return
         stop.training = True
         try:
-            with one_line_tensorflow_errors(self.cfg), run_directory_writes(paths, "the state saved last", resume_command(paths.root)):
-                train_with_recovery(self.cfg.trainer, model, datasets, callbacks,  # trainer.recovery: after a blow-up
-                                    LoopContext(self.strategy, paths, stop), self.recorder)
+            with (
+                one_line_tensorflow_errors(self.cfg),
+                run_directory_writes(paths, "the state saved last", resume_command(paths.root)),
+            ):
+                train_with_recovery(
+                    self.cfg.trainer,
+                    model,
+                    datasets,
+                    callbacks,  # trainer.recovery: after a blow-up
+                    LoopContext(self.strategy, paths, stop),
+                    self.recorder,
+                )
         finally:
             stop.training = False
         with run_directory_writes(paths, "the trained state", resume_command(paths.root)):
@@ -208,8 +251,16 @@ class PhaseRunner:
         """The best epoch's weights restored, measured once on the test split, exported; the record completed."""
         cfg = self.cfg
         exported = restore_best(model, self.target, self.strategy, self.record)
-        self.record.update(test=measure_test(model, datasets, exported, cfg.trainer.ema.decay is not None,
-                                             compression.scheme, cfg.trainer.validation_steps))
+        self.record.update(
+            test=measure_test(
+                model,
+                datasets,
+                exported,
+                cfg.trainer.ema.decay is not None,
+                compression.scheme,
+                cfg.trainer.validation_steps,
+            )
+        )
         exports, figures = export_model(cfg.export, compression, model, datasets, self.target.root)
         if self.own.earlier:
             figures["phases"] = phase_summaries(self.paths, self.own.earlier)
@@ -234,8 +285,13 @@ class PhaseRunner:
 
     def record_ending(self, error: BaseException) -> None:
         """A run that stops early still says how far it got and why (tfhydra/record/lifecycle.py writes it)."""
-        record_stopped(self.paths.root, error, self.record, **self.training_figures(),
-                       wall_seconds=time.perf_counter() - self.own.started)
+        record_stopped(
+            self.paths.root,
+            error,
+            self.record,
+            **self.training_figures(),
+            wall_seconds=time.perf_counter() - self.own.started,
+        )
 
     def training_figures(self) -> dict:
         """The record's training section. The first epoch pays for tracing; steady-state throughput leaves it out."""
@@ -243,13 +299,17 @@ class PhaseRunner:
         known = [s for s in recorder.train_seconds if s is not None]  # None: an epoch whose record was lost
         timed = known[1:] or known
         waited = startup(recorder.first_step_unix)  # from the command's start (tfhydra/platform/startclock.py)
-        return {**epoch_summary(recorder.epochs, trainer.monitor, trainer.monitor_mode, recorder.best_from),
-                "epochs_run": len(recorder.epochs),
-                "examples_per_second": self.examples_per_epoch * len(timed) / sum(timed) if timed else None,
-                "train_seconds_per_epoch": recorder.train_seconds,
-                "time_to_first_step_seconds": (waited or {}).get("seconds", recorder.first_step_seconds),
-                "startup": waited, "first_step_unix_time": recorder.first_step_unix,
-                "history": recorder.epochs, "recoveries": recorder.recoveries}
+        return {
+            **epoch_summary(recorder.epochs, trainer.monitor, trainer.monitor_mode, recorder.best_from),
+            "epochs_run": len(recorder.epochs),
+            "examples_per_second": self.examples_per_epoch * len(timed) / sum(timed) if timed else None,
+            "train_seconds_per_epoch": recorder.train_seconds,
+            "time_to_first_step_seconds": (waited or {}).get("seconds", recorder.first_step_seconds),
+            "startup": waited,
+            "first_step_unix_time": recorder.first_step_unix,
+            "history": recorder.epochs,
+            "recoveries": recorder.recoveries,
+        }
 
 
 def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPaths):
@@ -257,18 +317,29 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
     Returns (the model to train, its Compression)."""
     with strategy.scope():
         model = float32_output(build_model(cfg.model, datasets.spec))
-        phase = Phase(datasets.steps_per_epoch, cfg.trainer.epochs,
-                      paths.tensorboard_compression if cfg.logging.tensorboard else None)
+        phase = Phase(
+            datasets.steps_per_epoch,
+            cfg.trainer.epochs,
+            paths.tensorboard_compression if cfg.logging.tensorboard else None,
+        )
         compression = compress_model(cfg.compression, model, datasets.spec, phase)
         model = compression.model
-        options = {"clipnorm": cfg.trainer.clip_norm, "clipvalue": cfg.trainer.clip_value,
-                   "global_clipnorm": cfg.trainer.clip_global_norm, **ema_options(cfg.trainer.ema)}
+        options = {
+            "clipnorm": cfg.trainer.clip_norm,
+            "clipvalue": cfg.trainer.clip_value,
+            "global_clipnorm": cfg.trainer.clip_global_norm,
+            **ema_options(cfg.trainer.ema),
+        }
         optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options)
         optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
-        model.compile(optimizer=optimizer, loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing),
-                      metrics=build_metrics(cfg.trainer.metrics),
-                      steps_per_execution=cfg.trainer.steps_per_execution, jit_compile=cfg.trainer.jit_compile is True,
-                      run_eagerly=cfg.trainer.run_eagerly)
+        model.compile(
+            optimizer=optimizer,
+            loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing),
+            metrics=build_metrics(cfg.trainer.metrics),
+            steps_per_execution=cfg.trainer.steps_per_execution,
+            jit_compile=cfg.trainer.jit_compile is True,
+            run_eagerly=cfg.trainer.run_eagerly,
+        )
     return model, compression
 
 
@@ -281,10 +352,18 @@ def run_info(cfg: DictConfig, paths: RunPaths) -> RunInfo:
 
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             sweep = Path(HydraConfig.get().sweep.dir).name
-    tags = {"model": cfg.model.get("name") or cfg.model.get("_target_"),
-            "data": cfg.data.get("name") or cfg.data.get("_target_"), "sweep": sweep}
-    return RunInfo(name=paths.root.name, config=OmegaConf.to_container(without_hydra(cfg), resolve=True),
-                   tags=tags, resume=bool(cfg.trainer.resume), sweep=sweep)
+    tags = {
+        "model": cfg.model.get("name") or cfg.model.get("_target_"),
+        "data": cfg.data.get("name") or cfg.data.get("_target_"),
+        "sweep": sweep,
+    }
+    return RunInfo(
+        name=paths.root.name,
+        config=OmegaConf.to_container(without_hydra(cfg), resolve=True),
+        tags=tags,
+        resume=bool(cfg.trainer.resume),
+        sweep=sweep,
+    )
 
 
 def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dict]:

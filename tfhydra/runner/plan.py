@@ -10,6 +10,7 @@ After the plan, a ConfigError can only come from the data or the machine (a file
 devices present, TF_CONFIG), never from the config alone: docs/reliability.md marks each bad input
 "pre-flight" or "in the job".
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,26 +20,37 @@ from omegaconf import DictConfig
 
 from tfhydra.compression import plan as compression_plan
 from tfhydra.config.contracts import PhasePlan
+from tfhydra.config.schema import Rule, validate
 from tfhydra.data import checks as data_checks
 from tfhydra.export import checks as export_checks
 from tfhydra.logger import checks as logger_checks
 from tfhydra.model import checks as model_checks
 from tfhydra.optimizer import checks as optimizer_checks
-from tfhydra.config.schema import Rule, validate
 from tfhydra.strategy import checks as strategy_checks
 from tfhydra.sweep import checks as sweep_checks
 from tfhydra.trainer import checks as trainer_checks
+
 
 def _source(room) -> str:
     return "tfhydra/" + room.__name__.removeprefix("tfhydra.").replace(".", "/") + ".py"
 
 
-ROOMS = (data_checks, model_checks, optimizer_checks, trainer_checks, strategy_checks, compression_plan, export_checks,
-         logger_checks, sweep_checks)
+ROOMS = (
+    data_checks,
+    model_checks,
+    optimizer_checks,
+    trainer_checks,
+    strategy_checks,
+    compression_plan,
+    export_checks,
+    logger_checks,
+    sweep_checks,
+)
 # Each room's ranges and choices of its own keys (declared once, beside its option names), and its cross-key
 # checks, in the order a user reads the config.
-RULES: dict[str, Rule] = {key: dataclasses.replace(rule, source=_source(room)) for room in ROOMS
-                          for key, rule in room.RULES.items()}
+RULES: dict[str, Rule] = {
+    key: dataclasses.replace(rule, source=_source(room)) for room in ROOMS for key, rule in room.RULES.items()
+}
 GROUP_CHECKS = tuple(check for room in ROOMS for check in getattr(room, "CHECKS", ()))
 
 
@@ -69,6 +81,10 @@ def plan_run(cfg: DictConfig, defaults: DictConfig | None = None) -> RunPlan:
     phases = tuple(compression_plan.plan_phases(cfg))
     if len(phases) > 1:  # each phase builds its own schedule over its own epochs
         for phase in phases:
-            optimizer_checks.check_warmup(cfg.optimizer, phase.epochs, f"the {phase.epochs} epochs of the "
-                                          f"{phase.label} phase (compression.start_epoch, compression.quantize_epochs)")
+            optimizer_checks.check_warmup(
+                cfg.optimizer,
+                phase.epochs,
+                f"the {phase.epochs} epochs of the "
+                f"{phase.label} phase (compression.start_epoch, compression.quantize_epochs)",
+            )
     return RunPlan(phases)

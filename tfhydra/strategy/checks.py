@@ -5,6 +5,7 @@ Only what the config decides is checked here: the replica count of `mirrored` wi
 their replicas on the machine (GPUs, TF_CONFIG), so their check runs in the job
 (tfhydra/runner/job.py calls `check_replica_batch` with the replicas the strategy found).
 """
+
 from __future__ import annotations
 
 from omegaconf import DictConfig
@@ -28,8 +29,13 @@ def planned_replicas(cfg_strategy: DictConfig) -> int | None:
 
 def check_replica_batch(batch_size: int, replicas: int) -> None:
     if batch_size % replicas:
-        raise ConfigError("data.batch_size", batch_size, f"a multiple of the {replicas} replicas (it is the global "
-                          f"batch; each replica gets batch_size / {replicas})", "not divisible by the replica count")
+        raise ConfigError(
+            "data.batch_size",
+            batch_size,
+            f"a multiple of the {replicas} replicas (it is the global "
+            f"batch; each replica gets batch_size / {replicas})",
+            "not divisible by the replica count",
+        )
 
 
 def check_strategy(cfg: DictConfig) -> None:
@@ -51,8 +57,9 @@ RULES: dict[str, Rule] = {
     "strategy.cluster_resolver": choice(*CLUSTER_RESOLVERS),
     "strategy.port": integer(1, 65535),
     "strategy.gpus_per_task": optional(integer(1)),
-    "strategy.worker_label": Rule("a Kubernetes label selector such as job-name=tfhydra-worker",
-                                  lambda v: isinstance(v, str) and "=" in v),
+    "strategy.worker_label": Rule(
+        "a Kubernetes label selector such as job-name=tfhydra-worker", lambda v: isinstance(v, str) and "=" in v
+    ),
     "strategy.logical_cpus": integer(0),
     "strategy.devices": optional(list_of(Rule("a device name such as /gpu:0", lambda v: isinstance(v, str)))),
     "strategy.device": optional(Rule("a device name such as /gpu:0", lambda v: isinstance(v, str))),

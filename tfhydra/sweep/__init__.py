@@ -32,18 +32,28 @@ The rest of the room (how its jobs run as processes is tfhydra/launch/'s):
 - summary.py and summary_render.py: summary.csv/.md/.png.
 Nothing here imports TensorFlow: a sweep's launching process never needs it.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import sys
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
+from tfhydra.config.jobnames import (
+    MAX_NAME,
+    SWEPT_KEYS_ENV,
+    current_swept_keys,
+    job_dirname,  # noqa: F401
+    recorded_swept_keys,
+    safe_name,
+    sweep_override_keys,
+    swept_keys,
+)
 from tfhydra.platform.runtime import available_cores  # noqa: F401
-from tfhydra.config.jobnames import (MAX_NAME, SWEPT_KEYS_ENV, current_swept_keys, job_dirname,  # noqa: F401
-                                     recorded_swept_keys, safe_name, sweep_override_keys, swept_keys)
 from tfhydra.sweep.kind import auto_threads, in_sweep, launcher_cpus, parallel_jobs  # noqa: F401
+
 
 def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "none") -> list[str]:
     """Hydra overrides that carry what each job must know about its sweep to every launcher (Hydra composes

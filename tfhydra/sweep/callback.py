@@ -13,6 +13,7 @@ It runs in the process that launched the sweep, whatever the launcher:
 Hydra turns an exception in a callback into a warning; SystemExit is not an Exception, so
 the exit code gets through.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,16 +46,21 @@ class SweepCallback(Callback):
         self.progress.sweep_started(config)
         swept = swept_values(config)
         with read_write(config.hydra):  # the launcher composes each job with these (Hydra's load_sweep_config)
-            config.hydra.overrides.hydra.extend(handover_overrides(swept, str(config.hydra.sweep.dir),
-                                                                   launcher_kind(config)))
+            config.hydra.overrides.hydra.extend(
+                handover_overrides(swept, str(config.hydra.sweep.dir), launcher_kind(config))
+            )
             join_ray_cluster(config)
             config.hydra.overrides.hydra.extend(tracker_handover(config))
         if config.logging.tensorboard:  # the composed value (logger=tensorboard sets it): conf/ is its one default
             from tfhydra.sweep.hparams import write_experiment
 
             names = {key.lstrip("+~"): values for key, values in swept.items()}  # as trial.py names them
-            write_experiment(SweepPaths(config.hydra.sweep.dir).hparams, names, config.trainer.monitor,
-                             metric_names(config.trainer.metrics))
+            write_experiment(
+                SweepPaths(config.hydra.sweep.dir).hparams,
+                names,
+                config.trainer.monitor,
+                metric_names(config.trainer.metrics),
+            )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         finish_sweep(config)
@@ -71,17 +77,27 @@ def finish_sweep(config: DictConfig, lost_line: str | None = None) -> None:
     except Exception as error:  # the jobs ran, but the sweep's record is missing: say so, and fail
         end_tracker_runs(config, succeeded=False)
         log.exception("could not write the sweep summary")
-        print(f"Error: {sweep_dir}: could not write the sweep summary ({type(error).__name__}: {error}); "
-              "rebuild it with python -m tfhydra.sweep summary <sweep dir>", file=sys.stderr, flush=True)
+        print(
+            f"Error: {sweep_dir}: could not write the sweep summary ({type(error).__name__}: {error}); "
+            "rebuild it with python -m tfhydra.sweep summary <sweep dir>",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.exit(1)
     print(summary.report(), flush=True)
     end_tracker_runs(config, succeeded=not summary.unsuccessful and lost_line is None)
     if summary.unsuccessful or lost_line is not None:
-        others = [f"{j.name or j.num} ({j.status})" for j in summary.unsuccessful
-                  if not (lost_line and j.name and j.name in lost_line)]
+        others = [
+            f"{j.name or j.num} ({j.status})"
+            for j in summary.unsuccessful
+            if not (lost_line and j.name and j.name in lost_line)
+        ]
         said = "; ".join([lost_line] * bool(lost_line) + [", ".join(others)] * bool(others))
-        print(f"Error: {len(summary.unsuccessful)} of {len(summary.jobs)} jobs did not complete: {said}",
-              file=sys.stderr, flush=True)
+        print(
+            f"Error: {len(summary.unsuccessful)} of {len(summary.jobs)} jobs did not complete: {said}",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.exit(1)
 
 
@@ -106,8 +122,12 @@ class SweepProgress:
         self._started = time.monotonic()
         left = self.total - len(self.durations)
         eta = sum(self.durations) / len(self.durations) * left if self.durations else None
-        print(f"sweep: job {len(self.durations) + 1} of {self.total} ({' '.join(config.hydra.overrides.task)})"
-              + (f", sweep ETA {_duration(eta)}" if eta is not None else ""), file=sys.stderr, flush=True)
+        print(
+            f"sweep: job {len(self.durations) + 1} of {self.total} ({' '.join(config.hydra.overrides.task)})"
+            + (f", sweep ETA {_duration(eta)}" if eta is not None else ""),
+            file=sys.stderr,
+            flush=True,
+        )
 
     def job_ended(self) -> None:
         import time
@@ -124,9 +144,9 @@ def planned_jobs(config: DictConfig) -> int | None:
     if OmegaConf.select(sweeper, "n_trials", default=None):
         return int(sweeper.n_trials)
     try:
-        from tfhydra.config.hydra_api import split_sweep
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
+        from tfhydra.config.hydra_api import split_sweep
         from tfhydra.sweep.decide import sweep_stages
 
         parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
@@ -148,8 +168,11 @@ def tracker_handover(config: DictConfig) -> list[str]:
     from tfhydra.logger import mlflow_run
 
     node = mlflow_run.selected(config)
-    parent = mlflow_run.start_sweep_run(node, Path(config.hydra.sweep.dir),
-                                        list(config.hydra.overrides.task)) if node is not None else None
+    parent = (
+        mlflow_run.start_sweep_run(node, Path(config.hydra.sweep.dir), list(config.hydra.overrides.task))
+        if node is not None
+        else None
+    )
     if parent is None:
         return []
     return [f"++hydra.job.env_set.{mlflow_run.PARENT_ENV}={override_quoted(mlflow_run.parent_handover(parent))}"]
@@ -181,7 +204,7 @@ def swept_values(config: DictConfig) -> dict[str, list]:
         parsed = OverridesParser.create().parse_overrides(lines)
     except Exception:  # the pre-flight check has reported malformed overrides already
         return {}
-    fixed = {o.get_key_element() for o in parsed[len(params):] if not o.is_sweep_override()}
+    fixed = {o.get_key_element() for o in parsed[len(params) :] if not o.is_sweep_override()}
     swept: dict[str, list] = {}
     for override in parsed:
         if override.is_sweep_override() and override.get_key_element() not in fixed:  # a fixed value wins

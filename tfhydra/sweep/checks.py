@@ -1,6 +1,7 @@
 """What the run plan checks in the `sweep` section (screen, then promote: tfhydra/sweep/stages.py): ranges, and
 a promotion with nothing to screen. No TensorFlow. What needs the command line (a single run, the sweeper, how
 many settings the grid has) is the pre-flight's (tfhydra/sweep/preflight_checks.py: `check_stages_command`)."""
+
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
@@ -25,13 +26,20 @@ def check_stages(cfg: DictConfig) -> None:
     if OmegaConf.select(cfg, "sweep.decide") is True:
         return  # decide mode chooses what is not set (tfhydra/sweep/decide.py)
     if promote is not None and fraction is None and epochs is None:
-        raise ConfigError("sweep.promote", promote, "sweep.promote with sweep.screen.fraction and/or "
-                          "sweep.screen.epochs (what the screen trains on), or null", "nothing to screen: set "
-                          "what the screen trains on")
+        raise ConfigError(
+            "sweep.promote",
+            promote,
+            "sweep.promote with sweep.screen.fraction and/or sweep.screen.epochs (what the screen trains on), or null",
+            "nothing to screen: set what the screen trains on",
+        )
     if promote is None and (fraction is not None or epochs is not None):
         key, value = ("sweep.screen.fraction", fraction) if fraction is not None else ("sweep.screen.epochs", epochs)
-        raise ConfigError(key, value, "sweep.promote=N with it (how many settings go on to all the data), or "
-                          "experiment=prescreen to screen only", "a screen without sweep.promote promotes nothing")
+        raise ConfigError(
+            key,
+            value,
+            "sweep.promote=N with it (how many settings go on to all the data), or experiment=prescreen to screen only",
+            "a screen without sweep.promote promotes nothing",
+        )
 
 
 CHECKS = (check_stages,)

@@ -11,6 +11,7 @@ promoted train about 1.2 full jobs' worth instead of 3; the share is raised unti
 sets (`sweep.screen.fraction`, `sweep.screen.epochs`, `sweep.promote`) win over the rule's.
 Nothing here imports TensorFlow: the training split's size is counted from the config (and an npz's labels).
 """
+
 from __future__ import annotations
 
 import math
@@ -49,13 +50,17 @@ def choose(settings: int, examples: int | None, epochs: int, classes: int | None
     if examples and examples > 0:
         floor = MIN_PER_CLASS * per_class / examples
         fraction = min(1.0, math.ceil(max(BASE_FRACTION, floor) * 100) / 100)
-        data = (f"{examples} training examples{f' of {classes} classes' if classes else ''}: "
-                f"{'a quarter' if fraction == BASE_FRACTION else f'{fraction:.0%}, so each class has >= {MIN_PER_CLASS}'}"
-                f" ({round(fraction * examples)} examples)")
+        data = (
+            f"{examples} training examples{f' of {classes} classes' if classes else ''}: "
+            f"{'a quarter' if fraction == BASE_FRACTION else f'{fraction:.0%}, so each class has >= {MIN_PER_CLASS}'}"
+            f" ({round(fraction * examples)} examples)"
+        )
     else:
         fraction, data = BASE_FRACTION, "the training split's size is not known before the data are read: a quarter"
-    why = (f"decided by sweep.decide from {settings} settings, {data}, {screen_epochs} of trainer.epochs={epochs} "
-           f"epochs (a quarter, at least 2), promote {promote} ({'<= 4 settings: 1' if promote == 1 else '> 4 settings: 2'})")
+    why = (
+        f"decided by sweep.decide from {settings} settings, {data}, {screen_epochs} of trainer.epochs={epochs} "
+        f"epochs (a quarter, at least 2), promote {promote} ({'<= 4 settings: 1' if promote == 1 else '> 4 settings: 2'})"
+    )
     return Decision(fraction, screen_epochs, promote, why)
 
 
@@ -105,16 +110,23 @@ def _training_share(examples: int, data: DictConfig, ships_test: bool) -> int:
 def decided_stages(cfg: DictConfig, settings: int) -> Stages:
     """The sweep's stages in decide mode: the rule's values, under any the command line set."""
     if settings < 2:
-        raise ConfigError(KEY, True, "a grid of at least 2 settings (e.g. optimizer.lr=1e-3,5e-4,1e-4)",
-                          f"the grid has {settings} setting: nothing to decide between")
+        raise ConfigError(
+            KEY,
+            True,
+            "a grid of at least 2 settings (e.g. optimizer.lr=1e-3,5e-4,1e-4)",
+            f"the grid has {settings} setting: nothing to decide between",
+        )
     examples, classes = training_examples(cfg)
     decision = choose(settings, examples, int(cfg.trainer.epochs), classes if is_int(classes) else None)
     chosen = Stages(decision.fraction, decision.epochs, decision.promote, why=decision.why)
     given = stages_of(cfg)
     screen = OmegaConf.select(cfg, "sweep.screen", default=None) or {}
     fraction, epochs = screen.get("fraction"), screen.get("epochs")
-    overrides = {"fraction": fraction if is_number(fraction) else None, "epochs": epochs if is_int(epochs) else None,
-                 "promote": given.promote if given else None}
+    overrides = {
+        "fraction": fraction if is_number(fraction) else None,
+        "epochs": epochs if is_int(epochs) else None,
+        "promote": given.promote if given else None,
+    }
     set_here = {k: v for k, v in overrides.items() if v is not None}
     if set_here:
         told = ", ".join(f"sweep.{'' if k == 'promote' else 'screen.'}{k}={v}" for k, v in set_here.items())

@@ -17,14 +17,16 @@ Layout (checked against the real TensorBoard server, tests/sweep/test_sweep.py, 
 Event files are written here with TensorBoard's own protos and record writer (no
 TensorFlow): the sweep's launching process writes the experiment without importing it.
 """
+
 from __future__ import annotations
 
 import math
 import os
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
@@ -56,7 +58,7 @@ class EventFile:
     def close(self) -> None:
         self._writer.close()
 
-    def __enter__(self) -> "EventFile":
+    def __enter__(self) -> EventFile:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -72,7 +74,6 @@ def metric_names(monitor: str, metrics: Iterable[str]) -> list[api_pb2.MetricInf
     name = test_name(monitor)  # the kept weights on the test split: beside the choice, not part of it
     infos.append(hp.Metric(f"test_{name}", display_name=f"test {name} (not used to choose)").as_proto())
     return infos
-
 
 
 def domain(values: list[Value]) -> hp.Domain | None:
@@ -95,8 +96,9 @@ def write_experiment(sweep_dir: Path, swept: dict[str, list[Value]], monitor: st
         if values is not None:
             values.update_hparam_info(info)
         infos.append(info)
-    experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metric_names(monitor, metrics),
-                                    time_created_secs=time.time())
+    experiment = api_pb2.Experiment(
+        hparam_infos=infos, metric_infos=metric_names(monitor, metrics), time_created_secs=time.time()
+    )
     with EventFile(sweep_dir) as events:
         events.write(_summary(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment)))
     return events.path
@@ -112,15 +114,15 @@ class Trial:
         self.events = EventFile(log_dir)
         self.events.write(hp.hparams_pb({k: plain(v) for k, v in values.items()}, trial_id=trial_id))
 
-    def end(self, status: str, monitor: str, best: float | None, best_epoch: int | None,
-            test: float | None = None) -> None:
+    def end(
+        self, status: str, monitor: str, best: float | None, best_epoch: int | None, test: float | None = None
+    ) -> None:
         """`test`: the monitored metric on the test split (the record's test block), shown beside `best`."""
         for tag, figure in ((f"best_{monitor}", best), (f"test_{test_name(monitor)}", test)):
             if figure is not None and math.isfinite(figure):
                 value = summary_pb2.Summary.Value(tag=tag, simple_value=figure)
                 self.events.write(summary_pb2.Summary(value=[value]), step=max(0, (best_epoch or 1) - 1))
-        end = plugin_data_pb2.SessionEndInfo(status=self.STATUS[Status(status).hparams],
-                                             end_time_secs=time.time())
+        end = plugin_data_pb2.SessionEndInfo(status=self.STATUS[Status(status).hparams], end_time_secs=time.time())
         data = plugin_data_pb2.HParamsPluginData(session_end_info=end)
         self.events.write(_summary(metadata.SESSION_END_INFO_TAG, data))
         self.events.close()
@@ -134,6 +136,7 @@ def plain(value: Any) -> Value:
 
 
 def _summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> summary_pb2.Summary:
-    value = summary_pb2.Summary.Value(tag=tag, metadata=metadata.create_summary_metadata(data),
-                                      tensor=metadata.NULL_TENSOR)
+    value = summary_pb2.Summary.Value(
+        tag=tag, metadata=metadata.create_summary_metadata(data), tensor=metadata.NULL_TENSOR
+    )
     return summary_pb2.Summary(value=[value])

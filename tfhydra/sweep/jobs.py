@@ -5,6 +5,7 @@ the trust boundary's plain reader, tfhydra/trust: displayed, never composed), `c
 sweep's `multirun.yaml`. A job killed without a word (SIGKILL leaves a record saying `running`, or none) is
 `interrupted`; a job of the recorded grid without a directory is `not started`.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfhydra.record.monitor import MODES, Monitor, is_figure
 from tfhydra.record import RunRecord, Status, read_record
+from tfhydra.record.monitor import MODES, Monitor, is_figure
 from tfhydra.record.resume import read_history
 from tfhydra.record.rundir import RunPaths, SweepPaths
 from tfhydra.sweep import sweep_override_keys
@@ -58,6 +59,7 @@ class Job:
 @dataclass
 class Group:
     """Jobs that differ only by `trainer.seed`: one setting, measured n times."""
+
     overrides: list[str]  # the swept overrides the jobs share (trainer.seed left out)
     jobs: list[Job]
     values: list[float]  # best monitored value of each completed job
@@ -111,12 +113,21 @@ def read_job(job_dir: Path) -> Job:
     if status == Status.DIVERGED and not error:
         where = record.diverged or {}
         if where.get("weights"):
-            return _job(job_dir, overrides, status, record, f"weights of {where['weights']} became NaN or infinite "
-                        f"by step {where.get('step')} (epoch {where.get('epoch')})")
+            return _job(
+                job_dir,
+                overrides,
+                status,
+                record,
+                f"weights of {where['weights']} became NaN or infinite "
+                f"by step {where.get('step')} (epoch {where.get('epoch')})",
+            )
         loss = where.get("loss")
         shown = f"{loss:.4g}" if isinstance(loss, (int, float)) else "nan/inf"  # JSON keeps no NaN: null
-        error = f"loss became {shown} at step {where.get('step')} (epoch {where.get('epoch')})" if where else \
-            "the training loss diverged"
+        error = (
+            f"loss became {shown} at step {where.get('step')} (epoch {where.get('epoch')})"
+            if where
+            else "the training loss diverged"
+        )
     return _job(job_dir, overrides, status, record, error)
 
 
@@ -137,8 +148,11 @@ def merge_jobs(expected: list[Job], found: list[Job]) -> list[Job]:
     the `found` directories in their place; without `expected` (no multirun.yaml, glob()), what was found."""
     planned = {j.num: j for j in expected}
     if planned:  # the sweep's recorded command: a directory left by an earlier, other command is not one of its jobs
-        found = [j for j in found if j.num in planned
-                 and (not j.overrides or sorted(j.overrides) == sorted(planned[j.num].overrides))]
+        found = [
+            j
+            for j in found
+            if j.num in planned and (not j.overrides or sorted(j.overrides) == sorted(planned[j.num].overrides))
+        ]
     for job in found:  # killed before Hydra wrote its .hydra/: its overrides are the grid's
         if not job.overrides and job.num in planned:
             job.overrides = planned[job.num].overrides
@@ -146,11 +160,19 @@ def merge_jobs(expected: list[Job], found: list[Job]) -> list[Job]:
 
 
 def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, error: str | None) -> Job:
-    return Job(_job_number(job_dir), job_dir.name, [str(o) for o in overrides], status,
-               wall_seconds=record.wall_seconds, error=error, monitor=record.monitor or None,
-               monitor_mode=record.monitor_mode or None, test=record.test_metric(record.monitor),
-               before_test_split=record.before_test_split and RunPaths(job_dir).metrics.is_file(),
-               recorded_best=recorded_best(record))
+    return Job(
+        _job_number(job_dir),
+        job_dir.name,
+        [str(o) for o in overrides],
+        status,
+        wall_seconds=record.wall_seconds,
+        error=error,
+        monitor=record.monitor or None,
+        monitor_mode=record.monitor_mode or None,
+        test=record.test_metric(record.monitor),
+        before_test_split=record.before_test_split and RunPaths(job_dir).metrics.is_file(),
+        recorded_best=recorded_best(record),
+    )
 
 
 def recorded_best(record: RunRecord) -> tuple[float | None, int | None] | None:
@@ -200,11 +222,13 @@ def expected_jobs(sweep: Any) -> list[Job]:
     sweeper = hydra.get("sweeper") or {}
     if not expands_grid(sweep):
         return []
-    from tfhydra.config.hydra_api import split_sweep
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from tfhydra.config.hydra_api import split_sweep
+
     arguments = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()] + list(
-        (hydra.get("overrides") or {}).get("task") or [])
+        (hydra.get("overrides") or {}).get("task") or []
+    )
     try:
         batches = split_sweep(OverridesParser.create().parse_overrides(arguments))
     except Exception:  # glob() needs the config to expand: list the jobs that have directories only
@@ -244,4 +268,3 @@ def key_of(override: str) -> str:
 def split_override(override: str) -> tuple[str, str]:
     key, _, value = override.partition("=")
     return key, value
-

@@ -11,9 +11,11 @@ tests/sweep/test_sweep_kind.py fails on a `_target_` test about a sweeper or lau
 as a dict); None reads the running job's Hydra config (HydraConfig). Imports only the ground floor (the cores
 this process may use): the sweep package's import stays light.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tfhydra.platform.runtime import available_cores, worker_threads
 
@@ -85,6 +87,7 @@ def plugin_target(cfg: Any, plugin: str) -> str:
 
 
 # How many threads a job gets follows from its launcher: the launchers' thread rules.
+
 
 def parallel_jobs() -> int:
     """How many jobs of this sweep run at once on this machine: hydra.launcher.n_jobs under the

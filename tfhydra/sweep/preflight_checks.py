@@ -6,6 +6,7 @@ which the pre-flight prints as one line; none imports TensorFlow.
 Which sweeper and launcher the sweep has is tfhydra/sweep/kind.py's answer; whether an existing job directory
 may be written into is tfhydra/record/lifecycle.py's.
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,14 +28,21 @@ def jobs_of(parsed, overrides: list[str], multirun: bool) -> list[list[str]]:
     basic sweep would launch; a sweep of no job is refused."""
     several = next((o for o in parsed if o.is_sweep_override()), None)
     if several is not None and not multirun:
-        raise ConfigError(several.get_key_element(), several.input_line.split("=", 1)[1], "one value, or -m before "
-                          f"the overrides to run one job per value (python train.py -m {several.input_line})",
-                          "several values without -m")
+        raise ConfigError(
+            several.get_key_element(),
+            several.input_line.split("=", 1)[1],
+            f"one value, or -m before the overrides to run one job per value (python train.py -m {several.input_line})",
+            "several values without -m",
+        )
     jobs = _expand_jobs(parsed) if multirun else [overrides]
     if not jobs:
         swept = " ".join(o.input_line for o in parsed if o.is_sweep_override())
-        raise ConfigError(swept, None, "sweeps with at least one value each, e.g. optimizer.lr=1e-3,1e-4 or "
-                          "range(1,4)", "the sweep expands to no job")
+        raise ConfigError(
+            swept,
+            None,
+            "sweeps with at least one value each, e.g. optimizer.lr=1e-3,1e-4 or range(1,4)",
+            "the sweep expands to no job",
+        )
     return jobs
 
 
@@ -68,8 +76,12 @@ def check_globs(parsed) -> None:
             group = override.get_key_element().lstrip("+~")
             options = group_options(group)
             if options and not value.filter(options):
-                raise ConfigError(group, override.input_line.split("=", 1)[1], f"a glob that matches an option of "
-                                  f"{group}: {', '.join(options)}", "it matches no option, so the sweep has no job")
+                raise ConfigError(
+                    group,
+                    override.input_line.split("=", 1)[1],
+                    f"a glob that matches an option of {group}: {', '.join(options)}",
+                    "it matches no option, so the sweep has no job",
+                )
 
 
 def check_plugins(cfg: DictConfig, parsed) -> str:
@@ -87,18 +99,25 @@ def check_sweeper_can_expand(cfg: DictConfig, parsed) -> None:
 
     sweeper = sweeper_kind(cfg)
     if sweeper == "tfhydra_optuna" and importlib.util.find_spec("optuna") is None:
-        raise ConfigError("hydra/sweeper", "tfhydra_optuna", "pip install -e '.[optuna]' (Optuna 4 or later), then the same "
-                          "command", "Optuna is not installed")
+        raise ConfigError(
+            "hydra/sweeper",
+            "tfhydra_optuna",
+            "pip install -e '.[optuna]' (Optuna 4 or later), then the same command",
+            "Optuna is not installed",
+        )
     if sweeper == "tfhydra_optuna":
         check_search_direction(cfg)
     if sweeper not in GRID_SWEEPERS:
         return
     for override in parsed:
         if override.is_sweep_override() and not override.is_discrete_sweep():
-            raise ConfigError(override.get_key_element(), override.input_line.split("=", 1)[1],
-                              "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
-                              "with a search sweeper (hparams_search=optuna, or hydra/sweeper=tfhydra_optuna)",
-                              "the basic sweeper cannot expand it")
+            raise ConfigError(
+                override.get_key_element(),
+                override.input_line.split("=", 1)[1],
+                "a list of values (a,b,c), range() or glob() with the basic sweeper; interval() "
+                "with a search sweeper (hparams_search=optuna, or hydra/sweeper=tfhydra_optuna)",
+                "the basic sweeper cannot expand it",
+            )
 
 
 def check_search_direction(cfg: DictConfig) -> None:
@@ -110,9 +129,13 @@ def check_search_direction(cfg: DictConfig) -> None:
         return  # the schema and Optuna answer other values
     wanted = Monitor(str(cfg.trainer.monitor), mode).direction
     if direction != wanted:
-        raise ConfigError("hydra.sweeper.direction", direction, f"{wanted}, as trainer.monitor_mode={mode} ranks "
-                          f"trainer.monitor={cfg.trainer.monitor} (or change trainer.monitor_mode)",
-                          "the search would go the other way from the runs' own ranking")
+        raise ConfigError(
+            "hydra.sweeper.direction",
+            direction,
+            f"{wanted}, as trainer.monitor_mode={mode} ranks "
+            f"trainer.monitor={cfg.trainer.monitor} (or change trainer.monitor_mode)",
+            "the search would go the other way from the runs' own ranking",
+        )
 
 
 def check_launcher_can_submit(cfg: DictConfig) -> None:
@@ -121,8 +144,12 @@ def check_launcher_can_submit(cfg: DictConfig) -> None:
     import shutil
 
     if launcher_kind(cfg) == "submitit_slurm" and shutil.which("srun") is None:
-        raise ConfigError("hydra/launcher", "submitit_slurm", "a machine of a SLURM cluster (its login node), or "
-                          "hydra/launcher=submitit_local to run the same jobs here", "SLURM's srun is not on PATH")
+        raise ConfigError(
+            "hydra/launcher",
+            "submitit_slurm",
+            "a machine of a SLURM cluster (its login node), or hydra/launcher=submitit_local to run the same jobs here",
+            "SLURM's srun is not on PATH",
+        )
 
 
 def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
@@ -130,18 +157,27 @@ def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
     for the whole sweep, the sweeper must be tfhydra's, and the grid must have more settings than it promotes. A
     single run ignores the section (said, not refused: a staged sweep's job is a run with sweep.* set). Returns
     the sweep's Stages, None when it is not staged."""
-    from tfhydra.sweep.decide import KEY as DECIDE, decide_on, sweep_stages
+    from tfhydra.sweep.decide import KEY as DECIDE
+    from tfhydra.sweep.decide import decide_on, sweep_stages
     from tfhydra.sweep.stages import KEYS, check_promote, set_values, stages_of
 
     swept = next((o for o in parsed if o.is_sweep_override() and o.get_key_element() in (*KEYS, DECIDE)), None)
     if swept is not None:
-        raise ConfigError(swept.get_key_element(), swept.input_line.split("=", 1)[1], "one value: the sweep's "
-                          "stages are set once for the whole sweep", "several values (a sweep of sweeps)")
+        raise ConfigError(
+            swept.get_key_element(),
+            swept.input_line.split("=", 1)[1],
+            "one value: the sweep's stages are set once for the whole sweep",
+            "several values (a sweep of sweeps)",
+        )
     if not multirun:
         told = set_values(cfg) + ([f"{DECIDE}=true"] if decide_on(cfg) else [])
         if told:
-            print(f"Warning: {' '.join(told)}: read by -m sweeps only (screen, then promote); this single "
-                  "run ignores them", file=sys.stderr, flush=True)
+            print(
+                f"Warning: {' '.join(told)}: read by -m sweeps only (screen, then promote); this single "
+                "run ignores them",
+                file=sys.stderr,
+                flush=True,
+            )
         return None
     if stages_of(cfg) is None and not decide_on(cfg):
         return None
@@ -149,9 +185,13 @@ def check_stages_command(cfg: DictConfig, parsed, multirun: bool):
     if sweeper != "tfhydra_basic":
         key = DECIDE if decide_on(cfg) else next(k for k in KEYS if OmegaConf.select(cfg, k, default=None) is not None)
         name = sweeper if sweeper != "other" else plugin_target(cfg, "sweeper")
-        raise ConfigError(key, OmegaConf.select(cfg, key), "tfhydra's default sweeper (hydra/sweeper=tfhydra_basic) "
-                          "for screen-then-promote; a search screens with experiment=prescreen and prunes instead",
-                          f"hydra/sweeper={name} does not screen and promote")
+        raise ConfigError(
+            key,
+            OmegaConf.select(cfg, key),
+            "tfhydra's default sweeper (hydra/sweeper=tfhydra_basic) "
+            "for screen-then-promote; a search screens with experiment=prescreen and prunes instead",
+            f"hydra/sweeper={name} does not screen and promote",
+        )
     settings = _grid_size(parsed)
     stages = sweep_stages(cfg, settings)  # decide mode: chosen from the grid's size and the data
     if stages is not None and settings is not None:
@@ -169,8 +209,9 @@ def _grid_size(parsed) -> int | None:
         return None
 
 
-def check_rerun_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set[str], stage: str | None = None
-                        ) -> None:
+def check_rerun_job_dir(
+    cfg: DictConfig, job: list[str], number: int, swept: set[str], stage: str | None = None
+) -> None:
     """A sweep run again into its directory: each job directory already there must hold this job's config
     (tfhydra/record/lifecycle.py decides). A staged sweep's jobs are in their stage's folder; which number a promoted
     setting has depends on the screen, so any promoted job of this setting (its directory's name after the
@@ -184,8 +225,9 @@ def check_rerun_job_dir(cfg: DictConfig, job: list[str], number: int, swept: set
     name = job_dirname(job, swept=swept)
     if stage == PROMOTE:
         folder = SweepPaths(sweep_dir).stage(PROMOTE)
-        found = [d for d in folder.iterdir() if d.is_dir() and d.name.partition("_")[2] == name] \
-            if folder.is_dir() else []
+        found = (
+            [d for d in folder.iterdir() if d.is_dir() and d.name.partition("_")[2] == name] if folder.is_dir() else []
+        )
     else:
         found = [(SweepPaths(sweep_dir).stage(stage) if stage else Path(sweep_dir)) / f"{number}_{name}"]
     for directory in found:

@@ -1,6 +1,7 @@
 """A job of tfhydra's Optuna search reports its monitored metric to its trial every epoch and stops when the
 pruner says the trial is not promising (tfhydra/sweep/search.py). Imported by the job's process only: it
 needs tf_keras, which a sweep's launching process never imports."""
+
 from __future__ import annotations
 
 import logging
@@ -35,6 +36,11 @@ class ReportToTrial(keras.callbacks.Callback):
         self.trial.report(float(value), step=epoch + 1)
         if self.trial.should_prune():
             self.pruned_at = epoch + 1
-            log.info("trial %d pruned after epoch %d (%s=%s): the pruner found it unpromising", self.number,
-                     epoch + 1, self.monitor, figure(float(value)))
+            log.info(
+                "trial %d pruned after epoch %d (%s=%s): the pruner found it unpromising",
+                self.number,
+                epoch + 1,
+                self.monitor,
+                figure(float(value)),
+            )
             self.model.stop_training = True

@@ -11,10 +11,12 @@ they launch. The answer is tfhydra/record/lifecycle.py's (`check_sweep_job_dir`,
 boundary): one `Error:` line, exit 1, before the jobs start; nothing in a job's directory is rewritten.
 Nothing here imports TensorFlow.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, open_dict
 

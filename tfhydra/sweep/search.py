@@ -12,24 +12,26 @@ into the same `hydra.sweep.dir` (or `tfhydra-sweep resume DIR`) loads it, resume
 RUNNING (their jobs continue from their saved state, in their own directories), and asks for the trials
 still missing up to `n_trials`, so trial numbers go on and earlier trials are kept. Nothing here imports TensorFlow; Optuna is imported when a search starts.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError, clip
 from tfhydra.config.hydra_api import job_return_value
 from tfhydra.platform.private_api import set_trial_attribute
+from tfhydra.platform.terminal import figure
 from tfhydra.record import Status, read_record
 from tfhydra.record.report import write_atomically
 from tfhydra.record.rundir import SweepPaths
-from tfhydra.platform.terminal import figure
 
 log = logging.getLogger("tfhydra")
 TRIAL_KEY = "optuna_trial"  # the override that tells a job its trial number: +optuna_trial=N
@@ -40,6 +42,7 @@ SAMPLERS = ("tpe", "random")
 @dataclass(frozen=True)
 class SearchSpace:
     """One search dimension: `key` overridden with the text Optuna's drawn value stands for."""
+
     key: str
     distribution: Any  # an optuna.distributions.BaseDistribution
     texts: dict | None = None  # categorical choices: drawn value -> override text (lists are drawn as text)
@@ -71,14 +74,20 @@ def search_space(arguments: Sequence[str], params: dict | None) -> tuple[list[Se
             if isinstance(sweep.start, int) and isinstance(sweep.end, int) and not isinstance(sweep.start, bool):
                 distribution = optuna.distributions.IntDistribution(sweep.start, sweep.end, log=log_scale)
             else:
-                distribution = optuna.distributions.FloatDistribution(float(sweep.start), float(sweep.end), log=log_scale)
+                distribution = optuna.distributions.FloatDistribution(
+                    float(sweep.start), float(sweep.end), log=log_scale
+                )
             space.append(SearchSpace(key, distribution))
         elif isinstance(sweep, (ChoiceSweep, RangeSweep)):
             texts = list(override.sweep_string_iterator())
             space.append(SearchSpace(key, optuna.distributions.CategoricalDistribution(texts), {t: t for t in texts}))
         else:  # glob() and the like need the config: not a search dimension
-            raise ConfigError(key, override.input_line.split("=", 1)[1], "interval(low, high), tag(log, interval(...)), "
-                              "choice(a, b, ...) or range(start, stop[, step])", "not a search space Optuna can draw from")
+            raise ConfigError(
+                key,
+                override.input_line.split("=", 1)[1],
+                "interval(low, high), tag(log, interval(...)), choice(a, b, ...) or range(start, stop[, step])",
+                "not a search space Optuna can draw from",
+            )
     return space, fixed
 
 
@@ -102,8 +111,10 @@ def storage_url(sweep_dir: Path, storage: str | None) -> str:
     return storage or f"sqlite:///{SweepPaths(sweep_dir).optuna_db.resolve()}"
 
 
-STORAGE_ACCEPTED = ("sqlite:///<file> of an Optuna study (or a file not there yet), a database URL Optuna opens "
-                    "(postgresql://..., mysql://...), or null for <sweep dir>/optuna.db")
+STORAGE_ACCEPTED = (
+    "sqlite:///<file> of an Optuna study (or a file not there yet), a database URL Optuna opens "
+    "(postgresql://..., mysql://...), or null for <sweep dir>/optuna.db"
+)
 OPTUNA_TABLES = {"studies", "version_info"}  # in every database Optuna (any version) has set up
 
 
@@ -116,13 +127,14 @@ def open_study(url: str, storage: str | None, **study):
 
     key, value = ("hydra.sweeper.storage", url) if storage else (f"hydra.sweeper.storage (null: {url})", None)
     if url.startswith("sqlite:///"):
-        check_sqlite_study(Path(url[len("sqlite:///"):].split("?", 1)[0]), key, value)
+        check_sqlite_study(Path(url[len("sqlite:///") :].split("?", 1)[0]), key, value)
     try:
         return optuna.create_study(storage=url, load_if_exists=True, **study)
     except (sqlalchemy.exc.SQLAlchemyError, RuntimeError, OSError, ValueError) as error:
         reason = " ".join(str(getattr(error, "orig", None) or error).split("[SQL:")[0].split())
-        raise ConfigError(key, value, STORAGE_ACCEPTED, f"Optuna cannot open the study there ({clip(reason, 200)})") \
-            from error
+        raise ConfigError(
+            key, value, STORAGE_ACCEPTED, f"Optuna cannot open the study there ({clip(reason, 200)})"
+        ) from error
 
 
 def check_sqlite_study(path: Path, key: str, value: str | None) -> None:
@@ -136,16 +148,32 @@ def check_sqlite_study(path: Path, key: str, value: str | None) -> None:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error as error:  # garbage bytes: "file is not a database"; cut short: "malformed"
-        raise ConfigError(key, value, STORAGE_ACCEPTED, f"{path} is not a readable SQLite database ({error})") \
-            from None
+        raise ConfigError(key, value, STORAGE_ACCEPTED, f"{path} is not a readable SQLite database ({error})") from None
     if tables and not OPTUNA_TABLES <= tables:
-        raise ConfigError(key, value, STORAGE_ACCEPTED, f"{path} is an SQLite database of another program "
-                          f"(tables {', '.join(sorted(tables)[:5])}), not an Optuna study")
+        raise ConfigError(
+            key,
+            value,
+            STORAGE_ACCEPTED,
+            f"{path} is an SQLite database of another program "
+            f"(tables {', '.join(sorted(tables)[:5])}), not an Optuna study",
+        )
 
 
-def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable[[list[list[str]], int], list],
-               direction: str, n_trials: int, n_jobs: int, study_name: str, storage: str | None, sampler: str,
-               seed: int | None, pruner: str, params: dict | None) -> None:
+def run_search(
+    *,
+    config: DictConfig,
+    arguments: Sequence[str],
+    launch: Callable[[list[list[str]], int], list],
+    direction: str,
+    n_trials: int,
+    n_jobs: int,
+    study_name: str,
+    storage: str | None,
+    sampler: str,
+    seed: int | None,
+    pruner: str,
+    params: dict | None,
+) -> None:
     """The search loop: ask a batch, launch it, tell each trial what its job's record says."""
     import optuna
     from optuna.trial import TrialState
@@ -154,14 +182,20 @@ def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable
     sweep_dir = Path(config.hydra.sweep.dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     space, fixed = search_space(arguments, params)
-    study = open_study(storage_url(sweep_dir, storage), storage, study_name=study_name, direction=direction,
-                       sampler=make_sampler(sampler, seed),
-                       pruner=make_pruner(pruner, int(OmegaConf.select(config, "trainer.epochs") or 1)))
+    study = open_study(
+        storage_url(sweep_dir, storage),
+        storage,
+        study_name=study_name,
+        direction=direction,
+        sampler=make_sampler(sampler, seed),
+        pruner=make_pruner(pruner, int(OmegaConf.select(config, "trainer.epochs") or 1)),
+    )
     write_atomically(SweepPaths(sweep_dir).multirun, OmegaConf.to_yaml(config))  # what resume and summary read
 
     def launch_and_tell(batch: list[tuple[int, dict]]) -> None:
-        overrides = [[*fixed, *(s.override(params[s.key]) for s in space), f"+{TRIAL_KEY}={number}"]
-                     for number, params in batch]
+        overrides = [
+            [*fixed, *(s.override(params[s.key]) for s in space), f"+{TRIAL_KEY}={number}"] for number, params in batch
+        ]
         for (number, _), returned in zip(batch, launch(overrides, batch[0][0])):
             state, value = outcome(returned)
             for key, figure in test_figures(returned).items():  # shown beside the value; the search never reads them
@@ -169,19 +203,27 @@ def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable
             study.tell(number, value if state == TrialState.COMPLETE else None, state=state)
 
     # Trials a kill left running: their jobs resume from the state they saved (same numbers, same directories).
-    stale = [(t.number, t.params) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-             if all(s.key in t.params for s in space)]
+    stale = [
+        (t.number, t.params)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if all(s.key in t.params for s in space)
+    ]
     for start in range(0, len(stale), n_jobs):
-        log.info("trials %s were left running by an earlier, interrupted run: resuming them",
-                 [n for n, _ in stale[start:start + n_jobs]])
-        launch_and_tell(stale[start:start + n_jobs])
+        log.info(
+            "trials %s were left running by an earlier, interrupted run: resuming them",
+            [n for n, _ in stale[start : start + n_jobs]],
+        )
+        launch_and_tell(stale[start : start + n_jobs])
     for left in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
         study.tell(left.number, state=TrialState.FAIL)  # drawn over another search space: cannot be resumed
     finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
     kept = finished - len(stale)
     if kept:
-        print(f"study {study_name} in {sweep_dir}: {kept} earlier trial(s) kept, {len(stale)} resumed, "
-              f"{max(0, n_trials - finished)} to run", flush=True)
+        print(
+            f"study {study_name} in {sweep_dir}: {kept} earlier trial(s) kept, {len(stale)} resumed, "
+            f"{max(0, n_trials - finished)} to run",
+            flush=True,
+        )
     while finished < n_trials:
         batch = [study.ask({s.key: s.distribution for s in space}) for _ in range(min(n_jobs, n_trials - finished))]
         launch_and_tell([(trial.number, trial.params) for trial in batch])
@@ -190,13 +232,22 @@ def run_search(*, config: DictConfig, arguments: Sequence[str], launch: Callable
     if complete:
         best = study.best_trial
         tested = {k: v for k, v in best.user_attrs.items() if k.startswith("test_")}
-        log.info("best trial %d: %s=%s %s; test (not used to choose): %s", best.number, config.trainer.monitor,
-                 figure(best.value), best.params, {k: figure(v) for k, v in tested.items()} or "none")
+        log.info(
+            "best trial %d: %s=%s %s; test (not used to choose): %s",
+            best.number,
+            config.trainer.monitor,
+            figure(best.value),
+            best.params,
+            {k: figure(v) for k, v in tested.items()} or "none",
+        )
 
 
 def _record_of(returned):
-    output_dir = OmegaConf.select(returned.hydra_cfg, "hydra.runtime.output_dir", default=None) \
-        if getattr(returned, "hydra_cfg", None) is not None else None
+    output_dir = (
+        OmegaConf.select(returned.hydra_cfg, "hydra.runtime.output_dir", default=None)
+        if getattr(returned, "hydra_cfg", None) is not None
+        else None
+    )
     return read_record(Path(output_dir)) if output_dir else None
 
 
@@ -216,8 +267,12 @@ def outcome(returned) -> tuple[Any, float | None]:
     value = job_return_value(returned)
     if record is not None and record.status == Status.PRUNED:
         return TrialState.PRUNED, None
-    if record is not None and record.status == Status.COMPLETED and isinstance(value, (int, float)) \
-            and math.isfinite(value):
+    if (
+        record is not None
+        and record.status == Status.COMPLETED
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+    ):
         return TrialState.COMPLETE, float(value)
     return TrialState.FAIL, None
 

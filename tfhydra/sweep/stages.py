@@ -14,22 +14,24 @@ as any sweep's job by the configured `hydra.sweep.subdir`. Run again, the same c
 job of either stage (tfhydra/sweep/trial.py): the screen's records are kept, so the same settings are promoted.
 Nothing here imports TensorFlow; it reads only the jobs' records (tfhydra/sweep/jobs.py).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.record.monitor import Monitor
-from tfhydra.record import Status
-from tfhydra.record.rundir import STAGES, SweepPaths
 from tfhydra.config.schema import is_int, is_number
+from tfhydra.platform.terminal import figure
+from tfhydra.record import Status
+from tfhydra.record.monitor import Monitor
+from tfhydra.record.rundir import STAGES, SweepPaths
 from tfhydra.sweep import override_quoted
 from tfhydra.sweep.jobs import Job, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs
-from tfhydra.platform.terminal import figure
 
 SCREEN, PROMOTE = STAGES
 UNDECIDED = (Status.NOT_STARTED, Status.INTERRUPTED, Status.RUNNING)  # a screen job that has not ended yet
@@ -74,7 +76,9 @@ def stages_of(cfg: Any) -> Stages | None:
 
 def set_values(cfg: Any) -> list[str]:
     """`key=value` of each sweep.* key the config sets (for a single run's warning)."""
-    return [f"{key}={OmegaConf.select(cfg, key)}" for key in KEYS if OmegaConf.select(cfg, key, default=None) is not None]
+    return [
+        f"{key}={OmegaConf.select(cfg, key)}" for key in KEYS if OmegaConf.select(cfg, key, default=None) is not None
+    ]
 
 
 def screen_job(overrides: Sequence[str], stages: Stages) -> list[str]:
@@ -95,14 +99,19 @@ def stage_subdir(stage: str, config: DictConfig) -> str:
 def check_promote(promote: int, settings: int) -> None:
     """The screen must leave a setting out: `sweep.promote` below the grid's number of settings."""
     if promote >= settings:
-        raise ConfigError("sweep.promote", promote, f"an integer in [1, {settings - 1}], fewer than the {settings} "
-                          "settings of the grid" if settings > 1 else "a sweep of at least 2 settings (e.g. "
-                          "optimizer.lr=1e-3,1e-4) to screen", f"the grid has {settings} setting"
-                          f"{'s' * (settings > 1)}: the screen would leave none out")
+        raise ConfigError(
+            "sweep.promote",
+            promote,
+            f"an integer in [1, {settings - 1}], fewer than the {settings} settings of the grid"
+            if settings > 1
+            else "a sweep of at least 2 settings (e.g. optimizer.lr=1e-3,1e-4) to screen",
+            f"the grid has {settings} setting{'s' * (settings > 1)}: the screen would leave none out",
+        )
 
 
-def run_stages(config: DictConfig, stages: Stages, grid: list[list[str]],
-               launch: Callable[[list[list[str]], int], list]) -> list:
+def run_stages(
+    config: DictConfig, stages: Stages, grid: list[list[str]], launch: Callable[[list[list[str]], int], list]
+) -> list:
     """Launch the screen (every setting of `grid`), rank its jobs from their records, launch the promoted ones."""
     check_promote(stages.promote, len(grid))  # the pre-flight's check, for a grid only the sweeper expands (glob())
     sweep_dir = Path(config.hydra.sweep.dir)
@@ -129,23 +138,29 @@ def screen_jobs(sweep_dir: Path, monitor: str, grid: list[list[str]], stages: St
     return jobs
 
 
-def staged_jobs(sweep_dir: Path, grid: list[Job], found: list[Job], stages: Stages,
-                monitor: Monitor) -> tuple[list[Job], list[tuple[Job, Job]], bool]:
+def staged_jobs(
+    sweep_dir: Path, grid: list[Job], found: list[Job], stages: Stages, monitor: Monitor
+) -> tuple[list[Job], list[tuple[Job, Job]], bool]:
     """For the summary: every job of a staged sweep (the screen's, then the promoted ones; not started until a
     directory says otherwise), the (screen job, promoted job) pairs, best first, and whether the screen has
     decided (every screen job ended: a summary of a sweep killed during its screen promotes nothing yet). `grid`: the settings the
     recorded command expands to (tfhydra/sweep/jobs.py's expected_jobs; none for glob()), else what was found."""
     paths = SweepPaths(sweep_dir)
-    screen = merge_jobs([Job(j.num, "", screen_job(j.overrides, stages), Status.NOT_STARTED, stage=SCREEN)
-                         for j in grid], [j for j in found if j.stage == SCREEN])
+    screen = merge_jobs(
+        [Job(j.num, "", screen_job(j.overrides, stages), Status.NOT_STARTED, stage=SCREEN) for j in grid],
+        [j for j in found if j.stage == SCREEN],
+    )
     for job in screen:
         job.stage = SCREEN
         job.history = history(paths.job(job.name), monitor.name) if job.name else []
     decided = all(j.status not in UNDECIDED for j in screen)  # an unfinished screen has promoted nothing yet
     chosen, first = promoted(screen, monitor, stages.promote) if decided else [], len(grid) or len(screen)
     settings = {j.num: j.overrides for j in grid}
-    planned = [Job(first + rank, "", settings[job.num], Status.NOT_STARTED, stage=PROMOTE)
-               for rank, job in enumerate(chosen) if job.num in settings]
+    planned = [
+        Job(first + rank, "", settings[job.num], Status.NOT_STARTED, stage=PROMOTE)
+        for rank, job in enumerate(chosen)
+        if job.num in settings
+    ]
     promote = merge_jobs(planned, [j for j in found if j.stage == PROMOTE])
     for job in promote:
         job.stage = PROMOTE
@@ -167,6 +182,8 @@ def promotion_line(chosen: list[Job], settings: int, stages: Stages, monitor: Mo
     names = ", ".join(f"{j.name} ({monitor.name}={figure(j.best(monitor)[0])})" for j in chosen) or "none"
     line = f"promoting to all the data: {names}: the best of {settings} settings on {stages.describe()}"
     if len(chosen) < stages.promote:
-        line += (f" (only {len(chosen)} of the {settings} screen jobs completed: {len(chosen)} promoted instead of "
-                 f"sweep.promote={stages.promote})")
+        line += (
+            f" (only {len(chosen)} of the {settings} screen jobs completed: {len(chosen)} promoted instead of "
+            f"sweep.promote={stages.promote})"
+        )
     return line

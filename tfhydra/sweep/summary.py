@@ -9,21 +9,32 @@ it exported: tfhydra/record/monitor.py); only completed jobs are ranked, since a
 no model. Reading the jobs is tfhydra/sweep/jobs.py's,
 laying out the files tfhydra/sweep/summary_render.py's.
 """
+
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfhydra.record.monitor import Monitor
+from tfhydra.platform.terminal import figure
 from tfhydra.record import Status, test_name
+from tfhydra.record.monitor import Monitor
 from tfhydra.record.report import write_atomically
 from tfhydra.record.rundir import SweepPaths
-from tfhydra.sweep.jobs import (Group, Job, expected_jobs, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs,
-                                sweep_monitor, swept_keys_of)
+from tfhydra.sweep.jobs import (
+    Group,
+    Job,
+    expected_jobs,
+    history,
+    key_of,
+    merge_jobs,
+    rank_jobs,
+    read_sweep_jobs,
+    sweep_monitor,
+    swept_keys_of,
+)
 from tfhydra.sweep.stages import PROMOTE, Stages, staged_jobs, stages_of
 from tfhydra.sweep.summary_render import SEED_KEY, to_csv, to_markdown, write_plot
-from tfhydra.platform.terminal import figure
 from tfhydra.trust import plain_file
 
 __all__ = ["Job", "Group", "Summary", "summarize", "write_summary", "seed_groups", "SEED_KEY"]
@@ -84,8 +95,11 @@ class Summary:
     def reproduce(self, job: Job) -> str:
         """The job as a single run: its overrides, less the Optuna trial number (which only a search reads) and the
         sweep.* keys (a staged sweep's; a promoted job's overrides are its setting's, on all the data)."""
-        overrides = [o for o in job.overrides if not o.startswith(("+optuna_trial=", "optuna_trial="))
-                     and not key_of(o).lstrip("+~").startswith("sweep.")]
+        overrides = [
+            o
+            for o in job.overrides
+            if not o.startswith(("+optuna_trial=", "optuna_trial=")) and not key_of(o).lstrip("+~").startswith("sweep.")
+        ]
         from tfhydra.platform.command import train_command
 
         return " ".join([train_command(), *(shlex.quote(o) for o in overrides)])
@@ -96,8 +110,11 @@ class Summary:
         best = self.best
         if best is not None:
             value, epoch = best.best(self.ranking)
-            test = f"; test {test_name(self.monitor)}={figure(best.test)}, not used to choose" if best.test is not None \
+            test = (
+                f"; test {test_name(self.monitor)}={figure(best.test)}, not used to choose"
+                if best.test is not None
                 else ""
+            )
             lines.append(f"best job: {best.name} ({self.monitor}={figure(value)} at epoch {epoch}{test})")
             lines.append(f"reproduce: {self.reproduce(best)}")
         else:
@@ -106,21 +123,29 @@ class Summary:
         lines += self.notes
         return "\n".join(lines)
 
-
     def promotion_lines(self) -> list[str]:
         """A staged sweep: what the screen ran, and which settings it promoted to which jobs."""
         if self.stages is None:
             return []
         screened = [j for j in self.jobs if j.stage != PROMOTE]
-        pairs = ", ".join(f"{s.name} ({self.monitor}={figure(s.best(self.ranking)[0])}) -> {p.name or f'job {p.num}'}"
-                          for s, p in self.promotions) or "none"
+        pairs = (
+            ", ".join(
+                f"{s.name} ({self.monitor}={figure(s.best(self.ranking)[0])}) -> {p.name or f'job {p.num}'}"
+                for s, p in self.promotions
+            )
+            or "none"
+        )
         if not self.screened:
             pairs = "not yet (the screen has not finished)"
         why = f" ({self.stages.why})" if self.stages.why else ""  # decide mode: how the screen was chosen
-        lines = [f"screen: {len(screened)} settings on {self.stages.describe()}{why}; promoted to all the data: {pairs}"]
+        lines = [
+            f"screen: {len(screened)} settings on {self.stages.describe()}{why}; promoted to all the data: {pairs}"
+        ]
         if self.screened and len(self.promotions) < self.stages.promote:
-            lines.append(f"promoted {len(self.promotions)} instead of sweep.promote={self.stages.promote}: only "
-                         f"{len(self.promotions)} of the {len(screened)} screen jobs completed")
+            lines.append(
+                f"promoted {len(self.promotions)} instead of sweep.promote={self.stages.promote}: only "
+                f"{len(self.promotions)} of the {len(screened)} screen jobs completed"
+            )
         return lines
 
 
@@ -129,8 +154,10 @@ def test_notes(jobs: list[Job], monitor: str) -> list[str]:
     notes = []
     old = [j.name for j in jobs if j.before_test_split]
     if old:
-        notes.append(f"{len(old)} job(s) recorded before the test split (metrics.json schema_version < 2) have "
-                     f"no test figure: {', '.join(old[:5])}{' ...' if len(old) > 5 else ''}")
+        notes.append(
+            f"{len(old)} job(s) recorded before the test split (metrics.json schema_version < 2) have "
+            f"no test figure: {', '.join(old[:5])}{' ...' if len(old) > 5 else ''}"
+        )
     return notes
 
 
@@ -157,10 +184,13 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
         summary = Summary(sweep_dir, monitor, mode, sorted(keys), rank_jobs(jobs, ranking))
         summary.groups = seed_groups(summary)
     else:  # each stage ranked on its own: a screen's figures are not a full run's
-        ranked = [*rank_jobs([j for j in jobs if j.stage == PROMOTE], ranking),
-                  *rank_jobs([j for j in jobs if j.stage != PROMOTE], ranking)]
-        summary = Summary(sweep_dir, monitor, mode, sorted(keys), ranked, stages=stages, promotions=promotions,
-                          screened=decided)
+        ranked = [
+            *rank_jobs([j for j in jobs if j.stage == PROMOTE], ranking),
+            *rank_jobs([j for j in jobs if j.stage != PROMOTE], ranking),
+        ]
+        summary = Summary(
+            sweep_dir, monitor, mode, sorted(keys), ranked, stages=stages, promotions=promotions, screened=decided
+        )
     summary.notes += test_notes(jobs, monitor)
     if write:
         write_summary(summary)

@@ -2,6 +2,7 @@
 jobs that did not complete and the command that reproduces the best) and `summary.png` (the monitored metric
 per epoch). tfhydra/sweep/summary.py decides what they say; this module only lays it out.
 """
+
 from __future__ import annotations
 
 import csv
@@ -10,11 +11,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tfhydra.record.monitor import Monitor
+from tfhydra.platform.terminal import figure
 from tfhydra.record import Status, test_name
+from tfhydra.record.monitor import Monitor
 from tfhydra.record.report import atomic_path
 from tfhydra.sweep.jobs import split_override
-from tfhydra.platform.terminal import figure
 
 SEED_KEY = "trainer.seed"
 
@@ -23,12 +24,30 @@ def to_csv(summary: Any) -> str:
     monitor, test = summary.monitor, f"test_{test_name(summary.monitor)}"
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    grouped = [f"group_{name}" for name in ("rank", f"mean_{monitor}", f"std_{monitor}", "n", "overrides",
-                                            f"mean_{test}", f"std_{test}")]
-    writer.writerow(["rank", "job", "status", f"best_{monitor}", "best_epoch", f"final_{monitor}", test, "epochs",
-                     "wall_seconds", *summary.swept_keys, "overrides", "directory", "error",
-                     *(grouped if summary.groups else []), *(["stage", "promoted"] if summary.stages else []),
-                     *(["decision"] if summary.stages and summary.stages.why else [])])
+    grouped = [
+        f"group_{name}"
+        for name in ("rank", f"mean_{monitor}", f"std_{monitor}", "n", "overrides", f"mean_{test}", f"std_{test}")
+    ]
+    writer.writerow(
+        [
+            "rank",
+            "job",
+            "status",
+            f"best_{monitor}",
+            "best_epoch",
+            f"final_{monitor}",
+            test,
+            "epochs",
+            "wall_seconds",
+            *summary.swept_keys,
+            "overrides",
+            "directory",
+            "error",
+            *(grouped if summary.groups else []),
+            *(["stage", "promoted"] if summary.stages else []),
+            *(["decision"] if summary.stages and summary.stages.why else []),
+        ]
+    )
     partner = {id(a): b for pair in summary.promotions for a, b in (pair, pair[::-1])}  # the other stage's job
     group_of = {id(j): g for g in summary.groups for j in g.jobs}
     ordered = [j for g in summary.groups for j in g.jobs] if summary.groups else summary.jobs
@@ -36,14 +55,38 @@ def to_csv(summary: Any) -> str:
         best, epoch = job.best(summary.ranking)
         values = dict(split_override(o) for o in job.overrides)
         group = group_of.get(id(job))
-        writer.writerow([_blank(job.rank), _blank(job.num), job.status, _blank(best), _blank(epoch), _blank(job.final),
-                         _blank(job.test), len(job.history), _blank(job.wall_seconds and round(job.wall_seconds, 2)),
-                         *(values.get(k, "") for k in summary.swept_keys), " ".join(job.swept), job.name,
-                         job.error or "", *([_blank(group.rank), _blank(group.mean), _blank(group.std), group.n,
-                                             group.label, _blank(group.test_mean), _blank(group.test_std)]
-                                            if group else []),
-                         *([job.stage, _partner(partner.get(id(job)))] if summary.stages else []),
-                         *([summary.stages.why] if summary.stages and summary.stages.why else [])])
+        writer.writerow(
+            [
+                _blank(job.rank),
+                _blank(job.num),
+                job.status,
+                _blank(best),
+                _blank(epoch),
+                _blank(job.final),
+                _blank(job.test),
+                len(job.history),
+                _blank(job.wall_seconds and round(job.wall_seconds, 2)),
+                *(values.get(k, "") for k in summary.swept_keys),
+                " ".join(job.swept),
+                job.name,
+                job.error or "",
+                *(
+                    [
+                        _blank(group.rank),
+                        _blank(group.mean),
+                        _blank(group.std),
+                        group.n,
+                        group.label,
+                        _blank(group.test_mean),
+                        _blank(group.test_std),
+                    ]
+                    if group
+                    else []
+                ),
+                *([job.stage, _partner(partner.get(id(job)))] if summary.stages else []),
+                *([summary.stages.why] if summary.stages and summary.stages.why else []),
+            ]
+        )
     return out.getvalue()
 
 
@@ -52,24 +95,38 @@ def to_markdown(summary: Any, plot: bool) -> str:
     order = f"Ranked by the best `{monitor}` ({ranking.in_words})"
     lines = [f"# Sweep {summary.sweep_dir.name}", ""]
     if summary.stages is None:
-        lines += [f"{len(summary.jobs)} jobs: {summary.counts()}. {order}; only completed jobs are ranked.", "",
-                  *_job_table(summary.jobs, ranking)]
+        lines += [
+            f"{len(summary.jobs)} jobs: {summary.counts()}. {order}; only completed jobs are ranked.",
+            "",
+            *_job_table(summary.jobs, ranking),
+        ]
     else:
         lines += _staged_tables(summary, order)
     test = test_name(monitor)
-    lines += ["", f"Chosen on validation (`{monitor}`): the ranking, the best job and any promotion never read the test "
-              f"split. `test {test}` is each completed job's exported weights measured once on the test split, after "
-              "training; it was not used to choose (docs/sweeps.md)."]
+    lines += [
+        "",
+        f"Chosen on validation (`{monitor}`): the ranking, the best job and any promotion never read the test "
+        f"split. `test {test}` is each completed job's exported weights measured once on the test split, after "
+        "training; it was not used to choose (docs/sweeps.md).",
+    ]
     if summary.groups:
-        lines += ["", f"## Settings over seeds (jobs that differ only by `{SEED_KEY}`)", "",
-                  f"Ranked by the mean of the best `{monitor}` of their completed jobs; std is the sample standard "
-                  "deviation.", "", f"| rank | setting | mean {monitor} | std | test {test} (mean ± std) | n | jobs |",
-                  "|---:|---|---:|---:|---:|---:|---|"]
+        lines += [
+            "",
+            f"## Settings over seeds (jobs that differ only by `{SEED_KEY}`)",
+            "",
+            f"Ranked by the mean of the best `{monitor}` of their completed jobs; std is the sample standard "
+            "deviation.",
+            "",
+            f"| rank | setting | mean {monitor} | std | test {test} (mean ± std) | n | jobs |",
+            "|---:|---|---:|---:|---:|---:|---|",
+        ]
         for group in summary.groups:
             tested = "—" if group.test_mean is None else f"{figure(group.test_mean)} ± {figure(group.test_std)}"
-            lines.append(f"| {_blank(group.rank) or '—'} | `{_cell(group.label)}` | {_number(group.mean)} | "
-                         f"{_number(group.std)} | {tested} | {group.n} | "
-                         f"{', '.join(_cell(j.name or str(j.num)) for j in group.jobs)} |")
+            lines.append(
+                f"| {_blank(group.rank) or '—'} | `{_cell(group.label)}` | {_number(group.mean)} | "
+                f"{_number(group.std)} | {tested} | {group.n} | "
+                f"{', '.join(_cell(j.name or str(j.num)) for j in group.jobs)} |"
+            )
     best = summary.best
     if best is not None:
         lines += ["", f"Best job: `{best.name}`. Reproduce it with:", "", "```bash", summary.reproduce(best), "```"]
@@ -87,9 +144,11 @@ def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None) -> lis
     """One row per job; `partner`: a staged sweep's screen table, {id(screen job): the job it was promoted to}."""
     monitor = ranking.name
     extra = ("| promoted to ", "---|") if partner is not None else ("", "")
-    lines = [f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | test "
-             f"{test_name(monitor)} | epochs | wall time {extra[0]}|", "|---:|---|---|---|---:|---:|---:|---:|---:|---:|"
-             + extra[1]]
+    lines = [
+        f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | test "
+        f"{test_name(monitor)} | epochs | wall time {extra[0]}|",
+        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|" + extra[1],
+    ]
     for job in jobs:
         best, epoch = job.best(ranking)
         name = f"[{_cell(job.name)}](<{job.name}/>)" if job.name else "—"
@@ -97,10 +156,12 @@ def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None) -> lis
         if partner is not None:
             other = partner.get(id(job))
             cell = f" {_cell(other.name or f'job {other.num} (not started)') if other else '—'} |"
-        lines.append(f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
-                     f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {_number(job.test)} | "
-                     f"{len(job.history)} | "
-                     f"{_seconds(job.wall_seconds)} |{cell}")
+        lines.append(
+            f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
+            f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {_number(job.test)} | "
+            f"{len(job.history)} | "
+            f"{_seconds(job.wall_seconds)} |{cell}"
+        )
     return lines
 
 
@@ -109,14 +170,24 @@ def _staged_tables(summary: Any, order: str) -> list[str]:
     stages, monitor, ranking = summary.stages, summary.monitor, summary.ranking
     promote = [j for j in summary.jobs if j.stage == "promote"]
     screen = [j for j in summary.jobs if j.stage != "promote"]
-    lines = [f"{len(summary.jobs)} jobs: {summary.counts()}. Screen, then promote: every setting on "
-             f"{stages.describe()}, then the best {stages.promote} by `{monitor}` on all the data with the run's own "
-             f"epochs. {order} within each stage; only completed jobs are ranked.",
-             *(["", f"How the screen was chosen: {stages.why}."] if stages.why else []), "",
-             f"## Promoted: all the data ({len(promote)} jobs)", ""]
-    lines += _job_table(promote, ranking) if promote else [
-        "No setting was promoted: no screen job completed." if summary.screened else
-        "No setting promoted yet: the screen has not finished (the same command continues it)."]
+    lines = [
+        f"{len(summary.jobs)} jobs: {summary.counts()}. Screen, then promote: every setting on "
+        f"{stages.describe()}, then the best {stages.promote} by `{monitor}` on all the data with the run's own "
+        f"epochs. {order} within each stage; only completed jobs are ranked.",
+        *(["", f"How the screen was chosen: {stages.why}."] if stages.why else []),
+        "",
+        f"## Promoted: all the data ({len(promote)} jobs)",
+        "",
+    ]
+    lines += (
+        _job_table(promote, ranking)
+        if promote
+        else [
+            "No setting was promoted: no screen job completed."
+            if summary.screened
+            else "No setting promoted yet: the screen has not finished (the same command continues it)."
+        ]
+    )
     settings = ", ".join(f"`{_cell(' '.join(s.swept))}` (from {_cell(s.name)})" for s, _ in summary.promotions)
     if summary.screened:
         lines += ["", f"Promoted settings, best screen first: {settings or 'none'}.", *summary.promotion_lines()[1:]]
@@ -144,13 +215,19 @@ def write_plot(summary: Any, path: Path) -> str | None:
                 values = [h[epoch - 1] for h in histories if h[epoch - 1] is not None]
                 mean = sum(values) / len(values) if values else math.nan
                 means.append(mean)
-                stds.append(math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-                            if len(values) > 1 else 0.0)
+                stds.append(
+                    math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+                )
             if means:
-                line, = axes.plot(list(epochs), means, marker="o", label=f"{group.label} (n={len(histories)})")
-                axes.fill_between(list(epochs), [m - s for m, s in zip(means, stds)],
-                                  [m + s for m, s in zip(means, stds)], color=line.get_color(), alpha=0.2)
-    for job in ([] if summary.groups else summary.jobs):
+                (line,) = axes.plot(list(epochs), means, marker="o", label=f"{group.label} (n={len(histories)})")
+                axes.fill_between(
+                    list(epochs),
+                    [m - s for m, s in zip(means, stds)],
+                    [m + s for m, s in zip(means, stds)],
+                    color=line.get_color(),
+                    alpha=0.2,
+                )
+    for job in [] if summary.groups else summary.jobs:
         points = [(i + 1, v) for i, v in enumerate(job.history) if v is not None]
         if points:
             epochs, values = zip(*points, strict=True)

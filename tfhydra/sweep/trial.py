@@ -7,21 +7,22 @@ recorded here (`metrics.json` status `failed` with the error, the traceback in
 sweeper simply sees a bad trial, and the sweep callback turns any failure into the
 exit code.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from omegaconf import DictConfig
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.record import RunRecord, Status, provenance, read_record
 from tfhydra.record.lifecycle import kept_record, record_stopped
 from tfhydra.record.resume import KEPT, how_it_starts, say
-from tfhydra.record import RunRecord, Status, provenance, read_record
 from tfhydra.record.rundir import RunPaths
 from tfhydra.sweep import current_swept_keys
 from tfhydra.sweep.hparams import Trial, plain
@@ -48,16 +49,23 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
         return float(best) if best is not None else math.nan
     trial = None
     if cfg.logging.tensorboard:
-        trial = Trial(RunPaths(run_dir).tensorboard_validation, run_dir.name,  # two runs per job, not three
-                      swept_values(overrides, current_swept_keys()))
+        trial = Trial(
+            RunPaths(run_dir).tensorboard_validation,
+            run_dir.name,  # two runs per job, not three
+            swept_values(overrides, current_swept_keys()),
+        )
     started = time.perf_counter()
     try:
         result = run_job(cfg, callbacks=search_callbacks(cfg, hydra_cfg, run_dir))
     except KeyboardInterrupt as interrupt:  # Ctrl-C still ends the sweep, before its summary: say how to get one
         if hasattr(interrupt, "exit_code"):  # stopped by tfhydra's signal handling: tfhydra.run says it all
             raise
-        print(f"sweep interrupted in {run_dir.name}: python -m tfhydra.sweep summary {hydra_cfg.sweep.dir} lists "
-              "its completed, interrupted and not started jobs", file=sys.stderr, flush=True)
+        print(
+            f"sweep interrupted in {run_dir.name}: python -m tfhydra.sweep summary {hydra_cfg.sweep.dir} lists "
+            "its completed, interrupted and not started jobs",
+            file=sys.stderr,
+            flush=True,
+        )
         raise
     except Exception as error:
         if isinstance(error, ConfigError):
@@ -68,8 +76,13 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
         result = math.nan
     if trial is not None:
         record = read_record(run_dir) or RunRecord(status=Status.FAILED)
-        trial.end(record.status, cfg.trainer.monitor, (record.best or {}).get(cfg.trainer.monitor),
-                  (record.best or {}).get("epoch"), record.test_metric(cfg.trainer.monitor))
+        trial.end(
+            record.status,
+            cfg.trainer.monitor,
+            (record.best or {}).get(cfg.trainer.monitor),
+            (record.best or {}).get("epoch"),
+            record.test_metric(cfg.trainer.monitor),
+        )
     return result
 
 
@@ -89,8 +102,15 @@ def search_callbacks(cfg: DictConfig, hydra_cfg, run_dir: Path) -> list:
     from tfhydra.sweep.pruning import ReportToTrial  # imports tf_keras: only in the job's process
 
     sweeper = hydra_cfg.sweeper
-    return [ReportToTrial(storage_url(Path(hydra_cfg.sweep.dir), sweeper.get("storage")), sweeper.get("study_name"),
-                          number, cfg.trainer.monitor, make_pruner(sweeper.pruner, cfg.trainer.epochs))]
+    return [
+        ReportToTrial(
+            storage_url(Path(hydra_cfg.sweep.dir), sweeper.get("storage")),
+            sweeper.get("study_name"),
+            number,
+            cfg.trainer.monitor,
+            make_pruner(sweeper.pruner, cfg.trainer.epochs),
+        )
+    ]
 
 
 def swept_values(overrides: list[str], swept: set[str]) -> dict:
@@ -110,8 +130,13 @@ def record_failure(run_dir: Path, cfg: DictConfig, overrides: list[str], error: 
     record = read_record(run_dir)
     if record is not None and record.status == Status.FAILED:
         return
-    record = record or RunRecord(run_dir=str(run_dir), overrides=overrides, monitor=cfg.trainer.monitor,
-                                 monitor_mode=cfg.trainer.monitor_mode, **provenance())
+    record = record or RunRecord(
+        run_dir=str(run_dir),
+        overrides=overrides,
+        monitor=cfg.trainer.monitor,
+        monitor_mode=cfg.trainer.monitor_mode,
+        **provenance(),
+    )
     record_stopped(run_dir, error, record, status=Status.FAILED, wall_seconds=seconds)
 
 
@@ -122,6 +147,10 @@ def record_lost(run_dir: Path, overrides: list[str], reason: str) -> bool:
     if record is not None and record.status.finished:
         return False
     record = record or RunRecord(run_dir=str(run_dir), overrides=overrides, **provenance())
-    record_stopped(run_dir, "lost by the launcher (killed on the cluster? out of memory, a lost node, SIGKILL): "
-                   f"{reason}", record, status=Status.FAILED)
+    record_stopped(
+        run_dir,
+        f"lost by the launcher (killed on the cluster? out of memory, a lost node, SIGKILL): {reason}",
+        record,
+        status=Status.FAILED,
+    )
     return True

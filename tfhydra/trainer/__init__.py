@@ -11,6 +11,7 @@ pictures.py, figures.py (labelled pictures with matplotlib), graph.py (the Graph
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow
 is loaded; the names below are looked up on first use (PEP 562).
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,9 +1,10 @@
 """The trainer room's base: the loop registry and what a loop is handed. The loops (loops.py's fit loop,
 custom.py) import it and register themselves; loops.py imports custom.py, so registration runs one way."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import tensorflow as tf
 

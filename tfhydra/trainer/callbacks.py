@@ -1,4 +1,5 @@
 """Callbacks every run gets: TensorBoard, best checkpoint, divergence stop, and the run record."""
+
 from __future__ import annotations
 
 import logging
@@ -11,11 +12,11 @@ import tensorflow as tf
 import tf_keras as keras
 from omegaconf import DictConfig
 
-from tfhydra.record.monitor import Monitor
 from tfhydra.config.registry import instantiate_target
+from tfhydra.platform.terminal import figure
+from tfhydra.record.monitor import Monitor
 from tfhydra.record.resume import HISTORY_FIELDS, read_history, write_history
 from tfhydra.record.rundir import RunPaths
-from tfhydra.platform.terminal import figure
 from tfhydra.trainer.ema import AveragedWeightsForEvaluation, check_ema_place
 from tfhydra.trainer.gradients import GradientSummaries
 from tfhydra.trainer.graph import ModelGraph
@@ -98,17 +99,27 @@ class RunRecorder(keras.callbacks.Callback):
         exploded = loss is not None and self.max_loss is not None and self.max_loss < float(loss) < math.inf
         if loss is not None and (not math.isfinite(float(loss)) or exploded):
             self.diverged = {"epoch": self._epoch + 1, "step": self._step, "loss": float(loss)}
-            log.error("loss became %s%s at step %d (epoch %d): stopping", float(loss),
-                      f" (above trainer.max_loss={self.max_loss:g})" if exploded else "", self._step, self._epoch + 1)
+            log.error(
+                "loss became %s%s at step %d (epoch %d): stopping",
+                float(loss),
+                f" (above trainer.max_loss={self.max_loss:g})" if exploded else "",
+                self._step,
+                self._epoch + 1,
+            )
             self.model.stop_training = True
 
     def numeric_failure(self, found: dict) -> None:
         """TensorFlow's numeric checks (trainer.check_numerics) stopped training: `found` says which op made
         the NaN/Inf and where (tfhydra/trainer/debugging.py)."""
         self.diverged = {"epoch": self._epoch + 1, "step": self._step, "loss": None, **found}
-        log.error("an op made NaN or Inf: %s in %s (%s) after step %d (epoch %d): stopping", found.get("op"),
-                  found.get("where") or "an eager op", found.get("code") or "no user code named", self._step,
-                  self._epoch + 1)
+        log.error(
+            "an op made NaN or Inf: %s in %s (%s) after step %d (epoch %d): stopping",
+            found.get("op"),
+            found.get("where") or "an eager op",
+            found.get("code") or "no user code named",
+            self._step,
+            self._epoch + 1,
+        )
         self._write()
 
     def recovered(self, recovery: dict) -> None:
@@ -128,8 +139,9 @@ class RunRecorder(keras.callbacks.Callback):
         if variables and not bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])):
             bad = next(v.name for v in variables if not bool(tf.reduce_all(tf.math.is_finite(v))))
             self.diverged = {"epoch": self._epoch + 1, "step": self._step, "loss": None, "weights": bad}
-            log.error("weights of %s became NaN or infinite by step %d (epoch %d): stopping", bad, self._step,
-                      self._epoch + 1)
+            log.error(
+                "weights of %s became NaN or infinite by step %d (epoch %d): stopping", bad, self._step, self._epoch + 1
+            )
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
@@ -142,9 +154,12 @@ class RunRecorder(keras.callbacks.Callback):
         values = {k: float(v) for k, v in (logs or {}).items()}
         self.epochs.append(values)
         self._write()
-        log.info("epoch %d/%s %s", epoch + 1, self.params.get("epochs"),
-                 " ".join(f"{k}={figure(v)}" for k, v in values.items()))
-
+        log.info(
+            "epoch %d/%s %s",
+            epoch + 1,
+            self.params.get("epochs"),
+            " ".join(f"{k}={figure(v)}" for k, v in values.items()),
+        )
 
     def _write(self) -> None:
         if self.history_file:
@@ -163,31 +178,54 @@ class LearningRateLogger(keras.callbacks.Callback):
             logs["learning_rate"] = float(keras.backend.get_value(rate))
 
 
-def build_callbacks(cfg_trainer, cfg_logging, paths: RunPaths, recorder: RunRecorder,
-                    extra: list[keras.callbacks.Callback] = (),
-                    writers: list[keras.callbacks.Callback] = (), datasets=None) -> list[keras.callbacks.Callback]:
+def build_callbacks(
+    cfg_trainer,
+    cfg_logging,
+    paths: RunPaths,
+    recorder: RunRecorder,
+    extra: list[keras.callbacks.Callback] = (),
+    writers: list[keras.callbacks.Callback] = (),
+    datasets=None,
+) -> list[keras.callbacks.Callback]:
     """Order matters: callbacks that add to the epoch logs come before those that write them. `writers` (the
     experiment trackers' callback) come right after the recorder, whose history they read. `datasets` (the data
     room's Datasets) feed the gradient and picture summaries; without them there are none."""
     callbacks: list[keras.callbacks.Callback] = [*extra, LearningRateLogger(), recorder, *writers]
     stopping = cfg_trainer.early_stopping
     if stopping.patience > 0:
-        callbacks.append(keras.callbacks.EarlyStopping(
-            monitor=stopping.monitor, mode=stopping.mode, patience=stopping.patience, min_delta=stopping.min_delta))
+        callbacks.append(
+            keras.callbacks.EarlyStopping(
+                monitor=stopping.monitor, mode=stopping.mode, patience=stopping.patience, min_delta=stopping.min_delta
+            )
+        )
     callbacks += user_callbacks(cfg_trainer.callbacks)
     if cfg_logging.tensorboard:
-        callbacks.append(TensorBoard(
-            log_dir=str(paths.tensorboard), histogram_freq=cfg_logging.histogram_freq,
-            write_graph=False, update_freq=cfg_logging.update_freq,  # Keras' graph: a while-loop or malformed
-            profile_batch=profile_range(cfg_logging.profile_batch)))
+        callbacks.append(
+            TensorBoard(
+                log_dir=str(paths.tensorboard),
+                histogram_freq=cfg_logging.histogram_freq,
+                write_graph=False,
+                update_freq=cfg_logging.update_freq,  # Keras' graph: a while-loop or malformed
+                profile_batch=profile_range(cfg_logging.profile_batch),
+            )
+        )
         callbacks += [ModelGraph(paths.tensorboard_train)] if cfg_logging.write_graph else []  # the layers instead
         callbacks += picture_callbacks(cfg_logging, paths, datasets) if datasets is not None else []
-    callbacks.append(BestCheckpoint(
-        str(paths.best_weights), monitor=cfg_trainer.monitor, mode=cfg_trainer.monitor_mode,
-        save_best_only=True, save_weights_only=True, verbose=0, from_epoch=recorder.best_from,
-        diverged=lambda: recorder.diverged is not None,
-        initial_value_threshold=best_so_far(recorder.epochs, cfg_trainer.monitor, cfg_trainer.monitor_mode,
-                                            recorder.best_from)))
+    callbacks.append(
+        BestCheckpoint(
+            str(paths.best_weights),
+            monitor=cfg_trainer.monitor,
+            mode=cfg_trainer.monitor_mode,
+            save_best_only=True,
+            save_weights_only=True,
+            verbose=0,
+            from_epoch=recorder.best_from,
+            diverged=lambda: recorder.diverged is not None,
+            initial_value_threshold=best_so_far(
+                recorder.epochs, cfg_trainer.monitor, cfg_trainer.monitor_mode, recorder.best_from
+            ),
+        )
+    )
     if cfg_trainer.ema.decay is not None:  # after the best checkpoint, which keeps the averaged weights
         callbacks.append(AveragedWeightsForEvaluation())
     if cfg_logging.tensorboard and cfg_logging.gradients and cfg_logging.histogram_freq and datasets is not None:
@@ -208,8 +246,9 @@ def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
         if not isinstance(callback, keras.callbacks.Callback):
             from tfhydra.config.errors import ConfigError
 
-            raise ConfigError(f"trainer.callbacks[{i}]", node, "a node whose _target_ builds a tf_keras Callback",
-                              "not a callback")
+            raise ConfigError(
+                f"trainer.callbacks[{i}]", node, "a node whose _target_ builds a tf_keras Callback", "not a callback"
+            )
         built.append(callback)
     return built
 
@@ -288,12 +327,18 @@ class EpochProgress(keras.callbacks.Callback):
         from tfhydra.platform.terminal import progress_bar
 
         self._latest, self._stop = (0, None), threading.Event()
-        self.bar = progress_bar(total=self.params.get("steps"), desc=f"epoch {epoch + 1}/{self.params.get('epochs')}",
-                                unit="step", leave=False, file=sys.stderr, mininterval=self.REDRAW_SECONDS,
-                                bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps "
-                                           "[{elapsed}<{remaining}{postfix}]")
-        self._thread = threading.Thread(target=self._redraw, args=(self.bar, self._stop, time.monotonic()),
-                                        name="tfhydra-progress", daemon=True)
+        self.bar = progress_bar(
+            total=self.params.get("steps"),
+            desc=f"epoch {epoch + 1}/{self.params.get('epochs')}",
+            unit="step",
+            leave=False,
+            file=sys.stderr,
+            mininterval=self.REDRAW_SECONDS,
+            bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps [{elapsed}<{remaining}{postfix}]",
+        )
+        self._thread = threading.Thread(
+            target=self._redraw, args=(self.bar, self._stop, time.monotonic()), name="tfhydra-progress", daemon=True
+        )
         self._thread.start()
 
     def on_train_batch_end(self, batch, logs=None):

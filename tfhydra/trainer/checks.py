@@ -1,40 +1,137 @@
 """What the run plan checks in the `trainer:` section: mistakes the config alone decides. No TensorFlow."""
+
 from __future__ import annotations
 
 from omegaconf import DictConfig, ListConfig
 
 from tfhydra.config.errors import ConfigError, suggestion
-from tfhydra.record.monitor import MODES
 from tfhydra.config.schema import Rule, choice, integer, is_int, is_target, number, optional
+from tfhydra.record.monitor import MODES
 
 # The names tf_keras resolves to a loss or a metric it can build with no arguments, so a misspelling is
 # refused before TensorFlow is imported (Keras' own `metrics.get` accepts any string and fails at the first
 # training step). tests/runner/test_plan_group_checks.py checks both sets against the installed tf_keras.
-KERAS_LOSSES = frozenset({
-    "BinaryCrossentropy", "BinaryFocalCrossentropy", "CategoricalCrossentropy", "CategoricalFocalCrossentropy",
-    "CategoricalHinge", "CosineSimilarity", "Hinge", "Huber", "KLD", "KLDivergence", "LogCosh", "MAE", "MAPE", "MSE",
-    "MSLE", "MeanAbsoluteError", "MeanAbsolutePercentageError", "MeanSquaredError", "MeanSquaredLogarithmicError",
-    "Poisson", "SparseCategoricalCrossentropy", "SquaredHinge", "binary_crossentropy", "binary_focal_crossentropy",
-    "categorical_crossentropy", "categorical_focal_crossentropy", "categorical_hinge", "cosine_similarity", "hinge",
-    "huber", "kl_divergence", "kld", "kullback_leibler_divergence", "log_cosh", "logcosh", "mae", "mape",
-    "mean_absolute_error", "mean_absolute_percentage_error", "mean_squared_error", "mean_squared_logarithmic_error",
-    "mse", "msle", "poisson", "sparse_categorical_crossentropy", "squared_hinge",
-})
-KERAS_METRICS = frozenset({
-    "AUC", "Accuracy", "BinaryAccuracy", "BinaryCrossentropy", "BinaryIoU", "CategoricalAccuracy",
-    "CategoricalCrossentropy", "CategoricalHinge", "CosineSimilarity", "F1Score", "FBetaScore", "FalseNegatives",
-    "FalsePositives", "Hinge", "KLD", "KLDivergence", "LogCoshError", "MAE", "MAPE", "MSE", "MSLE",
-    "MeanAbsoluteError", "MeanAbsolutePercentageError", "MeanSquaredError", "MeanSquaredLogarithmicError", "Poisson",
-    "Precision", "R2Score", "Recall", "RootMeanSquaredError", "SparseCategoricalAccuracy",
-    "SparseCategoricalCrossentropy", "SparseTopKCategoricalAccuracy", "SquaredHinge", "TopKCategoricalAccuracy",
-    "TrueNegatives", "TruePositives", "acc", "accuracy", "binary_accuracy", "binary_crossentropy",
-    "binary_focal_crossentropy", "categorical_accuracy", "categorical_crossentropy",
-    "categorical_focal_crossentropy", "ce", "crossentropy", "hinge", "kl_divergence", "kld",
-    "kullback_leibler_divergence", "log_cosh", "logcosh", "mae", "mape", "mean_absolute_error",
-    "mean_absolute_percentage_error", "mean_squared_error", "mean_squared_logarithmic_error", "mse", "msle",
-    "poisson", "sparse_categorical_accuracy", "sparse_categorical_crossentropy", "sparse_top_k_categorical_accuracy",
-    "squared_hinge", "top_k_categorical_accuracy",
-})
+KERAS_LOSSES = frozenset(
+    {
+        "BinaryCrossentropy",
+        "BinaryFocalCrossentropy",
+        "CategoricalCrossentropy",
+        "CategoricalFocalCrossentropy",
+        "CategoricalHinge",
+        "CosineSimilarity",
+        "Hinge",
+        "Huber",
+        "KLD",
+        "KLDivergence",
+        "LogCosh",
+        "MAE",
+        "MAPE",
+        "MSE",
+        "MSLE",
+        "MeanAbsoluteError",
+        "MeanAbsolutePercentageError",
+        "MeanSquaredError",
+        "MeanSquaredLogarithmicError",
+        "Poisson",
+        "SparseCategoricalCrossentropy",
+        "SquaredHinge",
+        "binary_crossentropy",
+        "binary_focal_crossentropy",
+        "categorical_crossentropy",
+        "categorical_focal_crossentropy",
+        "categorical_hinge",
+        "cosine_similarity",
+        "hinge",
+        "huber",
+        "kl_divergence",
+        "kld",
+        "kullback_leibler_divergence",
+        "log_cosh",
+        "logcosh",
+        "mae",
+        "mape",
+        "mean_absolute_error",
+        "mean_absolute_percentage_error",
+        "mean_squared_error",
+        "mean_squared_logarithmic_error",
+        "mse",
+        "msle",
+        "poisson",
+        "sparse_categorical_crossentropy",
+        "squared_hinge",
+    }
+)
+KERAS_METRICS = frozenset(
+    {
+        "AUC",
+        "Accuracy",
+        "BinaryAccuracy",
+        "BinaryCrossentropy",
+        "BinaryIoU",
+        "CategoricalAccuracy",
+        "CategoricalCrossentropy",
+        "CategoricalHinge",
+        "CosineSimilarity",
+        "F1Score",
+        "FBetaScore",
+        "FalseNegatives",
+        "FalsePositives",
+        "Hinge",
+        "KLD",
+        "KLDivergence",
+        "LogCoshError",
+        "MAE",
+        "MAPE",
+        "MSE",
+        "MSLE",
+        "MeanAbsoluteError",
+        "MeanAbsolutePercentageError",
+        "MeanSquaredError",
+        "MeanSquaredLogarithmicError",
+        "Poisson",
+        "Precision",
+        "R2Score",
+        "Recall",
+        "RootMeanSquaredError",
+        "SparseCategoricalAccuracy",
+        "SparseCategoricalCrossentropy",
+        "SparseTopKCategoricalAccuracy",
+        "SquaredHinge",
+        "TopKCategoricalAccuracy",
+        "TrueNegatives",
+        "TruePositives",
+        "acc",
+        "accuracy",
+        "binary_accuracy",
+        "binary_crossentropy",
+        "binary_focal_crossentropy",
+        "categorical_accuracy",
+        "categorical_crossentropy",
+        "categorical_focal_crossentropy",
+        "ce",
+        "crossentropy",
+        "hinge",
+        "kl_divergence",
+        "kld",
+        "kullback_leibler_divergence",
+        "log_cosh",
+        "logcosh",
+        "mae",
+        "mape",
+        "mean_absolute_error",
+        "mean_absolute_percentage_error",
+        "mean_squared_error",
+        "mean_squared_logarithmic_error",
+        "mse",
+        "msle",
+        "poisson",
+        "sparse_categorical_accuracy",
+        "sparse_categorical_crossentropy",
+        "sparse_top_k_categorical_accuracy",
+        "squared_hinge",
+        "top_k_categorical_accuracy",
+    }
+)
 
 
 # The seeds every seeded library of a run takes: NumPy's legacy seeding (np.random.seed, which Keras'
@@ -47,8 +144,12 @@ def check_seed(cfg: DictConfig) -> None:
     """`trainer.seed` must be one NumPy accepts, or the run stops in a traceback once TensorFlow is loaded."""
     seed, (low, high) = cfg.trainer.seed, SEED_RANGE
     if isinstance(seed, bool) or not isinstance(seed, int) or not low <= seed <= high:
-        raise ConfigError("trainer.seed", seed, f"an integer in [{low}, {high}] (2**32 - 1: the seeds NumPy, "
-                          "and so Keras' set_random_seed, accept)", "out of range")
+        raise ConfigError(
+            "trainer.seed",
+            seed,
+            f"an integer in [{low}, {high}] (2**32 - 1: the seeds NumPy, and so Keras' set_random_seed, accept)",
+            "out of range",
+        )
 
 
 def metric_names(metrics) -> list[str]:
@@ -71,8 +172,9 @@ def check_monitor(cfg: DictConfig) -> None:
         raise ConfigError("trainer.monitor", trainer.monitor, accepted, "not a metric this run logs")
     stopping = trainer.get("early_stopping") or {}
     if stopping.patience and stopping.monitor not in accepted:
-        raise ConfigError("trainer.early_stopping.monitor", stopping.get("monitor"), accepted,
-                          "not a metric this run logs")
+        raise ConfigError(
+            "trainer.early_stopping.monitor", stopping.get("monitor"), accepted, "not a metric this run logs"
+        )
 
 
 SMOOTHABLE_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy")  # trainer.label_smoothing
@@ -82,26 +184,41 @@ def check_objectives(cfg: DictConfig) -> None:
     """`trainer.loss` and `trainer.metrics` given by name must be names tf_keras knows."""
     loss = cfg.trainer.loss
     if isinstance(loss, str) and loss not in KERAS_LOSSES:
-        raise ConfigError("trainer.loss", loss, f"a Keras loss name such as sparse_categorical_crossentropy{suggestion(loss, KERAS_LOSSES)}, "
-                          "or a node with _target_", "unknown loss")
+        raise ConfigError(
+            "trainer.loss",
+            loss,
+            f"a Keras loss name such as sparse_categorical_crossentropy{suggestion(loss, KERAS_LOSSES)}, "
+            "or a node with _target_",
+            "unknown loss",
+        )
     smoothing = cfg.trainer.get("label_smoothing")
     if smoothing and loss not in SMOOTHABLE_LOSSES:
-        raise ConfigError("trainer.label_smoothing", smoothing, "0 with this trainer.loss (label smoothing applies "
-                          f"to {' and '.join(SMOOTHABLE_LOSSES)})",
-                          "the loss does not take label smoothing")
+        raise ConfigError(
+            "trainer.label_smoothing",
+            smoothing,
+            f"0 with this trainer.loss (label smoothing applies to {' and '.join(SMOOTHABLE_LOSSES)})",
+            "the loss does not take label smoothing",
+        )
     for i, metric in enumerate(cfg.trainer.metrics):
         if isinstance(metric, str) and metric not in KERAS_METRICS:
-            raise ConfigError(f"trainer.metrics[{i}]", metric, f"a Keras metric name such as accuracy"
-                              f"{suggestion(metric, KERAS_METRICS)}, or a node with _target_", "unknown metric")
+            raise ConfigError(
+                f"trainer.metrics[{i}]",
+                metric,
+                f"a Keras metric name such as accuracy{suggestion(metric, KERAS_METRICS)}, or a node with _target_",
+                "unknown metric",
+            )
 
 
 def check_recovery(cfg: DictConfig) -> None:
     """`trainer.recovery` scales the learning rate it restores; ReduceLROnPlateau sets the rate itself."""
     schedule = cfg.optimizer.get("schedule")
     if cfg.trainer.recovery.max_trials and schedule is not None and schedule.get("name") == "reduce_on_plateau":
-        raise ConfigError("trainer.recovery.max_trials", cfg.trainer.recovery.max_trials, "0 with "
-                          "optimizer.schedule=reduce_on_plateau, or another schedule", "recovery scales the rate "
-                          "a schedule gives; reduce_on_plateau sets it itself")
+        raise ConfigError(
+            "trainer.recovery.max_trials",
+            cfg.trainer.recovery.max_trials,
+            "0 with optimizer.schedule=reduce_on_plateau, or another schedule",
+            "recovery scales the rate a schedule gives; reduce_on_plateau sets it itself",
+        )
 
 
 CHECKS = (check_seed, check_objectives, check_monitor, check_recovery)
@@ -138,6 +255,8 @@ RULES: dict[str, Rule] = {
     "trainer.ema.decay": optional(number(0, 1)),
     "trainer.label_smoothing": number(0, 1, low_open=False),
     "trainer.loss": Rule("a Keras loss name, or a node with _target_", lambda v: isinstance(v, str) or is_target(v)),
-    "trainer.metrics": Rule("a list of Keras metric names or nodes with _target_", lambda v: isinstance(
-        v, (list, ListConfig)) and all(isinstance(m, str) or is_target(m) for m in v)),
+    "trainer.metrics": Rule(
+        "a list of Keras metric names or nodes with _target_",
+        lambda v: isinstance(v, (list, ListConfig)) and all(isinstance(m, str) or is_target(m) for m in v),
+    ),
 }

@@ -9,6 +9,7 @@ the dict they return is what is logged, as `model.fit` does (docs/training.md, "
 Its state (model, optimizer, data iterator, position in the epoch, metric accumulators, random generators) is
 checkpointed every `trainer.save_every` so a killed run resumes exactly where the last save left it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,7 +41,9 @@ class CustomLoop:
         self.strategy, self.steps_per_epoch = context.strategy, datasets.steps_per_epoch
         # One iterator over all epochs (repeat after batch keeps epoch boundaries), so its
         # shuffle state is part of the checkpoint and a resumed run sees the same batches.
-        self.iterator = iter(self.strategy.experimental_distribute_dataset(datasets.prefetched(datasets.train.repeat())))
+        self.iterator = iter(
+            self.strategy.experimental_distribute_dataset(datasets.prefetched(datasets.train.repeat()))
+        )
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.own_steps = has_own_steps(model)
@@ -52,16 +55,18 @@ class CustomLoop:
         self.scaling = isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # compile wraps it
         jit = jit_setting(cfg_trainer.jit_compile)
         eager = cfg_trainer.run_eagerly  # print(), breakpoint() and NumPy see concrete tensors
-        train_steps, eval_step = (self._own_train_steps, self._own_eval_step) if self.own_steps else \
-            (self._train_steps, self._eval_step)
+        train_steps, eval_step = (
+            (self._own_train_steps, self._own_eval_step) if self.own_steps else (self._train_steps, self._eval_step)
+        )
         self.train_steps = train_steps if eager else tf.function(train_steps, jit_compile=jit)
         self.eval_step = eval_step if eager else tf.function(eval_step, jit_compile=jit)
         self.metrics = self._build_accumulators()
         self.manager, self.directory, checkpoint = self._checkpoint()
         stop = context.stop
         # under multi_worker, one signal stops every worker after the same step
-        self.stop = stop_for(stop, self.strategy, checkpoint, self.directory).check if stop is not None \
-            else (lambda save: None)
+        self.stop = (
+            stop_for(stop, self.strategy, checkpoint, self.directory).check if stop is not None else (lambda save: None)
+        )
         self.save_every = None if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
 
     # ---- the compiled steps (traced once) ----------------------------------------------------------------------
@@ -138,19 +143,29 @@ class CustomLoop:
         self.layer_generators = random_layer_generators(self.model, self.strategy)
         for batch in self.strategy.experimental_distribute_dataset(self.datasets.validation.take(1)):
             self.eval_step(batch)
-        metrics = list(self.model.metrics) if self.own_steps else [self.loss_tracker,
-                                                                   *self.model.compiled_metrics.metrics]
+        metrics = (
+            list(self.model.metrics) if self.own_steps else [self.loss_tracker, *self.model.compiled_metrics.metrics]
+        )
         reset(metrics)
         return metrics
 
     def _checkpoint(self):
-        state = dict(model=self.model, optimizer=self.model.optimizer, epoch=self.epoch, step=self.step,
-                     metrics=self.metrics, rng=tf.random.get_global_generator(), layer_rngs=self.layer_generators)
+        state = dict(
+            model=self.model,
+            optimizer=self.model.optimizer,
+            epoch=self.epoch,
+            step=self.step,
+            metrics=self.metrics,
+            rng=tf.random.get_global_generator(),
+            layer_rngs=self.layer_generators,
+        )
         if is_trackable(self.iterator):
             state["iterator"] = self.iterator
         else:  # a multi-replica strategy's iterator cannot be checkpointed: a resumed run restarts the data order
-            log.warning("%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
-                        type(self.strategy).__name__)
+            log.warning(
+                "%s: the data iterator is not checkpointed; a resumed run re-reads the data from the start",
+                type(self.strategy).__name__,
+            )
         checkpoint = tf.train.Checkpoint(**state)
         directory = self.context.paths.state  # a non-chief worker's own (one run directory may serve the cluster)
         if not self.strategy.extended.should_checkpoint:
@@ -168,8 +183,9 @@ class CustomLoop:
     # ---- the epochs ------------------------------------------------------------------------------------------------
     def run(self, callbacks: list) -> None:
         cfg, model = self.cfg, self.model
-        callback_list = keras.callbacks.CallbackList(callbacks, model=model, epochs=cfg.epochs,
-                                                     steps=self.steps_per_epoch, verbose=0)
+        callback_list = keras.callbacks.CallbackList(
+            callbacks, model=model, epochs=cfg.epochs, steps=self.steps_per_epoch, verbose=0
+        )
         model.stop_training = False
         callback_list.on_train_begin()
         while int(self.epoch) < cfg.epochs and not model.stop_training:
@@ -238,7 +254,7 @@ def plain_logs(returned) -> dict[str, float]:
     """A step's returned dict as numbers for the callbacks: its scalar entries (a dict-valued entry, such as a
     metric returning a dict, flattened one level; anything not a scalar left out, as Keras' progress bar does)."""
     flat = {}
-    for name, value in (returned.items() if isinstance(returned, dict) else []):
+    for name, value in returned.items() if isinstance(returned, dict) else []:
         items = value.items() if isinstance(value, dict) else [(name, value)]
         flat.update({k: float(v) for k, v in items if getattr(v, "shape", ()) == ()})
     return flat
@@ -274,7 +290,9 @@ def metric_values(metrics) -> dict[str, float]:
     values = {}
     for metric in metrics:
         result = metric.result()
-        values.update({k: float(v) for k, v in result.items()} if isinstance(result, dict) else {metric.name: float(result)})
+        values.update(
+            {k: float(v) for k, v in result.items()} if isinstance(result, dict) else {metric.name: float(result)}
+        )
     return values
 
 

@@ -9,6 +9,7 @@ without it, the input's name scope is used: the op's layer whenever the op and i
 (a layer's own arithmetic), the layer that fed it otherwise.
 The last frame of the user's code in the op's creation stack (`->` lines) is kept too: it is exact.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,8 +52,12 @@ def numeric_failure(error: BaseException) -> dict | None:
     found, tensor, node = _OP.search(text), _INPUT.search(text), _NODE.search(text)
     name = tensor.group(1).rsplit(":", 1)[0] if tensor else None
     scope = [part for part in (node.group(1) if node else name or "").split("/")[:-1] if part not in _CONTROL_FLOW]
-    return {"op": found.group(2) if found else None, "where": "/".join(scope) or None, "input": name,
-            "code": user_frame(text)}
+    return {
+        "op": found.group(2) if found else None,
+        "where": "/".join(scope) or None,
+        "input": name,
+        "code": user_frame(text),
+    }
 
 
 def user_frame(text: str) -> str | None:

@@ -8,6 +8,7 @@ validation and swaps the raw weights back after the epoch's other callbacks (the
 resumable state is saved, and at the end of training `finalize_variable_values` (fit calls it itself; the custom
 loop does) leaves the averages in the model.
 """
+
 from __future__ import annotations
 
 import tf_keras as keras
@@ -80,12 +81,16 @@ def check_ema_place(callbacks: list) -> list:
     if not places:
         return callbacks
     swap = places[0]
-    checkpoints = [type(c).__name__ for c in callbacks[swap + 1:] if isinstance(c, keras.callbacks.ModelCheckpoint)]
+    checkpoints = [type(c).__name__ for c in callbacks[swap + 1 :] if isinstance(c, keras.callbacks.ModelCheckpoint)]
     if checkpoints:
-        raise CallbackOrderError(f"{', '.join(checkpoints)} after AveragedWeightsForEvaluation: it would save the raw "
-                                 "weights, not their averages; put it before the swap")
+        raise CallbackOrderError(
+            f"{', '.join(checkpoints)} after AveragedWeightsForEvaluation: it would save the raw "
+            "weights, not their averages; put it before the swap"
+        )
     backups = [type(c).__name__ for c in callbacks[:swap] if isinstance(c, keras.callbacks.BackupAndRestore)]
     if backups:
-        raise CallbackOrderError(f"{', '.join(backups)} before AveragedWeightsForEvaluation: the resumable state "
-                                 "would save the averages as the weights; put it after the swap")
+        raise CallbackOrderError(
+            f"{', '.join(backups)} before AveragedWeightsForEvaluation: the resumable state "
+            "would save the averages as the weights; put it after the swap"
+        )
     return callbacks

@@ -6,6 +6,7 @@ Matplotlib's object API with the Agg canvas: no pyplot (no global figure state, 
 training process and in concurrent sweep workers. Sizes are chosen for TensorBoard, which shows an image at its
 own size in a card about 500-700 pixels wide: 640 x 640 for the matrix.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,15 @@ def confusion_figure(counts: np.ndarray, names: list[str]):
     if classes <= MAX_COUNTS:
         size = max(5, min(11, int(240 / classes)))
         for (row, col), count in np.ndenumerate(counts):
-            axes.text(col, row, str(count), ha="center", va="center", fontsize=size,
-                      color="white" if shares[row, col] > 0.5 else "black")
+            axes.text(
+                col,
+                row,
+                str(count),
+                ha="center",
+                va="center",
+                fontsize=size,
+                color="white" if shares[row, col] > 0.5 else "black",
+            )
     figure.tight_layout()
     return figure
 

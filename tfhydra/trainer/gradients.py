@@ -7,6 +7,7 @@ They are measured on one training batch, taken once and kept, so epochs compare 
 forward and backward pass, in inference mode (no dropout), outside the compiled step, so the step's speed is
 untouched. Its cost on the default run is in docs/performance.md.
 """
+
 from __future__ import annotations
 
 import tensorflow as tf
@@ -26,8 +27,11 @@ def write_gradient_summaries(model: keras.Model, batch, writer, epoch: int) -> N
         return tape.gradient(loss, model.trainable_variables)
 
     found = strategy.run(gradients, args=(x, y))
-    pairs = [(v, strategy.experimental_local_results(g)[0]) for v, g in zip(model.trainable_variables, found)
-             if g is not None]
+    pairs = [
+        (v, strategy.experimental_local_results(g)[0])
+        for v, g in zip(model.trainable_variables, found)
+        if g is not None
+    ]
     with writer.as_default(step=epoch):
         tf.summary.scalar("gradient_norm/global", tf.linalg.global_norm([g for _, g in pairs]))
         for variable, gradient in pairs:

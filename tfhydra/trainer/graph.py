@@ -7,6 +7,7 @@ it off and traces `model.call(x, training=False)` once in a `tf.function` of its
 `model(x)`, so the layers (conv2d, max_pooling2d, dense ...) are the graph's top-level nodes rather than one
 node named after the model. The graph goes to the run's `tensorboard/train/` (no run of its own), at step 0.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,12 +46,17 @@ def write_model_graph(model: keras.Model, log_dir) -> bool:
     try:
         graph = forward_graph(model)
     except Exception as error:  # a model the trace refuses must not stop training: the graph is a view of it
-        log.warning("TensorBoard's Graphs tab: the model's forward pass could not be traced (%s: %s)",
-                    type(error).__name__, str(error).splitlines()[0][:200] if str(error) else "")
+        log.warning(
+            "TensorBoard's Graphs tab: the model's forward pass could not be traced (%s: %s)",
+            type(error).__name__,
+            str(error).splitlines()[0][:200] if str(error) else "",
+        )
         return False
     if graph is None:
-        log.info("TensorBoard's Graphs tab: the model declares no inputs (subclassed, never built on a Keras "
-                 "Input); no graph written")
+        log.info(
+            "TensorBoard's Graphs tab: the model declares no inputs (subclassed, never built on a Keras "
+            "Input); no graph written"
+        )
         return False
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default():

@@ -15,6 +15,7 @@ non-finite values out, and a tensor with none finite is written as an empty one)
 to the summary writer it was traced with: a second `fit` on the same callback (trainer.recovery trains again)
 gets a new one.
 """
+
 from __future__ import annotations
 
 import tensorflow as tf
@@ -43,8 +44,9 @@ def buckets(data, bucket_count: int = BUCKETS) -> tf.Tensor:
         def many_values():
             width = span / tf.cast(bucket_count, tf.float64)
             index = tf.minimum(tf.cast(tf.floor((data - low) / width), tf.int32), bucket_count - 1)
-            counts = tf.cast(tf.math.bincount(index, minlength=bucket_count, maxlength=bucket_count,
-                                              dtype=tf.int64), tf.float64)
+            counts = tf.cast(
+                tf.math.bincount(index, minlength=bucket_count, maxlength=bucket_count, dtype=tf.int64), tf.float64
+            )
             edges = tf.concat([tf.linspace(low, high, bucket_count + 1)[:-1], [high]], 0)
             return tf.stack([edges[:-1], edges[1:], counts], axis=1)
 
@@ -55,8 +57,12 @@ def buckets(data, bucket_count: int = BUCKETS) -> tf.Tensor:
 
 def write_histogram(tag: str, data, step) -> None:
     """What `tf.summary.histogram(tag, data, step)` writes (tensor and plugin metadata), through `buckets`."""
-    tf.summary.write(tag, buckets(tf.stop_gradient(data)), step=step,
-                     metadata=histogram_metadata.create_summary_metadata(display_name=None, description=None))
+    tf.summary.write(
+        tag,
+        buckets(tf.stop_gradient(data)),
+        step=step,
+        metadata=histogram_metadata.create_summary_metadata(display_name=None, description=None),
+    )
 
 
 class HistogramWriter:
@@ -86,7 +92,13 @@ class TensorBoard(keras.callbacks.TensorBoard):
             return super()._log_weights(epoch)
         writer = self._train_writer  # Keras makes a new one for each fit (its writers are closed at the end)
         if self._histograms is None or self._histograms.writer is not writer:
-            self._histograms = HistogramWriter([(f"{weight.name.replace(':', '_')}/histogram", weight)
-                                                for layer in self.model.layers for weight in layer.weights], writer)
+            self._histograms = HistogramWriter(
+                [
+                    (f"{weight.name.replace(':', '_')}/histogram", weight)
+                    for layer in self.model.layers
+                    for weight in layer.weights
+                ],
+                writer,
+            )
         self._histograms(epoch)
         self._train_writer.flush()

@@ -3,6 +3,7 @@
 Both loops train the compiled model and report through the same Keras callbacks, so
 TensorBoard, checkpoints and the run record are the same whichever loop ran.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,13 @@ def fit_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context
     # redoes that epoch, and RunRecorder drops the record it is ahead by.
     callbacks = check_ema_place([*callbacks, *backup_callback(cfg_trainer, context)])
     make_step_variables(model, datasets.train)
-    model.fit(datasets.prefetched(datasets.train), validation_data=datasets.prefetched(datasets.validation),
-              epochs=cfg_trainer.epochs, callbacks=callbacks, verbose=cfg_trainer.verbose)
+    model.fit(
+        datasets.prefetched(datasets.train),
+        validation_data=datasets.prefetched(datasets.validation),
+        epochs=cfg_trainer.epochs,
+        callbacks=callbacks,
+        verbose=cfg_trainer.verbose,
+    )
 
 
 def make_step_variables(model: keras.Model, train) -> None:
@@ -45,13 +51,19 @@ def make_step_variables(model: keras.Model, train) -> None:
     spec = getattr(train, "element_spec", None)
     labels = spec[1] if isinstance(spec, tuple) and len(spec) >= 2 else None
     outputs = getattr(model, "outputs", None) or []
-    if (model.optimizer is None or getattr(model, "compiled_loss", None) is None or len(outputs) != 1
-            or not isinstance(labels, tf.TensorSpec) or not labels.shape[1:].is_fully_defined()):
+    if (
+        model.optimizer is None
+        or getattr(model, "compiled_loss", None) is None
+        or len(outputs) != 1
+        or not isinstance(labels, tf.TensorSpec)
+        or not labels.shape[1:].is_fully_defined()
+    ):
         return
     output = outputs[0]
     with model.distribute_strategy.scope():
-        build_compiled_metrics(model, tf.zeros([1, *output.shape[1:]], output.dtype),
-                               tf.zeros([1, *labels.shape[1:]], labels.dtype))
+        build_compiled_metrics(
+            model, tf.zeros([1, *output.shape[1:]], output.dtype), tf.zeros([1, *labels.shape[1:]], labels.dtype)
+        )
         if not optimizer_built(model.optimizer):
             model.optimizer.build(model.trainable_variables)
 
@@ -59,7 +71,9 @@ def make_step_variables(model: keras.Model, train) -> None:
 def backup_callback(cfg_trainer, context: LoopContext) -> list:
     """Resumable state (tfhydra/trainer/state.py), where Keras supports it (not under OneDeviceStrategy)."""
     if isinstance(context.strategy, tf.distribute.OneDeviceStrategy):
-        log.warning("strategy=one_device: model.fit cannot save resumable state (Keras' BackupAndRestore does not "
-                    "support OneDeviceStrategy); use trainer.loop=custom to be able to resume")
+        log.warning(
+            "strategy=one_device: model.fit cannot save resumable state (Keras' BackupAndRestore does not "
+            "support OneDeviceStrategy); use trainer.loop=custom to be able to resume"
+        )
         return []
     return [ResumableBackup(str(context.paths.state), cfg_trainer.save_every, context.stop, context.diverged)]

@@ -1,5 +1,6 @@
 """Loss and metrics from `trainer.loss` / `trainer.metrics`: Keras names, or nodes with `_target_`;
 `trainer.label_smoothing` for the two crossentropy names."""
+
 from __future__ import annotations
 
 import tensorflow as tf
@@ -34,8 +35,12 @@ def build_loss(node, label_smoothing: float = 0.0):
     try:
         loss = keras.losses.get(node)
     except (ValueError, TypeError):
-        raise ConfigError("trainer.loss", node, "a Keras loss name such as sparse_categorical_crossentropy, "
-                          "or a node with _target_", "unknown loss") from None
+        raise ConfigError(
+            "trainer.loss",
+            node,
+            "a Keras loss name such as sparse_categorical_crossentropy, or a node with _target_",
+            "unknown loss",
+        ) from None
     if not label_smoothing:
         return loss
     if node == "sparse_categorical_crossentropy":
@@ -52,7 +57,11 @@ def build_metrics(nodes) -> list:
         try:
             keras.metrics.get(node)
         except (ValueError, TypeError):
-            raise ConfigError(f"trainer.metrics[{i}]", node, "a Keras metric name such as accuracy, "
-                              "or a node with _target_", "unknown metric") from None
+            raise ConfigError(
+                f"trainer.metrics[{i}]",
+                node,
+                "a Keras metric name such as accuracy, or a node with _target_",
+                "unknown metric",
+            ) from None
         metrics.append(node)  # by name, so Keras picks the variant matching the loss (e.g. sparse accuracy)
     return metrics

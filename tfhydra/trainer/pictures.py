@@ -14,6 +14,7 @@ library: what the model sees, and what it gets wrong.
 
 Validation predictions cost one extra pass over the validation split each time (docs/performance.md).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,7 +49,7 @@ def tile(pictures: np.ndarray, pad: int = 2) -> np.ndarray:
     grid = np.zeros((rows * (height + pad) - pad, cols * (width + pad) - pad, channels), np.uint8)
     for i, picture in enumerate(pictures):
         r, c = divmod(i, cols)
-        grid[r * (height + pad):r * (height + pad) + height, c * (width + pad):c * (width + pad) + width] = picture
+        grid[r * (height + pad) : r * (height + pad) + height, c * (width + pad) : c * (width + pad) + width] = picture
     return grid[None]
 
 
@@ -100,8 +101,18 @@ class Pictures(keras.callbacks.Callback):
     """The summaries above. `kind` is "image" (N, H, W, C inputs), "text" (token inputs; `texts` are the raw
     validation texts in the validation split's order) or None (other data: the confusion matrix only)."""
 
-    def __init__(self, train: tf.data.Dataset, validation: tf.data.Dataset, class_names, train_dir, validation_dir,
-                 freq: int, kind: str | None = None, texts=None, labelled: bool | None = None) -> None:
+    def __init__(
+        self,
+        train: tf.data.Dataset,
+        validation: tf.data.Dataset,
+        class_names,
+        train_dir,
+        validation_dir,
+        freq: int,
+        kind: str | None = None,
+        texts=None,
+        labelled: bool | None = None,
+    ) -> None:
         super().__init__()
         self.train, self.validation, self.names, self.freq = train, validation, [str(n) for n in class_names], freq
         self.labelled = figures.available() if labelled is None else labelled  # matplotlib's labelled pictures
@@ -119,8 +130,11 @@ class Pictures(keras.callbacks.Callback):
         x, y = np.asarray(x)[:GRID], labels_of(y)[:GRID]
         names = ", ".join(self.names[int(label)] for label in y)
         with self._writer(0).as_default(step=0):
-            tf.summary.image("examples/train", tile(display(x)),
-                             description=f"{len(x)} training examples as the model takes them, row by row: {names}")
+            tf.summary.image(
+                "examples/train",
+                tile(display(x)),
+                description=f"{len(x)} training examples as the model takes them, row by row: {names}",
+            )
         self._writer(0).flush()
 
     def on_epoch_end(self, epoch, logs=None):
@@ -131,8 +145,11 @@ class Pictures(keras.callbacks.Callback):
         counts = confusion_counts(true, predicted, len(self.names))
         wrong = most_confident_mistakes(true, probabilities)
         with self._writer(1).as_default(step=epoch):
-            picture = figures.rendered(figures.confusion_figure(counts, self.names)) if self.labelled else \
-                confusion_picture(counts)
+            picture = (
+                figures.rendered(figures.confusion_figure(counts, self.names))
+                if self.labelled
+                else confusion_picture(counts)
+            )
             tf.summary.image("confusion_matrix", picture, description=counts_table(counts, self.names))
             self._write_mistakes(wrong, inputs, true, predicted, probabilities)
         self._writer(1).flush()
@@ -150,8 +167,10 @@ class Pictures(keras.callbacks.Callback):
     def _write_mistakes(self, wrong, inputs, true, predicted, probabilities) -> None:
         rows = [(i, self.names[true[i]], self.names[predicted[i]], probabilities[i, predicted[i]]) for i in wrong]
         if self.kind == "image" and rows:
-            description = "\n".join(f"{n + 1}. validation example {i}: true **{t}**, predicted **{p}** ({prob:.3f})"
-                                    for n, (i, t, p, prob) in enumerate(rows))
+            description = "\n".join(
+                f"{n + 1}. validation example {i}: true **{t}**, predicted **{p}** ({prob:.3f})"
+                for n, (i, t, p, prob) in enumerate(rows)
+            )
             pictures = display(inputs[wrong])
             if self.labelled:  # one grid, each example titled with its true and predicted class
                 titles = [f"true {t} / predicted {p} ({prob:.2f})" for _, t, p, prob in rows]
@@ -159,8 +178,10 @@ class Pictures(keras.callbacks.Callback):
             tf.summary.image("misclassified", pictures, max_outputs=WRONG, description=description)
         elif self.kind == "text" and self.texts is not None:
             table = ["| text | true | predicted | probability |", "|---|---|---|---|"]
-            table += [f"| {escape(self.texts[i]) if i < len(self.texts) else '?'} | {t} | {p} | {prob:.3f} |"
-                      for i, t, p, prob in rows]
+            table += [
+                f"| {escape(self.texts[i]) if i < len(self.texts) else '?'} | {t} | {p} | {prob:.3f} |"
+                for i, t, p, prob in rows
+            ]
             tf.summary.text("misclassified", "\n".join(table) if rows else "no misclassified validation examples")
 
     def on_train_end(self, logs=None):
@@ -176,7 +197,7 @@ def labels_of(y) -> np.ndarray:
 
 
 def data_kind(spec, serving) -> str | None:
-    """"image" for (H, W, C) float inputs, "text" for token ids from raw strings, else None."""
+    """ "image" for (H, W, C) float inputs, "text" for token ids from raw strings, else None."""
     if len(spec.input_shape) == 3 and spec.dtype.startswith("float"):
         return "image"
     raw = getattr(serving, "raw", None)
@@ -208,5 +229,15 @@ def picture_callbacks(cfg_logging, paths, datasets) -> list[keras.callbacks.Call
         return []
     kind = data_kind(datasets.spec, datasets.serving)
     texts = RawTexts(datasets.serving) if kind == "text" else None
-    return [Pictures(datasets.train, datasets.validation, datasets.spec.class_names, paths.tensorboard_train,
-                     paths.tensorboard_validation, cfg_logging.images_freq, kind, texts)]
+    return [
+        Pictures(
+            datasets.train,
+            datasets.validation,
+            datasets.spec.class_names,
+            paths.tensorboard_train,
+            paths.tensorboard_validation,
+            cfg_logging.images_freq,
+            kind,
+            texts,
+        )
+    ]

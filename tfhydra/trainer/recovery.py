@@ -13,6 +13,7 @@ that the run ends diverged as without recovery.
   run's history.json, so a resumed run trains at the rate it had reached. `optimizer.schedule=reduce_on_plateau`
   sets the rate itself and is refused with recovery (tfhydra/trainer/checks.py).
 """
+
 from __future__ import annotations
 
 import logging
@@ -71,11 +72,16 @@ def train_with_recovery(cfg_trainer, model: keras.Model, datasets, callbacks: li
         if not any(context.paths.state.rglob("checkpoint")):  # nothing saved yet: start over
             restore_state(model, start)
         blow_up = recorder.diverged
-        recorder.recovered({"epoch": blow_up["epoch"], "step": blow_up["step"], "loss": blow_up["loss"],
-                            "lr": learning_rate})
-        log.warning("recovery %d of %d (trainer.recovery.max_trials): back to the last good state, learning rate "
-                    "x%g (now %s)", len(recorder.recoveries), recovery.max_trials, recovery.lr_factor,
-                    figure(learning_rate))
+        recorder.recovered(
+            {"epoch": blow_up["epoch"], "step": blow_up["step"], "loss": blow_up["loss"], "lr": learning_rate}
+        )
+        log.warning(
+            "recovery %d of %d (trainer.recovery.max_trials): back to the last good state, learning rate x%g (now %s)",
+            len(recorder.recoveries),
+            recovery.max_trials,
+            recovery.lr_factor,
+            figure(learning_rate),
+        )
 
 
 def train_once(cfg_trainer, model: keras.Model, datasets, callbacks: list, context, recorder) -> None:

@@ -1,6 +1,7 @@
 """Which saved state a resumed run restores: the newest checkpoint that can be read back, and under
 `multi_worker` the newest one that every worker can read, agreed through all-reduces so the whole cluster
 resumes from one step (a worker whose newest file is damaged takes the others back one save with it)."""
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,9 @@ def unreadable(prefix: str) -> str | None:
     return None
 
 
-def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path,
-                            strategy: tf.distribute.Strategy | None = None) -> str | None:
+def restore_newest_readable(
+    checkpoint: tf.train.Checkpoint, directory: Path, strategy: tf.distribute.Strategy | None = None
+) -> str | None:
     """Restore the newest checkpoint that reads back whole, saying so when a newer one was damaged; under a
     multi-worker cluster, the newest one that every worker can read (`restore_agreed`)."""
     if cluster_workers(strategy) > 1:
@@ -57,8 +59,12 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path,
             return prefix
         log.warning("checkpoint %s is damaged (%s): falling back to the previous one", prefix, problem)
     if candidates:
-        raise ConfigError(str(directory), None, "trainer.resume=false to start the run over",
-                          f"none of its {len(candidates)} checkpoints can be read back")
+        raise ConfigError(
+            str(directory),
+            None,
+            "trainer.resume=false to start the run over",
+            f"none of its {len(candidates)} checkpoints can be read back",
+        )
     return None
 
 
@@ -85,20 +91,31 @@ def restore_agreed(checkpoint: tf.train.Checkpoint, directory: Path, strategy: t
             break
         if min(per_worker(strategy, int(agreed in readable))):
             if readable[agreed] != candidates[0]:
-                log.warning("resuming from checkpoint %s, the newest that every worker can read back (newest "
-                            "readable: %s)", readable[agreed], said(newest))
+                log.warning(
+                    "resuming from checkpoint %s, the newest that every worker can read back (newest readable: %s)",
+                    readable[agreed],
+                    said(newest),
+                )
             try:
                 checkpoint.restore(readable[agreed]).expect_partial()
             except Exception as error:  # noqa: BLE001 (read back whole, yet does not fit this model)
-                raise ConfigError(readable[agreed], None, "trainer.resume=false on every worker to start the run "
-                                  "over", f"it cannot be restored ({clip(str(error), 200)})") from error
+                raise ConfigError(
+                    readable[agreed],
+                    None,
+                    "trainer.resume=false on every worker to start the run over",
+                    f"it cannot be restored ({clip(str(error), 200)})",
+                ) from error
             return readable[agreed]
         bound = agreed - 1
     if not max(per_worker(strategy, len(candidates))):
         return None  # a new run on every worker
-    raise ConfigError(str(directory), None, "trainer.resume=false on every worker to start the run over",
-                      f"the workers have no checkpoint in common that each can read back (newest readable: "
-                      f"{said(newest)}): they cannot resume from one step")
+    raise ConfigError(
+        str(directory),
+        None,
+        "trainer.resume=false on every worker to start the run over",
+        f"the workers have no checkpoint in common that each can read back (newest readable: "
+        f"{said(newest)}): they cannot resume from one step",
+    )
 
 
 def said(newest: list[int]) -> str:
@@ -115,7 +132,7 @@ def per_worker(strategy: tf.distribute.Strategy, value: int) -> list[int]:
         return tf.one_hot(place, replicas, on_value=tf.constant(value, tf.int64), off_value=tf.constant(0, tf.int64))
 
     total = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(own_place), axis=None).numpy()
-    return [int(v) for v in total[::replicas // cluster_workers(strategy)]]  # a worker's replicas are consecutive
+    return [int(v) for v in total[:: replicas // cluster_workers(strategy)]]  # a worker's replicas are consecutive
 
 
 def cluster_workers(strategy: tf.distribute.Strategy | None) -> int:

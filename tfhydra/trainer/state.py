@@ -14,6 +14,7 @@
   A handler that was there before tfhydra's (submitit's, which requeues the job) gets the signal
   back once the run's record is written (`Interrupted.hand_over`), so a requeued job resumes.
 """
+
 from __future__ import annotations
 
 import collections
@@ -27,10 +28,13 @@ from pathlib import Path
 import tensorflow as tf
 import tf_keras as keras
 
-from tfhydra.platform.private_api import (attach_training_state, optimizer_built, saved_epoch_and_batch,
-                                 worker_training_state)
+from tfhydra.platform.private_api import (
+    attach_training_state,
+    optimizer_built,
+    saved_epoch_and_batch,
+    worker_training_state,
+)
 from tfhydra.trainer.restore import cluster_workers, restore_newest_readable
-
 
 log = logging.getLogger("tfhydra")
 KEEP = 2  # checkpoints kept: the newest, and one to fall back on if the newest is damaged
@@ -44,8 +48,11 @@ class Interrupted(KeyboardInterrupt):
         self.signum, self.saved, self.previous_handler = signum, saved, previous_handler
         name = signal.Signals(signum).name
         # What happened; the caller adds how to resume (a single run and a sweep's job differ).
-        self.reason = (f"interrupted by {name}: state saved at {saved}" if saved else
-                       f"interrupted by {name} outside a training step; the state saved last is kept")
+        self.reason = (
+            f"interrupted by {name}: state saved at {saved}"
+            if saved
+            else f"interrupted by {name} outside a training step; the state saved last is kept"
+        )
         super().__init__(self.reason)
 
     @property
@@ -77,7 +84,7 @@ class StopOnSignal:
         self.handled: collections.Counter = collections.Counter()
         self.last_step: float | None = None
 
-    def __enter__(self) -> "StopOnSignal":
+    def __enter__(self) -> StopOnSignal:
         if threading.current_thread() is threading.main_thread():  # Python delivers signals to the main thread only
             self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
         return self
@@ -98,8 +105,10 @@ class StopOnSignal:
         if self.signum is not None or not self.training:
             raise Interrupted(signum, None, self._previous.get(signum))
         self.signum = signum
-        log.warning("%s received: saving the state after the current step, then stopping (send it again to stop "
-                    "at once)", signal.Signals(signum).name)
+        log.warning(
+            "%s received: saving the state after the current step, then stopping (send it again to stop at once)",
+            signal.Signals(signum).name,
+        )
 
     def check(self, save) -> None:
         """`save()` returns where the state went (a description for the user); called only on a signal."""
@@ -142,9 +151,11 @@ class StopWithCluster:
         self.stop = stop
         self.manager = _SaveThrough(checkpoint, directory)
         config = tf.distribute.experimental.TerminationConfig(
-            termination_watcher_fn=lambda: stop.signum is not None, exit_fn=self._exit, grace_period=0)
-        self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(resolver, self.manager,
-                                                                           termination_config=config)
+            termination_watcher_fn=lambda: stop.signum is not None, exit_fn=self._exit, grace_period=0
+        )
+        self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            resolver, self.manager, termination_config=config
+        )
 
     def check(self, save) -> None:
         self.stop.last_step = time.monotonic()
@@ -202,8 +213,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
       so a kill during export still has it.
     """
 
-    def __init__(self, backup_dir: str, save_every: str | int, stop: StopOnSignal | None = None,
-                 diverged=lambda: False):
+    def __init__(
+        self, backup_dir: str, save_every: str | int, stop: StopOnSignal | None = None, diverged=lambda: False
+    ):
         super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=False)
         self.save_every = None if save_every == "epoch" else int(save_every)
         self.stop = stop

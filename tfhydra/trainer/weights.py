@@ -1,6 +1,7 @@
 """The weights a run keeps between attempts and exports (how a run starts is tfhydra/record/resume.py's): the best epoch's
 weights restored before the export (or the last epoch's, said in the record, when they cannot be read), and the
 last epoch's weights of a run that ended training in an earlier attempt."""
+
 from __future__ import annotations
 
 import logging
@@ -10,9 +11,9 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tfhydra.config.errors import clip, first_line
+from tfhydra.platform.terminal import figure
 from tfhydra.record import RunRecord
 from tfhydra.record.rundir import RunPaths
-from tfhydra.platform.terminal import figure
 
 log = logging.getLogger("tfhydra")
 
@@ -20,8 +21,11 @@ log = logging.getLogger("tfhydra")
 def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.Strategy, record: RunRecord) -> dict:
     """Export the best epoch's weights, not the last one's; the last ones when the best file is missing or damaged.
     Returns the record's `exported` {epoch, weights, reason}: which epoch the export is, and why not the best."""
-    best, best_epoch, last_epoch = paths.best_weights, (record.best or {}).get("epoch"), \
-        (record.final or {}).get("epoch")
+    best, best_epoch, last_epoch = (
+        paths.best_weights,
+        (record.best or {}).get("epoch"),
+        (record.final or {}).get("epoch"),
+    )
     name = best.name if paths.checkpoints_root else paths.relative(best)  # a non-chief worker's: outside its root
     if best.exists():
         try:
@@ -33,8 +37,12 @@ def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.St
     else:
         reason = f"{name} was never written (no epoch was saved as the best by {record.monitor})"
     if best_epoch != last_epoch or best.exists():
-        log.warning("%s: exporting the last epoch's weights (epoch %s) instead of the best epoch's (epoch %s)",
-                    reason, last_epoch, best_epoch)
+        log.warning(
+            "%s: exporting the last epoch's weights (epoch %s) instead of the best epoch's (epoch %s)",
+            reason,
+            last_epoch,
+            best_epoch,
+        )
     last = paths.last_weights.name if paths.checkpoints_root else paths.relative(paths.last_weights)
     return {"epoch": last_epoch, "weights": last, "reason": reason}
 
@@ -46,8 +54,12 @@ def load_last_weights(model: keras.Model, paths: RunPaths, strategy: tf.distribu
         load_weights(model, paths.last_weights, strategy)
         return True
     except (OSError, ValueError, KeyError) as error:
-        log.warning("%s cannot be read (%s): restoring the trained model from %s", paths.last_weights,
-                    clip(str(error), 160), paths.state)
+        log.warning(
+            "%s cannot be read (%s): restoring the trained model from %s",
+            paths.last_weights,
+            clip(str(error), 160),
+            paths.state,
+        )
         return False
 
 
@@ -64,8 +76,9 @@ def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strateg
         layer.set_weights(loaded.get_weights())
 
 
-def measure_test(model: keras.Model, datasets, exported: dict, ema: bool, scheme: str,
-                 validation_steps: int | None = None) -> dict | None:
+def measure_test(
+    model: keras.Model, datasets, exported: dict, ema: bool, scheme: str, validation_steps: int | None = None
+) -> dict | None:
     """The record's `test` block: the kept weights (restored best epoch, EMA averages when on, the compressed
     model of the last phase) measured once on the test split; None when the run has none.
 
@@ -78,9 +91,15 @@ def measure_test(model: keras.Model, datasets, exported: dict, ema: bool, scheme
     examples = datasets.spec.test_size
     if validation_steps:
         examples = min(examples, validation_steps * datasets.batch_size)
-    block = {"split": "test", "examples": examples, "metrics": {k: float(v) for k, v in figures.items()},
-             "weights": {"epoch": exported.get("epoch"), "file": exported.get("weights"), "ema": ema,
-                         "compression": scheme}}
-    log.info("test (%d examples, measured once on the exported weights): %s", examples,
-             ", ".join(f"{k}={figure(v)}" for k, v in block["metrics"].items()))
+    block = {
+        "split": "test",
+        "examples": examples,
+        "metrics": {k: float(v) for k, v in figures.items()},
+        "weights": {"epoch": exported.get("epoch"), "file": exported.get("weights"), "ema": ema, "compression": scheme},
+    }
+    log.info(
+        "test (%d examples, measured once on the exported weights): %s",
+        examples,
+        ", ".join(f"{k}={figure(v)}" for k, v in block["metrics"].items()),
+    )
     return block

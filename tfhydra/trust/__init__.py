@@ -11,25 +11,43 @@ The rest of the room, the other limits on what a directory can do to the process
 - bounded.py: every file read back from a directory is bounded in size, depth and aliases before it is parsed;
 - locks.py: one writer per run and sweep directory (a lock held while a command writes there).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.record.rundir import RunPaths, SweepPaths
-from tfhydra.trust.allowlist import (HYDRA_DROPPED, INSTANTIATE_KEYS, Untrusted, check_overrides, compose_trusted,
-                                     read_plain_yaml)
+from tfhydra.trust.allowlist import (
+    HYDRA_DROPPED,
+    INSTANTIATE_KEYS,
+    Untrusted,
+    check_overrides,
+    compose_trusted,
+    read_plain_yaml,
+)
 
 RUN_FLAG, SWEEP_FLAG = "--trust-run", "--trust-sweep"
 NEW_RUN = "a new hydra.run.dir"  # what lifts the gate for train.py: its own directory, not someone else's
 SECTIONS = ("model", "data", "trainer", "compression")  # what makes a saved config a tfhydra run's
 
-__all__ = ["RUN_FLAG", "SWEEP_FLAG", "NEW_RUN", "Untrusted", "run_overrides", "run_config", "completed_run",
-           "sweep_command", "plain_file", "trusted_warning"]
+__all__ = [
+    "RUN_FLAG",
+    "SWEEP_FLAG",
+    "NEW_RUN",
+    "Untrusted",
+    "run_overrides",
+    "run_config",
+    "completed_run",
+    "sweep_command",
+    "plain_file",
+    "trusted_warning",
+]
 
 
 def run_overrides(run_dir: Path, primary: Path | None, flag: str = RUN_FLAG, trusted: bool = False) -> list[str]:
@@ -43,8 +61,9 @@ def run_overrides(run_dir: Path, primary: Path | None, flag: str = RUN_FLAG, tru
     return saved
 
 
-def run_config(run_dir: Path, reference: DictConfig | None, flag: str = NEW_RUN, trusted: bool = False,
-               primary: Path | None = None) -> DictConfig:
+def run_config(
+    run_dir: Path, reference: DictConfig | None, flag: str = NEW_RUN, trusted: bool = False, primary: Path | None = None
+) -> DictConfig:
     """A run's `.hydra/config.yaml` as plain data.
 
     With a `reference` (the config the user's own configs compose for that run), an interpolation or an
@@ -67,8 +86,12 @@ def run_config(run_dir: Path, reference: DictConfig | None, flag: str = NEW_RUN,
     found = _unmatched(saved, expected if isinstance(expected, dict) else {})
     if found is not None:
         where, value = found
-        raise Untrusted(path, flag, f"it holds {where}: {value}, which your own configs do not (an interpolation or "
-                        "a call would run when the config is read)")
+        raise Untrusted(
+            path,
+            flag,
+            f"it holds {where}: {value}, which your own configs do not (an interpolation or "
+            "a call would run when the config is read)",
+        )
     return OmegaConf.create(saved)
 
 
@@ -144,9 +167,17 @@ def _unmatched(saved: Any, expected: Any, where: str = "") -> tuple[str, Any] | 
     return None
 
 
-def completed_run(run: Path, key: str, value: Any, accepted: str, needs: Iterable[str] = (),
-                  primary: Path | None = None, flag: str = RUN_FLAG, trusted: bool = False,
-                  composed: bool = True) -> DictConfig:
+def completed_run(
+    run: Path,
+    key: str,
+    value: Any,
+    accepted: str,
+    needs: Iterable[str] = (),
+    primary: Path | None = None,
+    flag: str = RUN_FLAG,
+    trusted: bool = False,
+    composed: bool = True,
+) -> DictConfig:
     """The saved config of the completed run in `run`, checked before anything uses the run: a finished run
     (`metrics.json` status completed) with the files `needs` names (relative to it), and a config that is a
     tfhydra run's. `composed`: the run's overrides pass the allowlist and its config holds nothing their
@@ -176,8 +207,12 @@ def completed_run(run: Path, key: str, value: Any, accepted: str, needs: Iterabl
         reference = _compose_or_refuse(primary, run_overrides(run, primary, flag), paths.overrides, flag)
     config = run_config(run, reference, flag, trusted, primary)
     if not all(isinstance(config.get(s), DictConfig) for s in SECTIONS):
-        raise ConfigError(key, value, accepted, "its .hydra/config.yaml is not a tfhydra run config (no model, data, "
-                          "trainer and compression sections)")
+        raise ConfigError(
+            key,
+            value,
+            accepted,
+            "its .hydra/config.yaml is not a tfhydra run config (no model, data, trainer and compression sections)",
+        )
     return config
 
 
@@ -185,8 +220,12 @@ def _compose_or_refuse(primary: Path | None, overrides: list[str], path: Path, f
     try:
         return compose_trusted(primary, overrides)
     except Exception as error:  # noqa: BLE001  (Hydra's composition errors: the run is not of these configs)
-        raise Untrusted(path, flag, f"your config directories cannot compose it ({str(error).splitlines()[0]})",
-                        "a run made with the configs of the project you run the command from") from None
+        raise Untrusted(
+            path,
+            flag,
+            f"your config directories cannot compose it ({str(error).splitlines()[0]})",
+            "a run made with the configs of the project you run the command from",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -196,7 +235,9 @@ class SweepCommand:
     recorded_config_dir: str | None  # the primary config directory the file says it was made with (trusted only)
 
 
-def sweep_command(sweep_dir: Path, primary: Path | None, trusted: bool = False, given: Sequence[str] = ()) -> SweepCommand:
+def sweep_command(
+    sweep_dir: Path, primary: Path | None, trusted: bool = False, given: Sequence[str] = ()
+) -> SweepCommand:
     """What `multirun.yaml` says the sweep's command was: its task overrides, each through the allowlist.
 
     Its hydra settings are never taken from the file (the launcher, the sweeper, their keys, the jobs'
@@ -207,32 +248,48 @@ def sweep_command(sweep_dir: Path, primary: Path | None, trusted: bool = False, 
 
     path = SweepPaths(sweep_dir).multirun
     if not path.is_file():
-        raise ConfigError(str(sweep_dir), None, "a sweep directory with the multirun.yaml its command wrote",
-                          "it has no multirun.yaml")
+        raise ConfigError(
+            str(sweep_dir),
+            None,
+            "a sweep directory with the multirun.yaml its command wrote",
+            "it has no multirun.yaml",
+        )
     recorded = read_plain_yaml(path, sweep_dir, SWEEP_FLAG)
     hydra = recorded.get("hydra") if isinstance(recorded, dict) else None
     overrides = hydra.get("overrides") if isinstance(hydra, dict) else None
     if not isinstance(overrides, dict):
         raise Untrusted(path, SWEEP_FLAG, "it has no hydra.overrides", "the multirun.yaml Hydra writes")
     task, hydra_lines = overrides.get("task") or [], overrides.get("hydra") or []
-    if not isinstance(task, list) or not isinstance(hydra_lines, list) or \
-            not all(isinstance(o, str) for o in task + hydra_lines):
-        raise Untrusted(path, SWEEP_FLAG, "its hydra.overrides are not lists of overrides", "the multirun.yaml "
-                        "Hydra writes")
+    if (
+        not isinstance(task, list)
+        or not isinstance(hydra_lines, list)
+        or not all(isinstance(o, str) for o in task + hydra_lines)
+    ):
+        raise Untrusted(
+            path, SWEEP_FLAG, "its hydra.overrides are not lists of overrides", "the multirun.yaml Hydra writes"
+        )
     kept = [o for o in hydra_lines if not _setting_key(o).startswith(HYDRA_DROPPED)]
     if trusted:
         return SweepCommand(list(task), kept + list(given), primary_config_dir(hydra))
     hydra_task = next((o for o in task if _setting_key(o).startswith("hydra")), None)
     if hydra_task is not None:
-        raise Untrusted(path, SWEEP_FLAG, f"its task overrides hold {hydra_task}, a hydra setting (Hydra records "
-                        "those under hydra.overrides.hydra, and resume takes them only from its own command line)")
+        raise Untrusted(
+            path,
+            SWEEP_FLAG,
+            f"its task overrides hold {hydra_task}, a hydra setting (Hydra records "
+            "those under hydra.overrides.hydra, and resume takes them only from its own command line)",
+        )
     check_overrides(task, path, SWEEP_FLAG, primary, multirun=True)
     unanswered = _not_given_again(kept, given)
     if unanswered:
-        raise Untrusted(path, SWEEP_FLAG, f"it records hydra settings that resume takes only from its own command "
-                        f"line: {', '.join(unanswered)}", "the settings you want, given after the directory "
-                        f"(tfhydra-sweep resume {sweep_dir} {' '.join(f'{k}=...' for k in unanswered[:2])}), or "
-                        f"{SWEEP_FLAG} if you trust whoever wrote that directory")
+        raise Untrusted(
+            path,
+            SWEEP_FLAG,
+            f"it records hydra settings that resume takes only from its own command line: {', '.join(unanswered)}",
+            "the settings you want, given after the directory "
+            f"(tfhydra-sweep resume {sweep_dir} {' '.join(f'{k}=...' for k in unanswered[:2])}), or "
+            f"{SWEEP_FLAG} if you trust whoever wrote that directory",
+        )
     return SweepCommand(list(task), list(given), None)
 
 
@@ -264,6 +321,7 @@ def plain_file(path: Path, root: Path) -> Any:
 
 def trusted_warning(flag: str, directory: Path) -> str:
     """The line a command prints when the user lifted the gate: it is in the output and in what it records."""
-    return (f"Warning: {flag}: {directory} is trusted: its overrides, interpolations and _target_ nodes run as "
-            "they say, and its recorded config directory is used")
-
+    return (
+        f"Warning: {flag}: {directory} is trusted: its overrides, interpolations and _target_ nodes run as "
+        "they say, and its recorded config directory is used"
+    )

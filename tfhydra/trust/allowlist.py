@@ -28,25 +28,33 @@ Every reader of those files (evaluate, `tfhydra-sweep resume`, `compression.from
 an existing run or sweep directory, the sweep summary) reads them through tfhydra/trust/__init__.py;
 tests/trust/test_trust.py fails on a module that parses them itself. `--trust-run` / `--trust-sweep` lift the gate, loudly.
 """
+
 from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.trust.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, read_text_bounded
 from tfhydra.config.errors import ConfigError
+from tfhydra.trust.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, read_text_bounded
 
 # Keys Hydra's instantiate reads: any of them makes a node a call.
 INSTANTIATE_KEYS = ("_target_", "_args_", "_partial_", "_recursive_", "_convert_")
 # Keys whose value says where to write (or what to download into): a directory's file may leave them unset only.
-WRITE_KEYS = {"data.cache": ("memory", "auto", False, None), "data.cache_dir": (None,),
-              "data.snapshot": (None, False), "data.download": (False,),
-              "logger.mlflow.tracking_uri": (None,), "logger.mlflow.artifact_location": (None,),
-              "logger.wandb.dir": (None,), "hydra.sweeper.storage": (None,)}
+WRITE_KEYS = {
+    "data.cache": ("memory", "auto", False, None),
+    "data.cache_dir": (None,),
+    "data.snapshot": (None, False),
+    "data.download": (False,),
+    "logger.mlflow.tracking_uri": (None,),
+    "logger.mlflow.artifact_location": (None,),
+    "logger.wandb.dir": (None,),
+    "hydra.sweeper.storage": (None,),
+}
 # Keys whose value names a server to connect to: a directory's file may leave them unset (or local) only; the
 # user names servers on the command line (tfhydra-evaluate RUN data.service.address=...).
 CONNECT_KEYS = {"data.service.address": (None,), "logger.wandb.mode": (None, "offline", "disabled")}
@@ -64,12 +72,15 @@ class Untrusted(ConfigError):
 
     def __init__(self, path: Path | str, flag: str, problem: str, accepted: str | None = None):
         lift = f"{flag} if you trust whoever wrote that directory" if flag.startswith("--") else flag
-        accepted = accepted or ("plain values of tfhydra's (or your project's) config keys and options from your own "
-                                f"config directories; or {lift}")
+        accepted = accepted or (
+            "plain values of tfhydra's (or your project's) config keys and options from your own "
+            f"config directories; or {lift}"
+        )
         super().__init__(str(path), None, accepted, problem)
 
 
 # ---- plain data from YAML ---------------------------------------------------------------------------------------
+
 
 def read_plain_yaml(path: Path, root: Path, flag: str) -> Any:
     """`path` (a file inside the directory `root`) parsed as plain data; an Untrusted error otherwise.
@@ -83,8 +94,9 @@ def read_plain_yaml(path: Path, root: Path, flag: str) -> Any:
     try:
         real = path.resolve(strict=True)
     except (OSError, RuntimeError) as error:
-        raise Untrusted(path, flag, f"cannot be read ({type(error).__name__})",
-                        "a file of the directory, as tfhydra wrote it") from None
+        raise Untrusted(
+            path, flag, f"cannot be read ({type(error).__name__})", "a file of the directory, as tfhydra wrote it"
+        ) from None
     if not real.is_relative_to(root.resolve()):
         raise Untrusted(path, flag, f"it links out of {root} (to {real})", "a file inside the directory")
     try:
@@ -92,16 +104,24 @@ def read_plain_yaml(path: Path, root: Path, flag: str) -> Any:
         check_yaml_shape(text)  # measured before anything is built
         loaded = yaml.safe_load(text)
     except TooLarge as error:
-        raise Untrusted(path, flag, f"it is too large to read safely: {error}", "a file tfhydra wrote (at most "
-                        f"{MAX_BYTES} bytes, {MAX_DEPTH} levels, {MAX_NODES} nodes)") from None
+        raise Untrusted(
+            path,
+            flag,
+            f"it is too large to read safely: {error}",
+            f"a file tfhydra wrote (at most {MAX_BYTES} bytes, {MAX_DEPTH} levels, {MAX_NODES} nodes)",
+        ) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         where = getattr(error, "problem_mark", None)
         problem = f"line {where.line + 1}: {getattr(error, 'problem', '')}" if where else type(error).__name__
         raise Untrusted(path, flag, f"it is not readable YAML ({problem})", "the YAML file tfhydra wrote") from None
     bad = _not_plain(loaded)
     if bad is not None:
-        raise Untrusted(path, flag, f"it holds {bad}, which is not a plain value", "strings, numbers, booleans, null, "
-                        "lists and mappings with string keys")
+        raise Untrusted(
+            path,
+            flag,
+            f"it holds {bad}, which is not a plain value",
+            "strings, numbers, booleans, null, lists and mappings with string keys",
+        )
     return loaded
 
 
@@ -140,6 +160,7 @@ def _interpolation_or_call(value: Any) -> str | None:
 
 # ---- overrides ----------------------------------------------------------------------------------------------------
 
+
 def check_overrides(overrides: Iterable[str], path: Path, flag: str, primary: Path | None, multirun: bool) -> None:
     """Every override a file recorded passes the allowlist (module docstring), or one Untrusted error naming it.
 
@@ -161,7 +182,7 @@ def check_overrides(overrides: Iterable[str], path: Path, flag: str, primary: Pa
         _check_override(override, references, path, flag, multirun)
 
 
-def _check_override(override, references: "_References", path: Path, flag: str, multirun: bool) -> None:
+def _check_override(override, references: _References, path: Path, flag: str, multirun: bool) -> None:
     from hydra.core.override_parser.types import OverrideType
 
     line, key = override.input_line, override.key_or_group
@@ -188,13 +209,18 @@ def _check_override(override, references: "_References", path: Path, flag: str, 
     values = _values(override)
     found = next((f for f in map(_interpolation_or_call, values) if f is not None), None)
     if found is not None:
-        raise refuse(f"which names code to import and call ({found})" if found.startswith("the key ")
-                     else f"whose interpolation {found} would run when the config is read")
+        raise refuse(
+            f"which names code to import and call ({found})"
+            if found.startswith("the key ")
+            else f"whose interpolation {found} would run when the config is read"
+        )
     allowed = FIXED_KEYS.get(key)
     if allowed is not None and any(not _is_one_of(v, allowed) for v in values):
         what = "a server to connect to" if key in CONNECT_KEYS else "where to write"
-        raise refuse(f"which names {what} (accepted there from a file: {', '.join(map(str, allowed))}; give it on "
-                     "your own command line)")
+        raise refuse(
+            f"which names {what} (accepted there from a file: {', '.join(map(str, allowed))}; give it on "
+            "your own command line)"
+        )
 
 
 def _is_one_of(value: Any, allowed: tuple) -> bool:
@@ -229,7 +255,9 @@ class _References:
         self.configs, self.options = configs, options
 
     def has_key(self, key: str) -> bool:
-        return any(OmegaConf.select(c, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT for c in self.configs)
+        return any(
+            OmegaConf.select(c, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT for c in self.configs
+        )
 
     def check_choice(self, override, refuse) -> None:
         group = override.key_or_group

@@ -11,6 +11,7 @@ The limits are far above what tfhydra or Hydra write (a sweep's multirun.yaml is
 deep, a few thousand nodes; metrics.json holds one epoch entry per epoch) and far below what takes a
 reader more than a fraction of a second. Ground floor: imports nothing of tfhydra.
 """
+
 from __future__ import annotations
 
 import json

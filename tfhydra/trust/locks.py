@@ -16,6 +16,7 @@ The pre-flight asks `check_free` before it reads a directory's config, so a seco
 else, before anything is created or rewritten. flock is per machine: jobs a cluster launcher runs elsewhere are
 covered by the sweep's lock on the launching machine only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,9 @@ import logging
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from hydra.experimental.callback import Callback
 
@@ -53,13 +55,21 @@ def hold(directory: str | os.PathLike, kind: str) -> bool:
         directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as error:
-        raise ConfigError(str(directory / LOCK_FILE), None, f"a {kind} directory you can write to, holding no link "
-                          f"named {LOCK_FILE}", f"cannot open it ({error.strerror})") from None
+        raise ConfigError(
+            str(directory / LOCK_FILE),
+            None,
+            f"a {kind} directory you can write to, holding no link named {LOCK_FILE}",
+            f"cannot open it ({error.strerror})",
+        ) from None
     found = os.fstat(fd)
     if not stat.S_ISREG(found.st_mode) or found.st_nlink > 1:  # a hard link's other name would be truncated too
         os.close(fd)
-        raise ConfigError(str(directory / LOCK_FILE), None, f"a {kind} directory whose {LOCK_FILE} is a file of its own "
-                          "(or none)", "it is not a regular file with one name")
+        raise ConfigError(
+            str(directory / LOCK_FILE),
+            None,
+            f"a {kind} directory whose {LOCK_FILE} is a file of its own (or none)",
+            "it is not a regular file with one name",
+        )
     deadline = time.monotonic() + _SETTLE
     while True:
         try:
@@ -72,8 +82,11 @@ def hold(directory: str | os.PathLike, kind: str) -> bool:
                 raise busy(directory, held_as or kind, pid) from None
             time.sleep(0.02)
         except OSError as error:  # a file system without flock (some network or FUSE mounts): said, not fatal
-            log.warning("%s: cannot lock it (%s): another tfhydra process writing it at the same time would not be "
-                        "refused", directory, error.strerror)
+            log.warning(
+                "%s: cannot lock it (%s): another tfhydra process writing it at the same time would not be refused",
+                directory,
+                error.strerror,
+            )
             break
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()} {kind}\n".encode(), 0)
@@ -169,14 +182,22 @@ def busy(directory: Path, kind: str | None, pid: int | None, inner: str | os.Pat
     kind = kind if kind in ("run", "sweep") else "run"
     holder = f"pid {pid}" if pid else "pid unknown"
     if kind == "sweep":
-        accepted = f"wait for {holder} to end (tfhydra-sweep resume {directory} then continues the sweep), or " \
-                   "another hydra.sweep.dir"
+        accepted = (
+            f"wait for {holder} to end (tfhydra-sweep resume {directory} then continues the sweep), or "
+            "another hydra.sweep.dir"
+        )
     else:
-        accepted = f"wait for {holder} to end (the same command then continues the run, unless it completed), or " \
-                   "another hydra.run.dir"
+        accepted = (
+            f"wait for {holder} to end (the same command then continues the run, unless it completed), or "
+            "another hydra.run.dir"
+        )
     where = f" ({inner} is in it)" if inner is not None and _key(inner) != directory else ""
-    return ConfigError(str(directory), None, f"one writer at a time: {accepted}",
-                       f"another tfhydra process ({holder}) is writing this {kind} directory{where}")
+    return ConfigError(
+        str(directory),
+        None,
+        f"one writer at a time: {accepted}",
+        f"another tfhydra process ({holder}) is writing this {kind} directory{where}",
+    )
 
 
 def _holder(fd: int) -> tuple[int | None, str | None]:
