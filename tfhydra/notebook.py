@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.platform.terminal import shown_path
 from tfhydra.record import RunRecord, Status, load_record, read_record
 from tfhydra.record.rundir import RunPaths, SweepPaths
 
@@ -144,7 +145,7 @@ def train(
         cfg = compose(overrides, config_dir)
         run_dir = Path(run_dir).absolute() if run_dir is not None else chosen_run_dir(cfg)
         log_to(RunPaths(run_dir).train_log)
-        log.info("run directory %s; overrides: %s", run_dir, " ".join(overrides) or "none (the defaults)")
+        log.info("run directory %s; overrides: %s", shown_path(run_dir), " ".join(overrides) or "none (the defaults)")
         run(cfg, run_dir=run_dir)
     return load_result(run_dir)
 

@@ -69,7 +69,7 @@ def test_auto_caches_a_split_that_fits_in_its_stored_dtype_and_streams_one_that_
     assert small.spec.pipeline["train"]["reason"].startswith(
         "about 11.8 kB as stored is more than the memory cache budget of 1.0 kB left (data.cache_budget=1kB)"
     )
-    assert "data.cache=auto: train not cached (about 11.8 kB" in caplog.text
+    assert "data.cache=auto: train not cached: about 11.8 kB" in caplog.text
     np.testing.assert_array_equal(sorted(labels_of(small.train)), sorted(labels_of(fits.train)))
 
 
@@ -88,7 +88,7 @@ def test_sources_already_in_memory_are_not_copied_again_by_auto(compose_cfg):
         "cache": "off",
         "estimated_bytes": None,
         "passes": None,
-        "reason": "the examples are in memory already (the source decodes nothing)",
+        "reason": "the examples are in memory already, the source decodes nothing",
     }
 
 
@@ -315,3 +315,20 @@ def test_cli_tfrecord_run_records_the_cache_decision_and_streams_under_a_small_b
     assert (pipeline["train"]["cache"], pipeline["validation"]["cache"]) == ("off", "memory")
     assert pipeline["validation"]["estimated_bytes"] == 16 * (192 + 8 + 2 * 96)
     assert pipeline["deterministic_reads"] is False and pipeline["sharding"] == "single worker"
+
+
+def test_the_cache_line_says_each_decision_once():
+    from tfhydra.data.caching import CachePlan
+    from tfhydra.data.pipeline import said_plans
+
+    same = CachePlan("off", "the examples are in memory already, the source decodes nothing", None, None)
+    assert said_plans({"train": same, "validation": same}) == (
+        "train and validation not cached: the examples are in memory already, the source decodes nothing"
+    )
+    cached = CachePlan("memory", "about 1.0 kB as stored fits the memory cache budget of 2.0 kB left (x)", 1000, 2)
+    line = said_plans({"train": cached, "validation": same})
+    assert line == (
+        "train cached in memory: about 1.0 kB as stored fits the memory cache budget of 2.0 kB left (x); "
+        "validation not cached: the examples are in memory already, the source decodes nothing"
+    )
+    assert max(line.count("(") for line in line.split(";")) <= 1  # never two deep

@@ -52,3 +52,13 @@ def test_the_epoch_line_is_rounded_and_the_history_is_not(tmp_path, caplog):
         recorder.on_epoch_end(0, logs)
     assert "epoch 1/3 loss=0.002712 val_accuracy=0.9833 learning_rate=3e-05" in caplog.text
     assert read_history(tmp_path / "history.json")["epochs"][0]["val_accuracy"] == 0.9833333492279053
+
+
+def test_a_run_directory_is_shown_relative_under_the_working_directory_else_absolute(tmp_path, monkeypatch):
+    from tfhydra.platform.terminal import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "outputs" / "r1") == "outputs/r1"
+    assert shown_path("outputs/r1") == "outputs/r1"
+    elsewhere = tmp_path.parent / "elsewhere"
+    assert shown_path(elsewhere) == str(elsewhere)

@@ -138,3 +138,28 @@ def test_an_export_the_converter_refuses_is_a_failed_record_and_one_line(tmp_pat
     record = read_run_record(run_dir)
     assert record["status"] == "completed" and record["epochs_run"] == 1  # not trained again
     assert "training ended in an earlier attempt" in (run_dir / "train.log").read_text()
+
+
+def test_the_summary_block_comes_first_rounded_and_is_never_read_back(tmp_path):
+    record = RunRecord(run_dir=str(tmp_path), monitor="val_accuracy", monitor_mode="max", status="completed")
+    record.update(
+        best={"epoch": 17, "val_accuracy": 0.97777777, "learning_rate": 0.0010000000474974513},
+        test={"split": "test", "examples": 360, "metrics": {"loss": 0.147912345, "accuracy": 0.975}},
+        epochs_run=20,
+        wall_seconds=22.123456,
+    )
+    record.write(tmp_path)
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert next(iter(written)) == "summary"
+    assert written["summary"] == {
+        "status": "completed",
+        "error": None,
+        "best": {"epoch": 17, "val_accuracy": 0.9778},
+        "test": {"loss": 0.1479, "accuracy": 0.975},
+        "test_examples": 360,
+        "epochs_run": 20,
+        "examples_per_second": None,
+        "wall_seconds": 22.12,
+    }
+    assert written["best"]["learning_rate"] == 0.0010000000474974513  # the fields keep full precision
+    assert load_record(tmp_path).as_dict() == record.as_dict()  # derived: not a field, not read back

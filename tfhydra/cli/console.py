@@ -7,8 +7,9 @@ sweep's summary (tfhydra/sweep/callback.py).
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
+
+from tfhydra.platform.terminal import shown_path
 
 
 def start_summary() -> None:
@@ -17,7 +18,9 @@ def start_summary() -> None:
 
     hydra = HydraConfig.get()
     overrides = " ".join(hydra.overrides.task) or "none (the defaults)"
-    logging.getLogger("tfhydra").info("run directory %s; overrides: %s", hydra.runtime.output_dir, overrides)
+    logging.getLogger("tfhydra").info(
+        "run directory %s; overrides: %s", shown_path(hydra.runtime.output_dir), overrides
+    )
 
 
 def end_summary() -> None:
@@ -32,7 +35,7 @@ def end_summary() -> None:
     if record is None:
         return
     log = logging.getLogger("tfhydra")
-    shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else str(run_dir)
+    shown = shown_path(run_dir)
     if record.exports:
         exported = ", ".join(record.exports.values())
         log.info(

@@ -126,7 +126,7 @@ class CacheBudget:
         if setting not in ("auto", "memory"):
             return CachePlan("file", f"data.cache={setting}: a file cache", None, passes)
         if setting == "auto" and not decodes:
-            return CachePlan("off", "the examples are in memory already (the source decodes nothing)", None, passes)
+            return CachePlan("off", "the examples are in memory already, the source decodes nothing", None, passes)
         once = self.reads.read_once(split, size, self.batch_size) if setting == "auto" else None
         if once:
             return CachePlan("off", f"{once}: streamed from the source", None, passes)

@@ -125,14 +125,7 @@ def build_datasets(cfg_data, seed: int, reads: Reads | None = None) -> Datasets:
     validation, val_plan, val_done = stored_split(
         source.validation, source, cfg_data, seed, "validation", spec.val_size, budget
     )
-    log.info(
-        "data.cache=%s: %s",
-        cfg_data.cache,
-        "; ".join(
-            f"{split} {CACHED[plan.kind]} ({plan.reason})"
-            for split, plan in (("train", train_plan), ("validation", val_plan))
-        ),
-    )
+    log.info("data.cache=%s: %s", cfg_data.cache, said_plans({"train": train_plan, "validation": val_plan}))
     if cfg_data.shuffle_buffer > 0:
         train = train.shuffle(cfg_data.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     train, validation = prepared(train, source, train_done), prepared(validation, source, val_done)
@@ -163,6 +156,14 @@ def build_datasets(cfg_data, seed: int, reads: Reads | None = None) -> Datasets:
 
 
 CACHED = {"off": "not cached", "memory": "cached in memory", "file": "cached in files"}  # a CachePlan's kind, said
+
+
+def said_plans(plans: dict) -> str:
+    """The splits' cache decisions in one line, each decision once: `train and validation not cached: <reason>`."""
+    said: dict[str, list[str]] = {}
+    for split, plan in plans.items():
+        said.setdefault(f"{CACHED[plan.kind]}: {plan.reason}", []).append(split)
+    return "; ".join(f"{' and '.join(splits)} {decision}" for decision, splits in said.items())
 
 
 @dataclass(frozen=True)

@@ -234,3 +234,10 @@ def figure(value) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, int):
         return str(value)
     return f"{value:.{SIGNIFICANT_DIGITS}g}"
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as a run's lines show it, the same in each: relative to the working directory when it is under it
+    (what the user typed, short enough to copy), else absolute."""
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else str(Path(path).absolute())

@@ -160,9 +160,27 @@ class RunRecord:
 
     def write(self, run_dir: str | Path) -> None:
         """Replace metrics.json whole (a reader sees the old record or the new one, never half). Written with
-        every field of this version, so a record read from an older version is written back as this one."""
+        every field of this version, so a record read from an older version is written back as this one; the
+        `summary` block goes first (derived, never read back)."""
         self.schema_version = SCHEMA_VERSION
-        write_json(RunPaths(run_dir).metrics, self.as_dict())
+        write_json(RunPaths(run_dir).metrics, {"summary": self.summary(), **self.as_dict()})
+
+    def summary(self) -> dict:
+        """What a reader opens metrics.json for, first and rounded to 4 significant digits: how the run ended,
+        its best epoch by the monitored metric (validation: what chose it) and the test figures of the kept
+        weights. The full-precision figures are the fields below it."""
+        best = self.best or {}
+        test = self.test or {}
+        return {
+            "status": str(self.status),
+            "error": self.error,
+            "best": {"epoch": best.get("epoch"), self.monitor: rounded(best.get(self.monitor))} if best else None,
+            "test": {k: rounded(v) for k, v in (test.get("metrics") or {}).items()} if test else None,
+            "test_examples": test.get("examples"),
+            "epochs_run": self.epochs_run,
+            "examples_per_second": rounded(self.examples_per_second),
+            "wall_seconds": rounded(self.wall_seconds),
+        }
 
     @property
     def best_monitored(self) -> float | None:
@@ -180,6 +198,11 @@ class RunRecord:
 
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
+
+
+def rounded(value: Any) -> Any:
+    """A figure as people read it (4 significant digits: `0.0010000000474974513` -> `0.001`); else as it is."""
+    return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
 def test_name(monitor: str) -> str:

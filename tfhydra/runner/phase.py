@@ -39,7 +39,7 @@ from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
-from tfhydra.platform.terminal import QUIET, figure
+from tfhydra.platform.terminal import QUIET, figure, shown_path
 from tfhydra.precision.build import float32_output, loss_scale, policy_scope
 from tfhydra.record import RunRecord, Status, provenance, read_record, test_name
 from tfhydra.record.lifecycle import record_stopped, resume_command
@@ -276,7 +276,7 @@ class PhaseRunner:
         self.record.write(self.paths.root)
         self.trackers.end(self.record.status, self.record.history)
         shutil.rmtree(self.paths.state, ignore_errors=True)
-        log.info("%s: %s; run directory %s", self.record.status, monitored(self.record), self.paths.root)
+        log.info("%s: %s; run directory %s", self.record.status, monitored(self.record), shown_path(self.paths.root))
 
     def service_lost(self, error: BaseException, interrupted: bool) -> None:
         """The tf.data service watchdog's way out: the record first."""
