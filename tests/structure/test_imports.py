@@ -431,3 +431,20 @@ def test_the_door_rule_sees_a_private_reach(line):
 )
 def test_the_door_rule_lets_own_names_and_config_keys_pass(line):
     assert private_reaches(line) == []
+
+
+def test_the_old_flat_paths_import_the_modules_that_hold_their_code_now():
+    """User code and saved `_target_`s of the flat layout keep working: the same module object, not a copy."""
+    code = (
+        "import importlib, tfhydra, tfhydra.config.errors as new\n"
+        "from tfhydra.errors import ConfigError\n"
+        "from hydra.utils import get_class\n"
+        "assert ConfigError is new.ConfigError and importlib.import_module('tfhydra.errors') is new\n"
+        "from tfhydra.trust.locks import DirectoryLock\n"
+        "assert get_class('tfhydra.dirlock.DirectoryLock') is DirectoryLock\n"
+        "import tfhydra.job, tfhydra.runner.job\n"
+        "assert tfhydra.job is tfhydra.runner.job\n"
+        "try:\n    import tfhydra.no_such_module\nexcept ModuleNotFoundError:\n    print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
