@@ -98,9 +98,10 @@ def test_gpus_found_without_tensorflow():
 
 def test_a_worker_gets_its_share_of_threads_through_the_runtime(monkeypatch):
     from tfhydra.platform import runtime
+    from tfhydra.sweep.kind import auto_threads
 
     monkeypatch.setenv(WORKER_THREADS_ENV, "3")
-    assert runtime.worker_threads() == 3 and runtime.auto_threads() == 3 and runtime.data_threads() == 3
+    assert runtime.worker_threads() == 3 and auto_threads() == 3 and runtime.data_threads() == 3
     monkeypatch.delenv(WORKER_THREADS_ENV)
     assert runtime.worker_threads() is None and runtime.data_threads() == runtime.available_cores()
 

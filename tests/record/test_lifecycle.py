@@ -84,7 +84,7 @@ def test_the_recipe_imports_nothing_of_the_command_line():
         "tfhydra.__main__",
         "tfhydra.config.composition",
     }
-    tree = ast.parse((PACKAGE / "job.py").read_text())
+    tree = ast.parse((PACKAGE / "runner" / "job.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
     }

@@ -13,7 +13,7 @@ from tfhydra.record.monitor import MODES, Monitor, is_figure
 from tfhydra.record.report import epoch_summary
 
 ROOT = Path(__file__).resolve().parents[2]
-OWNER = ROOT / "tfhydra" / "monitor.py"
+OWNER = ROOT / "tfhydra" / "record" / "monitor.py"
 HIGHER, LOWER = Monitor("val_accuracy", "max"), Monitor("val_loss", "min")
 
 

@@ -19,7 +19,7 @@ from tfhydra.sweep.kind import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-THE_MODULE = ROOT / "tfhydra" / "sweep_kind.py"
+THE_MODULE = ROOT / "tfhydra" / "sweep" / "kind.py"
 
 
 def config(sweeper: str | None = None, launcher: str | None = None):
