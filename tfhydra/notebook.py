@@ -244,10 +244,10 @@ def in_notebook() -> bool:
 
 @contextlib.contextmanager
 def python_session(quiet: bool) -> Iterator:
-    """One call's changes to the process, given back at its end whichever way it ends: the bar (tfhydra/platform/terminal.py)
-    and tfhydra's log lines (the cell, and the run's train.log: the yielded function adds it), the filter of
-    TensorFlow's start-up lines, Hydra's global state (a kernel composes again), the Keras mixed-precision policy
-    and session (a second run starts as the first did)."""
+    """One call's changes to the process, given back at its end whichever way it ends: the bar
+    (tfhydra/platform/terminal.py) and tfhydra's log lines (the cell, and the run's train.log: the yielded function adds
+    it), the filter of TensorFlow's start-up lines, Hydra's global state (a kernel composes again), the Keras
+    mixed-precision policy and session (a second run starts as the first did)."""
     from hydra.core.global_hydra import GlobalHydra
 
     from tfhydra.platform import terminal

@@ -105,7 +105,7 @@ def check_target_imports(node: DictConfig, key: str) -> None:
 
     try:
         locate(node._target_)
-    except Exception as error:  # ImportError, AttributeError, ValueError from _locate
+    except Exception as error:  # noqa: BLE001  (ImportError, AttributeError, ValueError from _locate)
         reason = str(error.__cause__ or error).splitlines()[0]
         raise ConfigError(
             f"{key}._target_",

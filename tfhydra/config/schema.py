@@ -318,5 +318,5 @@ def nodes_with_target(node: Any, path: str = ""):
                 continue
             yield from nodes_with_target(config_node(node, key), f"{path}.{key}" if path else str(key))
     elif isinstance(node, ListConfig):
-        for i, item in enumerate(list_nodes(node)):
+        for i, _item in enumerate(list_nodes(node)):
             yield from nodes_with_target(config_node(node, i), f"{path}[{i}]")

@@ -212,7 +212,7 @@ def build_keras_dataset(cfg, seed: int) -> Source:
         try:
             with _socket_timeout(DOWNLOAD_TIMEOUT_S):
                 dataset.download(str(root), cfg)
-        except Exception as error:  # URL fetch failure, hash mismatch, no space left ...
+        except Exception as error:  # noqa: BLE001  (URL fetch failure, hash mismatch, no space left ...)
             reason = " ".join(str(error).split())[:300]
             raise ConfigError(
                 "data",

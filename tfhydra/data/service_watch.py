@@ -171,7 +171,7 @@ class ServiceWatch(threading.Thread):
         try:
             log.error("%s", line)
             self.end(error, interrupted)
-        except BaseException as failed:  # the process ends whatever happens; the line below says why
+        except BaseException as failed:  # noqa: BLE001  (the process ends whatever happens; the line below says why)
             log.warning("the record could not be written: %s", failed)
         finally:
             for handler in logging.getLogger("tfhydra").handlers + logging.getLogger().handlers:

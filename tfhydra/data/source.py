@@ -131,7 +131,10 @@ def stratified_subset(y: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Sorted indices of about `fraction` of each class (at least one example of every class)."""
     rng = np.random.default_rng(seed)
     classes, counts = np.unique(y, return_counts=True)
-    picked = [rng.permutation(np.flatnonzero(y == c))[: max(1, round(fraction * n))] for c, n in zip(classes, counts)]
+    picked = [
+        rng.permutation(np.flatnonzero(y == c))[: max(1, round(fraction * n))]
+        for c, n in zip(classes, counts, strict=True)
+    ]
     return np.sort(np.concatenate(picked))
 
 

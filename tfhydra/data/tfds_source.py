@@ -61,7 +61,7 @@ def tfds_builder(cfg):
             f"the name of a TFDS dataset (tfds.list_builders(): {len(names)} names, e.g. mnist, cifar10, imagenette)",
             f"no such TFDS dataset{suggestion(base, names)}",
         ) from None
-    except Exception as error:  # a config or version that does not exist ...
+    except Exception as error:  # noqa: BLE001  (a config or version that does not exist ...)
         raise ConfigError(
             "data.dataset",
             cfg.dataset,
@@ -188,7 +188,7 @@ def image_source(cfg, feature, train, validation, names, size, val_size, train_l
         return tf.ensure_shape(to_model_input(x), shape), y
 
     def read_validation():
-        images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.map(decode).batch(1024)])
+        images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.map(decode).batch(1024)], strict=True)
         return np.concatenate(images), np.concatenate(labels)
 
     spec = DataSpec(shape, len(names), names, size, val_size)
@@ -223,7 +223,7 @@ def text_source(cfg, train, validation, names, size, val_size, train_labels) -> 
         return vectorize(x), y
 
     def read_validation():
-        texts, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.batch(1024)])
+        texts, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.batch(1024)], strict=True)
         return np.concatenate(texts).astype(str), np.concatenate(labels)
 
     spec = DataSpec(

@@ -142,7 +142,8 @@ def tflite_converter(model: keras.Model) -> tf.lite.TFLiteConverter:
     if not recurrent_layers(model):
         return tf.lite.TFLiteConverter.from_keras_model(model)
     signature = [
-        tf.TensorSpec([1, *x.shape[1:]], x.dtype, name=name) for x, name in zip(model.inputs, model.input_names)
+        tf.TensorSpec([1, *x.shape[1:]], x.dtype, name=name)
+        for x, name in zip(model.inputs, model.input_names, strict=True)
     ]
     function = tf.function(lambda *x: model(list(x) if len(x) > 1 else x[0], training=False))
     return tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function(*signature)], model)

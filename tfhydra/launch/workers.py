@@ -229,7 +229,7 @@ def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
     _die_with_launcher(launcher)
     try:
         _serve(tasks, results)
-    finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/platform/startup.py)
+    finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about 1 s, tfhydra/platform/startup.py)
         results.close()
         results.join_thread()  # the last message is sent before the process goes
         TAGGED.release()

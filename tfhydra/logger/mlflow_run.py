@@ -175,7 +175,7 @@ class MLflowTracker(Tracker):
             return None
         try:
             return self.client.get_run(run_id)
-        except Exception:  # deleted, or another store: a new run
+        except Exception:  # noqa: BLE001  (deleted, or another store: a new run)
             return None
 
     def last_epoch(self, run) -> int:
@@ -229,7 +229,7 @@ def start_sweep_run(node: DictConfig, sweep_dir: Path, overrides: list[str]) -> 
                 try:
                     run = mlflow_client.get_run(saved["run_id"])
                     mlflow_client.update_run(run.info.run_id, status="RUNNING")
-                except Exception:
+                except Exception:  # noqa: BLE001  (deleted, or another store: a new parent run)
                     run = None
             if run is None:
                 experiment = experiment_id(
@@ -271,7 +271,7 @@ def end_sweep_run(sweep_dir: Path, succeeded: bool) -> None:
                     mlflow_client.log_artifact(parent["run_id"], str(path))
             mlflow_client.set_tag(parent["run_id"], "status", (Status.COMPLETED if succeeded else Status.FAILED).value)
             mlflow_client.set_terminated(parent["run_id"], "FINISHED" if succeeded else "FAILED")
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001  (the jobs' runs are kept: one warning, the sweep ends as it would)
         log.warning(
             "logger.mlflow: ending the sweep's parent run failed (%s: %s)",
             type(error).__name__,

@@ -82,7 +82,7 @@ def quiet_loggers(names: tuple[str, ...]):
     try:
         yield
     finally:
-        for logger, level in zip(loggers, levels):
+        for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
 
 
@@ -138,7 +138,9 @@ class Trackers:
                     continue
                 figures = {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
                 if (
-                    self.guarded(tracker, f"logging epoch {epoch}", lambda t=tracker: t.log_epoch(epoch, figures))
+                    self.guarded(
+                        tracker, f"logging epoch {epoch}", lambda t=tracker, e=epoch, f=figures: t.log_epoch(e, f)
+                    )
                     is None
                     and tracker.name in self.failed
                 ):

@@ -5,7 +5,8 @@ twice; CUDA probing and a `cuInit` error on a machine without a GPU; the CPU-ins
 its own log level is read, so `TF_CPP_MIN_LOG_LEVEL` cannot silence them. `QuietStart` puts a pipe in front
 of descriptor 2 from the command's start until training begins, and passes on every line but those
 (`NOISE`); warnings and errors still show. A sweep worker of tfhydra's launcher has `TaggedLines` instead, for its
-whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything (docs/terminal.md).
+whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything
+(docs/terminal.md).
 
 The live bar while an epoch trains is tfhydra/trainer/callbacks.py's `EpochProgress` (it needs Keras; this
 module imports nothing heavy, so the command can start the filter before TensorFlow loads).
@@ -167,7 +168,7 @@ class TaggedLines:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-        for (fd, _), drained in zip(self._saved, self._drained):
+        for (fd, _), drained in zip(self._saved, self._drained, strict=True):
             drained.clear()
             os.write(fd, self.MARK + b"\n")
         for drained in self._drained:

@@ -50,7 +50,7 @@ def run_batches(layout, found, batch_size: int, writer) -> Counted:
         if label is not None:
             truth = [class_index(row[label], classes) for row in extra]
             counted.labelled += sum(t is not None for t in truth)
-            counted.correct += sum(t == int(i[0]) for t, i in zip(truth, ids) if t is not None)
+            counted.correct += sum(t == int(i[0]) for t, i in zip(truth, ids, strict=True) if t is not None)
     return counted
 
 
@@ -115,15 +115,15 @@ class PredictionWriter:
 
     def write(self, names: list[str], extra: list[list[str]], ids: np.ndarray, values: np.ndarray) -> None:
         try:
-            for name, cells, row_ids, row_values in zip(names, extra, ids, values):
+            for name, cells, row_ids, row_values in zip(names, extra, ids, values, strict=True):
                 classes = [self.class_names[int(i)] for i in row_ids]
                 if self.table is not None:
-                    pairs = [x for c, p in zip(classes, row_values) for x in (c, shortest(p))]
+                    pairs = [x for c, p in zip(classes, row_values, strict=True) for x in (c, shortest(p))]
                     self.table.writerow([name, *cells, *pairs])
                 else:
                     line = {
                         "input": name,
-                        **({"columns": dict(zip(self.extra_columns, cells))} if cells else {}),
+                        **({"columns": dict(zip(self.extra_columns, cells, strict=True))} if cells else {}),
                         "classes": classes,
                         "probabilities": [float(shortest(p)) for p in row_values],
                     }

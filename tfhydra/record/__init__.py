@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import os
 import platform
 import shlex
@@ -101,8 +100,8 @@ class RunRecord:
     overrides: list = field(default_factory=list)  # the command line's overrides (Hydra's task overrides)
     monitor: str = ""  # trainer.monitor
     monitor_mode: str = ""  # min | max
-    # {kind: fresh|saved_state|after_training|kept, epoch, reason}: how this phase started and why (tfhydra/record/resume.py);
-    # null in a record written before it was kept
+    # {kind: fresh|saved_state|after_training|kept, epoch, reason}: how this phase started and why
+    # (tfhydra/record/resume.py); null in a record written before it was kept
     resumed: dict | None = None
     # where the result came from
     versions: dict = field(default_factory=dict)  # python and PACKAGES -> version (null: not installed)

@@ -2,10 +2,10 @@
 the order of things.
 
 plan (config checks, phases; no TensorFlow) -> run directory -> each earlier phase as a run of its own, then the
-run's own phase: how it starts (tfhydra/record/resume.py, decided once) -> tfhydra/runner/phase.py's `PhaseRunner`: threads,
-precision policy -> strategy (chief or not) -> seeds -> data -> [strategy scope] model -> compression ->
-optimizer, loss, metrics -> training loop -> export -> run record.
-Every other module builds one thing from one config node; this one and the runner read as the recipe.
+run's own phase: how it starts (tfhydra/record/resume.py, decided once) -> tfhydra/runner/phase.py's `PhaseRunner`:
+threads, precision policy -> strategy (chief or not) -> seeds -> data -> [strategy scope] model -> compression ->
+optimizer, loss, metrics -> training loop -> export -> run record. Every other module builds one thing from one config
+node; this one and the runner read as the recipe.
 """
 
 from __future__ import annotations

@@ -202,7 +202,7 @@ def swept_values(config: DictConfig) -> dict[str, list]:
     lines = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     try:
         parsed = OverridesParser.create().parse_overrides(lines)
-    except Exception:  # the pre-flight check has reported malformed overrides already
+    except Exception:  # noqa: BLE001  (the pre-flight check has reported malformed overrides already)
         return {}
     fixed = {o.get_key_element() for o in parsed[len(params) :] if not o.is_sweep_override()}
     swept: dict[str, list] = {}
@@ -210,7 +210,7 @@ def swept_values(config: DictConfig) -> dict[str, list]:
         if override.is_sweep_override() and override.get_key_element() not in fixed:  # a fixed value wins
             try:
                 values = list(override.sweep_iterator())
-            except Exception:  # interval(), glob(): not a list of values
+            except Exception:  # noqa: BLE001  (interval(), glob(): not a list of values)
                 values = []
             swept[override.get_key_element()] = values
     return swept

@@ -59,7 +59,8 @@ def choose(settings: int, examples: int | None, epochs: int, classes: int | None
         fraction, data = BASE_FRACTION, "the training split's size is not known before the data are read: a quarter"
     why = (
         f"decided by sweep.decide from {settings} settings, {data}, {screen_epochs} of trainer.epochs={epochs} "
-        f"epochs (a quarter, at least 2), promote {promote} ({'<= 4 settings: 1' if promote == 1 else '> 4 settings: 2'})"
+        f"epochs (a quarter, at least 2), promote {promote} "
+        f"({'<= 4 settings: 1' if promote == 1 else '> 4 settings: 2'})"
     )
     return Decision(fraction, screen_epochs, promote, why)
 

@@ -231,7 +231,7 @@ def expected_jobs(sweep: Any) -> list[Job]:
     )
     try:
         batches = split_sweep(OverridesParser.create().parse_overrides(arguments))
-    except Exception:  # glob() needs the config to expand: list the jobs that have directories only
+    except Exception:  # noqa: BLE001  (glob() needs the config to expand: list the jobs that have directories only)
         return []
     jobs = [list(job) for batch in batches for job in batch]
     return [Job(i, "", overrides, Status.NOT_STARTED) for i, overrides in enumerate(jobs)]

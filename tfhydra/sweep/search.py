@@ -10,7 +10,8 @@ values as overrides plus `+optuna_trial=<number>` (how the job finds its trial t
 The study is `sqlite:///<sweep dir>/optuna.db` unless `storage` names another: the same command again
 into the same `hydra.sweep.dir` (or `tfhydra-sweep resume DIR`) loads it, resumes the trials a kill left
 RUNNING (their jobs continue from their saved state, in their own directories), and asks for the trials
-still missing up to `n_trials`, so trial numbers go on and earlier trials are kept. Nothing here imports TensorFlow; Optuna is imported when a search starts.
+still missing up to `n_trials`, so trial numbers go on and earlier trials are kept. Nothing here imports TensorFlow;
+Optuna is imported when a search starts.
 """
 
 from __future__ import annotations
@@ -196,10 +197,10 @@ def run_search(
         overrides = [
             [*fixed, *(s.override(params[s.key]) for s in space), f"+{TRIAL_KEY}={number}"] for number, params in batch
         ]
-        for (number, _), returned in zip(batch, launch(overrides, batch[0][0])):
+        for (number, _), returned in zip(batch, launch(overrides, batch[0][0]), strict=True):
             state, value = outcome(returned)
-            for key, figure in test_figures(returned).items():  # shown beside the value; the search never reads them
-                set_trial_attribute(study, number, key, figure)
+            for key, test_figure in test_figures(returned).items():  # shown beside the value; never read back
+                set_trial_attribute(study, number, key, test_figure)
             study.tell(number, value if state == TrialState.COMPLETE else None, state=state)
 
     # Trials a kill left running: their jobs resume from the state they saved (same numbers, same directories).

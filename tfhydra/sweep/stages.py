@@ -143,8 +143,9 @@ def staged_jobs(
 ) -> tuple[list[Job], list[tuple[Job, Job]], bool]:
     """For the summary: every job of a staged sweep (the screen's, then the promoted ones; not started until a
     directory says otherwise), the (screen job, promoted job) pairs, best first, and whether the screen has
-    decided (every screen job ended: a summary of a sweep killed during its screen promotes nothing yet). `grid`: the settings the
-    recorded command expands to (tfhydra/sweep/jobs.py's expected_jobs; none for glob()), else what was found."""
+    decided (every screen job ended: a summary of a sweep killed during its screen promotes nothing yet). `grid`: the
+    settings the recorded command expands to (tfhydra/sweep/jobs.py's expected_jobs; none for glob()), else what
+    was found."""
     paths = SweepPaths(sweep_dir)
     screen = merge_jobs(
         [Job(j.num, "", screen_job(j.overrides, stages), Status.NOT_STARTED, stage=SCREEN) for j in grid],

@@ -222,8 +222,8 @@ def write_plot(summary: Any, path: Path) -> str | None:
                 (line,) = axes.plot(list(epochs), means, marker="o", label=f"{group.label} (n={len(histories)})")
                 axes.fill_between(
                     list(epochs),
-                    [m - s for m, s in zip(means, stds)],
-                    [m + s for m, s in zip(means, stds)],
+                    [m - s for m, s in zip(means, stds, strict=True)],
+                    [m + s for m, s in zip(means, stds, strict=True)],
                     color=line.get_color(),
                     alpha=0.2,
                 )

@@ -9,8 +9,9 @@ library: what the model sees, and what it gets wrong.
   true class's examples). Either way the counts, with class names, are also the summary's description.
 - `misclassified` (validation/, same epochs): the up to 9 validation examples the model was most confident
   about and wrong on, most confident first; for image data one grid, each titled with its true and predicted
-  class (without matplotlib: the images, with the names in the description), for text data a markdown table in the Text tab (text, true, predicted,
-  probability) from the raw validation texts the text sources keep (`Serving.raw_validation`).
+  class (without matplotlib: the images, with the names in the description), for text data a markdown table in the Text
+  tab (text, true, predicted, probability) from the raw validation texts the text sources keep
+  (`Serving.raw_validation`).
 
 Validation predictions cost one extra pass over the validation split each time (docs/performance.md).
 """
@@ -72,7 +73,7 @@ def confusion_picture(counts: np.ndarray, cell: int | None = None) -> np.ndarray
 def counts_table(counts: np.ndarray, names) -> str:
     """The confusion matrix as a markdown table: rows are the true classes, columns the predicted ones."""
     lines = ["| true \\ predicted | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    lines += [f"| {name} | " + " | ".join(str(n) for n in row) + " |" for name, row in zip(names, counts)]
+    lines += [f"| {name} | " + " | ".join(str(n) for n in row) + " |" for name, row in zip(names, counts, strict=True)]
     return "\n".join(lines)
 
 
