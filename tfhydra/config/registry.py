@@ -89,7 +89,7 @@ def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:
     except (TypeError, ValueError) as error:
         if isinstance(error, ValueError) or "keyword" not in str(error) and "argument" not in str(error):
             return  # no signature to check (a builtin): let the call speak
-        keys = [k for k in node if not str(k).startswith("_")]
+        keys = [str(k) for k in node if not str(k).startswith("_")]
         raise ConfigError(
             f"{key}._target_",
             node._target_,

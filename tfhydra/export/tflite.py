@@ -89,7 +89,7 @@ def tflite_predict(interpreter) -> Callable[[np.ndarray], np.ndarray]:
     """Batch predictions of a TFLite model; int8 inputs and outputs are (de)quantized with the file's own scales.
     A file with a static batch of one (a recurrent model's, see `tflite_converter`) is run one example at a time."""
     source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    allocated = []  # the batch shape the interpreter is allocated for
+    allocated: list[int] = []  # the batch shape the interpreter is allocated for
 
     def predict(x: np.ndarray) -> np.ndarray:
         if source["shape_signature"][0] == 1 and len(x) > 1:

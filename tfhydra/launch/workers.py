@@ -281,7 +281,7 @@ def memory_mb() -> tuple[float, float]:
     """(resident, peak resident) MB of this process, from /proc (0, 0 where there is none)."""
     try:
         fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-        return tuple(int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
     except (OSError, KeyError, ValueError):
         return 0.0, 0.0
 

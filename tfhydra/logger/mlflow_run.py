@@ -22,6 +22,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -87,8 +88,9 @@ def client(uri: str):
     and checked: one MLflow cannot open is retried by MLflow for about 100 s before it gives up."""
     from mlflow.tracking import MlflowClient
 
-    if sqlite_path(uri) is not None:
-        check_sqlite_store(sqlite_path(uri))
+    store = sqlite_path(uri)
+    if store is not None:
+        check_sqlite_store(store)
     return MlflowClient(tracking_uri=uri)
 
 
@@ -129,7 +131,9 @@ class MLflowTracker(Tracker):
 
     def __init__(self, node: DictConfig, paths: RunPaths, info: RunInfo) -> None:
         self.node, self.paths, self.info = node, paths, info
-        self.client = self.run_id = None
+        # an MlflowClient once started: mlflow (an optional extra) is imported then, not by this module
+        self.client: Any = None
+        self.run_id: str | None = None
 
     def quiet(self):
         return quiet_mlflow()

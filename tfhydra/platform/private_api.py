@@ -172,7 +172,7 @@ def layer_random_generator(layer: Any) -> Any:
     them so a resumed run draws the same dropout masks."""
     import tensorflow as tf
 
-    random = getattr(layer, "_random_generator", None)
+    random: Any = getattr(layer, "_random_generator", None)
     if not hasattr(random, "_maybe_init"):
         return None
     random._maybe_init()

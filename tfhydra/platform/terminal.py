@@ -66,6 +66,8 @@ class QuietStart:
         return self
 
     def _forward(self, read: int) -> None:
+        saved = self._saved
+        assert saved is not None  # start() keeps the original descriptor 2 before the thread starts
         with os.fdopen(read, "rb", buffering=0) as source:
             pending = b""
             while chunk := source.read(65536):
@@ -73,9 +75,9 @@ class QuietStart:
                 *lines, pending = pending.split(b"\n")
                 kept = [line for line in lines if not is_noise(line.decode("utf-8", "replace"), self.gpu_machine)]
                 if kept:
-                    os.write(self._saved, b"\n".join(kept) + b"\n")
+                    os.write(saved, b"\n".join(kept) + b"\n")
             if pending and not is_noise(pending.decode("utf-8", "replace"), self.gpu_machine):
-                os.write(self._saved, pending)
+                os.write(saved, pending)
 
     def release(self) -> None:
         """Descriptor 2 back to what it was, once everything written so far has been passed on."""

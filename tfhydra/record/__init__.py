@@ -63,7 +63,8 @@ class Status(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__
+    def __format__(self, format_spec: str) -> str:  # the word, as str's own formatting gives it (not Enum's)
+        return self.value.__format__(format_spec)
 
     @property
     def succeeded(self) -> bool:
@@ -94,7 +95,7 @@ class RecordError(ValueError):
 @dataclass
 class RunRecord:
     schema_version: int = SCHEMA_VERSION
-    status: str = Status.RUNNING  # a Status (read back as one)
+    status: Status = Status.RUNNING  # read back as one (a str, so the JSON is plain)
     error: str | None = None  # the one-line reason of a failed or interrupted run
     run_dir: str = ""
     overrides: list = field(default_factory=list)  # the command line's overrides (Hydra's task overrides)
@@ -161,7 +162,7 @@ class RunRecord:
         """Replace metrics.json whole (a reader sees the old record or the new one, never half). Written with
         every field of this version, so a record read from an older version is written back as this one."""
         self.schema_version = SCHEMA_VERSION
-        write_json(RunPaths(run_dir).metrics, self.as_dict())
+        write_json(RunPaths(Path(run_dir)).metrics, self.as_dict())
 
     @property
     def best_monitored(self) -> float | None:
@@ -196,7 +197,7 @@ def read_record(run_dir: str | Path) -> RunRecord | None:
 
 def load_record(run_dir: str | Path) -> RunRecord:
     """The record in `run_dir`; OSError when there is none, RecordError when it is not one this tfhydra reads."""
-    path = RunPaths(run_dir).metrics
+    path = RunPaths(Path(run_dir)).metrics
     try:
         payload = load_json_bounded(read_text_bounded(path))
     except ValueError as error:
@@ -227,7 +228,7 @@ def provenance(cwd: str | Path | None = None) -> dict:
     """{versions, git, host, command} for the record: looked up once per job, in milliseconds."""
     from importlib import metadata
 
-    versions = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             versions[name] = metadata.version(name)

@@ -46,7 +46,7 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
     start_job()  # the wait a user sees starts at the command's start (its first job) or at this job's
     mark("tensorflow")  # imported with this module
     plan = plan_run(cfg)
-    paths = RunPaths(run_dir) if run_dir is not None else RunPaths(hydra_run_dir())
+    paths = RunPaths(Path(run_dir)) if run_dir is not None else RunPaths(hydra_run_dir())
     own = OwnPhase(started, plan.earlier_phases, tuple(callbacks))
     if under_hydra():  # the command's Hydra callback holds the run's (or its sweep's) directory: tfhydra/trust/locks.py
         return run_phases(cfg, plan, paths, threads, own)

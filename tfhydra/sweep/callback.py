@@ -92,7 +92,7 @@ def finish_sweep(config: DictConfig, lost_line: str | None = None) -> None:
             for j in summary.unsuccessful
             if not (lost_line and j.name and j.name in lost_line)
         ]
-        said = "; ".join([lost_line] * bool(lost_line) + [", ".join(others)] * bool(others))
+        said = "; ".join(([lost_line] if lost_line else []) + [", ".join(others)] * bool(others))
         print(
             f"Error: {len(summary.unsuccessful)} of {len(summary.jobs)} jobs did not complete: {said}",
             file=sys.stderr,
@@ -107,7 +107,9 @@ class SweepProgress:
     them elsewhere, and print their own lines); nothing without a terminal, where the summary says it all."""
 
     def __init__(self) -> None:
-        self.total, self.durations, self._started = None, [], None
+        self.total: int | None = None
+        self.durations: list[float] = []
+        self._started: float | None = None
 
     def sweep_started(self, config: DictConfig) -> None:
         from tfhydra.platform.terminal import on_terminal

@@ -123,7 +123,7 @@ def decided_stages(cfg: DictConfig, settings: int) -> Stages:
     given = stages_of(cfg)
     screen = OmegaConf.select(cfg, "sweep.screen", default=None) or {}
     fraction, epochs = screen.get("fraction"), screen.get("epochs")
-    overrides = {
+    overrides: dict[str, Any] = {
         "fraction": fraction if is_number(fraction) else None,
         "epochs": epochs if is_int(epochs) else None,
         "promote": given.promote if given else None,

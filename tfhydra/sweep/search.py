@@ -64,10 +64,13 @@ def search_space(arguments: Sequence[str], params: dict | None) -> tuple[list[Se
     given = parser.parse_overrides(list(arguments))
     on_line = {o.get_key_element() for o in given}  # a key set or swept on the command line leaves `params`
     parsed = [o for o in parser.parse_overrides(lines) if o.get_key_element() not in on_line] + given
-    space, fixed = [], []
+    space: list[SearchSpace] = []
+    fixed: list[str] = []
     for override in parsed:
+        line = override.input_line
+        assert line is not None  # parse_overrides keeps each line (Hydra's own methods assert the same)
         if not override.is_sweep_override():
-            fixed.append(override.input_line)
+            fixed.append(line)
             continue
         key, sweep = override.get_key_element(), override.value()
         if isinstance(sweep, IntervalSweep):
@@ -75,6 +78,7 @@ def search_space(arguments: Sequence[str], params: dict | None) -> tuple[list[Se
             if isinstance(sweep.start, int) and isinstance(sweep.end, int) and not isinstance(sweep.start, bool):
                 distribution = optuna.distributions.IntDistribution(sweep.start, sweep.end, log=log_scale)
             else:
+                assert sweep.start is not None and sweep.end is not None  # interval(low, high) has both
                 distribution = optuna.distributions.FloatDistribution(
                     float(sweep.start), float(sweep.end), log=log_scale
                 )
@@ -85,7 +89,7 @@ def search_space(arguments: Sequence[str], params: dict | None) -> tuple[list[Se
         else:  # glob() and the like need the config: not a search dimension
             raise ConfigError(
                 key,
-                override.input_line.split("=", 1)[1],
+                line.split("=", 1)[1],
                 "interval(low, high), tag(log, interval(...)), choice(a, b, ...) or range(start, stop[, step])",
                 "not a search space Optuna can draw from",
             )

@@ -281,7 +281,8 @@ def _references(parsed, primary: Path | None) -> _References:
 
     with trusted_hydra(primary):
         options = _group_options()
-        fixed, swept = [], []
+        fixed: list[tuple[str, list]] = []  # (group, its values)
+        swept: list[tuple[str, list]] = []
         for o in parsed:
             key = o.key_or_group
             if "." in key or key not in options or o.type == OverrideType.DEL or o.package is not None:
