@@ -112,11 +112,11 @@ def article(overrides: list[str], cwd: Path) -> tuple[float, list[float]]:
             stdin=subprocess.DEVNULL,
             text=True,
         )
-        for lr, d in zip(LRS, dirs)
+        for lr, d in zip(LRS, dirs, strict=True)
     ]
     errors = [run.communicate()[1] for run in runs]
     seconds = time.perf_counter() - started
-    for run, error in zip(runs, errors):
+    for run, error in zip(runs, errors, strict=True):
         if run.returncode:
             sys.exit(f"a background run failed:\n{error[-3000:]}")
     return seconds, [best_of(d) for d in dirs]
@@ -148,7 +148,7 @@ def sweep(overrides: list[str], cwd: Path, extra=(), stage: str = "") -> tuple[f
 
 
 def ranking(values: list[float]) -> list[str]:
-    return [lr for _, lr in sorted(zip(values, LRS), key=lambda vl: -vl[0])]
+    return [lr for _, lr in sorted(zip(values, LRS, strict=True), key=lambda vl: -vl[0])]
 
 
 def compare(name: str, overrides: list[str], rounds: int) -> dict:
@@ -172,7 +172,7 @@ def compare(name: str, overrides: list[str], rounds: int) -> dict:
         "sweep": medians["sweep"],
         "ratio": medians["sweep"] / medians["article"],
         "samples": samples,
-        "same_ranking": [a == s for a, s in zip(ranks["article"], ranks["sweep"])],
+        "same_ranking": [a == s for a, s in zip(ranks["article"], ranks["sweep"], strict=True)],
         "rankings": ranks,
     }
 

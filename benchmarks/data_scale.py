@@ -92,7 +92,7 @@ def write_shards(folder: Path, examples: int) -> tuple[str, str, int]:
             for start in range(0, count, 4096):
                 images = rng.integers(0, 256, size=(min(4096, count - start), *SHAPE), dtype=np.uint8)
                 labels = rng.integers(0, 10, size=len(images))
-                for image, label in zip(images, labels):
+                for image, label in zip(images, labels, strict=True):
                     feature = {
                         "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
                         "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),

@@ -129,7 +129,8 @@ def training_flops_per_example() -> float:
         "from tensorflow.python.profiler.option_builder import ProfileOptionBuilder\n"
         "m = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(32, 3, activation='relu'),"
         " keras.layers.MaxPooling2D(), keras.layers.Conv2D(64, 3, activation='relu'), keras.layers.MaxPooling2D(),"
-        " keras.layers.Flatten(), keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10, activation='softmax')])\n"
+        " keras.layers.Flatten(), keras.layers.Dense(64, activation='relu'),"
+        " keras.layers.Dense(10, activation='softmax')])\n"
         "f = tf.function(lambda x: m(x)).get_concrete_function(tf.TensorSpec((1, 28, 28, 1)))\n"
         "opts = ProfileOptionBuilder(ProfileOptionBuilder.float_operation()).with_empty_output().build()\n"
         "print(profile(f.graph, options=opts).total_float_ops)\n"
@@ -301,7 +302,8 @@ def main() -> None:
         lines += [
             f"## {name}",
             "",
-            "| figure (median) | A: Keras script | B1: tfhydra, steps_per_execution=1 | B: tfhydra defaults | B1/A | B/A |",
+            "| figure (median) | A: Keras script | B1: tfhydra, steps_per_execution=1 | B: tfhydra defaults "
+            "| B1/A | B/A |",
             "|---|---|---|---|---|---|",
         ]
         for figure, unit in (("throughput", "examples/s"), ("wall", "s"), ("first_step", "s")):

@@ -104,7 +104,7 @@ def train_once(overrides: list[str], epochs: int) -> dict:
 
 def seconds_to(run: dict, target: float) -> float:
     """Training seconds until the first epoch at or above `target` (inf when never)."""
-    return next((t for a, t in zip(run["accuracy"], run["elapsed"]) if a >= target), float("inf"))
+    return next((t for a, t in zip(run["accuracy"], run["elapsed"], strict=True) if a >= target), float("inf"))
 
 
 def compare(
@@ -125,7 +125,7 @@ def compare(
     article = runs["article"]
     rows = []
     for variant, samples in runs.items():
-        pairs = list(zip(article, samples))
+        pairs = list(zip(article, samples, strict=True))
         targets = [max(a["accuracy"]) for a, _ in pairs]
         rows.append(
             {
@@ -133,8 +133,12 @@ def compare(
                 "variant": variant,
                 "best": statistics.median(max(s["accuracy"]) for s in samples),
                 "final": statistics.median(s["accuracy"][-1] for s in samples),
-                "to_article_best": statistics.median(seconds_to(s, t) for (_, s), t in zip(pairs, targets)),
-                "article_to_best": statistics.median(seconds_to(a, t) for (a, _), t in zip(pairs, targets)),
+                "to_article_best": statistics.median(
+                    seconds_to(s, t) for (_, s), t in zip(pairs, targets, strict=True)
+                ),
+                "article_to_best": statistics.median(
+                    seconds_to(a, t) for (a, _), t in zip(pairs, targets, strict=True)
+                ),
                 "total": statistics.median(s["elapsed"][-1] for s in samples),
             }
         )

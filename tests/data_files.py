@@ -20,7 +20,7 @@ def class_images(n: int, shape: tuple[int, ...], classes: int, seed: int = 0) ->
     labels = rng.permutation(np.arange(n) % classes)
     images = rng.integers(0, 60, size=(n, *shape), dtype=np.uint8)
     band = max(1, shape[0] // classes)
-    for image, label in zip(images, labels):
+    for image, label in zip(images, labels, strict=True):
         image[label * band : (label + 1) * band] += 180
     return images, labels
 
@@ -45,7 +45,7 @@ def serialized_examples(
     import tensorflow as tf
 
     records = []
-    for image, label in zip(images, labels):
+    for image, label in zip(images, labels, strict=True):
         data = tf.io.encode_png(image).numpy() if encoding == "png" else image.tobytes()
         feature = {
             image_key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
@@ -95,7 +95,7 @@ def write_image_folder(
         if not count:
             continue
         images, labels = class_images(count * len(classes), (*size, 3), len(classes), seed=len(split))
-        for i, (image, label) in enumerate(zip(images, labels)):
+        for i, (image, label) in enumerate(zip(images, labels, strict=True)):
             folder = root / split / classes[label]
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{i:04d}.png").write_bytes(tf.io.encode_png(image).numpy())

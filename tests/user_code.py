@@ -93,7 +93,7 @@ def token_source(
     def sample(n):
         y = rng.integers(0, num_classes, size=n)
         x = rng.integers(1, vocab_size, size=(n, sequence_length)).astype(np.int32)
-        for row, label in zip(x, y):
+        for row, label in zip(x, y, strict=True):
             length = rng.integers(sequence_length // 2, sequence_length + 1)
             row[rng.choice(length, size=3, replace=False)] = keywords[label]
             row[length:] = 0  # padding

@@ -68,7 +68,11 @@ def run(cfg, run_dir=None):
             end_summary()
             return returned
     except KeyboardInterrupt as interrupt:  # tfhydra.trainer.state.Interrupted: SIGTERM or Ctrl-C
-        if run_dir is not None or not hasattr(interrupt, "exit_code") or os.environ.get("HYDRA_FULL_ERROR") == "1":
+        if (
+            run_dir is not None
+            or not (hasattr(interrupt, "exit_code") and hasattr(interrupt, "reason"))  # tfhydra's Interrupted
+            or os.environ.get("HYDRA_FULL_ERROR") == "1"
+        ):
             raise
         import sys
 

@@ -106,7 +106,6 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     from tfhydra.trust.allowlist import trusted_hydra
 
     check_evaluate_overrides(overrides)
-    paths = RunPaths(run_dir)
     if trust_run:
         print(trusted_warning("--trust-run", run_dir), file=sys.stderr, flush=True)
     needs = [served_export(run_dir)[1]]  # the SavedModel, else the TFLite file (tfhydra/export/served.py)

@@ -214,6 +214,7 @@ def _run_command(command: list[str], quiet: bool) -> _Finished:
         env=env,
         bufsize=1,
     ) as child:
+        assert child.stdout is not None  # stdout=PIPE
         for line in child.stdout:
             last = line.strip() or last
             if not quiet:
@@ -226,7 +227,8 @@ def _compose_fixed(primary: Path, overrides: list[str]):
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    fixed = [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line is not None]
     with initialize_config_dir(config_dir=str(primary), version_base="1.3"):
         return compose(config_name="config", overrides=fixed, return_hydra_config=True)
 
@@ -245,10 +247,10 @@ def in_notebook() -> bool:
 
 @contextlib.contextmanager
 def python_session(quiet: bool) -> Iterator:
-    """One call's changes to the process, given back at its end whichever way it ends: the bar (tfhydra/platform/terminal.py)
-    and tfhydra's log lines (the cell, and the run's train.log: the yielded function adds it), the filter of
-    TensorFlow's start-up lines, Hydra's global state (a kernel composes again), the Keras mixed-precision policy
-    and session (a second run starts as the first did)."""
+    """One call's changes to the process, given back at its end whichever way it ends: the bar
+    (tfhydra/platform/terminal.py) and tfhydra's log lines (the cell, and the run's train.log: the yielded function adds
+    it), the filter of TensorFlow's start-up lines, Hydra's global state (a kernel composes again), the Keras
+    mixed-precision policy and session (a second run starts as the first did)."""
     from hydra.core.global_hydra import GlobalHydra
 
     from tfhydra.platform import terminal

@@ -27,6 +27,11 @@ class BasicSweeper(Sweeper):
         self.hydra_context: HydraContext | None = None
         self.launcher: Any = None
 
+    @property
+    def _config(self) -> DictConfig:
+        assert self.config is not None, "setup() first"  # Hydra calls setup() before sweep()
+        return self.config
+
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from tfhydra.sweep.decide import decide_on
         from tfhydra.sweep.stages import stages_of
@@ -48,17 +53,18 @@ class BasicSweeper(Sweeper):
         from tfhydra.sweep.rerun import check_batch
         from tfhydra.sweep.stages import run_stages
 
+        assert self.hydra_context is not None, "setup() first"
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + list(arguments))
         grid = [list(job) for batch in split_sweep(parsed) for job in batch]  # every setting, as Hydra's sweeper
         with sweep_error_line():
-            stages = sweep_stages(self.config, len(grid))  # decide mode: chosen from the grid and the data
+            stages = sweep_stages(self._config, len(grid))  # decide mode: chosen from the grid and the data
             if stages is None:  # job directories already there hold these jobs' configs, before multirun.yaml is
-                check_batch(self.config, self.hydra_context, grid, 0)  # written again (tfhydra/sweep/rerun.py)
+                check_batch(self._config, self.hydra_context, grid, 0)  # written again (tfhydra/sweep/rerun.py)
                 return self.basic.sweep(arguments)
             if stages.why:
-                record_decision(self.config, stages)  # multirun.yaml says what was decided, and why
-            return run_stages(self.config, stages, grid, self._launch)
+                record_decision(self._config, stages)  # multirun.yaml says what was decided, and why
+            return run_stages(self._config, stages, grid, self._launch)
 
     def _launch(self, batch: list[list[str]], first: int) -> list[Any]:
         """One stage's jobs, in chunks of `max_batch_size` (all at once when unset), as Hydra's basic sweeper does."""
@@ -69,6 +75,6 @@ class BasicSweeper(Sweeper):
         for start in range(0, len(batch), size):
             chunk = [tuple(job) for job in batch[start : start + size]]
             self.validate_batch_is_legal(chunk)
-            check_batch(self.config, self.hydra_context, chunk, first + start)
+            check_batch(self._config, self.hydra_context, chunk, first + start)
             returns += list(self.launcher.launch(chunk, initial_job_idx=first + start))
         return returns

@@ -28,7 +28,7 @@ class OptunaSweeper(Sweeper):
         pruner: str = "median",
         params: DictConfig | None = None,
     ) -> None:
-        self.settings = {
+        self.settings: dict[str, Any] = {  # run_search's keyword arguments
             "direction": direction,
             "n_trials": n_trials,
             "n_jobs": n_jobs,
@@ -54,9 +54,12 @@ class OptunaSweeper(Sweeper):
         from tfhydra.sweep.rerun import check_batch
         from tfhydra.sweep.search import run_search
 
+        config = self.config
+        assert config is not None, "setup() first"  # Hydra calls setup() before sweep()
+
         def launch(overrides: Sequence[Sequence[str]], first_number: int) -> list:
-            check_batch(self.config, self.hydra_context, overrides, first_number)  # a trial's directory already there
+            check_batch(config, self.hydra_context, overrides, first_number)  # a trial's directory already there
             return list(self.launcher.launch([tuple(o) for o in overrides], initial_job_idx=first_number))
 
         with sweep_error_line():
-            run_search(config=self.config, arguments=arguments, launch=launch, **self.settings)
+            run_search(config=config, arguments=arguments, launch=launch, **self.settings)

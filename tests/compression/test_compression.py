@@ -183,7 +183,7 @@ def test_pruning_sparsity_curves_are_in_tensorboard(pruned):
     curves = {tag: values for tag, values in scalars.items() if tag.endswith("/sparsity")}
     assert len(curves) == 4  # both convolutions and both dense layers
     for values in curves.values():
-        steps, sparsities = zip(*values)
+        steps, sparsities = zip(*values, strict=True)
         assert sparsities[0] == 0 and sparsities[-1] == pytest.approx(0.8, abs=0.02)
         assert list(steps) == sorted(steps) and len(steps) == EPOCHS + 1
 
@@ -343,15 +343,15 @@ def test_pruning_schedule_in_epochs_uses_the_real_steps_and_reaches_its_target()
         (
             ["~model", "+model._target_=user_code.build_subclassed_net", "compression=prune"],
             (
-                "compression=prune: the Model Optimization Toolkit supports Sequential and Functional models only; model "
-                "subclassed_net is a subclassed model (SubclassedNet)"
+                "compression=prune: the Model Optimization Toolkit supports Sequential and Functional models only; "
+                "model subclassed_net is a subclassed model (SubclassedNet)"
             ),
         ),
         (
             ["~model", "+model._target_=user_code.build_own_step_model", "compression=prune"],
             (
-                "compression=prune: the Model Optimization Toolkit rebuilds model own_step as a plain Functional model, which "
-                "would drop OwnStepModel's own train_step and test_step"
+                "compression=prune: the Model Optimization Toolkit rebuilds model own_step as a plain Functional "
+                "model, which would drop OwnStepModel's own train_step and test_step"
             ),
         ),
         (

@@ -40,7 +40,7 @@ def test_multirun_makes_one_directory_per_job(tmp_path):
     assert len(sweeps) == 1 and RUN_DIR.match(str(sweeps[0].relative_to(tmp_path / "outputs" / "multirun")))
     jobs = sorted(p.name for p in sweeps[0].iterdir() if p.is_dir())
     assert jobs == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]  # swept overrides only, as Hydra spells them
-    for job, lr in zip(jobs, ["0.001", "0.0005"]):
+    for job, lr in zip(jobs, ["0.001", "0.0005"], strict=True):
         metrics = read_run_record(sweeps[0] / job)
         assert metrics["status"] == "completed" and metrics["overrides"] == [
             f"optimizer.lr={lr}",

@@ -18,7 +18,7 @@ from run_processes import BASE, epochs_recorded, finish, kill, start, wait_for, 
 def in_progress_files(run_dir: Path) -> list[str]:
     """Files a writer has not finished: TensorFlow's `*_temp` checkpoint folders, our `.partial` weights."""
     found = []
-    for root, dirs, files in os.walk(run_dir / "checkpoints"):
+    for _root, dirs, files in os.walk(run_dir / "checkpoints"):
         found += [name for name in dirs if name.endswith("_temp")]
         found += [name for name in files if ".partial" in name or "_temp" in name]
     return found

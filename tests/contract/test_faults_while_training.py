@@ -203,7 +203,7 @@ def test_restore_best_says_which_epoch_it_exports(tmp_path):
         "weights": "checkpoints/best.weights.h5",
         "reason": None,
     }
-    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), best))
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), best, strict=True))
 
 
 RESUMED = re.compile(r"resumed from \S+ (\(saved at epoch \d+, step \d+\)|at epoch \d+, step \d+)")

@@ -200,7 +200,7 @@ def outside_jobs(found: dict) -> dict:
     return {k: v for k, v in found.items() if k and not k.startswith(("0_", "1_"))}
 
 
-# ---- sweeps -----------------------------------------------------------------------------------------------------------
+# ---- sweeps ----------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -255,7 +255,8 @@ def test_a_second_sweep_or_a_run_into_a_running_sweep_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_a_sweep_run_again_with_another_config_keeps_no_job_and_rewrites_nothing(tmp_path):
-    """glob() is not expanded by the pre-flight: the sweeper asks before Hydra writes anything (tfhydra/sweep/rerun.py)."""
+    """glob() is not expanded by the pre-flight: the sweeper asks before Hydra writes anything
+    (tfhydra/sweep/rerun.py)."""
     sweep = tmp_path / "sweep"
     argv = ["-m", "model=glob(mlp)", "debug=fast", f"hydra.sweep.dir={sweep}"]
     done = run_cli(*argv)

@@ -29,7 +29,7 @@ def saved_step(state_dir):
     try:
         latest = tf.train.latest_checkpoint(str(state_dir))
         return int(tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE")) if latest else 0
-    except Exception:  # caught mid-write: look again
+    except Exception:  # noqa: BLE001  (caught mid-write: look again)
         return 0
 
 

@@ -30,7 +30,7 @@ def built(compose_cfg, tmp_path, *overrides, val=8, epochs=None, steps=None, val
     cfg = compose_cfg(
         [
             "data=tfrecord",
-            *(f"data.{k}={v}" for k, v in zip(("train", "validation", "test"), splits)),
+            *(f"data.{k}={v}" for k, v in zip(("train", "validation", "test"), splits, strict=True)),
             "data.encoding=raw",
             "data.raw_shape=[8,8,3]",
             "data.batch_size=8",

@@ -15,7 +15,7 @@ PLAIN = ["data.shuffle_buffer=0", "data.cache=false"]  # file order, nothing kep
 
 
 def examples(dataset):
-    xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in dataset])
+    xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in dataset], strict=True)
     return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -79,8 +79,10 @@ def test_tfrecord_reads_sharded_png_records_with_their_labels(tmp_path, compose_
     images, labels = data_files.class_images(40, (14, 12, 1), 4, seed=1)
     assert sorted(y) == sorted(labels)
     # every stored image comes back exactly (PNG is lossless), with its own label
-    stored = {image.tobytes(): label for image, label in zip(images, labels)}
-    assert all(stored[np.round(image * 255).astype(np.uint8).tobytes()] == label for image, label in zip(x, y))
+    stored = {image.tobytes(): label for image, label in zip(images, labels, strict=True)}
+    assert all(
+        stored[np.round(image * 255).astype(np.uint8).tobytes()] == label for image, label in zip(x, y, strict=True)
+    )
 
 
 def test_tfrecord_raw_encoding_custom_keys_and_a_split_without_validation_files(tmp_path, compose_cfg):

@@ -35,7 +35,7 @@ class TfhydraToyImages(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self, n, seed):
         images, labels = data_files.class_images(n, (12, 10, 3), 3, seed=seed)
-        for i, (image, label) in enumerate(zip(images, labels)):
+        for i, (image, label) in enumerate(zip(images, labels, strict=True)):
             yield i, {"image": image, "label": int(label)}
 
 

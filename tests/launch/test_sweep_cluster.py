@@ -80,7 +80,10 @@ def test_each_submitit_job_uses_its_cpus_per_task_as_threads_and_gets_the_swept_
 
 
 @pytest.mark.slow
-def test_a_ray_sweep_on_a_running_cluster_names_its_jobs_and_writes_the_summary(ray_cluster, tmp_path):
+def test_a_ray_sweep_on_a_running_cluster_names_its_jobs_and_writes_the_summary(
+    ray_cluster,  # noqa: F811  (pytest passes the fixture imported from ray_head)
+    tmp_path,
+):
     """The default, relative hydra.sweep.dir: Ray's workers run in the cluster's directory, not this one."""
     result = run_cli(
         "-m",

@@ -306,7 +306,10 @@ def test_only_a_launcher_s_own_exceptions_count_as_a_lost_job():
 
 
 @pytest.mark.slow
-def test_a_ray_job_whose_worker_is_killed_leaves_the_summary_and_one_line(ray_cluster, tmp_path):
+def test_a_ray_job_whose_worker_is_killed_leaves_the_summary_and_one_line(
+    ray_cluster,  # noqa: F811  (pytest passes the fixture imported from ray_head)
+    tmp_path,
+):
     """Ray's worker process SIGKILLed (what Ray's own OOM killer or a lost node does): WorkerCrashedError. Ray
     retries a crashed task by default; max_retries=0 keeps the test to one attempt."""
     sweep = tmp_path / "sweep"

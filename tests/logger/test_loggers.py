@@ -178,7 +178,7 @@ def test_wandb_runs_offline_and_leaves_the_epoch_metrics_in_its_files(tmp_path):
     rows = history(log_file)
     assert [r["epoch"] for r in rows] == [1, 2] and [r["_step"] for r in rows] == [1, 2]
     record = read_run_record(run_dir)
-    for row, epoch in zip(rows, record["history"]):
+    for row, epoch in zip(rows, record["history"], strict=True):
         assert row["val_accuracy"] == pytest.approx(epoch["val_accuracy"]) and "learning_rate" in row
     [run] = [r.run for r in records(log_file) if r.WhichOneof("record_type") == "run"]
     assert run.display_name == "run" and run.project == "tfhydra"

@@ -79,7 +79,7 @@ def test_target_returning_something_else_is_refused(compose_cfg):
         build_model(cfg.model, DIGITS)
 
 
-# ---- data the new model options are built for (no training here: tests/model/test_model_runs.py trains each option) ----
+# ---- data the new model options are built for (no training here: tests/model/test_model_runs.py trains each option)
 CIFAR = DataSpec((32, 32, 3), 10, tuple("0123456789"), 64, 32)
 TOKENS = DataSpec((16,), 2, ("neg", "pos"), 64, 32, dtype="int32", vocab_size=50)
 
@@ -187,7 +187,7 @@ def test_keras_app_loads_a_local_weights_file_and_refuses_a_wrong_one(compose_cf
     )
     model = build_model(cfg.model, CIFAR)
     loaded = model.layers[2].get_weights()
-    assert all(np.array_equal(a, b) for a, b in zip(loaded, base.get_weights()))
+    assert all(np.array_equal(a, b) for a, b in zip(loaded, base.get_weights(), strict=True))
 
     keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]).save_weights(str(tmp_path / "other.h5"))
     cfg = compose_cfg(["model=keras_app", f"model.weights={tmp_path / 'other.h5'}", "+model.arch_args.alpha=0.35"])

@@ -78,4 +78,4 @@ def test_the_estimate_leaves_the_seeded_initial_weights_as_they_were():
     keras.utils.set_random_seed(0)
     estimated_bytes(cfg, SPEC, 32, slots=2)
     after = build_model(cfg, SPEC).get_weights()
-    assert all(np.array_equal(a, b) for a, b in zip(alone, after))
+    assert all(np.array_equal(a, b) for a, b in zip(alone, after, strict=True))

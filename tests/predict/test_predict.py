@@ -150,7 +150,7 @@ def test_an_image_folder_predicts_the_evaluated_classes(runs, tmp_path):
     result = predict(run_dir, val, "--output", tmp_path / "out.jsonl")
     assert result.returncode == 0, result.stderr[-2000:]
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert {line["input"]: line["classes"][0] for line in lines} == dict(zip(paths, expected))
+    assert {line["input"]: line["classes"][0] for line in lines} == dict(zip(paths, expected, strict=True))
     assert last_line(result.stderr).startswith(f"predicted {len(paths)} input(s) in ")
     assert not list(tmp_path.glob(".*.partial"))
 

@@ -89,7 +89,7 @@ def test_one_bad_file_among_good_ones_is_named_and_the_others_predicted(tflite_r
     folder.mkdir()
     pixels = np.round(x[:12] * 255).astype(np.uint8)
     good = [folder / f"{i:02d}.png" for i in range(12)]
-    for path, image in zip(good, pixels):
+    for path, image in zip(good, pixels, strict=True):
         path.write_bytes(tf.io.encode_png(image).numpy())
     rgb, cut = folder / "05_rgb.png", folder / "07_cut.png"
     rgb.write_bytes(tf.io.encode_png(np.zeros((28, 28, 3), np.uint8)).numpy())

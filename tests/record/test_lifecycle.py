@@ -251,7 +251,10 @@ CONTRADICTING = {  # sources that give logging.tensorboard (conf/: false, true) 
     "x = OmegaConf.select(cfg, 'logging.tensorboard', default=True)": "tensorboard",
     "def f(cfg):\n    return cfg.get('delimiter') or ';'": "delimiter",
     "def f(cfg):\n    if 'delimiter' not in cfg.data:\n        return ';'\n    return cfg.data.delimiter": "delimiter",
-    "def f(cfg):\n    value = cfg.data.get('delimiter')\n    if value is None:\n        return ';'\n    return value": "delimiter",
+    (
+        "def f(cfg):\n    value = cfg.data.get('delimiter')\n"
+        "    if value is None:\n        return ';'\n    return value"
+    ): "delimiter",
     "def f(cfg):\n    return cfg.data.delimiter if 'delimiter' in cfg.data else ';'": "delimiter",
 }
 

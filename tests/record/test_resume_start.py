@@ -1,5 +1,5 @@
-"""How a phase starts (tfhydra/record/resume.py), decided from what a directory holds: each of the four kinds, the one log
-line, what a fresh start clears, and history.json's one reader and writer. Files only: no TensorFlow."""
+"""How a phase starts (tfhydra/record/resume.py), decided from what a directory holds: each of the four kinds, the one
+log line, what a fresh start clears, and history.json's one reader and writer. Files only: no TensorFlow."""
 
 import json
 import logging

@@ -135,7 +135,10 @@ def test_a_user_metric_or_a_mirrored_strategy_without_fixed_devices_passes(compo
     [
         (
             ["optimizer.schedule.name=cosine", "optimizer.lr=1e-3", "optimizer.schedule.min_lr=1e-2"],
-            "optimizer.schedule.min_lr=0.01: the floor is above the peak rate; accepted: a rate <= optimizer.lr (0.001)",
+            (
+                "optimizer.schedule.min_lr=0.01: the floor is above the peak rate; "
+                "accepted: a rate <= optimizer.lr (0.001)"
+            ),
         ),
         (
             ["optimizer.schedule.name=reduce_on_plateau", "optimizer.schedule.min_lr=1"],

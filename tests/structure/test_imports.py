@@ -394,8 +394,8 @@ def private_reaches(source: str) -> list[str]:
 
 
 def test_other_packages_private_api_is_reached_through_one_door():
-    """TensorFlow's, tf_keras', OmegaConf's and Optuna's private names are reached in tfhydra/platform/private_api.py only,
-    Hydra's in tfhydra/config/hydra_api.py only: an upgrade is checked in two files."""
+    """TensorFlow's, tf_keras', OmegaConf's and Optuna's private names are reached in tfhydra/platform/private_api.py
+    only, Hydra's in tfhydra/config/hydra_api.py only: an upgrade is checked in two files."""
     paths = [*PACKAGE.rglob("*.py"), *(ROOT / "hydra_plugins").rglob("*.py")]
     reaches = {str(p.relative_to(ROOT)): private_reaches(p.read_text()) for p in sorted(paths)}
     assert {name: found for name, found in reaches.items() if found and name not in DOORS} == {}

@@ -1,6 +1,6 @@
-"""The recipe (tfhydra/runner/job.py) and its phase runner (tfhydra/runner/phase.py) pass state in an object, not hand to hand:
-no function takes more than 5 parameters (`self`/`cls` not counted; keyword-only and *args/**kwargs counted), and
-no one-item list is used as an out-parameter. Parsed with `ast`: no TensorFlow is imported."""
+"""The recipe (tfhydra/runner/job.py) and its phase runner (tfhydra/runner/phase.py) pass state in an object, not hand
+to hand: no function takes more than 5 parameters (`self`/`cls` not counted; keyword-only and *args/**kwargs counted),
+and no one-item list is used as an out-parameter. Parsed with `ast`: no TensorFlow is imported."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def test_the_best_completed_screen_jobs_are_promoted_ties_by_job_number():
 def test_promotion_is_decided_on_validation_whatever_the_test_figures_say():
     """Screen jobs whose test figures rank the other way round: the promoted ones are validation's best."""
     jobs = [job(0, Status.COMPLETED, [0.9]), job(1, Status.COMPLETED, [0.5]), job(2, Status.COMPLETED, [0.7])]
-    for screen_job_, test in zip(jobs, (0.1, 0.99, 0.5)):
+    for screen_job_, test in zip(jobs, (0.1, 0.99, 0.5), strict=True):
         screen_job_.test = test
     assert [j.num for j in promoted(jobs, HIGHER, 2)] == [0, 2]
 
@@ -192,7 +192,7 @@ def test_screen_then_promote_runs_summarises_and_resumes(tmp_path):
     ranking = sorted(screen, key=lambda n: (-screen[n]["best"][MONITOR], n))
     expected = {name(6 + rank, SETTINGS[n]): n for rank, n in enumerate(ranking[:2])}
     assert sorted(p.name for p in (sweep / "promote").iterdir()) == sorted(expected)
-    for directory, number in expected.items():
+    for directory in expected:
         record = read_run_record(sweep / "promote" / directory)
         assert record["status"] == "completed" and record["epochs_run"] == 3  # the run's own epochs
         assert "data.fraction=0.1" not in record["overrides"] and "trainer.epochs=3" in record["overrides"]

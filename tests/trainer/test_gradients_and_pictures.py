@@ -67,7 +67,8 @@ def hand_made_validation():
 
 
 def run_callback(tmp_path, kind="image", texts=None, epochs=2, labelled=False):
-    """labelled=False: the NumPy pictures (no matplotlib); tests/trainer/test_confusion_figure.py tests the labelled ones."""
+    """labelled=False: the NumPy pictures (no matplotlib); tests/trainer/test_confusion_figure.py tests the
+    labelled ones."""
     images, labels = hand_made_validation()
     data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(4)
     train = tf.data.Dataset.from_tensor_slices((np.repeat(images, 3, axis=0), np.repeat(labels, 3))).batch(16)

@@ -83,7 +83,7 @@ def test_the_callback_writes_what_keras_writes(tmp_path):
     assert sorted(ours) == sorted(theirs) and len(ours) == 8, sorted(ours)  # conv, dense: 2 each; BN: 4
     for tag, events in theirs.items():
         assert [step for step, _ in ours[tag]] == [step for step, _ in events] == [0, 1]
-        for (_, mine), (_, keras_own) in zip(ours[tag], events):
+        for (_, mine), (_, keras_own) in zip(ours[tag], events, strict=True):
             np.testing.assert_array_equal(mine, keras_own)
     kernel = ours["dense/kernel_0/histogram"]
     assert not np.array_equal(kernel[0][1], kernel[1][1])  # the step between them changed the weights

@@ -1,4 +1,5 @@
-"""trainer.loss / trainer.metrics: Keras names or a user's `_target_`, accepted by the pre-flight check and trained with."""
+"""trainer.loss / trainer.metrics: Keras names or a user's `_target_`, accepted by the pre-flight check
+and trained with."""
 
 import numpy as np
 import pytest

@@ -161,7 +161,7 @@ def test_the_exported_weights_are_the_moving_averages(tmp_path, compose_cfg, loo
     served = tf.saved_model.load(str(tmp_path / "run" / "export" / "saved_model"))
     exported = [v.numpy() for v in served.trainable_variables]
     assert len(exported) == count
-    for r, e in zip(raw, ema):
+    for r, e in zip(raw, ema, strict=True):
         assert not np.allclose(r, e)  # the average is not the last weights
         assert any(x.shape == e.shape and np.allclose(x, e, atol=1e-6) for x in exported)
         assert not any(x.shape == r.shape and np.allclose(x, r, atol=1e-6) for x in exported)
@@ -204,5 +204,7 @@ def test_a_resumed_run_ends_with_the_same_moving_averages(tmp_path, compose_cfg,
             f.visititems(lambda name, obj: found.append(np.asarray(obj)) if isinstance(obj, h5py.Dataset) else None)
             return found
 
-    for x, y in zip(*(weights(tmp_path / d / "checkpoints" / "last.weights.h5") for d in ("reference", "stopped"))):
+    for x, y in zip(
+        *(weights(tmp_path / d / "checkpoints" / "last.weights.h5") for d in ("reference", "stopped")), strict=True
+    ):
         np.testing.assert_array_equal(x, y)

@@ -63,7 +63,7 @@ def test_clipping_bounds_the_applied_gradient(compose_cfg, clipping, bound):
     optimizer = build_optimizer(cfg.optimizer, steps_per_epoch=10, epochs=1, clipping=clipping)
     variables = [tf.Variable(tf.zeros(100)), tf.Variable(tf.zeros(50))]
     gradients = [tf.fill([100], 3.0), tf.fill([50], -4.0)]  # norms 30 and 28.3
-    optimizer.apply_gradients(zip(gradients, variables))
+    optimizer.apply_gradients(zip(gradients, variables, strict=True))
     updates = [v.numpy() for v in variables]  # lr 1, no momentum: the update is minus the applied gradient
     if bound == "global":
         assert np.sqrt(sum(np.sum(u**2) for u in updates)) == pytest.approx(0.5, rel=1e-5)
@@ -98,7 +98,7 @@ def test_clipping_reaches_the_custom_loop(tmp_path, compose_cfg):
     tfhydra.run(cfg, run_dir=tmp_path)
     model = build_model(cfg.model, build_datasets(cfg.data, cfg.trainer.seed).spec)
     model.load_weights(str(tmp_path / "checkpoints" / "last.weights.h5"))
-    moved = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(model.get_weights(), start)))
+    moved = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(model.get_weights(), start, strict=True)))
     steps = metrics_of(tmp_path)["data"]["train_size"] // 32 + 1
     assert 0 < moved <= steps * 0.001 * (1 + 1e-4)
 

@@ -13,6 +13,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -155,7 +156,7 @@ def leaves(node, prefix: str = ""):
 
 
 def described_keys(cfg: DictConfig, dirs: list[Path]) -> list[Described]:
-    choices = OmegaConf.to_container(cfg.hydra.runtime.choices) if "hydra" in cfg else {}
+    choices = cast(dict, OmegaConf.to_container(cfg.hydra.runtime.choices)) if "hydra" in cfg else {}
     found = descriptions(dirs, choices)
     keys = []
     for key, value in leaves(cfg):
@@ -183,7 +184,7 @@ def _show(value) -> str:
 def help_page(cfg: DictConfig, dirs: list[Path], command: str) -> str:
     keys = {k.key: k for k in described_keys(cfg, dirs)}
     groups = group_descriptions(dirs)
-    choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    choices = cast(dict, OmegaConf.to_container(cfg.hydra.runtime.choices))
     lines = [
         f"{command}: train a TensorFlow (tf_keras) model on a Hydra-composed config; writes a run directory",
         "(checkpoints, TensorBoard logs, exports, metrics.json) under outputs/.",
@@ -205,7 +206,9 @@ def help_page(cfg: DictConfig, dirs: list[Path], command: str) -> str:
         chosen = choices.get(group)
         for option in options:
             mark = " (default)" if option == chosen or (isinstance(chosen, list) and option in chosen) else ""
-            lines.append(f"    {option + mark:<26} {header(option_file(dirs, group, option))}")
+            path = option_file(dirs, group, option)
+            assert path is not None  # the options are the files listed above
+            lines.append(f"    {option + mark:<26} {header(path)}")
     lines += ["", "== Common keys (key=value; the default after =) =="]
     common = [(f"{name}={keys[name].default}", keys[name].description) for name in COMMON_KEYS if name in keys]
     width = max((len(setting) for setting, _ in common), default=0)

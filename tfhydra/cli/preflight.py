@@ -236,7 +236,7 @@ def _check_run_dir(cfg: DictConfig, multirun: bool, first: bool = True) -> None:
         return
     run_dir = Path(OmegaConf.select(cfg, "hydra.run.dir", default="") or ".")
     check_free(run_dir)
-    check_continuable(run_dir, OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
+    check_continuable(run_dir, OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
 
 
 _ABSENT = object()

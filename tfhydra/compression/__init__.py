@@ -4,8 +4,8 @@ A scheme wraps the run's model with the TensorFlow Model Optimization Toolkit (t
 training, may need callbacks in both loops, and turns the trained model into the deployable
 one (`strip`) before export. Rooms: plan.py (checks and phases, decided from the config alone,
 no TensorFlow), schemes.py (the registry and the registered builders), phases.py (applying the
-scheme, from an earlier run's model when there is one), measure.py (figures read from the stripped weights), checks_models.py (which scheme tfmot can apply to
-which built-in model, no TensorFlow).
+scheme, from an earlier run's model when there is one), measure.py (figures read from the stripped weights),
+checks_models.py (which scheme tfmot can apply to which built-in model, no TensorFlow).
 
 This package's import stays TensorFlow-free so the run plan can read plan.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562).

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -67,7 +68,7 @@ def phase_config(cfg: DictConfig, phase: PhasePlan, start: str | None, formats: 
 
 
 def _plain(node: DictConfig) -> dict:
-    return OmegaConf.to_container(node, resolve=True)
+    return cast(dict, OmegaConf.to_container(node, resolve=True))  # a DictConfig gives a dict
 
 
 def check_compression(cfg: DictConfig) -> None:
@@ -184,7 +185,7 @@ def saved_run_config(run: Path) -> DictConfig:
             "a run whose compression is none, prune or cluster",
             f"its compression is {shown}, which is not rebuilt from a run directory",
         )
-    for key, value in OmegaConf.to_container(saved.compression, resolve=False).items():
+    for key, value in cast(dict, OmegaConf.to_container(saved.compression, resolve=False)).items():
         if isinstance(value, dict) or "${" in str(value):
             raise ConfigError(
                 "compression.from_run",

@@ -30,7 +30,8 @@ log = logging.getLogger("tfhydra")
 
 def build_scheme(cfg_compression: DictConfig, model: keras.Model, spec, phase: Phase) -> Compression:
     if "_target_" in cfg_compression:  # a user's scheme gets its own keys only
-        cfg_compression = OmegaConf.masked_copy(cfg_compression, [k for k in cfg_compression if k not in SHARED_KEYS])
+        own = [str(k) for k in cfg_compression if k not in SHARED_KEYS]
+        cfg_compression = OmegaConf.masked_copy(cfg_compression, own)
     compression = COMPRESSIONS.build(cfg_compression, model=model, spec=spec, phase=phase)
     if not isinstance(compression, Compression):
         raise ConfigError(
@@ -178,15 +179,17 @@ def pruning_schedule(cfg, phase: Phase):
     """
     polynomial = cfg.schedule == "polynomial"
     begin = boundary(cfg, "begin", phase, default=0)
+    assert begin is not None  # default=0
     end = boundary(cfg, "end", phase, default=phase.steps if polynomial else None)
-    if polynomial and end <= begin:
+    stop = end if end is not None else phase.steps  # a polynomial schedule's end: never None (its default)
+    if polynomial and stop <= begin:
         raise ConfigError(
             "compression",
             cfg.name,
             "a pruning that ends after it begins",
             f"it begins at step {begin} and ends at step {end}",
         )
-    window = (end if polynomial else phase.steps) - begin
+    window = (stop if polynomial else phase.steps) - begin
     frequency = min(cfg.frequency, window) if window > 0 else cfg.frequency
     if frequency < cfg.frequency:
         log.warning(
@@ -196,7 +199,7 @@ def pruning_schedule(cfg, phase: Phase):
             frequency,
         )
     if polynomial:
-        end = begin + (end - begin) // frequency * frequency
+        end = begin + (stop - begin) // frequency * frequency
         schedule = sparsity_api.PolynomialDecay(
             cfg.initial_sparsity, cfg.target_sparsity, begin, end, frequency=frequency
         )

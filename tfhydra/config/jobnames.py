@@ -37,7 +37,7 @@ def sweep_override_keys(overrides: Iterable[str]) -> set[str]:
 
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception:  # malformed overrides are reported by the pre-flight check, not here
+    except Exception:  # noqa: BLE001  (malformed overrides are reported by the pre-flight check, not here)
         return set()
     return {o.get_key_element() for o in parsed if o.is_sweep_override()}
 

@@ -89,7 +89,7 @@ def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:
     except (TypeError, ValueError) as error:
         if isinstance(error, ValueError) or "keyword" not in str(error) and "argument" not in str(error):
             return  # no signature to check (a builtin): let the call speak
-        keys = [k for k in node if not str(k).startswith("_")]
+        keys = [str(k) for k in node if not str(k).startswith("_")]
         raise ConfigError(
             f"{key}._target_",
             node._target_,
@@ -105,7 +105,7 @@ def check_target_imports(node: DictConfig, key: str) -> None:
 
     try:
         locate(node._target_)
-    except Exception as error:  # ImportError, AttributeError, ValueError from _locate
+    except Exception as error:  # noqa: BLE001  (ImportError, AttributeError, ValueError from _locate)
         reason = str(error.__cause__ or error).splitlines()[0]
         raise ConfigError(
             f"{key}._target_",

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -46,11 +46,11 @@ class Rule:
         return "out of range" if is_number(value) else "not a number"
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def is_number(v: Any) -> bool:
+def is_number(v: Any) -> TypeGuard[int | float]:
     return (is_int(v) or isinstance(v, float)) and not (isinstance(v, float) and math.isnan(v))
 
 
@@ -168,7 +168,7 @@ def _in_target_node(cfg: DictConfig, key: str) -> bool:
 def check_types(cfg: DictConfig, defaults: DictConfig, rules: dict[str, Rule], prefix: str = "") -> None:
     """Refuse a leaf whose type differs from its default's (keys with a rule are checked there)."""
     for key in defaults:
-        path = f"{prefix}{key}"
+        path = f"{prefix}{key!s}"
         if path == "hydra" or key == "_target_" or "_target_" in cfg:  # a _target_ node's keys are its callable's
             continue
         if key not in cfg:
@@ -244,9 +244,9 @@ def check_interpolations(node: Any, path: str = "") -> None:
             if path == "" and key == "hydra":
                 continue
             child = (
-                f"{path}.{key}"
+                f"{path}.{key!s}"
                 if path and isinstance(node, DictConfig)
-                else (f"{path}[{key}]" if isinstance(node, ListConfig) else str(key))
+                else (f"{path}[{key!s}]" if isinstance(node, ListConfig) else str(key))
             )
             try:
                 value = config_node(node, key)
@@ -316,7 +316,7 @@ def nodes_with_target(node: Any, path: str = ""):
         for key in node:
             if path == "" and key == "hydra":
                 continue
-            yield from nodes_with_target(config_node(node, key), f"{path}.{key}" if path else str(key))
+            yield from nodes_with_target(config_node(node, key), f"{path}.{key!s}" if path else str(key))
     elif isinstance(node, ListConfig):
-        for i, item in enumerate(list_nodes(node)):
+        for i, _item in enumerate(list_nodes(node)):
             yield from nodes_with_target(config_node(node, i), f"{path}[{i}]")

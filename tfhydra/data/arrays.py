@@ -205,7 +205,8 @@ def build_npz(cfg, seed: int) -> Source:
     held = hold_out(y_train, cfg, seed, ships_validation="val" in shipped, ships_test="test" in shipped)
     validation = shipped.get("val") or (x_train[held.validation], y_train[held.validation])
     test = shipped.get("test") or ((x_train[held.test], y_train[held.test]) if len(held.test) else None)
-    return image_source(x_train[held.train], y_train[held.train], *validation, names, test=test)
+    x_val, y_val = validation
+    return image_source(x_train[held.train], y_train[held.train], x_val, y_val, names, test=test)
 
 
 # NumPy dtype kinds the pipeline turns into float32 pixels: booleans, signed and unsigned integers, and floats

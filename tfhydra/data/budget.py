@@ -66,7 +66,9 @@ def local_processes() -> int:
 def cache_budget(value) -> tuple[int, str]:
     """(bytes, how it was derived) for `data.cache_budget`: `auto`, or a size the user gave."""
     if value not in (None, "auto"):
-        return parse_size(value), f"data.cache_budget={value}"
+        size = parse_size(value)
+        assert size is not None, value  # a size: the plan checked data.cache_budget (tfhydra/data/checks.py)
+        return size, f"data.cache_budget={value}"
     available, where = available_memory()
     processes = local_processes()
     per_process = f", divided by {processes} processes on this host" if processes > 1 else ""

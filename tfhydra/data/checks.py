@@ -6,6 +6,8 @@ once a source reads them, in the job.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -30,7 +32,7 @@ AUGMENTATION_NAMES = ("random_flip", "random_rotation", "random_zoom", "random_t
 
 def check_augment(cfg: DictConfig) -> None:
     items = cfg.data.get("augment") or []
-    items = OmegaConf.to_container(items) if isinstance(items, ListConfig) else list(items)
+    items = cast(list, OmegaConf.to_container(items)) if isinstance(items, ListConfig) else list(items)
     for i, item in enumerate(items):
         name = item if isinstance(item, str) else item.get("name")
         if name not in AUGMENTATION_NAMES:

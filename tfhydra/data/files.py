@@ -23,7 +23,7 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")  # what tf.io.decod
 CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}
 
 
-def float_image(image: tf.Tensor, size: tuple[int, int] | None, shape: tuple[int, int, int] | None) -> tf.Tensor:
+def float_image(image: tf.Tensor, size: tuple[int, int] | None, shape: tuple[int, ...] | None) -> tf.Tensor:
     """Integer pixels scaled to [0, 1] by their dtype's maximum (floats kept), resized when `size` is set;
     `shape` makes the static shape known (and mismatching images fail with a shape error)."""
     image = tf.image.convert_image_dtype(image, tf.float32)

@@ -105,7 +105,7 @@ def _valid_entries(loaded, label_key: str) -> dict[str, dict]:
     if not isinstance(loaded, dict) or loaded.get("version") != VERSION or loaded.get("label_key") != label_key:
         raise ValueError("not a tfhydra label index of this version and label feature")
     entries = {}
-    for entry in loaded.get("files"):
+    for entry in loaded["files"]:  # KeyError, TypeError: not an index (the caller warns)
         if set(entry) != {"path", "stamp", "labels"} or not isinstance(entry["path"], str):
             raise ValueError("an entry without exactly path, stamp, labels")
         if (

@@ -212,7 +212,7 @@ def build_keras_dataset(cfg, seed: int) -> Source:
         try:
             with _socket_timeout(DOWNLOAD_TIMEOUT_S):
                 dataset.download(str(root), cfg)
-        except Exception as error:  # URL fetch failure, hash mismatch, no space left ...
+        except Exception as error:  # noqa: BLE001  (URL fetch failure, hash mismatch, no space left ...)
             reason = " ".join(str(error).split())[:300]
             raise ConfigError(
                 "data",
@@ -224,8 +224,8 @@ def build_keras_dataset(cfg, seed: int) -> Source:
             ) from None
         if not os.access(root, os.W_OK):  # the Keras loaders then download into /tmp/.keras instead
             datasets = Path("/tmp/.keras/datasets")
-    x_train, y_train, x_test, y_test, names = dataset.read(datasets, cfg)
-    y_train, names = class_labels(y_train, f"{datasets}: {cfg.name} training labels", names)
+    x_train, y_train, x_test, y_test, stored_names = dataset.read(datasets, cfg)
+    y_train, names = class_labels(y_train, f"{datasets}: {cfg.name} training labels", stored_names)
     y_test, _ = class_labels(y_test, f"{datasets}: {cfg.name} test labels", names)
     held = hold_out(y_train, cfg, seed, ships_test=True)
     return image_source(

@@ -21,6 +21,7 @@ import logging
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import tensorflow as tf
@@ -309,7 +310,8 @@ def cached(dataset: tf.data.Dataset, cfg_data, seed: int, split: str) -> tf.data
 
 
 def config_digest(cfg_data, seed: int) -> str:
-    keys = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items() if k not in _NOT_CACHED_KEYS}
+    given = cast(dict, OmegaConf.to_container(cfg_data, resolve=True))  # the data node: a DictConfig
+    keys = {k: v for k, v in given.items() if k not in _NOT_CACHED_KEYS}
     return hashlib.sha256(repr(sorted(keys.items())).encode() + str(seed).encode()).hexdigest()[:12]
 
 

@@ -83,7 +83,8 @@ class ServiceWatch(threading.Thread):
         self.finished = threading.Event()
         self.seen: collections.Counter = collections.Counter()
         self.signalled: tuple[int, float] | None = None  # (signum, when) of the oldest signal not yet acted on
-        self.training_since = self.silent_since = None
+        self.training_since: float | None = None
+        self.silent_since: float | None = None
         self.next_probe = 0.0
 
     def run(self) -> None:
@@ -164,14 +165,14 @@ class ServiceWatch(threading.Thread):
                 1,
             )
 
-    def _finish(self, error: BaseException, code: int) -> None:
+    def _finish(self, error: ServiceStalled | InterruptedWaiting, code: int) -> None:
         """Record, say it in one line, end the process (os._exit: see the module's docstring)."""
         interrupted = isinstance(error, KeyboardInterrupt)
-        line = f"Stopped: {error.reason}" if interrupted else f"Error: {error}"
+        line = f"Stopped: {error.reason}" if isinstance(error, InterruptedWaiting) else f"Error: {error}"
         try:
             log.error("%s", line)
             self.end(error, interrupted)
-        except BaseException as failed:  # the process ends whatever happens; the line below says why
+        except BaseException as failed:  # noqa: BLE001  (the process ends whatever happens; the line below says why)
             log.warning("the record could not be written: %s", failed)
         finally:
             for handler in logging.getLogger("tfhydra").handlers + logging.getLogger().handlers:
@@ -192,7 +193,8 @@ def watch_service(cfg_service, stop, end: Ending) -> Iterator[ServiceWatch | Non
     if not address:
         yield None
         return
-    wakeup = previous = None
+    wakeup: socket.socket | None = None
+    previous = -1  # set_wakeup_fd's previous descriptor (-1: none), restored at the end
     if threading.current_thread() is threading.main_thread():
         wakeup, writer = socket.socketpair()
         writer.setblocking(False)

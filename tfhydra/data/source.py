@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
+from numpy.typing import ArrayLike
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
@@ -131,7 +132,10 @@ def stratified_subset(y: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Sorted indices of about `fraction` of each class (at least one example of every class)."""
     rng = np.random.default_rng(seed)
     classes, counts = np.unique(y, return_counts=True)
-    picked = [rng.permutation(np.flatnonzero(y == c))[: max(1, round(fraction * n))] for c, n in zip(classes, counts)]
+    picked = [
+        rng.permutation(np.flatnonzero(y == c))[: max(1, round(fraction * n))]
+        for c, n in zip(classes, counts, strict=True)
+    ]
     return np.sort(np.concatenate(picked))
 
 
@@ -147,7 +151,7 @@ def take_examples(dataset: tf.data.Dataset, indices: np.ndarray, size: int) -> t
 
 
 def class_labels(
-    values: Sequence, where: str, class_names: Sequence | None = None, num_classes: int | None = None
+    values: ArrayLike, where: str, class_names: Sequence | None = None, num_classes: int | None = None
 ) -> tuple[np.ndarray, tuple[str, ...]]:
     """Integer labels in [0, number of classes) and the class names, from a label column or array.
 
@@ -179,7 +183,7 @@ def class_labels(
             "class indices of shape (examples,), or one-hot rows of shape (examples, classes)",
             f"labels of shape {values.shape}",
         )
-    values = values.reshape(-1)
+    values = np.asarray(values).reshape(-1)
     if values.dtype.kind in "US" and not _spell_integers(values):
         texts = [str(v) for v in values]
         names = tuple(str(n) for n in class_names) if class_names else tuple(sorted(set(texts)))

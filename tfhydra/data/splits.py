@@ -95,8 +95,9 @@ def stratified_shuffle_split(labels: np.ndarray, fraction: float, seed: int) -> 
     rng = np.random.RandomState(seed)
     kept_per_class = _approximate_mode(counts, n_kept, rng)
     held_per_class = _approximate_mode(counts - kept_per_class, n_held, rng)
-    kept, held = [], []
-    for members, n_k, n_h in zip(by_class, kept_per_class, held_per_class):
+    kept: list = []  # example indices, class by class
+    held: list = []
+    for members, n_k, n_h in zip(by_class, kept_per_class, held_per_class, strict=True):
         shuffled = members.take(rng.permutation(len(members)), mode="clip")
         kept.extend(shuffled[:n_k])
         held.extend(shuffled[n_k : n_k + n_h])

@@ -13,7 +13,9 @@ or `data.fraction` needs them. The `tensorflow-datasets` package is the `tfds` e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, cast
 
 import numpy as np
 import tensorflow as tf
@@ -24,7 +26,11 @@ from tfhydra.data.splits import hold_out, wants_test
 
 
 class LazyServing(Serving):
-    """A Serving whose validation examples are read on first use (evaluate), not when the data are built."""
+    """A Serving whose validation examples are read on first use (evaluate), not when the data are built: its
+    `raw_validation` argument is the function that reads them."""
+
+    _raw: tuple[np.ndarray, np.ndarray] | None
+    _read: Callable[[], tuple[np.ndarray, np.ndarray]]
 
     @property
     def raw_validation(self):
@@ -61,7 +67,7 @@ def tfds_builder(cfg):
             f"the name of a TFDS dataset (tfds.list_builders(): {len(names)} names, e.g. mnist, cifar10, imagenette)",
             f"no such TFDS dataset{suggestion(base, names)}",
         ) from None
-    except Exception as error:  # a config or version that does not exist ...
+    except Exception as error:  # noqa: BLE001  (a config or version that does not exist ...)
         raise ConfigError(
             "data.dataset",
             cfg.dataset,
@@ -188,7 +194,7 @@ def image_source(cfg, feature, train, validation, names, size, val_size, train_l
         return tf.ensure_shape(to_model_input(x), shape), y
 
     def read_validation():
-        images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.map(decode).batch(1024)])
+        images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.map(decode).batch(1024)], strict=True)
         return np.concatenate(images), np.concatenate(labels)
 
     spec = DataSpec(shape, len(names), names, size, val_size)
@@ -196,7 +202,7 @@ def image_source(cfg, feature, train, validation, names, size, val_size, train_l
     serving = LazyServing(
         raw,
         to_model_input,
-        read_validation,
+        cast(Any, read_validation),  # the reader: raw_validation's setter takes it
         description=(
             f"{feature.dtype.name} images of shape {list(raw.shape)} as stored, scaled to [0, 1]"
             f"{f' and resized to {list(resize)}' if resize else ''} in the graph"
@@ -223,7 +229,7 @@ def text_source(cfg, train, validation, names, size, val_size, train_labels) -> 
         return vectorize(x), y
 
     def read_validation():
-        texts, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.batch(1024)])
+        texts, labels = zip(*[(x.numpy(), y.numpy()) for x, y in validation.batch(1024)], strict=True)
         return np.concatenate(texts).astype(str), np.concatenate(labels)
 
     spec = DataSpec(
@@ -238,7 +244,7 @@ def text_source(cfg, train, validation, names, size, val_size, train_labels) -> 
     serving = LazyServing(
         tf.TensorSpec((), tf.string),
         vectorize,
-        read_validation,
+        cast(Any, read_validation),  # the reader: raw_validation's setter takes it
         (vectorize,),
         f"raw text, split into the {vectorize.vocabulary_size()}-word vocabulary fitted on the "
         "training split in the graph",

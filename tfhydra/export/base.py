@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import tensorflow as tf
 import tf_keras as keras
@@ -29,4 +30,4 @@ class Deployment:
     quantization_aware: bool  # the model holds learned int8 ranges: its TFLite file is int8 whatever export asks
     cfg_tflite: DictConfig  # export.tflite
     train: tf.data.Dataset  # the training pipeline, batched: int8 calibration examples come from it
-    serving: object = None  # tfhydra.data.source.Serving: the data as stored -> model inputs, in the export
+    serving: Any = None  # tfhydra.data.source.Serving: the data as stored -> model inputs, in the export

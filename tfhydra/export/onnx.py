@@ -22,7 +22,9 @@ def write_onnx(deployment: Deployment, path: Path) -> None:
     logging.getLogger("tf2onnx").setLevel(logging.WARNING)  # its INFO lines (every folded constant) drown train.log
     model = deployment.model
     names = model.input_names if len(model.inputs) > 1 else ["inputs"]
-    signature = [tf.TensorSpec([None, *x.shape[1:]], x.dtype, name=name) for x, name in zip(model.inputs, names)]
+    signature = [
+        tf.TensorSpec([None, *x.shape[1:]], x.dtype, name=name) for x, name in zip(model.inputs, names, strict=True)
+    ]
     path.mkdir(parents=True)
     proto, _ = tf2onnx.convert.from_keras(
         model, input_signature=signature, custom_op_handlers={"Erfc": (onnx_erfc, [])}

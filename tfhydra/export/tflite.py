@@ -89,7 +89,7 @@ def tflite_predict(interpreter) -> Callable[[np.ndarray], np.ndarray]:
     """Batch predictions of a TFLite model; int8 inputs and outputs are (de)quantized with the file's own scales.
     A file with a static batch of one (a recurrent model's, see `tflite_converter`) is run one example at a time."""
     source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    allocated = []  # the batch shape the interpreter is allocated for
+    allocated: list[int] = []  # the batch shape the interpreter is allocated for
 
     def predict(x: np.ndarray) -> np.ndarray:
         if source["shape_signature"][0] == 1 and len(x) > 1:
@@ -142,7 +142,8 @@ def tflite_converter(model: keras.Model) -> tf.lite.TFLiteConverter:
     if not recurrent_layers(model):
         return tf.lite.TFLiteConverter.from_keras_model(model)
     signature = [
-        tf.TensorSpec([1, *x.shape[1:]], x.dtype, name=name) for x, name in zip(model.inputs, model.input_names)
+        tf.TensorSpec([1, *x.shape[1:]], x.dtype, name=name)
+        for x, name in zip(model.inputs, model.input_names, strict=True)
     ]
     function = tf.function(lambda *x: model(list(x) if len(x) > 1 else x[0], training=False))
     return tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function(*signature)], model)

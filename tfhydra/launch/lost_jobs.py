@@ -41,11 +41,11 @@ def guarded_launchers():
         launcher = original(self, hydra_context=hydra_context, task_function=task_function, config=config)
         return GuardedLauncher(launcher, config)
 
-    Plugins.instantiate_launcher = instantiate_launcher
+    Plugins.instantiate_launcher = instantiate_launcher  # type: ignore[method-assign]  # patched for the block only
     try:
         yield
     finally:
-        Plugins.instantiate_launcher = original
+        Plugins.instantiate_launcher = original  # type: ignore[method-assign]
 
 
 class GuardedLauncher:

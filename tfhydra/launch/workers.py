@@ -229,7 +229,7 @@ def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
     _die_with_launcher(launcher)
     try:
         _serve(tasks, results)
-    finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about a second, tfhydra/platform/startup.py)
+    finally:  # what a job keeps is written by now: skip TensorFlow's teardown (about 1 s, tfhydra/platform/startup.py)
         results.close()
         results.join_thread()  # the last message is sent before the process goes
         TAGGED.release()
@@ -281,7 +281,7 @@ def memory_mb() -> tuple[float, float]:
     """(resident, peak resident) MB of this process, from /proc (0, 0 where there is none)."""
     try:
         fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-        return tuple(int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
     except (OSError, KeyError, ValueError):
         return 0.0, 0.0
 

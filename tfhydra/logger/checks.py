@@ -13,13 +13,18 @@ from tfhydra.config.schema import Rule, integer, is_int
 
 # logger option -> (modules it imports, the extra that installs them). MLflow's SQLite store (the default)
 # needs SQLAlchemy and Alembic, which mlflow-skinny does not bring.
-PACKAGES = {"mlflow": (("mlflow", "sqlalchemy", "alembic"), "mlflow"), "wandb": (("wandb",), "wandb")}
+PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
+    "mlflow": (("mlflow", "sqlalchemy", "alembic"), "mlflow"),
+    "wandb": (("wandb",), "wandb"),
+}
 
 
 def check_installed(cfg: DictConfig) -> None:
     loggers = OmegaConf.select(cfg, "logger", default=None)
     for name in loggers if isinstance(loggers, DictConfig) else ():
-        modules, extra = PACKAGES.get(name, ((), None))
+        if str(name) not in PACKAGES:  # a logger that needs nothing more installed
+            continue
+        modules, extra = PACKAGES[str(name)]
         missing = [m for m in modules if importlib.util.find_spec(m) is None]
         if missing:
             raise ConfigError(

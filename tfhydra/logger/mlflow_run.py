@@ -22,6 +22,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -87,8 +88,9 @@ def client(uri: str):
     and checked: one MLflow cannot open is retried by MLflow for about 100 s before it gives up."""
     from mlflow.tracking import MlflowClient
 
-    if sqlite_path(uri) is not None:
-        check_sqlite_store(sqlite_path(uri))
+    store = sqlite_path(uri)
+    if store is not None:
+        check_sqlite_store(store)
     return MlflowClient(tracking_uri=uri)
 
 
@@ -129,7 +131,9 @@ class MLflowTracker(Tracker):
 
     def __init__(self, node: DictConfig, paths: RunPaths, info: RunInfo) -> None:
         self.node, self.paths, self.info = node, paths, info
-        self.client = self.run_id = None
+        # an MlflowClient once started: mlflow (an optional extra) is imported then, not by this module
+        self.client: Any = None
+        self.run_id: str | None = None
 
     def quiet(self):
         return quiet_mlflow()
@@ -175,7 +179,7 @@ class MLflowTracker(Tracker):
             return None
         try:
             return self.client.get_run(run_id)
-        except Exception:  # deleted, or another store: a new run
+        except Exception:  # noqa: BLE001  (deleted, or another store: a new run)
             return None
 
     def last_epoch(self, run) -> int:
@@ -229,7 +233,7 @@ def start_sweep_run(node: DictConfig, sweep_dir: Path, overrides: list[str]) -> 
                 try:
                     run = mlflow_client.get_run(saved["run_id"])
                     mlflow_client.update_run(run.info.run_id, status="RUNNING")
-                except Exception:
+                except Exception:  # noqa: BLE001  (deleted, or another store: a new parent run)
                     run = None
             if run is None:
                 experiment = experiment_id(
@@ -271,7 +275,7 @@ def end_sweep_run(sweep_dir: Path, succeeded: bool) -> None:
                     mlflow_client.log_artifact(parent["run_id"], str(path))
             mlflow_client.set_tag(parent["run_id"], "status", (Status.COMPLETED if succeeded else Status.FAILED).value)
             mlflow_client.set_terminated(parent["run_id"], "FINISHED" if succeeded else "FAILED")
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001  (the jobs' runs are kept: one warning, the sweep ends as it would)
         log.warning(
             "logger.mlflow: ending the sweep's parent run failed (%s: %s)",
             type(error).__name__,

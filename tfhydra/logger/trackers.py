@@ -19,6 +19,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def quiet_loggers(names: tuple[str, ...]):
     try:
         yield
     finally:
-        for logger, level in zip(loggers, levels):
+        for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
 
 
@@ -120,7 +121,7 @@ class Trackers:
     def start(self, resume: bool) -> Trackers:
         kept = read_json_map(self.paths.trackers) if resume and self.paths else {}
         for tracker in self.trackers:
-            state = self.guarded(tracker, "starting its run", lambda t=tracker: t.start(kept.get(t.name) or {}))
+            state = self.guarded(tracker, "starting its run", partial(tracker.start, kept.get(tracker.name) or {}))
             if state is not None:
                 self.saved[tracker.name] = state
         self.save()
@@ -137,11 +138,8 @@ class Trackers:
                 if epoch <= state.get("logged", 0) or not values:  # {}: an epoch whose figures were lost
                     continue
                 figures = {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
-                if (
-                    self.guarded(tracker, f"logging epoch {epoch}", lambda t=tracker: t.log_epoch(epoch, figures))
-                    is None
-                    and tracker.name in self.failed
-                ):
+                logged = self.guarded(tracker, f"logging epoch {epoch}", partial(tracker.log_epoch, epoch, figures))
+                if logged is None and tracker.name in self.failed:
                     break
                 state["logged"], changed = epoch, True
         if changed:
@@ -152,8 +150,8 @@ class Trackers:
         attempt trains none), then each tracker's end with the record's status."""
         self.log_history(history)
         for tracker in self.trackers:
-            if tracker.name in self.saved:
-                self.guarded(tracker, "ending its run", lambda t=tracker: t.end(status, self.paths))
+            if tracker.name in self.saved and self.paths is not None:  # start_trackers gives trackers their paths
+                self.guarded(tracker, "ending its run", partial(tracker.end, status, self.paths))
         self.trackers = []  # ended once
 
     def save(self) -> None:
@@ -216,7 +214,7 @@ class CSVTracker(Tracker):
         if new:
             self.columns = ["epoch", *values]
         with self.path.open("w" if new else "a", newline="") as handle:
-            writer = csv.DictWriter(handle, self.columns, extrasaction="ignore")
+            writer = csv.DictWriter(handle, self.columns or [], extrasaction="ignore")
             if new:
                 writer.writeheader()
             writer.writerow({"epoch": epoch, **{k: ("" if math.isnan(v) else v) for k, v in values.items()}})

@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import string
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -41,7 +42,7 @@ class WandbTracker(Tracker):
 
     def __init__(self, node: DictConfig, paths: RunPaths, info: RunInfo) -> None:
         self.node, self.paths, self.info = node, paths, info
-        self.run = None
+        self.run: Any = None  # wandb's Run once started: wandb (an optional extra) is imported then
         self.environment: dict[str, str | None] = {}  # what the variables set for the run were before
 
     def quiet(self):

@@ -38,7 +38,8 @@ def require_images(spec: DataSpec, model: str) -> tuple[int, int, int]:
     """(height, width, channels) of the data, or a ConfigError naming the model."""
     if len(spec.input_shape) != 3 or is_token_data(spec):
         raise ConfigError("model", model, IMAGES, f"needs images; {describe_data(spec)}")
-    return tuple(spec.input_shape)
+    height, width, channels = spec.input_shape
+    return height, width, channels
 
 
 def require_features(spec: DataSpec, model: str) -> None:

@@ -8,6 +8,8 @@ with the run's real steps per epoch.
 
 from __future__ import annotations
 
+from typing import cast
+
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
@@ -46,13 +48,13 @@ def build_target_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epoc
                 "constant (the default) and no optimizer.lr, or a _target_ whose constructor takes learning_rate",
                 f"{cfg_optimizer._target_} takes no learning_rate",
             )
-        node = OmegaConf.masked_copy(cfg_optimizer, [k for k in cfg_optimizer if k != "schedule"])
+        node = OmegaConf.masked_copy(cfg_optimizer, [str(k) for k in cfg_optimizer if k != "schedule"])
         return instantiate_target(node, "optimizer", **clipping)
     lr = cfg_optimizer.get("lr", cfg_optimizer.get("learning_rate", default))
     if schedule is not None and isinstance(lr, (int, float)):
         lr = build_schedule(schedule, lr, steps_per_epoch, epochs)
     node = OmegaConf.masked_copy(
-        cfg_optimizer, [k for k in cfg_optimizer if k not in ("schedule", "lr", "learning_rate")]
+        cfg_optimizer, [str(k) for k in cfg_optimizer if k not in ("schedule", "lr", "learning_rate")]
     )
     return instantiate_target(node, "optimizer", learning_rate=lr, **clipping)
 
@@ -90,7 +92,8 @@ KERAS_CLASSES = {
 
 def keras_optimizer(class_name: str):
     def build(cfg, learning_rate, **clipping) -> keras.optimizers.Optimizer:
-        arguments = {k: v for k, v in OmegaConf.to_container(cfg).items() if k not in ("name", "lr", "schedule")}
+        given = cast(dict, OmegaConf.to_container(cfg))  # the optimizer node: a DictConfig
+        arguments = {str(k): v for k, v in given.items() if k not in ("name", "lr", "schedule")}
         return getattr(keras.optimizers, class_name)(learning_rate=learning_rate, **arguments, **clipping)
 
     build.__doc__ = f"tf_keras.optimizers.{class_name} with the option's keys as its arguments."

@@ -28,7 +28,7 @@ def check_schedule(cfg: DictConfig) -> None:
     check_warmup(optimizer, epochs, f"trainer.epochs ({epochs})")
     if name == "piecewise":
         boundaries, multipliers = list(schedule.boundaries_epochs), list(schedule.multipliers)
-        if any(later < earlier for earlier, later in zip(boundaries, boundaries[1:])):
+        if any(later < earlier for earlier, later in zip(boundaries, boundaries[1:], strict=False)):
             raise ConfigError(
                 "optimizer.schedule.boundaries_epochs",
                 boundaries,

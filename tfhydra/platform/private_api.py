@@ -1,13 +1,12 @@
 """Every reach into TensorFlow's, tf_keras', OmegaConf's and Optuna's private API, in one place (the ground floor).
 
 As tfhydra/config/hydra_api.py is for Hydra's internals: each function names what it borrows and why tfhydra
-cannot do without it, so an upgrade of one of these packages is checked here, and tests/structure/test_imports.py fails on a
-private name of theirs (`tf_keras.src`, `tensorflow.python`, `obj._name`) anywhere else. Checked against
-tensorflow 2.21.0, tf_keras 2.21.0, omegaconf 2.3.1 and optuna 5.0.0 (pyproject.toml's ranges). TensorFlow and
-tf_keras are imported inside the functions, so the TensorFlow-free rooms (the plan's, the sweep's) may use it.
-A subclass's own use of its Keras base's hooks and flags (`_log_weights` in trainer/histograms.py,
-`_supports_tf_logs`, `_implements_train_batch_hooks`) stays with the subclass: the guard reads reaches into
-another object, not `self`.
+cannot do without it, so an upgrade of one of these packages is checked here, and tests/structure/test_imports.py fails
+on a private name of theirs (`tf_keras.src`, `tensorflow.python`, `obj._name`) anywhere else. Checked against tensorflow
+2.21.0, tf_keras 2.21.0, omegaconf 2.3.1 and optuna 5.0.0 (pyproject.toml's ranges). TensorFlow and tf_keras are
+imported inside the functions, so the TensorFlow-free rooms (the plan's, the sweep's) may use it. A subclass's own use
+of its Keras base's hooks and flags (`_log_weights` in trainer/histograms.py, `_supports_tf_logs`,
+`_implements_train_batch_hooks`) stays with the subclass: the guard reads reaches into another object, not `self`.
 """
 
 from __future__ import annotations
@@ -173,7 +172,7 @@ def layer_random_generator(layer: Any) -> Any:
     them so a resumed run draws the same dropout masks."""
     import tensorflow as tf
 
-    random = getattr(layer, "_random_generator", None)
+    random: Any = getattr(layer, "_random_generator", None)
     if not hasattr(random, "_maybe_init"):
         return None
     random._maybe_init()

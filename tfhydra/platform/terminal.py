@@ -5,7 +5,8 @@ twice; CUDA probing and a `cuInit` error on a machine without a GPU; the CPU-ins
 its own log level is read, so `TF_CPP_MIN_LOG_LEVEL` cannot silence them. `QuietStart` puts a pipe in front
 of descriptor 2 from the command's start until training begins, and passes on every line but those
 (`NOISE`); warnings and errors still show. A sweep worker of tfhydra's launcher has `TaggedLines` instead, for its
-whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything (docs/terminal.md).
+whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything
+(docs/terminal.md).
 
 The live bar while an epoch trains is tfhydra/trainer/callbacks.py's `EpochProgress` (it needs Keras; this
 module imports nothing heavy, so the command can start the filter before TensorFlow loads).
@@ -65,6 +66,8 @@ class QuietStart:
         return self
 
     def _forward(self, read: int) -> None:
+        saved = self._saved
+        assert saved is not None  # start() keeps the original descriptor 2 before the thread starts
         with os.fdopen(read, "rb", buffering=0) as source:
             pending = b""
             while chunk := source.read(65536):
@@ -72,9 +75,9 @@ class QuietStart:
                 *lines, pending = pending.split(b"\n")
                 kept = [line for line in lines if not is_noise(line.decode("utf-8", "replace"), self.gpu_machine)]
                 if kept:
-                    os.write(self._saved, b"\n".join(kept) + b"\n")
+                    os.write(saved, b"\n".join(kept) + b"\n")
             if pending and not is_noise(pending.decode("utf-8", "replace"), self.gpu_machine):
-                os.write(self._saved, pending)
+                os.write(saved, pending)
 
     def release(self) -> None:
         """Descriptor 2 back to what it was, once everything written so far has been passed on."""
@@ -167,7 +170,7 @@ class TaggedLines:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-        for (fd, _), drained in zip(self._saved, self._drained):
+        for (fd, _), drained in zip(self._saved, self._drained, strict=True):
             drained.clear()
             os.write(fd, self.MARK + b"\n")
         for drained in self._drained:

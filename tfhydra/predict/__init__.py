@@ -44,8 +44,8 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.platform.terminal import figure
 
 USAGE = (
-    "usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] [--batch-size N] "
-    "[--top-k K] [--format csv|jsonl] [--on-error skip|fail] (also python -m tfhydra.predict)"
+    "usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] "
+    "[--batch-size N] [--top-k K] [--format csv|jsonl] [--on-error skip|fail] (also python -m tfhydra.predict)"
 )
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 

@@ -32,7 +32,9 @@ CHUNK = 1024  # array rows read from disk at a time
 def read_inputs(texts: list[str], layout: Layout, on_error: str = "fail") -> Inputs:
     """All INPUTs, in the order given (a folder's images sorted by path), as one dataset; with `on_error="skip"`
     an INPUT that cannot be used is left out and named in `skipped` instead of stopping the command."""
-    parts, images, skipped = [], [], []
+    parts: list = []  # datasets, one per run of images or per file of tensors
+    images: list = []
+    skipped: list[ConfigError] = []
     skip = on_error == "skip"
     for text in texts:
         try:

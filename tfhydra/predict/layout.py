@@ -16,7 +16,7 @@ import csv
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tfhydra.config.errors import ConfigError
 
@@ -51,7 +51,8 @@ class Layout:
     @property
     def image_shape(self) -> tuple[int, int, int]:
         """(height, width, channels) of an image example (a grayscale (H, W) layout has one channel)."""
-        return (*self.shape[:2], self.shape[2] if len(self.shape) == 3 else 1)
+        height, width = self.shape[:2]
+        return height, width, self.shape[2] if len(self.shape) == 3 else 1
 
     def takes(self) -> str:
         """What the model takes, in the words of an error's `accepted`."""
@@ -215,7 +216,7 @@ def read_run(run_dir: Path, trusted: bool = False, project: Path | None = None) 
         trusted=trusted,
         composed=False,
     )
-    data = OmegaConf.to_container(config.data, resolve=False)
+    data = cast(dict, OmegaConf.to_container(config.data, resolve=False))  # the data node: a DictConfig
     spec = load_record(run_dir).data or {}
     names = spec.get("class_names")
     if not isinstance(names, list) or not names:

@@ -13,6 +13,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 import numpy as np
 import tensorflow as tf
@@ -50,7 +51,7 @@ def run_batches(layout, found, batch_size: int, writer) -> Counted:
         if label is not None:
             truth = [class_index(row[label], classes) for row in extra]
             counted.labelled += sum(t is not None for t in truth)
-            counted.correct += sum(t == int(i[0]) for t, i in zip(truth, ids) if t is not None)
+            counted.correct += sum(t == int(i[0]) for t, i in zip(truth, ids, strict=True) if t is not None)
     return counted
 
 
@@ -100,7 +101,8 @@ class PredictionWriter:
         self.output, self.format, self.extra_columns, self.top_k = output, fmt, list(extra_columns), top_k
         self.class_names = tuple(class_names)
         self.partial = None if output is None else Path(output).expanduser().with_name(f".{Path(output).name}.partial")
-        self.file = self.table = None
+        self.file: TextIO | None = None  # stdout, or the partial file until the last row is written
+        self.table: Any = None  # a csv.writer on the file, for format=csv
 
     def __enter__(self) -> PredictionWriter:
         try:
@@ -114,16 +116,17 @@ class PredictionWriter:
         return self
 
     def write(self, names: list[str], extra: list[list[str]], ids: np.ndarray, values: np.ndarray) -> None:
+        assert self.file is not None, "a PredictionWriter writes inside its `with` block"
         try:
-            for name, cells, row_ids, row_values in zip(names, extra, ids, values):
+            for name, cells, row_ids, row_values in zip(names, extra, ids, values, strict=True):
                 classes = [self.class_names[int(i)] for i in row_ids]
                 if self.table is not None:
-                    pairs = [x for c, p in zip(classes, row_values) for x in (c, shortest(p))]
+                    pairs = [x for c, p in zip(classes, row_values, strict=True) for x in (c, shortest(p))]
                     self.table.writerow([name, *cells, *pairs])
                 else:
                     line = {
                         "input": name,
-                        **({"columns": dict(zip(self.extra_columns, cells))} if cells else {}),
+                        **({"columns": dict(zip(self.extra_columns, cells, strict=True))} if cells else {}),
                         "classes": classes,
                         "probabilities": [float(shortest(p)) for p in row_values],
                     }
@@ -135,6 +138,7 @@ class PredictionWriter:
     def __exit__(self, kind, error, trace) -> None:
         if self.partial is None:
             return
+        assert self.file is not None and self.output is not None  # a partial file: __enter__ opened it for `output`
         self.file.close()
         if kind is None:
             os.replace(self.partial, Path(self.output).expanduser())

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import os
 import platform
 import shlex
@@ -64,7 +63,8 @@ class Status(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__
+    def __format__(self, format_spec: str) -> str:  # the word, as str's own formatting gives it (not Enum's)
+        return self.value.__format__(format_spec)
 
     @property
     def succeeded(self) -> bool:
@@ -95,14 +95,14 @@ class RecordError(ValueError):
 @dataclass
 class RunRecord:
     schema_version: int = SCHEMA_VERSION
-    status: str = Status.RUNNING  # a Status (read back as one)
+    status: Status = Status.RUNNING  # read back as one (a str, so the JSON is plain)
     error: str | None = None  # the one-line reason of a failed or interrupted run
     run_dir: str = ""
     overrides: list = field(default_factory=list)  # the command line's overrides (Hydra's task overrides)
     monitor: str = ""  # trainer.monitor
     monitor_mode: str = ""  # min | max
-    # {kind: fresh|saved_state|after_training|kept, epoch, reason}: how this phase started and why (tfhydra/record/resume.py);
-    # null in a record written before it was kept
+    # {kind: fresh|saved_state|after_training|kept, epoch, reason}: how this phase started and why
+    # (tfhydra/record/resume.py); null in a record written before it was kept
     resumed: dict | None = None
     # where the result came from
     versions: dict = field(default_factory=dict)  # python and PACKAGES -> version (null: not installed)
@@ -163,7 +163,7 @@ class RunRecord:
         every field of this version, so a record read from an older version is written back as this one; the
         `summary` block goes first (derived, never read back)."""
         self.schema_version = SCHEMA_VERSION
-        write_json(RunPaths(run_dir).metrics, {"summary": self.summary(), **self.as_dict()})
+        write_json(RunPaths(Path(run_dir)).metrics, {"summary": self.summary(), **self.as_dict()})
 
     def summary(self) -> dict:
         """What a reader opens metrics.json for, first and rounded to 4 significant digits: how the run ended,
@@ -220,7 +220,7 @@ def read_record(run_dir: str | Path) -> RunRecord | None:
 
 def load_record(run_dir: str | Path) -> RunRecord:
     """The record in `run_dir`; OSError when there is none, RecordError when it is not one this tfhydra reads."""
-    path = RunPaths(run_dir).metrics
+    path = RunPaths(Path(run_dir)).metrics
     try:
         payload = load_json_bounded(read_text_bounded(path))
     except ValueError as error:
@@ -251,7 +251,7 @@ def provenance(cwd: str | Path | None = None) -> dict:
     """{versions, git, host, command} for the record: looked up once per job, in milliseconds."""
     from importlib import metadata
 
-    versions = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             versions[name] = metadata.version(name)

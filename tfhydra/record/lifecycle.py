@@ -89,7 +89,7 @@ def check_sweep_job_dir(cfg: DictConfig, job_dir: Path) -> None:
 
     if not RunPaths(job_dir).config.is_file():
         return
-    new = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    new = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
     differing = config_differences(run_config(job_dir, new, flag="a new hydra.sweep.dir"), new)
     if not is_complete(job_dir):
         differing = [k for k in differing if not k.startswith(RESUMABLE_CHANGES)]

@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 MODES = ("min", "max")  # conf/tfhydra.yaml's trainer.monitor_mode and trainer.early_stopping.mode accept these
 
 
-def is_figure(value: Any) -> bool:
+def is_figure(value: Any) -> TypeGuard[float]:
     """A finite number (a JSON null, NaN, inf, a bool or a string is no figure to rank on)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

@@ -8,8 +8,9 @@ A phase (a whole run, or one of its earlier phases in phases/<i>_<label>) starts
 - `after_training`: an attempt ended training and saved its last weights (checkpoints/last.weights.h5) but
   was stopped before its record was final: only the best weights, the test and the export are redone;
 - `kept`: the phase completed in an earlier run and is not rerun (an earlier phase, a sweep run again).
-`start_phase` is the one place that decides (`clear_for` acts on a fresh start); the recipe (tfhydra/runner/job.py), the sweep's job (tfhydra/sweep/trial.py)
-and the phases read its `Start` instead of asking again. The record's `resumed` field is `Start.as_record()`.
+`start_phase` is the one place that decides (`clear_for` acts on a fresh start); the recipe (tfhydra/runner/job.py), the
+sweep's job (tfhydra/sweep/trial.py) and the phases read its `Start` instead of asking again. The record's `resumed`
+field is `Start.as_record()`.
 
 `checkpoints/history.json` (the epochs of an unfinished attempt, kept beside its state) is read here, by
 `read_history`, and written by `write_history`: its format is `HISTORY_FIELDS`. Nothing here imports TensorFlow.

@@ -10,7 +10,8 @@ they ask `RunPaths(run_dir)` or `SweepPaths(sweep_dir)`. The layout (README, "Th
             evaluations/<data>_<stamp>.json
             trackers.json  metrics.csv  wandb/   (the experiment trackers of logger=[...]: docs/loggers.md)
             .tfhydra.lock  (one writer at a time: tfhydra/trust/locks.py)
-    <sweep>/ .tfhydra.lock  multirun.yaml  summary.{csv,md,png}  trusted.log  events.out.tfevents.* (HParams)  trackers.json  <n>_<overrides>/ (a run each)
+    <sweep>/ .tfhydra.lock  multirun.yaml  summary.{csv,md,png}  trusted.log  events.out.tfevents.* (HParams)
+             trackers.json  <n>_<overrides>/ (a run each)
              screen/<n>_<overrides>/  promote/<n>_<overrides>/  (a staged sweep's jobs: sweep.promote)
 
 Nothing here imports TensorFlow or another tfhydra room.
@@ -216,7 +217,8 @@ class SweepPaths:
         return RunPaths(self.root / name)
 
     def stage(self, name: str) -> Path:
-        """The folder of a staged sweep's stage (`screen`, `promote`: STAGES) holding its jobs (tfhydra/sweep/stages.py)."""
+        """The folder of a staged sweep's stage (`screen`, `promote`: STAGES) holding its jobs
+        (tfhydra/sweep/stages.py)."""
         return self.root / name
 
     def jobs(self) -> list[Path]:

@@ -58,7 +58,7 @@ def hydra_overrides(cfg: DictConfig) -> list[str]:
 
 
 def without_hydra(cfg: DictConfig) -> DictConfig:
-    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
+    return OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
 
 
 def write_hydra_files(paths: RunPaths, job_cfg: DictConfig, cfg: DictConfig) -> None:

@@ -2,10 +2,10 @@
 the order of things.
 
 plan (config checks, phases; no TensorFlow) -> run directory -> each earlier phase as a run of its own, then the
-run's own phase: how it starts (tfhydra/record/resume.py, decided once) -> tfhydra/runner/phase.py's `PhaseRunner`: threads,
-precision policy -> strategy (chief or not) -> seeds -> data -> [strategy scope] model -> compression ->
-optimizer, loss, metrics -> training loop -> export -> run record.
-Every other module builds one thing from one config node; this one and the runner read as the recipe.
+run's own phase: how it starts (tfhydra/record/resume.py, decided once) -> tfhydra/runner/phase.py's `PhaseRunner`:
+threads, precision policy -> strategy (chief or not) -> seeds -> data -> [strategy scope] model -> compression ->
+optimizer, loss, metrics -> training loop -> export -> run record. Every other module builds one thing from one config
+node; this one and the runner read as the recipe.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
     start_job()  # the wait a user sees starts at the command's start (its first job) or at this job's
     mark("tensorflow")  # imported with this module
     plan = plan_run(cfg)
-    paths = RunPaths(run_dir) if run_dir is not None else RunPaths(hydra_run_dir())
+    paths = RunPaths(Path(run_dir)) if run_dir is not None else RunPaths(hydra_run_dir())
     own = OwnPhase(started, plan.earlier_phases, tuple(callbacks))
     if under_hydra():  # the command's Hydra callback holds the run's (or its sweep's) directory: tfhydra/trust/locks.py
         return run_phases(cfg, plan, paths, threads, own)

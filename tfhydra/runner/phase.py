@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
@@ -91,7 +92,8 @@ class PhaseRunner:
         self.recorder = RunRecorder(paths.history, max_loss=loss_bound(cfg.trainer))
         self.examples_per_epoch = 0  # known once the data are built; the record of a failure reports throughput
         self.is_chief, self.target, self.trackers = True, paths, Trackers()  # until the strategy says who is chief
-        self.strategy = self.stop = None
+        self.strategy: Any = None  # a tf.distribute.Strategy, built in train_in_strategy
+        self.stop: StopOnSignal | None = None
 
     def run(self) -> float:
         """The phase, whatever way it ends: completed, diverged, failed (export included) and interrupted each
@@ -139,7 +141,7 @@ class PhaseRunner:
         self.is_chief = is_chief(self.strategy)
         if not self.is_chief:
             directory = scratch.enter_context(tempfile.TemporaryDirectory(prefix="tfhydra-worker-"))
-            self.target = RunPaths(directory, checkpoints_root=self.paths.root)
+            self.target = RunPaths(Path(directory), checkpoints_root=self.paths.root)
         elif self.final:
             self.trackers = start_trackers(self.cfg.get("logger"), self.paths, run_info(self.cfg, self.paths))
 
@@ -225,6 +227,7 @@ class PhaseRunner:
         """Train as the start decided: after training, the last weights are loaded (if they read back; else the
         loop restores the same model from the state, kept until the record is final) and nothing is trained."""
         paths, stop = self.target, self.stop
+        assert stop is not None  # train_in_strategy set it
         if self.start.trained and load_last_weights(model, paths, self.strategy):
             return
         stop.training = True
@@ -359,7 +362,7 @@ def run_info(cfg: DictConfig, paths: RunPaths) -> RunInfo:
     }
     return RunInfo(
         name=paths.root.name,
-        config=OmegaConf.to_container(without_hydra(cfg), resolve=True),
+        config=cast(dict, OmegaConf.to_container(without_hydra(cfg), resolve=True)),
         tags=tags,
         resume=bool(cfg.trainer.resume),
         sweep=sweep,
@@ -370,6 +373,7 @@ def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dic
     """What each earlier phase of this run trained, read from its record (for the `compression` section)."""
     summaries = []
     for phase in earlier:
+        assert phase.directory is not None  # an earlier phase is a run of its own, in its directory
         phase_record = read_record(paths.phase(phase.directory).root) or RunRecord()
         summaries.append({"run_dir": phase.directory, "epochs": phase_record.epochs_run, "best": phase_record.best})
     return summaries
@@ -386,6 +390,6 @@ def monitored(record: RunRecord) -> str:
     said = f"best {record.monitor}={figure(record.best_monitored)} at epoch {(record.best or {}).get('epoch')}"
     test, name = record.test_metric(record.monitor), test_name(record.monitor)
     if test is not None:
-        return f"{said}; test {name}={figure(test)} ({record.test['examples']} examples, not used to choose)"
+        return f"{said}; test {name}={figure(test)} ({(record.test or {})['examples']} examples, not used to choose)"
     none = record.status == Status.COMPLETED and not (record.data or {}).get("test_size")
     return f"{said}; no test split (data.test_fraction=0)" if none else said

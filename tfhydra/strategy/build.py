@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import tensorflow as tf
 
@@ -193,7 +194,7 @@ def read_tf_config() -> dict:
         config = json.loads(raw)
     except ValueError as error:
         raise ConfigError("TF_CONFIG", raw, TF_CONFIG_EXAMPLE, f"not valid JSON ({error})") from None
-    cluster = config.get("cluster") if isinstance(config, dict) else None
+    cluster: Any = config.get("cluster") if isinstance(config, dict) else None
     workers = cluster.get("worker") if isinstance(cluster, dict) else None
     task = config.get("task") if isinstance(config, dict) else None
     if not isinstance(workers, list) or not workers:

@@ -38,28 +38,47 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from tfhydra.config.jobnames import (
     MAX_NAME,
     SWEPT_KEYS_ENV,
     current_swept_keys,
-    job_dirname,  # noqa: F401
+    job_dirname,
     recorded_swept_keys,
     safe_name,
     sweep_override_keys,
     swept_keys,
 )
-from tfhydra.platform.runtime import available_cores  # noqa: F401
-from tfhydra.sweep.kind import auto_threads, in_sweep, launcher_cpus, parallel_jobs  # noqa: F401
+from tfhydra.platform.runtime import available_cores
+from tfhydra.sweep.kind import auto_threads, in_sweep, launcher_cpus, parallel_jobs
+
+# The job-name helpers live in tfhydra/config/jobnames.py (the config's resolver names jobs) and the launchers'
+# thread rules in kind.py: the sweep room re-exports them, as its modules and the tests import them from here.
+__all__ = [
+    "MAX_NAME",
+    "SWEPT_KEYS_ENV",
+    "auto_threads",
+    "available_cores",
+    "current_swept_keys",
+    "handover_overrides",
+    "in_sweep",
+    "job_dirname",
+    "launcher_cpus",
+    "override_quoted",
+    "parallel_jobs",
+    "recorded_swept_keys",
+    "safe_name",
+    "sweep_override_keys",
+    "swept_keys",
+]
 
 
 def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "none") -> list[str]:
     """Hydra overrides that carry what each job must know about its sweep to every launcher (Hydra composes
     every job again from the sweep's `hydra.overrides.hydra`): the swept keys, and under Ray's launcher
-    (`launcher`: its kind, tfhydra/sweep/kind.py) an absolute sweep directory, because a Ray worker runs in the directory
-    `ray start` ran in; the others run their jobs in the launching directory."""
+    (`launcher`: its kind, tfhydra/sweep/kind.py) an absolute sweep directory, because a Ray worker runs in the
+    directory `ray start` ran in; the others run their jobs in the launching directory."""
     overrides = [f"++hydra.job.env_set.{SWEPT_KEYS_ENV}={override_quoted(json.dumps(sorted(swept)))}"]
     if launcher == "ray" and not os.path.isabs(sweep_dir):
         overrides.append(f"hydra.sweep.dir={override_quoted(os.path.abspath(sweep_dir))}")

@@ -92,7 +92,7 @@ def finish_sweep(config: DictConfig, lost_line: str | None = None) -> None:
             for j in summary.unsuccessful
             if not (lost_line and j.name and j.name in lost_line)
         ]
-        said = "; ".join([lost_line] * bool(lost_line) + [", ".join(others)] * bool(others))
+        said = "; ".join(([lost_line] if lost_line else []) + [", ".join(others)] * bool(others))
         print(
             f"Error: {len(summary.unsuccessful)} of {len(summary.jobs)} jobs did not complete: {said}",
             file=sys.stderr,
@@ -107,7 +107,9 @@ class SweepProgress:
     them elsewhere, and print their own lines); nothing without a terminal, where the summary says it all."""
 
     def __init__(self) -> None:
-        self.total, self.durations, self._started = None, [], None
+        self.total: int | None = None
+        self.durations: list[float] = []
+        self._started: float | None = None
 
     def sweep_started(self, config: DictConfig) -> None:
         from tfhydra.platform.terminal import on_terminal
@@ -202,7 +204,7 @@ def swept_values(config: DictConfig) -> dict[str, list]:
     lines = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     try:
         parsed = OverridesParser.create().parse_overrides(lines)
-    except Exception:  # the pre-flight check has reported malformed overrides already
+    except Exception:  # noqa: BLE001  (the pre-flight check has reported malformed overrides already)
         return {}
     fixed = {o.get_key_element() for o in parsed[len(params) :] if not o.is_sweep_override()}
     swept: dict[str, list] = {}
@@ -210,7 +212,7 @@ def swept_values(config: DictConfig) -> dict[str, list]:
         if override.is_sweep_override() and override.get_key_element() not in fixed:  # a fixed value wins
             try:
                 values = list(override.sweep_iterator())
-            except Exception:  # interval(), glob(): not a list of values
+            except Exception:  # noqa: BLE001  (interval(), glob(): not a list of values)
                 values = []
             swept[override.get_key_element()] = values
     return swept

@@ -59,7 +59,8 @@ def choose(settings: int, examples: int | None, epochs: int, classes: int | None
         fraction, data = BASE_FRACTION, "the training split's size is not known before the data are read: a quarter"
     why = (
         f"decided by sweep.decide from {settings} settings, {data}, {screen_epochs} of trainer.epochs={epochs} "
-        f"epochs (a quarter, at least 2), promote {promote} ({'<= 4 settings: 1' if promote == 1 else '> 4 settings: 2'})"
+        f"epochs (a quarter, at least 2), promote {promote} "
+        f"({'<= 4 settings: 1' if promote == 1 else '> 4 settings: 2'})"
     )
     return Decision(fraction, screen_epochs, promote, why)
 
@@ -122,7 +123,7 @@ def decided_stages(cfg: DictConfig, settings: int) -> Stages:
     given = stages_of(cfg)
     screen = OmegaConf.select(cfg, "sweep.screen", default=None) or {}
     fraction, epochs = screen.get("fraction"), screen.get("epochs")
-    overrides = {
+    overrides: dict[str, Any] = {
         "fraction": fraction if is_number(fraction) else None,
         "epochs": epochs if is_int(epochs) else None,
         "promote": given.promote if given else None,

@@ -1,7 +1,8 @@
 """TensorBoard HParams records for a sweep, so `tensorboard --logdir <sweep dir>` shows every
 job in the HParams dashboard with its swept values and metrics.
 
-Layout (checked against the real TensorBoard server, tests/sweep/test_sweep.py, tests/trainer/test_tensorboard_graph.py):
+Layout (checked against the real TensorBoard server, tests/sweep/test_sweep.py,
+tests/trainer/test_tensorboard_graph.py):
 - `<sweep dir>/events.out.tfevents.*`: the experiment (swept keys and their values, the
   metrics to show). Written once, when the sweep starts: the sweep's one run of its own.
 - `<job>/tensorboard/validation/events.out.tfevents.*.tfhydra`: the job's trial (session start with

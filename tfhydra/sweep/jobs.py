@@ -146,7 +146,7 @@ def read_sweep_jobs(sweep_dir: Path) -> list[Job]:
 def merge_jobs(expected: list[Job], found: list[Job]) -> list[Job]:
     """The jobs the sweep's recorded command runs (`expected`: not started until a directory says otherwise), with
     the `found` directories in their place; without `expected` (no multirun.yaml, glob()), what was found."""
-    planned = {j.num: j for j in expected}
+    planned: dict[int | str | None, Job] = {j.num: j for j in expected}
     if planned:  # the sweep's recorded command: a directory left by an earlier, other command is not one of its jobs
         found = [
             j
@@ -156,7 +156,8 @@ def merge_jobs(expected: list[Job], found: list[Job]) -> list[Job]:
     for job in found:  # killed before Hydra wrote its .hydra/: its overrides are the grid's
         if not job.overrides and job.num in planned:
             job.overrides = planned[job.num].overrides
-    return list({**planned, **{j.num if j.num is not None else j.name: j for j in found}}.values())
+    merged: dict[int | str | None, Job] = {**planned, **{j.num if j.num is not None else j.name: j for j in found}}
+    return list(merged.values())
 
 
 def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, error: str | None) -> Job:
@@ -231,7 +232,7 @@ def expected_jobs(sweep: Any) -> list[Job]:
     )
     try:
         batches = split_sweep(OverridesParser.create().parse_overrides(arguments))
-    except Exception:  # glob() needs the config to expand: list the jobs that have directories only
+    except Exception:  # noqa: BLE001  (glob() needs the config to expand: list the jobs that have directories only)
         return []
     jobs = [list(job) for batch in batches for job in batch]
     return [Job(i, "", overrides, Status.NOT_STARTED) for i, overrides in enumerate(jobs)]
@@ -254,8 +255,9 @@ def rank_jobs(jobs: list[Job], monitor: Monitor) -> list[Job]:
     then the others by job number: the summary's order, and which screen jobs a staged sweep promotes
     (tfhydra/sweep/stages.py)."""
     order = lambda j: (j.num if j.num is not None else 1 << 30, j.name)  # noqa: E731
-    ranked = [j for j in jobs if j.status == Status.COMPLETED and j.best(monitor)[0] is not None]
-    ranked.sort(key=lambda j: (monitor.sort_key(j.best(monitor)[0]), order(j)))
+    scored = [(v, j) for j in jobs if j.status == Status.COMPLETED and (v := j.best(monitor)[0]) is not None]
+    scored.sort(key=lambda vj: (monitor.sort_key(vj[0]), order(vj[1])))
+    ranked = [j for _, j in scored]
     for rank, job in enumerate(ranked, start=1):
         job.rank = rank
     return ranked + sorted((j for j in jobs if j.rank is None), key=order)

@@ -74,6 +74,7 @@ def expands_grid(cfg: Any = None) -> bool:
 
 def plugin_target(cfg: Any, plugin: str) -> str:
     """`hydra.<plugin>._target_` of `cfg` (None: of the running job), "" when there is none."""
+    hydra: Any  # the running job's HydraConf, or a config's `hydra` node (a DictConfig, a dict) or None
     if cfg is None:
         from hydra.core.hydra_config import HydraConfig
 

@@ -55,7 +55,7 @@ def _expand_jobs(parsed) -> list[list[str]]:
         return [[o.input_line for o in parsed if not o.is_sweep_override()]]
     try:
         batches = split_sweep(parsed)
-    except Exception:  # glob() and friends need the config loader: check the fixed overrides only
+    except Exception:  # noqa: BLE001  (glob() and friends need the config loader: check the fixed overrides only)
         return [[o.input_line for o in parsed if not o.is_sweep_override()]]
     jobs = [list(job) for batch in batches for job in batch]
     if len(jobs) <= MAX_CHECKED_JOBS:

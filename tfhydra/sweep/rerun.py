@@ -31,7 +31,7 @@ def check_batch(config: DictConfig, hydra_context: Any, batch: Sequence[Sequence
 
     from tfhydra.record.lifecycle import check_sweep_job_dir
 
-    numbers = existing_job_numbers(SweepPaths(str(config.hydra.sweep.dir)))
+    numbers = existing_job_numbers(SweepPaths(Path(str(config.hydra.sweep.dir))))
     if not numbers:
         return
     saved = HydraConfig.instance().cfg

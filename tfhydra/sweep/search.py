@@ -10,7 +10,8 @@ values as overrides plus `+optuna_trial=<number>` (how the job finds its trial t
 The study is `sqlite:///<sweep dir>/optuna.db` unless `storage` names another: the same command again
 into the same `hydra.sweep.dir` (or `tfhydra-sweep resume DIR`) loads it, resumes the trials a kill left
 RUNNING (their jobs continue from their saved state, in their own directories), and asks for the trials
-still missing up to `n_trials`, so trial numbers go on and earlier trials are kept. Nothing here imports TensorFlow; Optuna is imported when a search starts.
+still missing up to `n_trials`, so trial numbers go on and earlier trials are kept. Nothing here imports TensorFlow;
+Optuna is imported when a search starts.
 """
 
 from __future__ import annotations
@@ -63,10 +64,13 @@ def search_space(arguments: Sequence[str], params: dict | None) -> tuple[list[Se
     given = parser.parse_overrides(list(arguments))
     on_line = {o.get_key_element() for o in given}  # a key set or swept on the command line leaves `params`
     parsed = [o for o in parser.parse_overrides(lines) if o.get_key_element() not in on_line] + given
-    space, fixed = [], []
+    space: list[SearchSpace] = []
+    fixed: list[str] = []
     for override in parsed:
+        line = override.input_line
+        assert line is not None  # parse_overrides keeps each line (Hydra's own methods assert the same)
         if not override.is_sweep_override():
-            fixed.append(override.input_line)
+            fixed.append(line)
             continue
         key, sweep = override.get_key_element(), override.value()
         if isinstance(sweep, IntervalSweep):
@@ -74,6 +78,7 @@ def search_space(arguments: Sequence[str], params: dict | None) -> tuple[list[Se
             if isinstance(sweep.start, int) and isinstance(sweep.end, int) and not isinstance(sweep.start, bool):
                 distribution = optuna.distributions.IntDistribution(sweep.start, sweep.end, log=log_scale)
             else:
+                assert sweep.start is not None and sweep.end is not None  # interval(low, high) has both
                 distribution = optuna.distributions.FloatDistribution(
                     float(sweep.start), float(sweep.end), log=log_scale
                 )
@@ -84,7 +89,7 @@ def search_space(arguments: Sequence[str], params: dict | None) -> tuple[list[Se
         else:  # glob() and the like need the config: not a search dimension
             raise ConfigError(
                 key,
-                override.input_line.split("=", 1)[1],
+                line.split("=", 1)[1],
                 "interval(low, high), tag(log, interval(...)), choice(a, b, ...) or range(start, stop[, step])",
                 "not a search space Optuna can draw from",
             )
@@ -196,10 +201,10 @@ def run_search(
         overrides = [
             [*fixed, *(s.override(params[s.key]) for s in space), f"+{TRIAL_KEY}={number}"] for number, params in batch
         ]
-        for (number, _), returned in zip(batch, launch(overrides, batch[0][0])):
+        for (number, _), returned in zip(batch, launch(overrides, batch[0][0]), strict=True):
             state, value = outcome(returned)
-            for key, figure in test_figures(returned).items():  # shown beside the value; the search never reads them
-                set_trial_attribute(study, number, key, figure)
+            for key, test_figure in test_figures(returned).items():  # shown beside the value; never read back
+                set_trial_attribute(study, number, key, test_figure)
             study.tell(number, value if state == TrialState.COMPLETE else None, state=state)
 
     # Trials a kill left running: their jobs resume from the state they saved (same numbers, same directories).

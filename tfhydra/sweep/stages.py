@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -64,7 +64,7 @@ class Stages:
 def stages_of(cfg: Any) -> Stages | None:
     """The sweep's stages from its config (a DictConfig, or multirun.yaml read as plain data, where a value of
     another type reads as unset); None when `sweep.promote` is unset: a sweep as any other."""
-    sweep = cfg.get("sweep") if isinstance(cfg, (dict, DictConfig)) else None
+    sweep: Any = cfg.get("sweep") if isinstance(cfg, (dict, DictConfig)) else None
     promote = sweep.get("promote") if isinstance(sweep, (dict, DictConfig)) else None
     if not is_int(promote):
         return None
@@ -92,7 +92,7 @@ def screen_job(overrides: Sequence[str], stages: Stages) -> list[str]:
 def stage_subdir(stage: str, config: DictConfig) -> str:
     """The Hydra override that puts a job in its stage's folder, in front of the configured subdir (its
     interpolations left for the job to resolve, as Hydra does for every job)."""
-    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False)["subdir"]
+    subdir = cast(dict, OmegaConf.to_container(config.hydra.sweep, resolve=False))["subdir"]  # a DictConfig node
     return f"hydra.sweep.subdir={override_quoted(f'{stage}/{subdir}')}"
 
 
@@ -124,7 +124,9 @@ def run_stages(
     chosen = promoted(screen_jobs(sweep_dir, monitor.name, grid, stages), monitor, stages.promote)
     print(promotion_line(chosen, len(grid), stages, monitor), flush=True)
     if chosen:
-        returns.append(launch([[*grid[job.num], stage_subdir(PROMOTE, config)] for job in chosen], len(grid)))
+        # a screen job's number is its setting's index in `grid`: every chosen one has it
+        settings = [grid[cast(int, job.num)] for job in chosen]
+        returns.append(launch([[*setting, stage_subdir(PROMOTE, config)] for setting in settings], len(grid)))
     return returns
 
 
@@ -143,8 +145,9 @@ def staged_jobs(
 ) -> tuple[list[Job], list[tuple[Job, Job]], bool]:
     """For the summary: every job of a staged sweep (the screen's, then the promoted ones; not started until a
     directory says otherwise), the (screen job, promoted job) pairs, best first, and whether the screen has
-    decided (every screen job ended: a summary of a sweep killed during its screen promotes nothing yet). `grid`: the settings the
-    recorded command expands to (tfhydra/sweep/jobs.py's expected_jobs; none for glob()), else what was found."""
+    decided (every screen job ended: a summary of a sweep killed during its screen promotes nothing yet). `grid`: the
+    settings the recorded command expands to (tfhydra/sweep/jobs.py's expected_jobs; none for glob()), else what
+    was found."""
     paths = SweepPaths(sweep_dir)
     screen = merge_jobs(
         [Job(j.num, "", screen_job(j.overrides, stages), Status.NOT_STARTED, stage=SCREEN) for j in grid],

@@ -54,7 +54,8 @@ def seed_groups(summary: Summary) -> list[Group]:
         values = [j.best(summary.ranking)[0] for j in jobs if j.status == Status.COMPLETED]
         tests = [j.test for j in jobs if j.status == Status.COMPLETED and j.test is not None]
         groups.append(Group(list(setting), jobs, [v for v in values if v is not None], test_values=tests))
-    ranked = sorted((g for g in groups if g.values), key=lambda g: summary.ranking.sort_key(g.mean))
+    scored = [(mean, g) for g in groups if (mean := g.mean) is not None]  # a mean: the group has values
+    ranked = [g for _, g in sorted(scored, key=lambda mg: summary.ranking.sort_key(mg[0]))]
     for rank, group in enumerate(ranked, start=1):
         group.rank = rank
     return ranked + [g for g in groups if not g.values]
@@ -171,7 +172,8 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
     ranking = Monitor(monitor, mode)
     stages = stages_of(sweep)
     if stages is None:
-        jobs, promotions = merge_jobs(expected_jobs(sweep), found), []
+        jobs = merge_jobs(expected_jobs(sweep), found)
+        promotions: list[tuple[Job, Job]] = []
         for job in jobs:
             if job.name:
                 job.history = history(paths.job(job.name), monitor)

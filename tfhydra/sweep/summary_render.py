@@ -222,16 +222,16 @@ def write_plot(summary: Any, path: Path) -> str | None:
                 (line,) = axes.plot(list(epochs), means, marker="o", label=f"{group.label} (n={len(histories)})")
                 axes.fill_between(
                     list(epochs),
-                    [m - s for m, s in zip(means, stds)],
-                    [m + s for m, s in zip(means, stds)],
+                    [m - s for m, s in zip(means, stds, strict=True)],
+                    [m + s for m, s in zip(means, stds, strict=True)],
                     color=line.get_color(),
                     alpha=0.2,
                 )
     for job in [] if summary.groups else summary.jobs:
         points = [(i + 1, v) for i, v in enumerate(job.history) if v is not None]
         if points:
-            epochs, values = zip(*points, strict=True)
-            axes.plot(epochs, values, marker="o", label=f"{job.name} ({job.status})")
+            epochs, job_values = zip(*points, strict=True)
+            axes.plot(epochs, job_values, marker="o", label=f"{job.name} ({job.status})")
     axes.set_xlabel("epoch")
     axes.set_ylabel(summary.monitor)
     axes.set_title(f"{summary.monitor} per epoch: {summary.sweep_dir.name}")

@@ -31,7 +31,7 @@ from tfhydra.sweep.search import make_pruner, storage_url, trial_number
 log = logging.getLogger("tfhydra")
 
 
-def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
+def run_trial(cfg: DictConfig, run_job: Callable[..., float]) -> float:
     """Run one sweep job with `run_job` (tfhydra.run hands over tfhydra.runner.job's); returns its monitored metric,
     NaN when it diverged or failed."""
     from hydra.core.hydra_config import HydraConfig
@@ -44,6 +44,7 @@ def run_trial(cfg: DictConfig, run_job: Callable[[DictConfig], float]) -> float:
         name = job_name(run_dir, Path(str(hydra_cfg.sweep.dir)))
         say(start)  # in the job's train.log; its record, completed, is never rewritten
         kept = kept_record(run_dir)
+        assert kept is not None  # KEPT: the phase's record says completed (tfhydra/record/resume.py)
         print(f"kept: {name} (completed in an earlier run of this sweep)", flush=True)
         best = kept.best_monitored
         return float(best) if best is not None else math.nan

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import tensorflow as tf
@@ -48,7 +50,7 @@ class RunRecorder(keras.callbacks.Callback):
         self.max_loss = max_loss  # a finite training loss above this is divergence too (trainer.max_loss)
         self.history_file = history_file  # kept beside the resumable state, so a resumed run has all epochs
         self.epochs: list[dict] = []
-        self.train_seconds: list[float] = []
+        self.train_seconds: list[float | None] = []  # None: an epoch whose time was lost (a damaged history)
         self.first_step_seconds: float | None = None
         self.first_step_unix: float | None = None
         self.diverged: dict | None = None
@@ -183,8 +185,8 @@ def build_callbacks(
     cfg_logging,
     paths: RunPaths,
     recorder: RunRecorder,
-    extra: list[keras.callbacks.Callback] = (),
-    writers: list[keras.callbacks.Callback] = (),
+    extra: Sequence[keras.callbacks.Callback] = (),
+    writers: Sequence[keras.callbacks.Callback] = (),
     datasets=None,
 ) -> list[keras.callbacks.Callback]:
     """Order matters: callbacks that add to the epoch logs come before those that write them. `writers` (the
@@ -315,14 +317,15 @@ class EpochProgress(keras.callbacks.Callback):
 
     def __init__(self, batch_size: int) -> None:
         super().__init__()
-        self.batch_size, self.bar, self._latest, self._stop, self._thread = batch_size, None, (0, None), None, None
+        self.batch_size, self.bar, self._latest = batch_size, None, (0, None)
+        self._stop: threading.Event | None = None  # both set for each epoch on a terminal
+        self._thread: threading.Thread | None = None
         # The loss is kept as the tensor Keras hands over and read only when the bar is redrawn: without this,
         # Keras would copy every batch's logs to NumPy for all callbacks, because this one has a batch hook.
         self._supports_tf_logs = True
 
     def on_epoch_begin(self, epoch, logs=None):
         import sys
-        import threading
 
         from tfhydra.platform.terminal import progress_bar
 
@@ -362,7 +365,7 @@ class EpochProgress(keras.callbacks.Callback):
         self.close()
 
     def close(self) -> None:
-        if self._thread is not None:
+        if self._thread is not None and self._stop is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None

@@ -170,7 +170,7 @@ def check_monitor(cfg: DictConfig) -> None:
     accepted = logged_metrics(trainer)
     if trainer.monitor not in accepted:
         raise ConfigError("trainer.monitor", trainer.monitor, accepted, "not a metric this run logs")
-    stopping = trainer.get("early_stopping") or {}
+    stopping = trainer.get("early_stopping") or DictConfig({})
     if stopping.patience and stopping.monitor not in accepted:
         raise ConfigError(
             "trainer.early_stopping.monitor", stopping.get("monitor"), accepted, "not a metric this run logs"

@@ -91,7 +91,7 @@ class CustomLoop:
         if self.scaling:
             gradients = model.optimizer.get_unscaled_gradients(gradients)
         # Clips per trainer.clip_*; the LossScaleOptimizer skips steps whose gradients are not finite.
-        model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        model.optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
         model.compiled_metrics.update_state(y, y_pred)
 
     def _train_steps(self, iterator, count):
@@ -206,7 +206,7 @@ class CustomLoop:
             if self.context.diverged():  # a blown-up state is never saved: recovery goes back to the last good one
                 break
             self.manager.save()
-            self.stop(lambda: f"the end of epoch {current + 1} ({self.manager.directory})")
+            self.stop(lambda current=current: f"the end of epoch {current + 1} ({self.manager.directory})")
         # trainer.ema: the averaged weights into the model, as model.fit does at its end
         model.optimizer.finalize_variable_values(model.trainable_variables)
         callback_list.on_train_end()

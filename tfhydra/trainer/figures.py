@@ -71,7 +71,7 @@ def misclassified_figure(pictures: np.ndarray, titles: list[str]):
     cols = math.ceil(math.sqrt(count))
     rows = math.ceil(count / cols)
     figure = Figure(figsize=(2.2 * cols, 2.4 * rows), dpi=DPI)
-    for i, (picture, title) in enumerate(zip(pictures, titles)):
+    for i, (picture, title) in enumerate(zip(pictures, titles, strict=True)):
         axes = figure.add_subplot(rows, cols, i + 1)
         if picture.shape[-1] == 1:
             axes.imshow(picture[..., 0], cmap="gray", vmin=0, vmax=255, interpolation="nearest")

@@ -29,7 +29,7 @@ def write_gradient_summaries(model: keras.Model, batch, writer, epoch: int) -> N
     found = strategy.run(gradients, args=(x, y))
     pairs = [
         (v, strategy.experimental_local_results(g)[0])
-        for v, g in zip(model.trainable_variables, found)
+        for v, g in zip(model.trainable_variables, found, strict=True)
         if g is not None
     ]
     with writer.as_default(step=epoch):

@@ -45,7 +45,7 @@ def write_model_graph(model: keras.Model, log_dir) -> bool:
     """The forward pass's graph into the event files of `log_dir`; False (and one warning) when it cannot be."""
     try:
         graph = forward_graph(model)
-    except Exception as error:  # a model the trace refuses must not stop training: the graph is a view of it
+    except Exception as error:  # noqa: BLE001  (a model the trace refuses must not stop training: the graph is a view of it)
         log.warning(
             "TensorBoard's Graphs tab: the model's forward pass could not be traced (%s: %s)",
             type(error).__name__,

@@ -9,8 +9,9 @@ library: what the model sees, and what it gets wrong.
   true class's examples). Either way the counts, with class names, are also the summary's description.
 - `misclassified` (validation/, same epochs): the up to 9 validation examples the model was most confident
   about and wrong on, most confident first; for image data one grid, each titled with its true and predicted
-  class (without matplotlib: the images, with the names in the description), for text data a markdown table in the Text tab (text, true, predicted,
-  probability) from the raw validation texts the text sources keep (`Serving.raw_validation`).
+  class (without matplotlib: the images, with the names in the description), for text data a markdown table in the Text
+  tab (text, true, predicted, probability) from the raw validation texts the text sources keep
+  (`Serving.raw_validation`).
 
 Validation predictions cost one extra pass over the validation split each time (docs/performance.md).
 """
@@ -72,7 +73,7 @@ def confusion_picture(counts: np.ndarray, cell: int | None = None) -> np.ndarray
 def counts_table(counts: np.ndarray, names) -> str:
     """The confusion matrix as a markdown table: rows are the true classes, columns the predicted ones."""
     lines = ["| true \\ predicted | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    lines += [f"| {name} | " + " | ".join(str(n) for n in row) + " |" for name, row in zip(names, counts)]
+    lines += [f"| {name} | " + " | ".join(str(n) for n in row) + " |" for name, row in zip(names, counts, strict=True)]
     return "\n".join(lines)
 
 
@@ -116,7 +117,8 @@ class Pictures(keras.callbacks.Callback):
         super().__init__()
         self.train, self.validation, self.names, self.freq = train, validation, [str(n) for n in class_names], freq
         self.labelled = figures.available() if labelled is None else labelled  # matplotlib's labelled pictures
-        self.dirs, self.kind, self.texts, self.writers = (str(train_dir), str(validation_dir)), kind, texts, None
+        self.dirs, self.kind, self.texts = (str(train_dir), str(validation_dir)), kind, texts
+        self.writers: list | None = None  # tf.summary file writers, made on the first picture
 
     def _writer(self, which: int):
         if self.writers is None:
@@ -155,13 +157,14 @@ class Pictures(keras.callbacks.Callback):
         self._writer(1).flush()
 
     def _predict(self):
-        inputs, true, outputs = [], [], []
+        batches: list[np.ndarray] = []
+        true, outputs = [], []
         for x, y in self.validation:
             outputs.append(np.asarray(self.model(x, training=False)))
             true.append(labels_of(y))
             if self.kind == "image":
-                inputs.append(np.asarray(x))
-        inputs = np.concatenate(inputs) if inputs else None
+                batches.append(np.asarray(x))
+        inputs = np.concatenate(batches) if batches else None
         return inputs, np.concatenate(true), as_probabilities(np.concatenate(outputs))
 
     def _write_mistakes(self, wrong, inputs, true, predicted, probabilities) -> None:
@@ -208,7 +211,8 @@ class RawTexts:
     """The raw validation texts, read only when the first table is written (a lazy source reads them then)."""
 
     def __init__(self, serving) -> None:
-        self.serving, self.texts = serving, None
+        self.serving = serving
+        self.texts: np.ndarray | None = None
 
     def _read(self):
         if self.texts is None:

@@ -109,5 +109,5 @@ def initial_state(model: keras.Model, strategy) -> tuple[list, list]:
 def restore_state(model: keras.Model, state: tuple[list, list]) -> None:
     weights, optimizer_values = state
     model.set_weights(weights)
-    for variable, value in zip(optimizer_of(model).variables, optimizer_values):
+    for variable, value in zip(optimizer_of(model).variables, optimizer_values, strict=True):
         variable.assign(value)

@@ -23,6 +23,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import tensorflow as tf
@@ -127,9 +128,11 @@ class _SaveThrough(tf.train.CheckpointManager):
 
     def __init__(self, checkpoint: tf.train.Checkpoint, directory: Path):
         super().__init__(checkpoint, str(directory), max_to_keep=KEEP)
-        self.save_now, self.saved = None, None
+        self.save_now: Callable[[], str] | None = None  # the loop's save, set at each step boundary (check)
+        self.saved: str | None = None
 
     def save(self, *args, **kwargs):
+        assert self.save_now is not None  # TensorFlow saves from within check(), which set it
         self.saved = self.save_now()
         return self.saved
 

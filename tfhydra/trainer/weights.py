@@ -1,5 +1,5 @@
-"""The weights a run keeps between attempts and exports (how a run starts is tfhydra/record/resume.py's): the best epoch's
-weights restored before the export (or the last epoch's, said in the record, when they cannot be read), and the
+"""The weights a run keeps between attempts and exports (how a run starts is tfhydra/record/resume.py's): the best
+epoch's weights restored before the export (or the last epoch's, said in the record, when they cannot be read), and the
 last epoch's weights of a run that ended training in an earlier attempt."""
 
 from __future__ import annotations

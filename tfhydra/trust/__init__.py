@@ -123,7 +123,7 @@ def _untrusted_target(saved: Any, own: set[str], where: str = "") -> tuple[str, 
     """The first instantiate key of `saved` that is not a `_target_` of the user's own configs."""
     items = saved.items() if isinstance(saved, dict) else enumerate(saved) if isinstance(saved, list) else ()
     for key, value in items:
-        path = f"{where}[{key}]" if isinstance(saved, list) else (f"{where}.{key}" if where else key)
+        path = f"{where}[{key}]" if isinstance(saved, list) else (f"{where}.{key}" if where else str(key))
         if isinstance(saved, dict) and key in INSTANTIATE_KEYS and not (key == "_target_" and value in own):
             return path, value
         found = _untrusted_target(value, own, path)

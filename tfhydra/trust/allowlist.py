@@ -26,7 +26,8 @@ anything is composed or imported (docs/reliability.md, "The trust model"):
 
 Every reader of those files (evaluate, `tfhydra-sweep resume`, `compression.from_run`, the checks of
 an existing run or sweep directory, the sweep summary) reads them through tfhydra/trust/__init__.py;
-tests/trust/test_trust.py fails on a module that parses them itself. `--trust-run` / `--trust-sweep` lift the gate, loudly.
+tests/trust/test_trust.py fails on a module that parses them itself. `--trust-run` / `--trust-sweep` lift the gate,
+loudly.
 """
 
 from __future__ import annotations
@@ -280,7 +281,8 @@ def _references(parsed, primary: Path | None) -> _References:
 
     with trusted_hydra(primary):
         options = _group_options()
-        fixed, swept = [], []
+        fixed: list[tuple[str, list]] = []  # (group, its values)
+        swept: list[tuple[str, list]] = []
         for o in parsed:
             key = o.key_or_group
             if "." in key or key not in options or o.type == OverrideType.DEL or o.package is not None:

@@ -151,7 +151,7 @@ def check_free_inside(folders: list[Path]) -> None:
 
 def check_sweep_free(sweep_dir: str | os.PathLike) -> None:
     """Raise ConfigError when another process writes the sweep directory, one above it, or a job directory in it."""
-    sweep = SweepPaths(sweep_dir)
+    sweep = SweepPaths(Path(sweep_dir))
     check_free(sweep.root)
     check_free_inside([sweep.root, *(sweep.stage(s) for s in STAGES)])
 
