@@ -123,6 +123,7 @@ class RunRecord:
     model: str | None = None
     params: int | None = None
     data: dict | None = None  # {name, **DataSpec}
+    effective_batch_size: int | None = None  # data.batch_size x trainer.accumulate_steps: the examples of one update
     # training
     epochs_run: int = 0
     best: dict | None = (

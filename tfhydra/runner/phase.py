@@ -186,6 +186,7 @@ class PhaseRunner:
             model=model.name,
             params=int(model.count_params()),
             data={"name": self.cfg.data.get("name"), **datasets.spec.as_dict()},
+            effective_batch_size=self.cfg.data.batch_size * self.cfg.trainer.accumulate_steps,
         )
         log.info(
             "model %s: %d parameters; data %s: %s",
@@ -330,7 +331,8 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
             "global_clipnorm": cfg.trainer.clip_global_norm,
             **ema_options(cfg.trainer.ema),
         }
-        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options)
+        accumulate = cfg.trainer.accumulate_steps
+        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options, accumulate)
         optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
         model.compile(
             optimizer=optimizer,
