@@ -43,6 +43,7 @@ class Case:
     data: str = "digits"
     sweep: bool = False
     fault: str = "none"
+    accumulate: int = 1  # trainer.accumulate_steps
 
     def overrides(self) -> list[str]:
         args = [
@@ -59,6 +60,7 @@ class Case:
             "export.formats=[saved_model]",
             "trainer.epochs=3",
             "data.batch_size=16",
+            f"trainer.accumulate_steps={self.accumulate}",
         ]
         if self.strategy == "mirrored":
             args += ["strategy=mirrored", "strategy.logical_cpus=2"]
@@ -89,6 +91,7 @@ def strategies():
         data=st.sampled_from(["digits", "synthetic"]),
         sweep=st.booleans(),
         fault=st.sampled_from(FAULTS),
+        accumulate=st.sampled_from([1, 2]),
     )
 
 

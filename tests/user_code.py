@@ -288,6 +288,20 @@ class WeightsSeen(keras.callbacks.Callback):
         )
 
 
+class WeightsAtStart(keras.callbacks.Callback):
+    """Saves every weight of the model (trainable or not: BatchNorm's moving statistics too), by name, in `path`
+    (an .npz) before the first training batch, to compare with the weights a run keeps."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def on_train_begin(self, logs=None):
+        import numpy as np
+
+        np.savez(self.path, **{w.name: w.numpy() for w in self.model.weights})
+
+
 OWN_STEP_EXTRA_LOSS = 10.0  # what OwnStepModel's steps add to the loss they report
 
 

@@ -126,6 +126,10 @@ RULES: dict[str, Rule] = {
         refusal="no such file",
     ),
     "model.pooling": choice("avg", "max"),
+    "model.freeze": Rule(
+        "none, base (every layer with weights but the output layer) or a list of layer-name patterns",
+        lambda v: v in ("none", "base") or list_of(Rule("a pattern", lambda p: isinstance(p, str) and p != "")).ok(v),
+    ),
     "model.cell": choice("lstm", "gru"),
     "model.bidirectional": choice(True, False),
     "model.embedding_dim": integer(1),

@@ -1,6 +1,7 @@
 """Optimizer builders `build_x(cfg_optimizer, learning_rate, **clipping)` and learning-rate schedules.
 
-Rooms: checks.py (what the run plan checks, no TensorFlow), build.py (the registries and builders).
+Rooms: checks.py (what the run plan checks, no TensorFlow), build.py (the registries and builders), accumulate.py
+(trainer.accumulate_steps: N batches per update).
 This package's import stays TensorFlow-free; the names below are looked up on first use (PEP 562).
 """
 

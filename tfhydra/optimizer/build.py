@@ -16,19 +16,26 @@ from omegaconf import DictConfig, OmegaConf
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.hydra_api import locate
 from tfhydra.config.registry import Registry, instantiate_target
+from tfhydra.optimizer.accumulate import accumulating
 
 OPTIMIZERS = Registry("optimizer")
 SCHEDULES = Registry("optimizer.schedule")
 
 
-def build_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epochs: int, clipping: dict | None = None):
+def build_optimizer(
+    cfg_optimizer: DictConfig, steps_per_epoch: int, epochs: int, clipping: dict | None = None, accumulate: int = 1
+):
     """clipping: the trainer's optimizer arguments: Keras' `clipnorm` / `clipvalue` / `global_clipnorm` and
-    `use_ema` / `ema_momentum` (trainer.ema), None entries ignored."""
+    `use_ema` / `ema_momentum` (trainer.ema), None entries ignored. `accumulate`: trainer.accumulate_steps, the
+    batches per update (tfhydra/optimizer/accumulate.py); a schedule then counts updates, not batches."""
     clipping = {k: v for k, v in (clipping or {}).items() if v is not None}
+    updates_per_epoch = max(1, steps_per_epoch // accumulate)
     if "_target_" in cfg_optimizer:
-        return build_target_optimizer(cfg_optimizer, steps_per_epoch, epochs, clipping)
-    learning_rate = build_schedule(cfg_optimizer.schedule, cfg_optimizer.lr, steps_per_epoch, epochs)
-    return OPTIMIZERS.get(cfg_optimizer.name)(cfg_optimizer, learning_rate, **clipping)
+        optimizer = build_target_optimizer(cfg_optimizer, updates_per_epoch, epochs, clipping)
+    else:
+        learning_rate = build_schedule(cfg_optimizer.schedule, cfg_optimizer.lr, updates_per_epoch, epochs)
+        optimizer = OPTIMIZERS.get(cfg_optimizer.name)(cfg_optimizer, learning_rate, **clipping)
+    return accumulating(optimizer, accumulate)
 
 
 def build_target_optimizer(cfg_optimizer: DictConfig, steps_per_epoch: int, epochs: int, clipping: dict):

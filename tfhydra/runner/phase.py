@@ -36,6 +36,7 @@ from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
 from tfhydra.logger.trackers import RunInfo, Trackers
 from tfhydra.model import build_model
+from tfhydra.model.freeze import freeze_layers, trained_layers
 from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer import build_optimizer, plateau_callback
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
@@ -188,6 +189,8 @@ class PhaseRunner:
             model=model.name,
             params=int(model.count_params()),
             data={"name": self.cfg.data.get("name"), **datasets.spec.as_dict()},
+            effective_batch_size=self.cfg.data.batch_size * self.cfg.trainer.accumulate_steps,
+            layers=trained_layers(model, self.cfg.model.get("freeze")),
         )
         log.info(
             "model %s: %d parameters; data %s: %s",
@@ -320,6 +323,7 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
     Returns (the model to train, its Compression)."""
     with strategy.scope():
         model = float32_output(build_model(cfg.model, datasets.spec))
+        freeze_layers(model, cfg.model.get("freeze"))  # before compile, which trains what is left
         phase = Phase(
             datasets.steps_per_epoch,
             cfg.trainer.epochs,
@@ -333,7 +337,8 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
             "global_clipnorm": cfg.trainer.clip_global_norm,
             **ema_options(cfg.trainer.ema),
         }
-        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options)
+        accumulate = cfg.trainer.accumulate_steps
+        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options, accumulate)
         optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
         model.compile(
             optimizer=optimizer,

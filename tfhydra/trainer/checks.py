@@ -231,6 +231,7 @@ RULES: dict[str, Rule] = {
     "trainer.epochs": integer(1),
     "trainer.seed": integer(0),
     "trainer.steps_per_execution": integer(1),
+    "trainer.accumulate_steps": integer(1),
     "trainer.verbose": integer(0, 2),
     "trainer.loop": choice(*LOOP_NAMES),
     "trainer.jit_compile": choice("auto", True, False),

@@ -1,0 +1,70 @@
+"""`model.freeze`: which layers train. Fine-tuning a pretrained network first trains its head alone.
+
+`none` trains every layer; `base` freezes every layer with weights but the last one (the classifier head every
+builder ends with, and the output layer of a user's model: the one rule that holds for them all); a list of
+layer-name patterns (`fnmatch`, e.g. `[stem*, stage1_*]`) freezes the layers whose names match, at any depth of
+nested models (keras_app's application is one layer of the model, its own layers inside it). A frozen layer's
+weights are not trainable, so neither loop nor the optimizer touches them, and a frozen BatchNormalization
+runs in inference mode (tf_keras does so for `trainable = False`): its moving statistics stay as loaded, as the
+transfer-learning guide asks. Applied before `compile`, so the compiled model trains exactly what is left.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+import tf_keras as keras
+
+from tfhydra.config.errors import ConfigError
+
+KEY = "freeze"
+ACCEPTED = "none, base (every layer with weights but the output layer) or a list of layer-name patterns"
+
+
+def freeze_layers(model: keras.Model, setting) -> None:
+    """Freeze what `setting` (model.freeze) names."""
+    if setting in (None, "none"):
+        frozen: list[keras.layers.Layer] = []
+    elif setting == "base":
+        weighted = [layer for layer in model.layers if layer.weights]
+        if len(weighted) < 2:
+            raise ConfigError("model.freeze", setting, ACCEPTED, f"model {model.name} has no layer but its output")
+        frozen = weighted[:-1]
+    else:
+        frozen = matching_layers(model, list(setting))
+    for layer in frozen:
+        layer.trainable = False
+
+
+def trained_layers(model: keras.Model, setting) -> dict:
+    """The record's `layers`: read from the model as compiled (compression's wrappers included), so it says what
+    trained, not what was asked. `frozen`: the top-level layers with weights none of which train."""
+    return {
+        "freeze": setting if isinstance(setting, str) or setting is None else list(setting),
+        "frozen": [layer.name for layer in model.layers if layer.weights and not layer.trainable_weights],
+        "trainable_params": count(model.trainable_weights),
+        "frozen_params": count(model.non_trainable_weights),
+    }
+
+
+def matching_layers(model: keras.Model, patterns: list) -> list[keras.layers.Layer]:
+    """The layers (any depth) whose names match one of `patterns`; a pattern that matches none is a mistake."""
+    layers = list(all_layers(model))
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not any(fnmatchcase(layer.name, pattern) for layer in layers):
+            names = ", ".join(layer.name for layer in model.layers)
+            raise ConfigError(
+                "model.freeze", pattern, f"{ACCEPTED}; the model's layers: {names}", "matches no layer of the model"
+            )
+    return [layer for layer in layers if any(fnmatchcase(layer.name, p) for p in patterns)]
+
+
+def all_layers(model: keras.Model):
+    for layer in model.layers:
+        yield layer
+        if isinstance(layer, keras.Model):
+            yield from all_layers(layer)
+
+
+def count(weights) -> int:
+    return int(sum(weight.shape.num_elements() or 0 for weight in weights))
