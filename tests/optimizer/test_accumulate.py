@@ -151,3 +151,10 @@ def test_accumulate_steps_below_one_is_one_line():
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith("Error: trainer.accumulate_steps=0: ")
     assert "Traceback" not in done.stderr
+
+
+def test_a_legacy_optimizer_cannot_accumulate_and_says_so():
+    from tfhydra.config.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^trainer.accumulate_steps=4: Adam is not a tf_keras.optimizers.Optimizer"):
+        accumulating(keras.optimizers.legacy.Adam(1e-3), 4)

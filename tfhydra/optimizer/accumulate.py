@@ -22,16 +22,20 @@ variables: checkpoints keep them, so a run resumed mid-accumulation continues it
 from __future__ import annotations
 
 import tensorflow as tf
+import tf_keras as keras
+
+from tfhydra.config.errors import ConfigError
 
 
-class AccumulatedSteps:
-    """Mixed in before a tf_keras optimizer class (`accumulating`): its `apply_gradients` accumulates."""
+class AccumulatedSteps(keras.optimizers.Optimizer):
+    """Mixed in before a tf_keras optimizer class (`accumulating`): its `apply_gradients` accumulates. Never
+    built alone: `accumulating` makes a subclass of the built optimizer's class with this first."""
 
     accumulate_steps = 1
-    _accumulated = None  # one accumulator per variable, made by `build`
+    _accumulated: list | None = None  # one accumulator per variable, made by `build`
 
     def build(self, var_list) -> None:
-        super().build(var_list)  # type: ignore[misc]  (the optimizer class this is mixed into)
+        super().build(var_list)  # the optimizer class this is mixed into
         if self._accumulated is not None:
             return
         self._accumulated = [self.add_variable_from_reference(v, "accumulated") for v in var_list]
@@ -46,7 +50,7 @@ class AccumulatedSteps:
             grads_and_vars = self.aggregate_gradients(grads_and_vars)  # the replicas' sum, as the update would
         grads = [g for g, _ in grads_and_vars]
         steps = self.accumulate_steps
-        parent = super()
+        update = super().apply_gradients  # the optimizer's own: clipping, weight decay, EMA, the update
 
         def accumulate_then_maybe_apply(distribution, grads):
             for accumulated, grad in zip(self._accumulated_for(variables), grads, strict=True):
@@ -55,7 +59,7 @@ class AccumulatedSteps:
 
             def apply() -> None:
                 distribution.extended.call_for_each_replica(
-                    lambda: parent.apply_gradients(
+                    lambda: update(
                         list(zip([a.read_value() for a in self._accumulated_for(variables)], variables, strict=True)),
                         name=name,
                         skip_gradients_aggregation=True,
@@ -71,7 +75,8 @@ class AccumulatedSteps:
 
     def _accumulated_for(self, variables) -> list:
         """The accumulators of `variables` (the ones `build` made, in the optimizer's own variable order)."""
-        return [self._accumulated[self._index_dict[self._var_key(v)]] for v in variables]
+        accumulated = self._accumulated or []
+        return [accumulated[self._index_dict[self._var_key(v)]] for v in variables]
 
 
 def _add_share(accumulated, grad, steps):
@@ -88,6 +93,13 @@ def accumulating(optimizer, steps: int):
     schedule, clipping, EMA) stays as built, and `isinstance` checks on its class still hold."""
     if steps <= 1:
         return optimizer
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise ConfigError(
+            "trainer.accumulate_steps",
+            steps,
+            "1 with this optimizer, or an optimizer of tf_keras.optimizers (not tf_keras.optimizers.legacy)",
+            f"{type(optimizer).__name__} is not a tf_keras.optimizers.Optimizer",
+        )
     cls = type(optimizer)
     optimizer.__class__ = type(cls.__name__, (AccumulatedSteps, cls), {"accumulate_steps": steps})
     return optimizer
