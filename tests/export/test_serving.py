@@ -1,4 +1,4 @@
-"""The deployed model takes the data as the source stores them (tfhydra/export.py, docs/deploy.md).
+"""The deployed model takes the data as the source stores them (tfhydra/export/, docs/deploy.md).
 
 For a uint8 image .npz, a CSV of raw feature columns and a text CSV, a real run's SavedModel is fed the stored
 validation examples (`serve_raw`, the `serving_default` signature) and must predict what the trained Keras model

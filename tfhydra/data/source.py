@@ -22,7 +22,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 class Serving:
     """What a deployed model takes, and how it becomes what the trained model takes: the data as the source stores
     them (uint8 images at their stored size, raw CSV feature columns, text), turned into model inputs by TensorFlow
-    ops and Keras preprocessing layers fitted on the training split, so the export can carry them (tfhydra/export.py).
+    ops and Keras preprocessing layers fitted on the training split, so the export can carry them (tfhydra/export/).
 
     `prepare(batch)` maps a batch of raw examples to the model's inputs exactly as the training pipeline does;
     `layers` are the fitted layers it uses (their statistics and vocabularies are saved with the model);

@@ -14,7 +14,7 @@ from tfhydra.config.schema import Rule, choice, integer, list_of
 ONNX_PACKAGES = ("tf2onnx", "onnxruntime")  # the onnx extra: the writer, and the runtime that measures its file
 # TensorFlow 2.21's converter has no working int8 for recurrent layers (docs/compression.md, "Text models"):
 # calibrating GRU or masked LSTM layers kills the process (a segmentation fault, which no run can report), and an
-# unmasked LSTM's int8 file predicts the same output for every input. tfhydra/export.py refuses it for models
+# unmasked LSTM's int8 file predicts the same output for every input. tfhydra/export/ refuses it for models
 # of your own too (when it converts).
 INT8_RECURRENT = "TensorFlow's TFLite converter has no working int8 for recurrent layers"
 

@@ -6,7 +6,7 @@
 INPUT is what the run's data are stored as: image files or folders of them (recursively), a CSV of the training
 feature columns, a text file (one text per line) or a CSV of texts for a text run, an `.npy` or `.npz` array in
 the stored layout. Everything goes through one tf.data pipeline (decoded in a parallel map, batched, prefetched)
-into the SavedModel's `serving_default` signature, which holds the run's own preprocessing (tfhydra/export.py);
+into the SavedModel's `serving_default` signature, which holds the run's own preprocessing (tfhydra/export/);
 an image file of another size is resized as training resized it. Each input becomes one row (CSV) or one line
 (JSON Lines), by the output's extension, on stdout without `--output`: the input's name, the columns a CSV
 carried besides the features, and the top-k class names with their probabilities.

@@ -123,7 +123,7 @@ class RunPaths:
 
     @property
     def serving(self) -> Path:
-        """TF Serving's model base path: `serving/<version>/` is the SavedModel (tfhydra/export.py)."""
+        """TF Serving's model base path: `serving/<version>/` is the SavedModel (tfhydra/export/)."""
         return self.export / "serving"
 
     @property
