@@ -98,7 +98,7 @@ PROGRESS: str | None = None
 
 class TaggedLines:
     """A sweep worker's descriptors 1 and 2 through filter threads for the worker's whole life: every line starts
-    with the tag of the job it runs (`[job 1 lr=0.001]`, `for_job` in tfhydra/launch/workers.py), so the lines
+    with the tag of the job it runs (`[job 1 lr=0.001]`, `for_job` in tfhydra/launch/worker_process.py), so the lines
     of jobs running at once can be told apart, and TensorFlow's start-up noise (`NOISE`, the CUDA probe on a machine
     without a GPU) is dropped as in a single run (`TFHYDRA_QUIET_START=0` keeps it)."""
 
