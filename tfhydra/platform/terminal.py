@@ -7,7 +7,7 @@ of descriptor 2 from the command's start until training begins, and passes on ev
 (`NOISE`); warnings and errors still show. A sweep worker of tfhydra's launcher has `TaggedLines` instead, for its
 whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything (docs/terminal.md).
 
-The live bar while an epoch trains is tfhydra/trainer/callbacks.py's `EpochProgress` (it needs Keras; this
+The live bar while an epoch trains is tfhydra/trainer/progress.py's `EpochProgress` (it needs Keras; this
 module imports nothing heavy, so the command can start the filter before TensorFlow loads).
 """
 

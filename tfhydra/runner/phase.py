@@ -49,8 +49,9 @@ from tfhydra.runner.phase_report import monitored, phase_summaries, returned, ru
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.trainer import LoopContext
-from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progress, loss_bound
+from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound
 from tfhydra.trainer.debugging import numeric_checks
+from tfhydra.trainer.progress import epoch_progress
 from tfhydra.trainer.recovery import train_with_recovery
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
 from tfhydra.trainer.weights import load_last_weights, measure_test, restore_best
