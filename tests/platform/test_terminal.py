@@ -1,4 +1,5 @@
-"""The terminal (tfhydra/platform/terminal.py, EpochProgress in tfhydra/trainer/progress.py), driven as a person sees it.
+"""The terminal (tfhydra/platform/terminal.py, EpochProgress in tfhydra/trainer/progress.py), driven as a
+person sees it.
 
 A real terminal is tmux's: the command runs in a detached tmux session and the test reads the screen with
 `capture-pane` while the epoch trains. Without a terminal (pipes, as in CI) the output is the log's lines only.
