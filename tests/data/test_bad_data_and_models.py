@@ -222,7 +222,7 @@ def test_a_cache_a_live_run_writes_is_refused_and_once_it_is_killed_the_same_bui
 
 def test_a_cache_another_program_writes_is_refused_while_it_has_the_files_open(tmp_path, caplog):
     """A writer that is not tfhydra takes no lock of ours: its open files (/proc/<pid>/fd) say it is alive."""
-    from tfhydra.data.pipeline import claim_cache
+    from tfhydra.data.file_cache import claim_cache
 
     target = str(tmp_path / "raw")
     writer = start_writer("raw", target)

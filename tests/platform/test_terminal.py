@@ -1,4 +1,4 @@
-"""The terminal (tfhydra/platform/terminal.py, EpochProgress in tfhydra/trainer/callbacks.py), driven as a
+"""The terminal (tfhydra/platform/terminal.py, EpochProgress in tfhydra/trainer/progress.py), driven as a
 person sees it.
 
 A real terminal is tmux's: the command runs in a detached tmux session and the test reads the screen with

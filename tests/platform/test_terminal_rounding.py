@@ -30,7 +30,7 @@ def test_figure_has_four_significant_digits(value, shown):
 
 
 def test_the_end_line_is_rounded_and_the_record_is_not():
-    from tfhydra.runner.phase import monitored as _monitored
+    from tfhydra.runner.phase_report import monitored as _monitored
 
     record = RunRecord(monitor="val_accuracy", best={"epoch": 13, "val_accuracy": 0.9833333492279053})
     assert _monitored(record) == "best val_accuracy=0.9833 at epoch 13"

@@ -126,8 +126,15 @@ def test_the_plan_lists_the_phases(compose_cfg):
 
 
 def test_a_user_metric_or_a_mirrored_strategy_without_fixed_devices_passes(compose_cfg):
-    plan_run(compose_cfg(["trainer.metrics=[{_target_:tf_keras.metrics.AUC,name:auc}]", "trainer.monitor=val_auc"]))
-    plan_run(compose_cfg(["strategy=mirrored", "data.batch_size=33"]))  # replicas known only on the machine
+    """Each passes for the reason named: the user's metric makes val_auc a metric the run logs, and without fixed
+    devices the replica count is known only on the machine. Without that reason the same check refuses."""
+    user_metric = ["trainer.metrics=[{_target_:tf_keras.metrics.AUC,name:auc}]", "trainer.monitor=val_auc"]
+    assert [p.label for p in plan_run(compose_cfg(user_metric)).phases] == ["none"]
+    with pytest.raises(ConfigError, match="trainer.monitor=val_auc: not a metric this run logs"):
+        plan_run(compose_cfg(user_metric[1:]))
+    assert [p.label for p in plan_run(compose_cfg(["strategy=mirrored", "data.batch_size=33"])).phases] == ["none"]
+    with pytest.raises(ConfigError, match="data.batch_size=33: not divisible by the replica count"):
+        plan_run(compose_cfg(["strategy=mirrored", "strategy.devices=[/cpu:0,/cpu:1]", "data.batch_size=33"]))
 
 
 @pytest.mark.parametrize(

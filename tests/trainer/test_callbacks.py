@@ -15,7 +15,8 @@ import tf_keras as keras
 from callback_harness import attached, tiny_model
 from conftest import compose_config
 
-from tfhydra.trainer.callbacks import BestCheckpoint, EpochProgress, RunRecorder, best_so_far, read_history
+from tfhydra.trainer.callbacks import BestCheckpoint, RunRecorder, best_so_far, read_history
+from tfhydra.trainer.progress import EpochProgress
 from tfhydra.trainer.state import Interrupted, ResumableBackup, StopOnSignal
 
 # ---- the divergence check (RunRecorder) ---------------------------------------------------------------------

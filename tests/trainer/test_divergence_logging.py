@@ -59,7 +59,7 @@ def every_observer(tmp_path):
     from tfhydra.logger.start import start_trackers
     from tfhydra.logger.trackers import RunInfo
     from tfhydra.record.rundir import RunPaths
-    from tfhydra.runner.phase import build_model_and_optimizer
+    from tfhydra.runner.compiled_model import build_model_and_optimizer
     from tfhydra.strategy import build_strategy
     from tfhydra.trainer.base import LoopContext
     from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound

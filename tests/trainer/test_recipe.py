@@ -57,9 +57,26 @@ def test_a_recipe_run_warms_up_then_decays(compose_cfg, tmp_path, loop):
 def test_augmentation_under_the_custom_loop_saves_and_resumes_its_state(compose_cfg, tmp_path):
     """The augmentation layers' random generator is state outside tf.data: the checkpointed iterator leaves
     it out instead of failing (`RngReadAndSkip is stateful`), so the run saves every few steps and completes."""
+    from tfhydra.trainer.state import Interrupted
+
     augment = "data.augment=[{name:random_translation,height_factor:0.1,width_factor:0.1}]"
+    stop_once = f"trainer.callbacks=[{{_target_:user_code.SignalOnce,marker:'{tmp_path / 'signalled'}',epoch:0}}]"
     cfg = compose_cfg(
-        [*TINY, augment, "data.shape=[16,16,1]", "trainer.loop=custom", "trainer.epochs=2", "trainer.save_every=5"]
+        [
+            *TINY,
+            augment,
+            "data.shape=[16,16,1]",
+            "trainer.loop=custom",
+            "trainer.epochs=2",
+            "trainer.save_every=5",
+            stop_once,
+        ]
     )
-    tfhydra.run(cfg, run_dir=tmp_path)
-    assert read_run_record(tmp_path)["status"] == "completed"
+    with pytest.raises(Interrupted):  # SIGTERM after epoch 1: the state (iterator included) is saved
+        tfhydra.run(cfg, run_dir=tmp_path / "run")
+    assert read_run_record(tmp_path / "run")["status"] == "interrupted"
+    assert (tmp_path / "run" / "checkpoints" / "state").is_dir()
+    tfhydra.run(cfg, run_dir=tmp_path / "run")  # the same config resumes from that state
+    record = read_run_record(tmp_path / "run")
+    assert record["status"] == "completed" and record["epochs_run"] == 2 and len(record["history"]) == 2
+    assert (record["resumed"]["kind"], record["resumed"]["epoch"]) == ("saved_state", 1), record["resumed"]

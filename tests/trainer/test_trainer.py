@@ -145,14 +145,26 @@ def test_learning_rate_is_logged_each_epoch_and_plateau_lowers_it(tmp_path, comp
     )
     tfhydra.run(cfg, run_dir=tmp_path)
     rates = [e["learning_rate"] for e in metrics_of(tmp_path)["history"]]
+    assert len(rates) == 4  # one rate for each epoch
     assert rates[0] == pytest.approx(1e-9) and rates[-1] < rates[0]
+    for before, after in zip(rates, rates[1:], strict=False):  # kept, or halved by the plateau (factor 0.5)
+        assert after == pytest.approx(before) or after == pytest.approx(before * 0.5)
 
 
 def test_early_stopping_ends_early(tmp_path, compose_cfg):
+    """The run ends at the epoch the rule names: the first with `patience` epochs in a row without a new best of
+    the monitor (val_accuracy, max, min_delta 0), read back from the recorded history."""
     cfg = compose_cfg(["trainer.epochs=10", "optimizer.lr=1e-9", "trainer.early_stopping.patience=1", *FAST])
     tfhydra.run(cfg, run_dir=tmp_path)
     metrics = metrics_of(tmp_path)
-    assert metrics["status"] == "completed" and metrics["epochs_run"] < 10
+    values = [epoch["val_accuracy"] for epoch in metrics["history"]]
+    best, waited, stop = values[0], 0, len(values)
+    for number, value in enumerate(values[1:], start=2):
+        best, waited = (value, 0) if value > best else (best, waited + 1)
+        if waited >= 1:
+            stop = number
+            break
+    assert metrics["status"] == "completed" and metrics["epochs_run"] == len(values) == stop < 10, values
 
 
 def test_custom_loop_divergence_is_recorded(tmp_path, compose_cfg):

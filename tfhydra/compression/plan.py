@@ -99,6 +99,14 @@ def check_compression(cfg: DictConfig) -> None:
             f"at most {left} (trainer.epochs - compression.start_epoch)",
             "more epochs than the run trains",
         )
+    check_tflite_export(cfg, scheme)
+    if node.from_run:
+        check_run(Path(node.from_run).expanduser(), cfg.model)
+
+
+def check_tflite_export(cfg: DictConfig, scheme: str) -> None:
+    """The TFLite export's quantization against the compression scheme: a quantization-aware scheme's file is int8
+    from its learned ranges; a float model's int8 file needs calibration data, and int8 input/output an int8 model."""
     tflite = cfg.export.get("tflite") or {}
     if "tflite" in cfg.export.formats and tflite.get("quantization") == "float16" and scheme in QUANTIZATION_AWARE:
         raise ConfigError(
@@ -132,8 +140,6 @@ def check_compression(cfg: DictConfig) -> None:
             "false, or export.tflite.quantization=int8 (or a quantization-aware compression)",
             "int8 input and output need an int8 model",
         )
-    if node.from_run:
-        check_run(Path(node.from_run).expanduser(), cfg.model)
 
 
 def check_run(run: Path, cfg_model: DictConfig) -> None:

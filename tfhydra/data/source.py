@@ -164,39 +164,9 @@ def class_labels(
         raise ConfigError(
             "data.class_names", list(class_names), f"{num_classes} names (data.num_classes)", "as many names as classes"
         )
-    values = np.asarray(values)
-    if values.ndim == 2 and values.shape[1] > 1:  # one-hot rows (Keras' to_categorical): their class indices
-        one_hot = values.dtype.kind in "iufb" and np.all((values == 0) | (values == 1)) and np.all(values.sum(1) == 1)
-        if not one_hot:
-            raise ConfigError(
-                where,
-                None,
-                "class indices of shape (examples,), or one-hot rows of shape (examples, classes)",
-                f"labels of shape {values.shape} that are not one-hot rows",
-            )
-        num_classes = num_classes or values.shape[1]
-        values = values.argmax(axis=1)
-    elif values.ndim > 1 and values.size != len(values):
-        raise ConfigError(
-            where,
-            None,
-            "class indices of shape (examples,), or one-hot rows of shape (examples, classes)",
-            f"labels of shape {values.shape}",
-        )
-    values = np.asarray(values).reshape(-1)
+    values, num_classes = _one_label_each(np.asarray(values), where, num_classes)
     if values.dtype.kind in "US" and not _spell_integers(values):
-        texts = [str(v) for v in values]
-        names = tuple(str(n) for n in class_names) if class_names else tuple(sorted(set(texts)))
-        index = {name: i for i, name in enumerate(names)}
-        unknown = sorted(set(texts) - set(index))
-        if unknown:
-            raise ConfigError(
-                where,
-                None,
-                f"labels among the classes {', '.join(names)}",
-                f"{len(unknown)} unknown label(s), e.g. {unknown[0]!r}",
-            )
-        return np.array([index[v] for v in texts], dtype=np.int64), names
+        return _named_labels([str(v) for v in values], where, class_names)
     if values.dtype.kind in "US":
         values = values.astype(np.int64)
     if values.dtype.kind not in "iub" and not (values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0)):
@@ -216,6 +186,45 @@ def class_labels(
             f"{outside.size} label(s) outside [0, {len(names)}), e.g. {outside[0]}",
         )
     return labels, names
+
+
+def _one_label_each(values: np.ndarray, where: str, num_classes: int | None) -> tuple[np.ndarray, int | None]:
+    """`values` as one label per example, shape (examples,): one-hot rows become their class indices (and say the
+    number of classes when `num_classes` does not); any other shape is refused."""
+    if values.ndim == 2 and values.shape[1] > 1:  # one-hot rows (Keras' to_categorical): their class indices
+        one_hot = values.dtype.kind in "iufb" and np.all((values == 0) | (values == 1)) and np.all(values.sum(1) == 1)
+        if not one_hot:
+            raise ConfigError(
+                where,
+                None,
+                "class indices of shape (examples,), or one-hot rows of shape (examples, classes)",
+                f"labels of shape {values.shape} that are not one-hot rows",
+            )
+        num_classes = num_classes or values.shape[1]
+        values = values.argmax(axis=1)
+    elif values.ndim > 1 and values.size != len(values):
+        raise ConfigError(
+            where,
+            None,
+            "class indices of shape (examples,), or one-hot rows of shape (examples, classes)",
+            f"labels of shape {values.shape}",
+        )
+    return values.reshape(-1), num_classes
+
+
+def _named_labels(texts: list[str], where: str, class_names: Sequence | None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Labels that are class names: indices into `class_names`, or into the sorted names found."""
+    names = tuple(str(n) for n in class_names) if class_names else tuple(sorted(set(texts)))
+    index = {name: i for i, name in enumerate(names)}
+    unknown = sorted(set(texts) - set(index))
+    if unknown:
+        raise ConfigError(
+            where,
+            None,
+            f"labels among the classes {', '.join(names)}",
+            f"{len(unknown)} unknown label(s), e.g. {unknown[0]!r}",
+        )
+    return np.array([index[v] for v in texts], dtype=np.int64), names
 
 
 def check_finite(array: np.ndarray, where: str) -> None:

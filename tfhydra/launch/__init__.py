@@ -4,7 +4,8 @@ The sweep room (tfhydra/sweep/) says what a sweep is (its jobs' names, stages, s
 runs its jobs. Its files:
 - launcher.py: `launch_jobs`, the work of hydra_plugins/tfhydra_launcher (the plugin class only hands over);
 - placement.py: how many worker processes, the threads and GPUs of each (plain functions, no process);
-- workers.py: the worker pool: processes reused job after job, signals passed on, a killed launcher noticed;
+- workers.py: the worker pool: processes reused job after job, signals passed on, a dead worker's job recorded;
+- worker_process.py: inside a worker: the job loop, one Hydra job at a time, the watch on the launching process;
 - fork_server.py: the process the workers are forked from, TensorFlow imported once (tfhydra/launch/preload.py);
 - lost_jobs.py: a job a cluster launcher lost (submitit, Ray) recorded as failed, then one `Error:` line;
 - preload.py: what the fork server imports (TensorFlow, through the recipe), silently.

@@ -83,7 +83,7 @@ def launch_jobs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_j
 
 def worker_plans(options: Any, jobs: int) -> list:
     """The workers for a launch of `jobs` jobs (tfhydra/launch/placement.py), with the launcher's options."""
-    from tfhydra.launch.workers import MAX_JOBS_ENV
+    from tfhydra.launch.worker_process import MAX_JOBS_ENV
 
     plans = plan_workers(
         jobs,

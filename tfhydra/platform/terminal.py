@@ -8,7 +8,7 @@ of descriptor 2 from the command's start until training begins, and passes on ev
 whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything
 (docs/terminal.md).
 
-The live bar while an epoch trains is tfhydra/trainer/callbacks.py's `EpochProgress` (it needs Keras; this
+The live bar while an epoch trains is tfhydra/trainer/progress.py's `EpochProgress` (it needs Keras; this
 module imports nothing heavy, so the command can start the filter before TensorFlow loads).
 """
 
@@ -101,7 +101,7 @@ PROGRESS: str | None = None
 
 class TaggedLines:
     """A sweep worker's descriptors 1 and 2 through filter threads for the worker's whole life: every line starts
-    with the tag of the job it runs (`[job 1 lr=0.001]`, `for_job` in tfhydra/launch/workers.py), so the lines
+    with the tag of the job it runs (`[job 1 lr=0.001]`, `for_job` in tfhydra/launch/worker_process.py), so the lines
     of jobs running at once can be told apart, and TensorFlow's start-up noise (`NOISE`, the CUDA probe on a machine
     without a GPU) is dropped as in a single run (`TFHYDRA_QUIET_START=0` keeps it)."""
 

@@ -25,7 +25,8 @@ from tfhydra.record.lifecycle import check_continuable, is_complete
 from tfhydra.record.resume import KEPT, start_phase
 from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.hydra_files import hydra_run_dir, under_hydra, without_hydra, write_hydra_files
-from tfhydra.runner.phase import OwnPhase, PhaseRunner, returned
+from tfhydra.runner.phase import OwnPhase, PhaseRunner
+from tfhydra.runner.phase_report import returned
 from tfhydra.runner.plan import plan_run
 from tfhydra.trust.locks import check_free, writing
 

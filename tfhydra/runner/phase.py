@@ -20,13 +20,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import tf_keras as keras
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from tfhydra.compression.phases import compress_model
-from tfhydra.config.contracts import Phase, PhasePlan
+from tfhydra.config.contracts import PhasePlan
 from tfhydra.config.errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.data import Reads, build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
@@ -34,29 +33,29 @@ from tfhydra.data.splits import sizes as split_sizes
 from tfhydra.export import export_model
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
-from tfhydra.logger.trackers import RunInfo, Trackers
-from tfhydra.model import build_model
-from tfhydra.model.freeze import freeze_layers, trained_layers
+from tfhydra.logger.trackers import Trackers
+from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
-from tfhydra.optimizer import build_optimizer, plateau_callback
+from tfhydra.optimizer import plateau_callback
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
-from tfhydra.platform.terminal import QUIET, figure, shown_path
-from tfhydra.precision.build import float32_output, loss_scale, policy_scope
-from tfhydra.record import RunRecord, Status, provenance, read_record, test_name
+from tfhydra.platform.terminal import QUIET, shown_path
+from tfhydra.precision.build import loss_scale, policy_scope
+from tfhydra.record import RunRecord, Status, provenance
 from tfhydra.record.lifecycle import record_stopped, resume_command
 from tfhydra.record.report import epoch_summary
 from tfhydra.record.resume import Start, clear_for
 from tfhydra.record.rundir import RunPaths
-from tfhydra.runner.hydra_files import hydra_overrides, under_hydra, without_hydra
+from tfhydra.runner.compiled_model import build_model_and_optimizer
+from tfhydra.runner.hydra_files import hydra_overrides
+from tfhydra.runner.phase_report import monitored, phase_summaries, returned, run_info
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.trainer import LoopContext
-from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, epoch_progress, loss_bound
+from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound
 from tfhydra.trainer.debugging import numeric_checks
-from tfhydra.trainer.ema import ema_options
-from tfhydra.trainer.objectives import build_loss, build_metrics
-from tfhydra.trainer.recovery import scale_for_recovery, train_with_recovery
+from tfhydra.trainer.progress import epoch_progress
+from tfhydra.trainer.recovery import train_with_recovery
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
 from tfhydra.trainer.weights import load_last_weights, measure_test, restore_best
 
@@ -316,85 +315,3 @@ class PhaseRunner:
             "history": recorder.epochs,
             "recoveries": recorder.recoveries,
         }
-
-
-def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPaths):
-    """Inside the strategy's scope: the model from the data's spec, its compression, the optimizer, compiled.
-    Returns (the model to train, its Compression)."""
-    with strategy.scope():
-        model = float32_output(build_model(cfg.model, datasets.spec))
-        freeze_layers(model, cfg.model.get("freeze"))  # before compile, which trains what is left
-        phase = Phase(
-            datasets.steps_per_epoch,
-            cfg.trainer.epochs,
-            paths.tensorboard_compression if cfg.logging.tensorboard else None,
-        )
-        compression = compress_model(cfg.compression, model, datasets.spec, phase)
-        model = compression.model
-        options = {
-            "clipnorm": cfg.trainer.clip_norm,
-            "clipvalue": cfg.trainer.clip_value,
-            "global_clipnorm": cfg.trainer.clip_global_norm,
-            **ema_options(cfg.trainer.ema),
-        }
-        accumulate = cfg.trainer.accumulate_steps
-        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options, accumulate)
-        optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
-        model.compile(
-            optimizer=optimizer,
-            loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing),
-            metrics=build_metrics(cfg.trainer.metrics),
-            steps_per_execution=cfg.trainer.steps_per_execution,
-            jit_compile=cfg.trainer.jit_compile is True,
-            run_eagerly=cfg.trainer.run_eagerly,
-        )
-    return model, compression
-
-
-def run_info(cfg: DictConfig, paths: RunPaths) -> RunInfo:
-    """What the experiment trackers are told about this run: its config, and tags for model, data and sweep."""
-    sweep = None
-    if under_hydra():
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
-            sweep = Path(HydraConfig.get().sweep.dir).name
-    tags = {
-        "model": cfg.model.get("name") or cfg.model.get("_target_"),
-        "data": cfg.data.get("name") or cfg.data.get("_target_"),
-        "sweep": sweep,
-    }
-    return RunInfo(
-        name=paths.root.name,
-        config=cast(dict, OmegaConf.to_container(without_hydra(cfg), resolve=True)),
-        tags=tags,
-        resume=bool(cfg.trainer.resume),
-        sweep=sweep,
-    )
-
-
-def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dict]:
-    """What each earlier phase of this run trained, read from its record (for the `compression` section)."""
-    summaries = []
-    for phase in earlier:
-        assert phase.directory is not None  # an earlier phase is a run of its own, in its directory
-        phase_record = read_record(paths.phase(phase.directory).root) or RunRecord()
-        summaries.append({"run_dir": phase.directory, "epochs": phase_record.epochs_run, "best": phase_record.best})
-    return summaries
-
-
-def returned(record: RunRecord) -> float:
-    """What a phase returns: its best monitored figure when it completed, else NaN."""
-    best = record.best_monitored
-    return float("nan") if best is None or record.status != Status.COMPLETED else float(best)
-
-
-def monitored(record: RunRecord) -> str:
-    """The end line: the chosen epoch's validation figure beside the kept weights' test figure (same metric)."""
-    said = f"best {record.monitor}={figure(record.best_monitored)} at epoch {(record.best or {}).get('epoch')}"
-    test, name = record.test_metric(record.monitor), test_name(record.monitor)
-    if test is not None:
-        return f"{said}; test {name}={figure(test)} ({(record.test or {})['examples']} examples, not used to choose)"
-    none = record.status == Status.COMPLETED and not (record.data or {}).get("test_size")
-    return f"{said}; no test split (data.test_fraction=0)" if none else said

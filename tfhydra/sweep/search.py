@@ -207,7 +207,28 @@ def run_search(
                 set_trial_attribute(study, number, key, test_figure)
             study.tell(number, value if state == TrialState.COMPLETE else None, state=state)
 
-    # Trials a kill left running: their jobs resume from the state they saved (same numbers, same directories).
+    resumed = resume_left_running(study, space, n_jobs, launch_and_tell)
+    finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
+    kept = finished - resumed
+    if kept:
+        print(
+            f"study {study_name} in {sweep_dir}: {kept} earlier trial(s) kept, {resumed} resumed, "
+            f"{max(0, n_trials - finished)} to run",
+            flush=True,
+        )
+    while finished < n_trials:
+        batch = [study.ask({s.key: s.distribution for s in space}) for _ in range(min(n_jobs, n_trials - finished))]
+        launch_and_tell([(trial.number, trial.params) for trial in batch])
+        finished += len(batch)
+    say_best(study, config.trainer.monitor)
+
+
+def resume_left_running(study, space, n_jobs: int, launch_and_tell: Callable[[list[tuple[int, dict]]], None]) -> int:
+    """Trials a kill left running: their jobs resume from the state they saved (same numbers, same directories),
+    `n_jobs` at a time; a trial left over another search space cannot be resumed and is failed. Returns how many
+    were resumed."""
+    from optuna.trial import TrialState
+
     stale = [
         (t.number, t.params)
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
@@ -221,30 +242,25 @@ def run_search(
         launch_and_tell(stale[start : start + n_jobs])
     for left in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
         study.tell(left.number, state=TrialState.FAIL)  # drawn over another search space: cannot be resumed
-    finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
-    kept = finished - len(stale)
-    if kept:
-        print(
-            f"study {study_name} in {sweep_dir}: {kept} earlier trial(s) kept, {len(stale)} resumed, "
-            f"{max(0, n_trials - finished)} to run",
-            flush=True,
-        )
-    while finished < n_trials:
-        batch = [study.ask({s.key: s.distribution for s in space}) for _ in range(min(n_jobs, n_trials - finished))]
-        launch_and_tell([(trial.number, trial.params) for trial in batch])
-        finished += len(batch)
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    if complete:
-        best = study.best_trial
-        tested = {k: v for k, v in best.user_attrs.items() if k.startswith("test_")}
-        log.info(
-            "best trial %d: %s=%s %s; test (not used to choose): %s",
-            best.number,
-            config.trainer.monitor,
-            figure(best.value),
-            best.params,
-            {k: figure(v) for k, v in tested.items()} or "none",
-        )
+    return len(stale)
+
+
+def say_best(study, monitor: str) -> None:
+    """The best completed trial in one log line, its test figures beside it (never used to choose)."""
+    from optuna.trial import TrialState
+
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        return
+    best = study.best_trial
+    tested = {k: v for k, v in best.user_attrs.items() if k.startswith("test_")}
+    log.info(
+        "best trial %d: %s=%s %s; test (not used to choose): %s",
+        best.number,
+        monitor,
+        figure(best.value),
+        best.params,
+        {k: figure(v) for k, v in tested.items()} or "none",
+    )
 
 
 def _record_of(returned):

@@ -21,73 +21,79 @@ SEED_KEY = "trainer.seed"
 
 
 def to_csv(summary: Any) -> str:
-    monitor, test = summary.monitor, f"test_{test_name(summary.monitor)}"
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    grouped = [
-        f"group_{name}"
-        for name in ("rank", f"mean_{monitor}", f"std_{monitor}", "n", "overrides", f"mean_{test}", f"std_{test}")
-    ]
-    writer.writerow(
-        [
-            "rank",
-            "job",
-            "status",
-            f"best_{monitor}",
-            "best_epoch",
-            f"final_{monitor}",
-            test,
-            "epochs",
-            "wall_seconds",
-            *summary.swept_keys,
-            "overrides",
-            "directory",
-            "error",
-            *(grouped if summary.groups else []),
-            *(["stage", "promoted"] if summary.stages else []),
-            *(["decision"] if summary.stages and summary.stages.why else []),
-        ]
-    )
+    writer.writerow(_csv_header(summary))
     partner = {id(a): b for pair in summary.promotions for a, b in (pair, pair[::-1])}  # the other stage's job
     group_of = {id(j): g for g in summary.groups for j in g.jobs}
     ordered = [j for g in summary.groups for j in g.jobs] if summary.groups else summary.jobs
     for job in ordered:
-        best, epoch = job.best(summary.ranking)
-        values = dict(split_override(o) for o in job.overrides)
-        group = group_of.get(id(job))
-        writer.writerow(
-            [
-                _blank(job.rank),
-                _blank(job.num),
-                job.status,
-                _blank(best),
-                _blank(epoch),
-                _blank(job.final),
-                _blank(job.test),
-                len(job.history),
-                _blank(job.wall_seconds and round(job.wall_seconds, 2)),
-                *(values.get(k, "") for k in summary.swept_keys),
-                " ".join(job.swept),
-                job.name,
-                job.error or "",
-                *(
-                    [
-                        _blank(group.rank),
-                        _blank(group.mean),
-                        _blank(group.std),
-                        group.n,
-                        group.label,
-                        _blank(group.test_mean),
-                        _blank(group.test_std),
-                    ]
-                    if group
-                    else []
-                ),
-                *([job.stage, _partner(partner.get(id(job)))] if summary.stages else []),
-                *([summary.stages.why] if summary.stages and summary.stages.why else []),
-            ]
-        )
+        writer.writerow(_csv_row(summary, job, group_of.get(id(job)), partner.get(id(job))))
     return out.getvalue()
+
+
+def _csv_header(summary: Any) -> list[str]:
+    """summary.csv's columns: the job's, the swept keys', the groups' (seeds) and the stages' when there are any."""
+    monitor, test = summary.monitor, f"test_{test_name(summary.monitor)}"
+    grouped = [
+        f"group_{name}"
+        for name in ("rank", f"mean_{monitor}", f"std_{monitor}", "n", "overrides", f"mean_{test}", f"std_{test}")
+    ]
+    return [
+        "rank",
+        "job",
+        "status",
+        f"best_{monitor}",
+        "best_epoch",
+        f"final_{monitor}",
+        test,
+        "epochs",
+        "wall_seconds",
+        *summary.swept_keys,
+        "overrides",
+        "directory",
+        "error",
+        *(grouped if summary.groups else []),
+        *(["stage", "promoted"] if summary.stages else []),
+        *(["decision"] if summary.stages and summary.stages.why else []),
+    ]
+
+
+def _csv_row(summary: Any, job: Any, group: Any, partner: Any) -> list:
+    """One job's row, in `_csv_header`'s columns: `group` its seeds' group, `partner` its job in the other stage."""
+    best, epoch = job.best(summary.ranking)
+    values = dict(split_override(o) for o in job.overrides)
+    grouped = (
+        [
+            _blank(group.rank),
+            _blank(group.mean),
+            _blank(group.std),
+            group.n,
+            group.label,
+            _blank(group.test_mean),
+            _blank(group.test_std),
+        ]
+        if group
+        else []
+    )
+    return [
+        _blank(job.rank),
+        _blank(job.num),
+        job.status,
+        _blank(best),
+        _blank(epoch),
+        _blank(job.final),
+        _blank(job.test),
+        len(job.history),
+        _blank(job.wall_seconds and round(job.wall_seconds, 2)),
+        *(values.get(k, "") for k in summary.swept_keys),
+        " ".join(job.swept),
+        job.name,
+        job.error or "",
+        *grouped,
+        *([job.stage, _partner(partner)] if summary.stages else []),
+        *([summary.stages.why] if summary.stages and summary.stages.why else []),
+    ]
 
 
 def to_markdown(summary: Any, plot: bool) -> str:

@@ -1,0 +1,52 @@
+"""The model a phase trains, built inside the strategy's scope: the model from the data's spec (its output in
+float32 under mixed precision), its compression for this phase, the optimizer with the trainer's clipping, EMA and
+recovery scaling, compiled with the loss and metrics. tfhydra/runner/phase.py's `PhaseRunner.build_model` calls it.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from tfhydra.compression.phases import compress_model
+from tfhydra.config.contracts import Phase
+from tfhydra.model import build_model
+from tfhydra.model.freeze import freeze_layers
+from tfhydra.optimizer import build_optimizer
+from tfhydra.precision.build import float32_output
+from tfhydra.record.rundir import RunPaths
+from tfhydra.trainer.ema import ema_options
+from tfhydra.trainer.objectives import build_loss, build_metrics
+from tfhydra.trainer.recovery import scale_for_recovery
+
+
+def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPaths):
+    """Inside the strategy's scope: the model from the data's spec, its compression, the optimizer, compiled.
+    Returns (the model to train, its Compression)."""
+    with strategy.scope():
+        model = float32_output(build_model(cfg.model, datasets.spec))
+        freeze_layers(model, cfg.model.get("freeze"))  # before compile, which trains what is left
+        phase = Phase(
+            datasets.steps_per_epoch,
+            cfg.trainer.epochs,
+            paths.tensorboard_compression if cfg.logging.tensorboard else None,
+        )
+        compression = compress_model(cfg.compression, model, datasets.spec, phase)
+        model = compression.model
+        options = {
+            "clipnorm": cfg.trainer.clip_norm,
+            "clipvalue": cfg.trainer.clip_value,
+            "global_clipnorm": cfg.trainer.clip_global_norm,
+            **ema_options(cfg.trainer.ema),
+        }
+        accumulate = cfg.trainer.accumulate_steps
+        optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options, accumulate)
+        optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
+        model.compile(
+            optimizer=optimizer,
+            loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing),
+            metrics=build_metrics(cfg.trainer.metrics),
+            steps_per_execution=cfg.trainer.steps_per_execution,
+            jit_compile=cfg.trainer.jit_compile is True,
+            run_eagerly=cfg.trainer.run_eagerly,
+        )
+    return model, compression

@@ -1,0 +1,67 @@
+"""What a phase tells others: the experiment trackers (`run_info`), the record's `compression` section (what each
+earlier phase trained), the recipe (`returned`: the figure a sweep ranks by) and the terminal (`monitored`: the end
+line's validation and test figures). Read by tfhydra/runner/phase.py and tfhydra/runner/job.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfhydra.config.contracts import PhasePlan
+from tfhydra.logger.trackers import RunInfo
+from tfhydra.platform.terminal import figure
+from tfhydra.record import RunRecord, Status, read_record, test_name
+from tfhydra.record.rundir import RunPaths
+from tfhydra.runner.hydra_files import under_hydra, without_hydra
+
+
+def run_info(cfg: DictConfig, paths: RunPaths) -> RunInfo:
+    """What the experiment trackers are told about this run: its config, and tags for model, data and sweep."""
+    sweep = None
+    if under_hydra():
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            sweep = Path(HydraConfig.get().sweep.dir).name
+    tags = {
+        "model": cfg.model.get("name") or cfg.model.get("_target_"),
+        "data": cfg.data.get("name") or cfg.data.get("_target_"),
+        "sweep": sweep,
+    }
+    return RunInfo(
+        name=paths.root.name,
+        config=cast(dict, OmegaConf.to_container(without_hydra(cfg), resolve=True)),
+        tags=tags,
+        resume=bool(cfg.trainer.resume),
+        sweep=sweep,
+    )
+
+
+def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dict]:
+    """What each earlier phase of this run trained, read from its record (for the `compression` section)."""
+    summaries = []
+    for phase in earlier:
+        assert phase.directory is not None  # an earlier phase is a run of its own, in its directory
+        phase_record = read_record(paths.phase(phase.directory).root) or RunRecord()
+        summaries.append({"run_dir": phase.directory, "epochs": phase_record.epochs_run, "best": phase_record.best})
+    return summaries
+
+
+def returned(record: RunRecord) -> float:
+    """What a phase returns: its best monitored figure when it completed, else NaN."""
+    best = record.best_monitored
+    return float("nan") if best is None or record.status != Status.COMPLETED else float(best)
+
+
+def monitored(record: RunRecord) -> str:
+    """The end line: the chosen epoch's validation figure beside the kept weights' test figure (same metric)."""
+    said = f"best {record.monitor}={figure(record.best_monitored)} at epoch {(record.best or {}).get('epoch')}"
+    test, name = record.test_metric(record.monitor), test_name(record.monitor)
+    if test is not None:
+        return f"{said}; test {name}={figure(test)} ({(record.test or {})['examples']} examples, not used to choose)"
+    none = record.status == Status.COMPLETED and not (record.data or {}).get("test_size")
+    return f"{said}; no test split (data.test_fraction=0)" if none else said
