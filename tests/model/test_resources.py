@@ -3,8 +3,13 @@ this process may take is one line before anything is allocated; what fits is est
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
-from conftest import FAST, last_line, read_run_record, run_cli
+from conftest import FAST, TESTS, last_line, read_run_record, run_cli
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
@@ -24,6 +29,22 @@ def test_the_estimate_counts_the_parameters_keras_builds(compose_cfg, overrides)
     assert per_example >= 28 * 28 + 10  # at least the flattened input and the softmax
     assert total == parameters * 16 + per_example * 32 * 4 * 2
     check_model_fits(cfg, SPEC)  # fits: no error
+
+
+def test_the_estimate_holds_after_a_deterministic_run_in_the_same_process():
+    """Op determinism is process-wide: after a deterministic run in the same notebook kernel or test session,
+    Dropout's unseeded op refused the symbolic build, and the estimate was silently skipped (returned None)."""
+    code = (
+        "import tensorflow as tf; tf.config.experimental.enable_op_determinism();"
+        "from conftest import compose_config; from tfhydra.model.memory import estimated_bytes;"
+        "from test_resources import SPEC;"
+        "print(estimated_bytes(compose_config(['model=mlp']).model, SPEC, 32, slots=2))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(Path(__file__).parent)])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # 784*64+64 + 64*32+32 + 32*10+10 parameters of model=mlp on 28x28x1 with 10 classes
+    assert out.stdout.strip().splitlines()[-1].startswith("(") and ", 52650, " in out.stdout, out.stdout
 
 
 def test_a_model_too_big_for_the_machine_is_refused_without_allocating_it(compose_cfg):

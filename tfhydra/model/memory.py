@@ -42,6 +42,9 @@ def estimated_bytes(
     states = _random_states()  # the real build then draws the same initial weights as without this one
     try:
         with tf.Graph().as_default():
+            # a graph seed of its own: under op determinism (trainer.deterministic=true, or a deterministic run
+            # earlier in this process) an unseeded random op such as Dropout's refuses to be built
+            tf.compat.v1.set_random_seed(0)
             model = build_model(cfg_model, spec)
             parameters = int(model.count_params())
             per_example = sum(_values(layer) for layer in model.layers)
