@@ -42,6 +42,8 @@ def test_the_install_carries_the_configs_and_the_command(installed, tmp_path):
     assert Path(module).resolve().is_relative_to(home) and Path(config_dir).resolve().is_relative_to(home), where.stdout
     installed_yaml = sorted(p.relative_to(config_dir).as_posix() for p in Path(config_dir).rglob("*.yaml"))
     assert installed_yaml == sorted(p.relative_to(ROOT / "conf").as_posix() for p in (ROOT / "conf").rglob("*.yaml"))
+    digits = Path(module).parent / "data" / "digits.csv.gz"  # the default run's data, shipped (no scikit-learn)
+    assert digits.read_bytes() == (ROOT / "tfhydra" / "data" / "digits.csv.gz").read_bytes()
 
     version = run_in(venv_bin, "tfhydra-train", "--version", cwd=tmp_path)
     assert version.returncode == 0 and version.stdout.startswith("tfhydra 0.1.0 (hydra-core 1.3."), version.stdout

@@ -93,16 +93,14 @@ def build_digits(cfg, seed: int) -> Source:
 
 
 def read_digits() -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's 1,797 8x8 digits (images 0-16, labels) as `sklearn.datasets.load_digits` reads them, from
-    the file scikit-learn ships, without importing scikit-learn: its import (with SciPy's) takes 0.6 s to several
-    seconds before the first step (docs/performance.md). tests/data/test_split_parity.py compares the two."""
+    """The 1,797 8x8 digits (images 0-16, labels) that `sklearn.datasets.load_digits` reads, from the copy of its
+    file that tfhydra ships (tfhydra/data/digits.txt says where it comes from): the default run needs neither
+    scikit-learn nor its import, which took 0.6 s to several seconds before the first step (docs/performance.md).
+    tests/data/test_split_parity.py compares the two."""
     import gzip
-    from importlib.util import find_spec
+    from importlib.resources import files
 
-    spec = find_spec("sklearn")  # where the package is, without running it
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("data", "digits", "an installed scikit-learn (it ships the digits)", "it is not installed")
-    with gzip.open(Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz", "rt") as file:
+    with gzip.open(files("tfhydra.data").joinpath("digits.csv.gz").open("rb"), "rt") as file:
         table = np.loadtxt(file, delimiter=",")
     return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(int)
 
