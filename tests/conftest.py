@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -60,9 +61,14 @@ def hydra_job(tmp_path):
 
 
 def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `python train.py ARGS` as a user would; tests/ is importable for user-code `_target_`s."""
+    """Run `python train.py ARGS` as a user would; tests/ is importable for user-code `_target_`s.
+
+    The command is forked from a server that has imported TensorFlow once (tests/cli_fork_server.py), unless the
+    test sets environment variables of its own (some are read at import) or TFHYDRA_TEST_FORK=0 is set."""
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None) if not (env or {}).get("HYDRA_FULL_ERROR") else None
+    if not env and os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
+        return _CLI_SERVER.run(list(args), cwd=cwd, env=full_env, timeout=timeout)
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *args],
         cwd=cwd,
@@ -72,6 +78,71 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: floa
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+class _ForkServer:
+    """The client of tests/cli_fork_server.py: started on first use, one per test process, stopped by its pid."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.address = ""
+
+    def _start(self) -> None:
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="tfhydra-cli-")
+        self.address = os.path.join(folder, "socket")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.process = subprocess.Popen(
+            [sys.executable, str(TESTS / "cli_fork_server.py"), self.address],
+            env=env,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stdout is not None and self.process.stdout.readline().strip() == "ready"
+
+    def run(self, argv: list[str], cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        import signal
+        import socket
+        import tempfile
+
+        if self.process is None or self.process.poll() is not None:
+            self._start()
+        with tempfile.TemporaryDirectory(prefix="tfhydra-cli-out-") as out:
+            streams = {"stdout": os.path.join(out, "stdout"), "stderr": os.path.join(out, "stderr")}
+            for path in streams.values():
+                Path(path).touch()
+            request = {"argv": argv, "cwd": str(cwd), "env": env, **streams}
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+                connection.connect(self.address)
+                connection.sendall((json.dumps(request) + "\n").encode())
+                answers = connection.makefile("r")
+                pid = int(answers.readline())
+                connection.settimeout(timeout)
+                try:
+                    code = int(answers.readline())
+                except TimeoutError:
+                    os.kill(pid, signal.SIGKILL)
+                    raise subprocess.TimeoutExpired([str(ROOT / "train.py"), *argv], timeout) from None
+            stdout, stderr = (Path(streams[name]).read_text(errors="replace") for name in ("stdout", "stderr"))
+        return subprocess.CompletedProcess([sys.executable, str(ROOT / "train.py"), *argv], code, stdout, stderr)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self.address:
+            import shutil
+
+            shutil.rmtree(os.path.dirname(self.address), ignore_errors=True)
+
+
+_CLI_SERVER = _ForkServer()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _CLI_SERVER.stop()
 
 
 def last_line(text: str) -> str:
