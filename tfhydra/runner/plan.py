@@ -84,7 +84,7 @@ def plan_run(cfg: DictConfig, defaults: DictConfig | None = None) -> RunPlan:
             optimizer_checks.check_warmup(
                 cfg.optimizer,
                 phase.epochs,
-                f"the {phase.epochs} epochs of the "
-                f"{phase.label} phase (compression.start_epoch, compression.quantize_epochs)",
+                f"the {phase.epochs} epochs of the {phase.label} phase "
+                "(trainer.finetune.head_epochs, compression.start_epoch, compression.quantize_epochs)",
             )
     return RunPlan(phases)
