@@ -4,9 +4,16 @@ stage 2 moves it at the lower rate, the record says what trained in each, and an
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
-from conftest import CONFIG_DIR, read_run_record
+from conftest import CONFIG_DIR, ROOT, TESTS, read_run_record, run_cli
 
 import tfhydra
 from tfhydra.cli.preflight import check_overrides
@@ -136,3 +143,40 @@ def test_a_stage_interrupted_by_sigterm_resumes_and_the_run_completes(compose_cf
     else:
         assert (run / "phases/0_head/metrics.json").read_bytes() == head_record  # kept, not rerun
         assert (record["resumed"]["kind"], record["resumed"]["epoch"]) == ("saved_state", 2)
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_in_stage_two_resumes_there_and_keeps_stage_one(tmp_path):
+    """SIGKILL (no handler, no record) once stage 2 has saved an epoch's state: the same command keeps the completed
+    head phase as it was and continues stage 2 from its saved state."""
+    args = [*LIGHT, "trainer.finetune.head_epochs=1", "trainer.epochs=8", f"hydra.run.dir={tmp_path / 'run'}"]
+    run, env = tmp_path / "run", {**os.environ, "PYTHONPATH": str(TESTS)}
+    command = [sys.executable, str(ROOT / "train.py"), *args]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    history, deadline = run / "checkpoints" / "history.json", time.monotonic() + 240
+    try:  # frozen while its files are read, so it is killed in the state that was read
+        while time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+            process.send_signal(signal.SIGSTOP)
+            try:
+                # two epochs recorded: the first one's state is saved (the record is written before the state)
+                if history.exists() and len(json.loads(history.read_text())["epochs"]) >= 2:
+                    break
+            except ValueError:  # caught mid-write: look again
+                pass
+            process.send_signal(signal.SIGCONT)
+        assert process.poll() is None, "the run ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert not (run / "metrics.json").exists() and read_run_record(run / "phases/0_head")["status"] == "completed"
+    head_record = (run / "phases/0_head/metrics.json").read_bytes()
+
+    resumed = run_cli(*args)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    record = read_run_record(run)
+    assert record["status"] == "completed" and [p["epochs"] for p in record["phases"]] == [1, 7]
+    assert record["resumed"]["kind"] == "saved_state" and record["resumed"]["epoch"] >= 1
+    assert (run / "phases/0_head/metrics.json").read_bytes() == head_record
