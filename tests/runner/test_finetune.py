@@ -68,6 +68,33 @@ def test_a_head_phase_that_leaves_nothing_to_fine_tune_is_one_line():
     )
 
 
+def test_a_floor_above_the_lower_rate_is_one_line():
+    """The schedule is built per phase from its own peak: a cosine floor between lr x factor and lr would make
+    stage 2's rate rise as it "decays"."""
+    with pytest.raises(ConfigError) as caught:
+        check_overrides(
+            CONFIG_DIR,
+            "config",
+            [
+                "recipe=finetune",
+                "optimizer.lr=0.01",
+                "optimizer.schedule.name=cosine",
+                "optimizer.schedule.min_lr=0.005",
+            ],
+        )
+    assert str(caught.value) == (
+        "optimizer.schedule.min_lr=0.005: the floor is above the peak rate; accepted: a rate <= the finetune phase's "
+        "rate (0.001: optimizer.lr x trainer.finetune.lr_factor), the peak"
+    )
+
+
+def test_an_optimizer_without_a_rate_to_lower_is_one_line():
+    with pytest.raises(ConfigError, match=r"this optimizer has no lr; accepted: 0 \(off\), or an optimizer with"):
+        check_overrides(
+            CONFIG_DIR, "config", ["~optimizer", "+optimizer._target_=tf_keras.optimizers.SGD", "recipe=finetune"]
+        )
+
+
 def weights_of(compose_cfg, path) -> dict[str, list[np.ndarray]]:
     """Every weight of the file, by top-level layer name (BatchNorm's moving statistics too), read by filling a
     fresh build through `model.weights`."""

@@ -231,6 +231,13 @@ def check_finetune(cfg: DictConfig) -> None:
             f"0 (off) or an integer below trainer.epochs ({cfg.trainer.epochs})",
             "no epochs left to fine-tune the base after the head",
         )
+    if head and cfg.optimizer.get("lr") is None:
+        raise ConfigError(
+            "trainer.finetune.head_epochs",
+            head,
+            "0 (off), or an optimizer with optimizer.lr",
+            "the stage after the head trains at optimizer.lr x trainer.finetune.lr_factor; this optimizer has no lr",
+        )
 
 
 CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune)
