@@ -144,7 +144,8 @@ def test_stage_one_trains_the_head_alone_and_stage_two_the_base_at_the_lower_rat
 def test_a_stage_interrupted_by_sigterm_resumes_and_the_run_completes(compose_cfg, tmp_path, stage):
     """SIGTERM at the end of an epoch of either stage (SignalOnce, once): the stage saves its state and the run
     stops interrupted; the same config again resumes that stage, keeps a completed head phase as it was, and ends
-    with both phases recorded."""
+    with both phases recorded. (SignalOnce is a user's `_target_` in every phase's config: stage 2 reads stage 1's
+    config as the run's own, which the trust gate refused before.)"""
     from tfhydra.trainer.state import Interrupted
 
     head_epochs = 2 if stage == "head" else 1
