@@ -193,22 +193,23 @@ def test_keras_app_loads_a_local_weights_file_and_refuses_a_wrong_one(compose_cf
     cfg = compose_cfg(["model=keras_app", f"model.weights={tmp_path / 'other.h5'}", "+model.arch_args.alpha=0.35"])
     with pytest.raises(
         ConfigError,
-        match=rf"^model.weights={tmp_path / 'other.h5'}: cannot load it \(.*\); accepted: "
-        r"a weights file saved from MobileNetV2 without its top",
+        match=rf"^model.weights={tmp_path / 'other.h5'}: its weights do not fit model MobileNetV2 \(.*\) nor its "
+        r"nested mobilenetv2_0.35_32 \(the file holds 2 weight arrays, mobilenetv2_0.35_32 has 260\); accepted: "
+        r"null \(random initialisation\), imagenet \(keras_app only",
     ):
         build_model(cfg.model, CIFAR)
 
 
 def test_keras_app_weights_file_that_does_not_exist_is_refused_before_tensorflow_work(compose_cfg):
-    from tfhydra.runner.plan import check_config as validate
+    from tfhydra.runner.plan import plan_run
 
     with pytest.raises(ConfigError) as info:
-        validate(compose_cfg(["model=keras_app", "model.weights=/no/such/weights.h5"]))
+        plan_run(compose_cfg(["model=keras_app", "model.weights=/no/such/weights.h5"]))
     assert str(info.value).startswith(
         "model.weights=/no/such/weights.h5: no such file; accepted: null (random "
-        "initialisation), imagenet (downloads; needs network) or the path of an existing"
+        "initialisation), imagenet (keras_app only: downloads, needs network) or the path of an HDF5 weights file"
     )
-    validate(compose_cfg(["model=keras_app", "model.weights=imagenet"]))  # allowed: downloads when built
+    plan_run(compose_cfg(["model=keras_app", "model.weights=imagenet"]))  # allowed: downloads when built
 
 
 def test_keras_app_refuses_arguments_the_architecture_does_not_take(compose_cfg):

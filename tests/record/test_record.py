@@ -22,6 +22,19 @@ def test_docs_list_every_field_of_the_record():
     assert documented_fields() == set(FIELDS)
 
 
+def test_an_earlier_phase_is_known_from_the_run_and_its_phases_and_from_a_workers_scratch(tmp_path):
+    """RunPaths.is_earlier_phase: what lets a later phase read an earlier phase's config as the run's own."""
+    from tfhydra.record.rundir import RunPaths
+
+    run, head = tmp_path / "run", tmp_path / "run" / "phases" / "0_head"
+    assert RunPaths(run).is_earlier_phase(head)  # the run's own phase, after it
+    assert RunPaths(run / "phases" / "1_pretrain").is_earlier_phase(head)  # a later earlier phase
+    assert RunPaths(tmp_path / "scratch", checkpoints_root=run).is_earlier_phase(head)  # a non-chief worker
+    assert not RunPaths(tmp_path / "other").is_earlier_phase(head)  # another run: a stranger's
+    assert not RunPaths(run).is_earlier_phase(tmp_path / "elsewhere" / "phases" / "0_head")
+    assert not RunPaths(run).is_earlier_phase(run / "0_head")  # not under phases/
+
+
 def test_a_record_round_trips_and_refuses_unknown_fields(tmp_path):
     record = RunRecord(run_dir=str(tmp_path), monitor="val_accuracy", monitor_mode="max")
     record.update(status="completed", best={"epoch": 2, "val_accuracy": 0.75}, wall_seconds=float("nan"))

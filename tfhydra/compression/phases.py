@@ -21,14 +21,14 @@ from tfhydra.record.rundir import RunPaths
 log = logging.getLogger("tfhydra")
 
 
-def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) -> keras.Model:
+def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int, own_phase: bool = False) -> keras.Model:
     """A completed run's trained model, built by code and filled from its weights file (nothing from the run runs).
 
     `model` is a fresh model of the same config (checked by `check_run` in the run plan); the run's own
     scheme wraps it so the weights file's variables line up, and that scheme's strip gives the model
-    to continue from.
+    to continue from. `own_phase`: `run` is an earlier phase of the run being trained (`RunPaths.is_earlier_phase`).
     """
-    saved = saved_run_config(run)
+    saved = saved_run_config(run, own_phase)
     phase = Phase(steps_per_epoch, saved.trainer.epochs - saved.compression.start_epoch)
     earlier = build_scheme(saved.compression, model, spec, phase)
     paths = RunPaths(run)
@@ -46,8 +46,13 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int) ->
     return earlier.strip(earlier.model)
 
 
-def compress_model(cfg_compression: DictConfig, model: keras.Model, spec, phase: Phase) -> Compression:
-    """Start from `compression.from_run`'s trained model when given, then apply the scheme."""
+def compress_model(
+    cfg_compression: DictConfig, model: keras.Model, spec, phase: Phase, paths: RunPaths | None = None
+) -> Compression:
+    """Start from `compression.from_run`'s trained model when given, then apply the scheme. `paths`: where this
+    phase trains (a `from_run` that is an earlier phase of the same run is the run's own)."""
     if cfg_compression.get("from_run"):
-        model = load_run_model(Path(cfg_compression.from_run), model, spec, phase.steps_per_epoch)
+        run = Path(cfg_compression.from_run)
+        own = paths is not None and paths.is_earlier_phase(run)
+        model = load_run_model(run, model, spec, phase.steps_per_epoch, own)
     return build_scheme(cfg_compression, model, spec, phase)

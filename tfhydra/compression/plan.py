@@ -1,6 +1,9 @@
 """What a compression config means before anything trains: its checks and its phases. No TensorFlow.
 
-- `compression.start_epoch=N`: the first N epochs train the model uncompressed (`phases/0_pretrain`).
+- `trainer.finetune.head_epochs=H` (recipe=finetune): the first H epochs train the head alone, the base frozen
+  (`phases/0_head`); every later phase trains at `optimizer.lr x trainer.finetune.lr_factor`.
+- `compression.start_epoch=N`: the first N epochs train the model uncompressed (`phases/0_pretrain`; after a
+  head phase, the epochs from H to N).
 - A collaborative scheme (prune_quantize, cluster_quantize) first trains its float scheme (prune,
   cluster) for the epochs before the last `compression.quantize_epochs` (`phases/<i>_prune`).
 - `compression.from_run=<dir>`: the first of these, or the scheme itself, starts from that
@@ -41,27 +44,41 @@ FROM_RUN_ACCEPTED = (
 
 
 def plan_phases(cfg: DictConfig) -> list[PhasePlan]:
-    """The phases of a run in order; the last one is the scheme's own, trained in the run directory itself."""
-    node = cfg.compression
-    scheme, left = node.get("name") or "scheme", cfg.trainer.epochs - node.start_epoch
-    phases = [("pretrain", {"name": "none"}, node.start_epoch)] if node.start_epoch else []
+    """The phases of a run in order; the last one is the scheme's own, trained in the run directory itself.
+
+    `trainer.finetune.head_epochs=H` (recipe=finetune) puts a head phase first (model.freeze=base, uncompressed);
+    every phase after it trains at optimizer.lr x trainer.finetune.lr_factor. The epochs are the run's: the
+    head's count towards compression.start_epoch, so the model trains uncompressed for max(H, start_epoch)."""
+    node, head = cfg.compression, cfg.trainer.finetune.head_epochs
+    scheme, uncompressed = node.get("name") or "scheme", max(node.start_epoch, head)
+    left = cfg.trainer.epochs - uncompressed
+    later = {"optimizer.lr": cfg.optimizer.lr * cfg.trainer.finetune.lr_factor} if head else {}
+    phases = [("head", {"name": "none"}, head, {"model.freeze": "base", "optimizer.lr": cfg.optimizer.lr})]
+    phases = phases if head else []
+    if uncompressed > head:
+        phases.append(("pretrain", {"name": "none"}, uncompressed - head, later))
     first = TRAINED_FIRST.get(scheme)
     if first and left > node.quantize_epochs:
-        phases.append((first, {**_plain(node), "name": first}, left - node.quantize_epochs))
+        phases.append((first, {**_plain(node), "name": first}, left - node.quantize_epochs, later))
         left = node.quantize_epochs
     planned = [
-        PhasePlan(i, label, epochs, compression, phase_directory(i, label))
-        for i, (label, compression, epochs) in enumerate(phases)
+        PhasePlan(i, label, epochs, compression, phase_directory(i, label), overrides)
+        for i, (label, compression, epochs, overrides) in enumerate(phases)
     ]
-    return planned + [PhasePlan(len(planned), scheme, left, _plain(node), None)]
+    label = "finetune" if head and scheme == "none" else scheme
+    return planned + [PhasePlan(len(planned), label, left, _plain(node), None, later)]
 
 
 def phase_config(cfg: DictConfig, phase: PhasePlan, start: str | None, formats: list[str] | None = None) -> DictConfig:
-    """The config one phase trains with: its compression node and epochs, starting from `start` (a run directory)."""
+    """The config one phase trains with: its compression node, epochs and overrides, starting from `start` (a run
+    directory)."""
     config = copy.deepcopy(cfg)
     with open_dict(config):
         config.compression = OmegaConf.merge(phase.compression, {"start_epoch": 0, "from_run": start})
         config.trainer.epochs = phase.epochs
+        config.trainer.finetune.head_epochs = 0  # a phase is one stage: the plan has split the run
+        for key, value in phase.overrides.items():
+            OmegaConf.update(config, key, value)
         if formats is not None:
             config.export.formats = formats
     return config
@@ -91,12 +108,12 @@ def check_compression(cfg: DictConfig) -> None:
             f"an integer below trainer.epochs ({cfg.trainer.epochs})",
             "no epochs left to train compressed",
         )
-    left = cfg.trainer.epochs - node.start_epoch
+    left = cfg.trainer.epochs - max(node.start_epoch, cfg.trainer.finetune.head_epochs)
     if scheme in TRAINED_FIRST and node.quantize_epochs > left:
         raise ConfigError(
             "compression.quantize_epochs",
             node.quantize_epochs,
-            f"at most {left} (trainer.epochs - compression.start_epoch)",
+            f"at most {left} (trainer.epochs - compression.start_epoch or trainer.finetune.head_epochs)",
             "more epochs than the run trains",
         )
     check_tflite_export(cfg, scheme)
@@ -145,7 +162,10 @@ def check_tflite_export(cfg: DictConfig, scheme: str) -> None:
 def check_run(run: Path, cfg_model: DictConfig) -> None:
     """`compression.from_run`: a completed run of the same model config whose trained model is float."""
     saved = saved_run_config(run)
-    differing = config_differences(saved.model, cfg_model, "model.")
+    # which layers trained and where they started do not change the weights' layout: a head phase may be continued
+    differing = [
+        d for d in config_differences(saved.model, cfg_model, "model.") if d not in ("model.freeze", "model.weights")
+    ]
     if differing:
         raise ConfigError(
             "compression.from_run",
@@ -155,13 +175,14 @@ def check_run(run: Path, cfg_model: DictConfig) -> None:
         )
 
 
-def saved_run_config(run: Path) -> DictConfig:
+def saved_run_config(run: Path, own_phase: bool = False) -> DictConfig:
     """The saved config of a completed run whose trained model `load_run_model` can rebuild.
 
     That config names the scheme to rebuild, so only built-in float schemes are taken: a `_target_`
     there would import and call whatever the run directory names. It is read through the trust boundary
     (tfhydra/trust) and comes back inert: an interpolation in it is text, never resolved; and the scheme's
-    settings must be plain values.
+    settings must be plain values. `own_phase`: `run` is an earlier phase of the run being trained (written by this
+    run from the user's own command line, so its callbacks and their `_target_`s are the user's, not a stranger's).
     """
     from tfhydra.trust import completed_run
 
@@ -174,6 +195,7 @@ def saved_run_config(run: Path) -> DictConfig:
         needs=[paths.relative(paths.last_weights)],
         composed=False,
         flag="a compression.from_run of your own (there is no flag to trust another's)",
+        trusted=own_phase,
     )
     scheme = saved.compression.get("name")
     if scheme in QUANTIZATION_AWARE:

@@ -89,12 +89,15 @@ class Compression:
 class PhasePlan:
     """One training phase of a run, decided from the config alone (tfhydra/compression/plan.py).
 
-    A run trains one phase unless `compression.start_epoch` or a collaborative scheme puts
-    earlier ones before it; each earlier phase is a complete run of its own in `directory`.
+    A run trains one phase unless `trainer.finetune.head_epochs` (a head phase), `compression.start_epoch` or a
+    collaborative scheme puts earlier ones before it; each earlier phase is a complete run of its own in
+    `directory`.
     """
 
     index: int
-    label: str  # pretrain | prune | cluster | the scheme's name
+    label: str  # head | pretrain | prune | cluster | finetune | the scheme's name
     epochs: int
     compression: dict  # the compression node this phase trains with (plain, resolved)
     directory: str | None  # relative to the run directory; None for the run's own, last phase
+    # dotted config keys this phase sets (a head phase: model.freeze=base; the phases after it: optimizer.lr)
+    overrides: dict = field(default_factory=dict)

@@ -91,11 +91,6 @@ def is_target(v: Any) -> bool:
     return isinstance(v, (dict, DictConfig)) and "_target_" in v
 
 
-def is_weights(v: Any) -> bool:
-    """Checked here, before TensorFlow is imported, so a mistyped path costs no model build."""
-    return v is None or v == "imagenet" or (isinstance(v, str) and Path(v).expanduser().is_file())
-
-
 def optional(rule: Rule) -> Rule:
     return Rule(f"null or {rule.accepted}", lambda v: v is None or rule.ok(v), rule.numeric, integral=rule.integral)
 

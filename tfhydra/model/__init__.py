@@ -9,8 +9,9 @@ mismatch is one ConfigError line, not a shape error deep inside Keras.
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562). Rooms: base.py (the registry, the head, the
 data checks), seed.py / resnet.py / sequence.py / applications.py (the builders), build.py (`build_model`),
-checks.py (the options' ranges and choices), freeze.py (`model.freeze`: which layers train), memory.py (the
-model's memory estimated before it is allocated).
+checks.py (the options' ranges and choices, `model.weights`' pre-flight), freeze.py (`model.freeze`: which layers
+train), weights.py (`model.weights`: a local file loaded into the built model), memory.py (the model's memory
+estimated before it is allocated).
 """
 
 from __future__ import annotations

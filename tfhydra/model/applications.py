@@ -100,7 +100,7 @@ def build_keras_app(cfg, spec: DataSpec) -> keras.Model:
         )
     builder = application(cfg.arch)
     extra = application_args(cfg.arch, builder, cfg.arch_args)
-    weights = cfg.weights
+    weights = cfg.weights  # null or imagenet: a weights file is loaded by build_model once the model is built
     try:
         base = builder(include_top=False, weights=weights, input_shape=(height, width, 3), pooling=cfg.pooling, **extra)
     except ValueError as error:
@@ -113,13 +113,6 @@ def build_keras_app(cfg, spec: DataSpec) -> keras.Model:
                 cfg.arch,
                 f"data with images of at least {size}, or a smaller-input model",
                 f"{cfg.arch} needs images of at least {size}; the data's are {height}x{width}",
-            ) from None
-        if weights not in (None, "imagenet"):
-            raise ConfigError(
-                "model.weights",
-                weights,
-                f"a weights file saved from {cfg.arch} without its top (include_top=False) with the same arch_args",
-                f"cannot load it ({first_line})",
             ) from None
         raise ConfigError(
             "model.arch_args",

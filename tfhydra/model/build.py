@@ -1,25 +1,30 @@
 """`build_model`: the registered builder of `model.name` (or the user's `_target_`), checked to return a
-tf_keras model. Importing this module imports every builder, which registers itself in `MODELS`."""
+tf_keras model, then filled from `model.weights` when that is a file. Importing this module imports every builder,
+which registers itself in `MODELS`."""
 
 from __future__ import annotations
 
 import tf_keras as keras
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model import applications, resnet, seed, sequence  # noqa: F401  (the builders register themselves)
 from tfhydra.model.base import MODELS
 from tfhydra.model.freeze import KEY as FREEZE
+from tfhydra.model.weights import KEY as WEIGHTS
+from tfhydra.model.weights import is_file_setting, load_weights_file
 
 __all__ = ["MODELS", "build_model"]
 
 
 def build_model(cfg_model, spec: DataSpec) -> keras.Model:
-    """The model of `model.name` (or the user's `_target_`, which is not handed `model.freeze`: the run applies
-    that after building, tfhydra/model/freeze.py)."""
-    node = OmegaConf.masked_copy(cfg_model, [k for k in cfg_model if k != FREEZE]) if FREEZE in cfg_model else cfg_model
-    model = MODELS.build(node, spec=spec)
+    """The model of `model.name` (or the user's `_target_`), filled from `model.weights` when it is a file.
+
+    `model.freeze` and `model.weights` are tfhydra's keys: a `_target_` builder is handed neither, a built-in
+    builder sees `weights` only as null or `imagenet` (keras_app's download); the file is loaded here, into the
+    model as built, whatever built it (tfhydra/model/weights.py). The run applies `freeze` after this."""
+    model = MODELS.build(builder_node(cfg_model), spec=spec)
     if not isinstance(model, keras.Model):
         raise ConfigError(
             "model",
@@ -27,4 +32,19 @@ def build_model(cfg_model, spec: DataSpec) -> keras.Model:
             "a builder returning a tf_keras.Model",
             f"the builder returned {type(model).__name__}",
         )
+    if is_file_setting(cfg_model.get(WEIGHTS)):
+        load_weights_file(model, str(cfg_model.get(WEIGHTS)))
     return model
+
+
+def builder_node(cfg_model: DictConfig) -> DictConfig:
+    """The node the builder is called with: without tfhydra's keys for a `_target_`, and without a weights file."""
+    if "_target_" in cfg_model:
+        own = [str(k) for k in cfg_model if k not in (FREEZE, WEIGHTS)]
+        return OmegaConf.masked_copy(cfg_model, own) if len(own) < len(cfg_model) else cfg_model
+    if not is_file_setting(cfg_model.get(WEIGHTS)):
+        return cfg_model
+    node = cfg_model.copy()
+    with open_dict(node):
+        node[WEIGHTS] = None  # built from random initialisation, then filled from the file
+    return node

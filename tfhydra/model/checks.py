@@ -1,10 +1,16 @@
 """What the run plan checks in the model options: the ranges and choices of their keys. No TensorFlow.
 
-Whether the data suit a model is known only once the data are built (tfhydra/model/base.py's `require_*`)."""
+Whether the data suit a model is known only once the data are built (tfhydra/model/base.py's `require_*`);
+whether a weights file fits the model, once the model is built (tfhydra/model/weights.py)."""
 
 from __future__ import annotations
 
-from tfhydra.config.schema import Rule, choice, integer, is_int, is_weights, list_of, number, optional
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import Rule, choice, integer, is_int, list_of, number, optional
 
 # tf_keras.applications' architectures (`model=keras_app model.arch=...`), checked before TensorFlow is
 # imported; tests/runner/test_plan_group_checks.py holds the list to the installed tf_keras.
@@ -120,11 +126,6 @@ RULES: dict[str, Rule] = {
     ),
     "model.blocks_per_stage": optional(list_of(integer(1))),
     "model.width": integer(1),
-    "model.weights": Rule(
-        "null (random initialisation), imagenet (downloads; needs network) or the path of an existing weights file",
-        is_weights,
-        refusal="no such file",
-    ),
     "model.pooling": choice("avg", "max"),
     "model.freeze": Rule(
         "none, base (every layer with weights but the output layer) or a list of layer-name patterns",
@@ -139,3 +140,58 @@ RULES: dict[str, Rule] = {
     "model.mlp_dim": integer(1),
     "model.positions": choice("sinusoidal", "learned"),
 }
+
+
+# What model.weights accepts (here, TensorFlow-free, for the pre-flight; tfhydra/model/weights.py says it too).
+WEIGHTS_ACCEPTED = (
+    "null (random initialisation), imagenet (keras_app only: downloads, needs network) or the path of an HDF5 "
+    "weights file (.h5, .weights.h5) saved from this model config (a run's checkpoints/best.weights.h5) or, "
+    "for keras_app, from its application without its top"
+)
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def check_weights(cfg: DictConfig) -> None:
+    """`model.weights`, for every model (a `_target_` one too: the key is tfhydra's, not the builder's): a file that
+    is missing or not HDF5 is refused before TensorFlow is imported; whether it fits is known once the model is."""
+    value = cfg.model.get("weights")
+    if value is None:
+        return
+    problem = weights_problem(value, cfg.model.get("name"))
+    if problem:
+        raise ConfigError("model.weights", value, WEIGHTS_ACCEPTED, problem)
+
+
+def weights_problem(value, model: str | None) -> str | None:
+    if value == "imagenet":
+        return None if model == "keras_app" else "ImageNet weights are keras_app's (tf_keras.applications)"
+    if not isinstance(value, str) or value == "":
+        return "not a path"
+    path = Path(value).expanduser()
+    if not path.is_file():
+        if Path(f"{path}.index").is_file():
+            return "a TensorFlow checkpoint prefix; save the model's weights to a .weights.h5 file instead"
+        return "no such file"
+    if not is_hdf5(path):
+        return "not an HDF5 weights file"
+    return None
+
+
+def is_hdf5(path: Path) -> bool:
+    """HDF5's signature at offset 0 or after a user block (512, 1024, 2048 ... bytes), as h5py looks for it."""
+    try:
+        with path.open("rb") as file:
+            offset = 0
+            while True:
+                file.seek(offset)
+                head = file.read(8)
+                if head == HDF5_SIGNATURE:
+                    return True
+                if len(head) < 8:
+                    return False
+                offset = 512 if offset == 0 else offset * 2
+    except OSError:
+        return False
+
+
+CHECKS = (check_weights,)

@@ -38,10 +38,12 @@ def freeze_layers(model: keras.Model, setting) -> None:
 
 def trained_layers(model: keras.Model, setting) -> dict:
     """The record's `layers`: read from the model as compiled (compression's wrappers included), so it says what
-    trained, not what was asked. `frozen`: the top-level layers with weights none of which train."""
+    trained, not what was asked. `frozen`: the top-level layers with weights none of which train; `trained`: the
+    top-level layers with a weight that trains (a partly frozen nested model is in it)."""
     return {
         "freeze": setting if isinstance(setting, str) or setting is None else list(setting),
         "frozen": [layer.name for layer in model.layers if layer.weights and not layer.trainable_weights],
+        "trained": [layer.name for layer in model.layers if layer.trainable_weights],
         "trainable_params": count(model.trainable_weights),
         "frozen_params": count(model.non_trainable_weights),
     }

@@ -18,13 +18,7 @@ def check_schedule(cfg: DictConfig) -> None:
         return  # with its own rate (tfhydra/optimizer/build.py refuses a schedule it cannot take)
     schedule, lr, epochs = optimizer.schedule, optimizer.lr, cfg.trainer.epochs
     name = schedule.get("name")
-    if name in ("cosine", "reduce_on_plateau") and schedule.min_lr > lr:
-        raise ConfigError(
-            "optimizer.schedule.min_lr",
-            schedule.min_lr,
-            f"a rate <= optimizer.lr ({lr}), the peak",
-            "the floor is above the peak rate",
-        )
+    check_floor(optimizer, lr, f"optimizer.lr ({lr})")
     check_warmup(optimizer, epochs, f"trainer.epochs ({epochs})")
     if name == "piecewise":
         boundaries, multipliers = list(schedule.boundaries_epochs), list(schedule.multipliers)
@@ -43,6 +37,19 @@ def check_schedule(cfg: DictConfig) -> None:
                 f"for the {len(boundaries)} boundaries_epochs (one before, between and after them)",
                 "does not match boundaries_epochs",
             )
+
+
+def check_floor(cfg_optimizer: DictConfig, lr: float, what: str) -> None:
+    """A cosine or plateau floor at most the peak rate `lr` (`what` names it: optimizer.lr, or a phase's lower rate
+    under recipe=finetune, tfhydra/runner/plan.py): above it, the schedule would raise the rate as it "decays"."""
+    schedule = cfg_optimizer.get("schedule")
+    if schedule is not None and schedule.get("name") in ("cosine", "reduce_on_plateau") and schedule.min_lr > lr:
+        raise ConfigError(
+            "optimizer.schedule.min_lr",
+            schedule.min_lr,
+            f"a rate <= {what}, the peak",
+            "the floor is above the peak rate",
+        )
 
 
 def check_warmup(cfg_optimizer: DictConfig, epochs: int, what: str) -> None:

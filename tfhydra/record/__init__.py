@@ -123,7 +123,8 @@ class RunRecord:
     model: str | None = None
     params: int | None = None
     data: dict | None = None  # {name, **DataSpec}
-    layers: dict | None = None  # {freeze, frozen: [names], trainable_params, frozen_params}: which layers trained
+    # {freeze, frozen: [names], trained: [names], trainable_params, frozen_params}: which layers trained
+    layers: dict | None = None
     effective_batch_size: int | None = None  # data.batch_size x trainer.accumulate_steps: the examples of one update
     # training
     epochs_run: int = 0
@@ -146,6 +147,9 @@ class RunRecord:
     # deployment
     exports: dict | None = None  # {format: path relative to the run}
     compression: dict | None = None  # figures measured on the exported artefacts
+    # a run of several phases (recipe=finetune, compression.start_epoch, prune_quantize): each phase in order, this
+    # one last, {index, label, run_dir, epochs, best, layers, lr}; null for a run of one phase
+    phases: list | None = None
     wall_seconds: float | None = None
 
     def update(self, **section: Any) -> RunRecord:

@@ -134,6 +134,14 @@ class RunPaths:
         """An earlier phase's run (`directory` from its PhasePlan, e.g. phases/0_pretrain)."""
         return RunPaths(self.root / directory)
 
+    def is_earlier_phase(self, other: str | Path) -> bool:
+        """`other` is an earlier phase of the run this directory belongs to: `<run>/phases/<i>_<label>`, where this
+        is `<run>` itself or another of its phases (tfhydra/runner/job.py chains them so). A non-chief worker's
+        scratch root answers as its run directory (`checkpoints_root`), so every worker of a cluster answers alike."""
+        parent = Path(other).resolve().parent
+        here = Path(self.checkpoints_root or self.root).resolve()
+        return parent.name == "phases" and parent in (here / "phases", here.parent)
+
     @property
     def evaluations(self) -> Path:
         return self.root / "evaluations"

@@ -30,7 +30,7 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
             cfg.trainer.epochs,
             paths.tensorboard_compression if cfg.logging.tensorboard else None,
         )
-        compression = compress_model(cfg.compression, model, datasets.spec, phase)
+        compression = compress_model(cfg.compression, model, datasets.spec, phase, paths)
         model = compression.model
         options = {
             "clipnorm": cfg.trainer.clip_norm,

@@ -48,7 +48,7 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
     mark("tensorflow")  # imported with this module
     plan = plan_run(cfg)
     paths = RunPaths(Path(run_dir)) if run_dir is not None else RunPaths(hydra_run_dir())
-    own = OwnPhase(started, plan.earlier_phases, tuple(callbacks))
+    own = OwnPhase(started, plan.phases, tuple(callbacks))
     if under_hydra():  # the command's Hydra callback holds the run's (or its sweep's) directory: tfhydra/trust/locks.py
         return run_phases(cfg, plan, paths, threads, own)
     job_cfg = without_hydra(cfg)  # started from Python: one writer, and .hydra/ kept as Hydra would keep it

@@ -48,7 +48,7 @@ from tfhydra.record.resume import Start, clear_for
 from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.compiled_model import build_model_and_optimizer
 from tfhydra.runner.hydra_files import hydra_overrides
-from tfhydra.runner.phase_report import monitored, phase_summaries, returned, run_info
+from tfhydra.runner.phase_report import monitored, phase_records, phase_summaries, returned, run_info
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.trainer import LoopContext
@@ -65,12 +65,17 @@ log = logging.getLogger("tfhydra")
 @dataclass(frozen=True)
 class OwnPhase:
     """What the run's own (last) phase has that an earlier phase has not: the job's start (its wall time counts
-    from there), the phases before it (their figures go in its record), a sweep's callbacks (an Optuna trial's
-    reporter: one with a `pruned_at` epoch ends the run as `pruned`); and it alone has trackers and the test."""
+    from there), the run's phases (the ones before it put their figures in its record), a sweep's callbacks (an
+    Optuna trial's reporter: one with a `pruned_at` epoch ends the run as `pruned`); and it alone has trackers and
+    the test."""
 
     started: float
-    earlier: tuple[PhasePlan, ...] = ()
+    phases: tuple[PhasePlan, ...] = ()  # every phase of the run, this one last
     callbacks: Sequence = ()
+
+    @property
+    def earlier(self) -> tuple[PhasePlan, ...]:
+        return self.phases[:-1]
 
 
 class PhaseRunner:
@@ -269,6 +274,7 @@ class PhaseRunner:
         exports, figures = export_model(cfg.export, compression, model, datasets, self.target.root)
         if self.own.earlier:
             figures["phases"] = phase_summaries(self.paths, self.own.earlier)
+            self.record.phases = phase_records(self.paths, self.own.phases, self.record, cfg.optimizer.lr)
         self.record.update(exports=exports, exported=exported, compression=figures, status=Status.COMPLETED)
 
     def conclude(self) -> None:

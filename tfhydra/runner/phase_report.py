@@ -51,6 +51,26 @@ def phase_summaries(paths: RunPaths, earlier: tuple[PhasePlan, ...]) -> list[dic
     return summaries
 
 
+def phase_records(paths: RunPaths, phases: tuple[PhasePlan, ...], own: RunRecord, lr: float) -> list[dict]:
+    """The record's `phases`: each phase of the run in order, this one (`own`, trained at `lr`) last: what trained
+    in it (`layers`) and at which rate, so a two-stage fine-tuning says what each stage did."""
+    found = []
+    for phase in phases:
+        record = own if phase.directory is None else read_record(paths.phase(phase.directory).root) or RunRecord()
+        found.append(
+            {
+                "index": phase.index,
+                "label": phase.label,
+                "run_dir": phase.directory or ".",
+                "epochs": record.epochs_run,
+                "best": record.best,
+                "layers": record.layers,
+                "lr": phase.overrides.get("optimizer.lr", lr),
+            }
+        )
+    return found
+
+
 def returned(record: RunRecord) -> float:
     """What a phase returns: its best monitored figure when it completed, else NaN."""
     best = record.best_monitored

@@ -84,7 +84,14 @@ def plan_run(cfg: DictConfig, defaults: DictConfig | None = None) -> RunPlan:
             optimizer_checks.check_warmup(
                 cfg.optimizer,
                 phase.epochs,
-                f"the {phase.epochs} epochs of the "
-                f"{phase.label} phase (compression.start_epoch, compression.quantize_epochs)",
+                f"the {phase.epochs} epochs of the {phase.label} phase "
+                "(trainer.finetune.head_epochs, compression.start_epoch, compression.quantize_epochs)",
             )
+            lower = phase.overrides.get("optimizer.lr")
+            if lower is not None:  # a phase after recipe=finetune's head, at the lower rate
+                optimizer_checks.check_floor(
+                    cfg.optimizer,
+                    lower,
+                    f"the {phase.label} phase's rate ({lower:g}: optimizer.lr x trainer.finetune.lr_factor)",
+                )
     return RunPlan(phases)

@@ -221,7 +221,26 @@ def check_recovery(cfg: DictConfig) -> None:
         )
 
 
-CHECKS = (check_seed, check_objectives, check_monitor, check_recovery)
+def check_finetune(cfg: DictConfig) -> None:
+    """`trainer.finetune.head_epochs` (recipe=finetune): the head phase must leave epochs for the base to train."""
+    head = cfg.trainer.finetune.head_epochs
+    if head >= cfg.trainer.epochs:
+        raise ConfigError(
+            "trainer.finetune.head_epochs",
+            head,
+            f"0 (off) or an integer below trainer.epochs ({cfg.trainer.epochs})",
+            "no epochs left to fine-tune the base after the head",
+        )
+    if head and cfg.optimizer.get("lr") is None:
+        raise ConfigError(
+            "trainer.finetune.head_epochs",
+            head,
+            "0 (off), or an optimizer with optimizer.lr",
+            "the stage after the head trains at optimizer.lr x trainer.finetune.lr_factor; this optimizer has no lr",
+        )
+
+
+CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune)
 
 
 LOOP_NAMES = ("fit", "custom")  # trainer.loop: the loops tfhydra/trainer/ registers (a test holds them equal)
@@ -253,6 +272,8 @@ RULES: dict[str, Rule] = {
     "trainer.check_numerics": choice(True, False),
     "trainer.recovery.max_trials": integer(0),
     "trainer.recovery.lr_factor": number(0, 1),
+    "trainer.finetune.head_epochs": integer(0),
+    "trainer.finetune.lr_factor": number(0, 1, high_open=False),
     "trainer.ema.decay": optional(number(0, 1)),
     "trainer.label_smoothing": number(0, 1, low_open=False),
     "trainer.loss": Rule("a Keras loss name, or a node with _target_", lambda v: isinstance(v, str) or is_target(v)),

@@ -1,0 +1,80 @@
+"""`model.weights`: a local HDF5 weights file loaded into the built model, before compression and training.
+
+One format, the one tfhydra's own runs write (`checkpoints/best.weights.h5`, tf_keras' `save_weights` to a
+`.weights.h5`) and Keras' application files are (`*_notop.h5`, tf_keras' legacy `.h5` layout): both are HDF5, so
+the pre-flight can tell a weights file from anything else without TensorFlow (tfhydra/model/checks.py), and a
+load can be checked whole: the file's arrays are counted against the model's, so a file that fits only a part of
+the model is refused, not half loaded. A TensorFlow checkpoint prefix is not taken (its object graph matches
+silently by name, and it is not one file the pre-flight can look at).
+
+The file fits the whole model (a run of the same model config), or one model nested in it: keras_app's
+application without its top, so Keras' own no-top files load into the base and the head starts fresh.
+Nothing is downloaded: `imagenet` is keras_app's builder's business, not this module's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import h5py  # type: ignore[import-untyped]
+import tf_keras as keras
+
+from tfhydra.config.errors import ConfigError
+from tfhydra.model.checks import WEIGHTS_ACCEPTED as ACCEPTED
+
+KEY = "weights"
+log = logging.getLogger("tfhydra")
+
+
+def is_file_setting(setting) -> bool:
+    """A path (not null, not keras_app's `imagenet`): what this module loads."""
+    return isinstance(setting, str) and setting not in ("", "imagenet")
+
+
+def load_weights_file(model: keras.Model, path: str) -> None:
+    """Fill `model` from `path`: the whole model first, else the first nested model the file fits; a file that
+    fits none of them is one ConfigError line with each one's reason."""
+    arrays = array_count(path)
+    reasons = []
+    nested = [layer for layer in model.layers if isinstance(layer, keras.Model)]
+    targets = [model.name, *(f"its nested {layer.name}" for layer in nested)]
+    for target in [model, *nested]:
+        reason = load_into(target, path, arrays)
+        if reason is None:
+            log.info("model.weights: %s loaded into %s (%d arrays)", path, target.name, arrays)
+            return
+        reasons.append(reason)
+    said = [f"{target} ({reason})" for target, reason in zip(targets, reasons, strict=True)]
+    raise ConfigError(f"model.{KEY}", path, ACCEPTED, f"its weights do not fit model {' nor '.join(said)}")
+
+
+def load_into(target: keras.Model, path: str, arrays: int) -> str | None:
+    """None when `path` filled every weight of `target` and nothing else; else why not."""
+    if arrays != len(target.weights):
+        return f"the file holds {arrays} weight arrays, {target.name} has {len(target.weights)}"
+    try:
+        target.load_weights(path)
+    except (ValueError, KeyError, OSError) as error:
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return None
+
+
+# Top-level groups of a `.weights.h5` that are not the model's weights: a compiled model's file (a run's
+# checkpoints) keeps its optimizer's slots and its metrics' totals too, which a fresh, uncompiled model skips.
+NOT_MODEL_WEIGHTS = ("optimizer", "metrics")
+
+
+def array_count(path: str) -> int:
+    """The model's weight arrays in an HDF5 weights file (a whole-model legacy .h5's `model_weights` only)."""
+    found = []
+
+    def add(name: str, item) -> None:
+        if isinstance(item, h5py.Dataset) and name.split("/")[0] not in NOT_MODEL_WEIGHTS:
+            found.append(name)
+
+    try:
+        with h5py.File(path, "r") as file:
+            (file["model_weights"] if "model_weights" in file else file).visititems(add)
+    except OSError as error:
+        raise ConfigError(f"model.{KEY}", path, ACCEPTED, f"not an HDF5 weights file ({error})") from None
+    return len(found)
