@@ -26,10 +26,14 @@ def build_task(cfg_task) -> Task:
 def task_of_record(section: dict | None) -> Task:
     """The task of a run's record (`task`: name and options); a run recorded before tasks is a classification,
     and a user's own task (not registered here) writes its model's raw outputs."""
-    section = dict(section or {"name": "classification"})
-    name = str(section.pop("name", "classification"))
-    if name not in TASKS.names():
-        return Task(name=name, **{k: v for k, v in section.items() if k == "threshold"})
     from omegaconf import OmegaConf
 
-    return TASKS.get(name)(OmegaConf.create({"name": name, **section}))
+    section = dict(section or {"name": "classification"})
+    name = str(section.pop("name", "classification"))
+    threshold = section.get("threshold", 0.5)
+    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
+        threshold = 0.5  # a record is read back as plain values (tfhydra/trust/); a bad one is not a number
+    options = {"threshold": threshold, **({"standardize": section["standardize"]} if "standardize" in section else {})}
+    if name not in TASKS.names():
+        return Task(name=name, threshold=threshold)
+    return TASKS.get(name)(OmegaConf.create({"name": name, **options}))

@@ -60,7 +60,7 @@ class Regression(Task):
         return {"name": self.name, "standardize": self.standardize}
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
-        return list(names)
+        return [f"predicted_{name}" for name in names]  # apart from a carried column of the same name
 
     def prediction_rows(self, outputs: np.ndarray, names: tuple[str, ...], top_k: int) -> list[tuple[list, dict]]:
         """Each target's prediction, in its own units."""
