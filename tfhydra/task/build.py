@@ -30,10 +30,12 @@ def task_of_record(section: dict | None) -> Task:
 
     section = dict(section or {"name": "classification"})
     name = str(section.pop("name", "classification"))
-    threshold = section.get("threshold", 0.5)
-    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
-        threshold = 0.5  # a record is read back as plain values (tfhydra/trust/); a bad one is not a number
-    options = {"threshold": threshold, **({"standardize": section["standardize"]} if "standardize" in section else {})}
+    options: dict = {}  # a record is read back as plain values (tfhydra/trust/): a bad one is left out
+    threshold = section.get("threshold")
+    if isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
+        options["threshold"] = threshold
+    if isinstance(section.get("standardize"), bool):
+        options["standardize"] = section["standardize"]
     if name not in TASKS.names():
-        return Task(name=name, threshold=threshold)
+        return Task(name=name, **options)
     return TASKS.get(name)(OmegaConf.create({"name": name, **options}))
