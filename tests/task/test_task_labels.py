@@ -127,3 +127,29 @@ def test_a_record_gives_back_its_task():
     own = task_of_record({"name": "my_task", "threshold": "not a number"})
     assert own.name == "my_task" and own.threshold == 0.5
     assert own.prediction_header(("y",), 1) == ["y"]
+
+
+def test_every_head_ends_in_float32_under_mixed_precision():
+    import tf_keras as keras
+
+    from tfhydra.config.contracts import Head
+    from tfhydra.model.base import classifier_head
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        for head in (Head(3), Head(1, "sigmoid"), Head(2, "linear", "predictions", (2.0, 3.0), (10.0, -1.0))):
+            model = keras.Sequential(
+                [keras.Input((4,)), *classifier_head(DataSpec((4,), 3, ("a", "b", "c"), 4, 2, head=head))]
+            )
+            out = model(np.ones((2, 4), np.float32))
+            assert out.dtype == "float32" and out.shape == (2, head.units) and model.layers[-1].name == head.output
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    standardized = keras.Sequential(
+        [
+            keras.Input((1,)),
+            *classifier_head(DataSpec((1,), 1, ("y",), 4, 2, head=Head(1, "linear", "predictions", (2.0,), (10.0,)))),
+        ]
+    )
+    standardized.layers[0].set_weights([np.ones((1, 1), np.float32), np.zeros(1, np.float32)])
+    assert standardized(np.array([[3.0]], np.float32)).numpy().tolist() == [[16.0]]  # 3 * 2 + 10

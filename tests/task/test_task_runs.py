@@ -45,8 +45,9 @@ def test_regression_on_a_csv_learns_in_the_targets_units_and_predict_writes_them
         ]  # fmt: skip
     )
     assert cfg.trainer.monitor == "val_loss" and cfg.trainer.monitor_mode == "min" and cfg.trainer.loss == "mse"
-    tfhydra.run(cfg, run_dir=tmp_path / "run")
-    record = read_run_record(tmp_path / "run")
+    run = tmp_path / "run"
+    tfhydra.run(cfg, run_dir=run)
+    record = read_run_record(run)
     assert record["status"] == "completed" and record["task"] == {"name": "regression", "standardize": True}
     test = record["test"]["metrics"]
     assert {"loss", "rmse", "mae", "r2"} <= set(test) and {"val_rmse", "val_mae", "val_r2"} <= set(record["best"])
@@ -55,7 +56,7 @@ def test_regression_on_a_csv_learns_in_the_targets_units_and_predict_writes_them
     assert head["units"] == 1 and head["offset"][0] == pytest.approx(100, abs=1)  # fitted on the training rows
 
     # The served export takes the raw feature columns and answers in the target's units
-    served = tf.saved_model.load(str(tmp_path / "run" / "export" / "saved_model"))
+    served = tf.saved_model.load(str(run / "export" / "saved_model"))
     outputs = served.signatures["serving_default"](inputs=tf.constant(x[:50], tf.float32))
     (predicted,) = (v.numpy() for v in outputs.values())
     assert predicted.shape == (50, 1) and np.abs(predicted[:, 0] - y[:50]).mean() < 0.25 * y.std()
@@ -63,7 +64,7 @@ def test_regression_on_a_csv_learns_in_the_targets_units_and_predict_writes_them
     from tfhydra.predict import main as predict
 
     write_csv(tmp_path / "new.csv", ["a", "b", "c"], x[:5])
-    assert predict([str(tmp_path / "run"), str(tmp_path / "new.csv"), "--output", str(tmp_path / "out.csv")]) == 0
+    assert predict([str(run), str(tmp_path / "new.csv"), "--output", str(tmp_path / "out.csv")]) == 0
     rows = list(csv.reader(open(tmp_path / "out.csv")))
     assert rows[0] == ["input", "predicted_price"] and len(rows) == 6
     assert np.abs(np.array([float(r[1]) for r in rows[1:]]) - y[:5]).max() < 0.5 * y.std()
