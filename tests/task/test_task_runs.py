@@ -159,3 +159,29 @@ def test_synthetic_data_fit_every_task(name, compose_cfg, tmp_path):
     assert record["status"] == "completed" and record["task"]["name"] == name
     assert record["data"]["head"]["units"] == {"binary": 1, "multilabel": 3, "regression": 3}[name]
     assert set(record["test"]["metrics"]) >= {"binary": {"auc"}, "multilabel": {"f1"}, "regression": {"rmse"}}[name]
+
+
+def test_several_csv_label_columns_are_several_targets_and_class_strings_refuse_regression(compose_cfg, tmp_path):
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200, 2))
+    write_csv(tmp_path / "two.csv", ["a", "b", "y1", "y2"], np.column_stack([x, x[:, 0] * 2, x[:, 1] - 1]))
+    cfg = compose_cfg(
+        [
+            "data=csv",
+            f"data.path={tmp_path / 'two.csv'}",
+            "data.label=[y1,y2]",
+            "task=regression",
+            "trainer.epochs=2",
+            *QUICK,
+        ]  # fmt: skip
+    )
+    tfhydra.run(cfg, run_dir=tmp_path / "run")
+    record = read_run_record(tmp_path / "run")
+    assert record["data"]["class_names"] == ["y1", "y2"] and record["data"]["head"]["units"] == 2
+    assert record["data"]["input_shape"] == [2]  # the label columns are not features
+
+    with open(tmp_path / "animals.csv", "w") as file:
+        file.write("a,animal\n" + "".join(f"{i},{'cat' if i % 2 else 'dog'}\n" for i in range(40)))
+    cfg = compose_cfg(["data=csv", f"data.path={tmp_path / 'animals.csv'}", "data.label=animal", "task=regression"])
+    with pytest.raises(ConfigError, match=r'\(animal column\): the labels are class names \(2 distinct, e.g. "cat"\)'):
+        tfhydra.run(cfg, run_dir=tmp_path / "refused")
