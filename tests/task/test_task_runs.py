@@ -185,3 +185,9 @@ def test_several_csv_label_columns_are_several_targets_and_class_strings_refuse_
     cfg = compose_cfg(["data=csv", f"data.path={tmp_path / 'animals.csv'}", "data.label=animal", "task=regression"])
     with pytest.raises(ConfigError, match=r'\(animal column\): the labels are class names \(2 distinct, e.g. "cat"\)'):
         tfhydra.run(cfg, run_dir=tmp_path / "refused")
+
+
+def test_a_source_that_reads_class_indices_only_is_one_line_under_another_task(compose_cfg, tmp_path):
+    cfg = compose_cfg(["task=regression", "trainer.epochs=1"])  # digits: class indices only, for now
+    with pytest.raises(ConfigError, match=r"^data=digits: it reads class indices only, and the task trains on numeric"):
+        tfhydra.run(cfg, run_dir=tmp_path / "run")

@@ -46,23 +46,36 @@ class ClassLabels:
         return None  # DataSpec's default: a softmax over its classes
 
 
-_READER: ContextVar[LabelReader | None] = ContextVar("tfhydra_label_reader", default=None)
+class Reading:
+    """One source's build under a reader: `asked` turns true when the source read its labels through it, so a
+    source that reads class indices only (the Keras datasets, tfrecord, image_folder, text_csv, tfds: not yet
+    per task) is refused under a task that needs other labels, in one line, not a shape error inside Keras."""
+
+    def __init__(self, reader: LabelReader | None):
+        self.reader, self.asked = reader, False
+
+
+_READING: ContextVar[Reading | None] = ContextVar("tfhydra_label_reading", default=None)
 
 
 @contextlib.contextmanager
 def reading_labels(reader: LabelReader | None):
     """Sources built inside this block read their labels with `reader` (None: class indices)."""
-    token = _READER.set(reader)
+    reading = Reading(reader)
+    token = _READING.set(reading)
     try:
-        yield
+        yield reading
     finally:
-        _READER.reset(token)
+        _READING.reset(token)
 
 
-def label_reader() -> LabelReader:
-    """The reader of the source being built; outside `reading_labels` (or with None), class indices."""
-    reader = _READER.get()
-    return reader if reader is not None else ClassLabels()
+def label_reader(asking: bool = False) -> LabelReader:
+    """The reader of the source being built; outside `reading_labels` (or with None), class indices. `asking`: the
+    source reads its labels with it (tfhydra/data/source.py `read_labels`)."""
+    reading = _READING.get()
+    if reading is not None and asking:
+        reading.asked = True
+    return reading.reader if reading is not None and reading.reader is not None else ClassLabels()
 
 
 def strata(labels: np.ndarray) -> np.ndarray | None:

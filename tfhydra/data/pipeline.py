@@ -25,7 +25,7 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.file_cache import cached, config_digest
-from tfhydra.data.labels import LabelReader, reading_labels, strata
+from tfhydra.data.labels import CLASSES, LabelReader, reading_labels, strata
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (
     AUTOTUNE,
@@ -69,6 +69,9 @@ class Datasets:
         return dataset if self.prefetch is None else dataset.prefetch(self.prefetch)
 
 
+KIND_WORDS = {"binary": "0/1", "multi_hot": "multi-hot", "numbers": "numeric"}  # a task's label kind, said
+
+
 def check_classes(source: Source, name: str | None) -> None:
     """At least two classes, both seen in training: one class builds a one-output softmax that is always
     'right' and learns nothing, and Keras reports it as a finished run."""
@@ -91,8 +94,15 @@ def build_datasets(cfg_data, seed: int, reads: Reads | None = None, task: LabelR
     """The run's splits through the one pipeline; `reads` (how often the run reads each split) lets
     `data.cache=auto` leave a split read once uncached (tfhydra/data/caching.py). `task` reads the labels and
     chooses the model's head (tfhydra/task/; None: class indices and a softmax)."""
-    with reading_labels(task):
+    with reading_labels(task) as reading:
         source = DATA.build(cfg_data, seed=seed)
+        if task is not None and not reading.asked and task.label_kind != CLASSES:
+            raise ConfigError(
+                "data",
+                cfg_data.get("name", cfg_data.get("_target_")),
+                "data=csv, data=npz or data=synthetic (the sources that read every task's labels, docs/tasks.md)",
+                f"it reads class indices only, and the task trains on {KIND_WORDS.get(task.label_kind)} labels",
+            )
         check_classes(source, cfg_data.get("name"))
         if task is not None:
             source.spec = replace(source.spec, head=task.head(source.spec, source.train_labels))

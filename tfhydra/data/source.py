@@ -158,7 +158,7 @@ def read_labels(
     """A label column or array as the run's task reads it (tfhydra/config/contracts.py `LabelReader`; outside a
     task, class indices): `names` fix the outputs (a shipped split read with the training split's), `columns` name
     the CSV columns of a 2-D `values`."""
-    return label_reader().read_labels(values, where, cfg_data, names, tuple(columns), class_labels)
+    return label_reader(asking=True).read_labels(values, where, cfg_data, names, tuple(columns), class_labels)
 
 
 def class_labels(
