@@ -54,6 +54,7 @@ def test_regression_on_a_csv_learns_in_the_targets_units_and_predict_writes_them
     assert test["rmse"] < 0.25 * y.std() and test["r2"] > 0.9, test  # std of the target: about 3.6
     head = record["data"]["head"]
     assert head["units"] == 1 and head["offset"][0] == pytest.approx(100, abs=1)  # fitted on the training rows
+    assert record["compression"]["keras_test_accuracy"] is None  # no classes: no accuracy of the export
 
     # The served export takes the raw feature columns and answers in the target's units
     served = tf.saved_model.load(str(run / "export" / "saved_model"))
@@ -84,13 +85,25 @@ def test_binary_on_a_csv_trains_one_sigmoid_output_and_records_auc(compose_cfg, 
     x = rng.normal(size=(300, 2))
     write_csv(tmp_path / "bin.csv", ["a", "b", "spam"], np.column_stack([x, (x[:, 0] + x[:, 1] > 0).astype(int)]))
     cfg = compose_cfg(
-        ["data=csv", f"data.path={tmp_path / 'bin.csv'}", "data.label=spam", "task=binary", "trainer.epochs=8", *QUICK]
+        [
+            "data=csv",
+            f"data.path={tmp_path / 'bin.csv'}",
+            "data.label=spam",
+            "task=binary",
+            "trainer.epochs=8",
+            *QUICK,
+            "export.formats=[saved_model,tflite]",
+        ]  # fmt: skip
     )
     tfhydra.run(cfg, run_dir=tmp_path / "run")
     record = read_run_record(tmp_path / "run")
     assert record["task"] == {"name": "binary", "threshold": 0.5} and record["monitor"] == "val_auc"
     assert record["data"]["head"]["units"] == 1 and record["data"]["head"]["activation"] == "sigmoid"
     assert record["test"]["metrics"]["auc"] > 0.9 and record["best"]["val_accuracy"] > 0.8, record["test"]
+    # The export's own figures: 0/1 agreement at 0.5 of the one sigmoid output, in Keras and in LiteRT
+    figures = record["compression"]
+    assert figures["keras_test_accuracy"] == pytest.approx(record["test"]["metrics"]["accuracy"], abs=1e-6)
+    assert figures["artefacts"]["export/tflite/model.tflite"]["test_accuracy"] == figures["keras_test_accuracy"]
 
     from tfhydra.predict import main as predict
 
