@@ -379,3 +379,19 @@ class PauseWhileMarker(keras.callbacks.Callback):
         deadline = time.monotonic() + 120
         while self.marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+def build_count_task(**keys):
+    """A user's own task (`task._target_`): non-negative counts through an exponential head, a Poisson
+    regression; it takes the task node's keys (loss, metrics, monitor, monitor_mode) as the built-in tasks do."""
+    from tfhydra.config.contracts import Head
+    from tfhydra.task.base import Task
+
+    class CountTask(Task):
+        name = "counts"
+        label_kind = "numbers"  # tfhydra/config/contracts.py: a synthetic source generates numbers for it
+
+        def head(self, spec, train_labels):
+            return Head(spec.num_classes, "exponential", "rates", confusion=False)
+
+    return CountTask(**keys)

@@ -222,7 +222,9 @@ def evaluate_run(
 
     if split == "train":  # every training example once: no shuffle, no augmentation, no dropped batch
         cfg.data.shuffle_buffer, cfg.data.augment, cfg.data.drop_remainder = 0, [], False
-    datasets = build_datasets(cfg.data, cfg.trainer.seed)
+    from tfhydra.task import build_task
+
+    datasets = build_datasets(cfg.data, cfg.trainer.seed, task=build_task(cfg.task))  # the labels as the run read them
     measured, raw_examples, count = chosen_split(datasets, split, run_dir)
     export, _ = served_export(run_dir)
     evaluated = tflite_evaluated if export == TFLITE else saved_model_evaluated
@@ -237,6 +239,7 @@ def evaluate_run(
         "overrides": list(overrides),
         "trusted": trust_run,
         "data": cfg.data.get("name"),
+        "task": cfg.task.get("name"),
         "split": split,
         "export": export,
         "input": given,
@@ -328,12 +331,12 @@ def check_takes(cfg, datasets, expected: tuple, given: tuple, classes: int) -> N
             f"data whose examples are {expected[1]} of shape {tuple(expected[0])}",
             f"its examples are {given[1]} of shape {tuple(given[0])}, which the run's model does not take",
         )
-    if classes != datasets.spec.num_classes:
+    if classes != datasets.spec.outputs:
         raise ConfigError(
             "data",
             cfg.data.get("name"),
-            f"data with {classes} classes",
-            f"it has {datasets.spec.num_classes} classes, the run's model predicts {classes}",
+            f"data with {classes} outputs (classes, labels or targets)",
+            f"it has {datasets.spec.outputs}, the run's model predicts {classes}",
         )
 
 

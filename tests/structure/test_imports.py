@@ -24,7 +24,18 @@ PACKAGE = ROOT / "tfhydra"
 LAYERS = {
     "faces": {"predict"},
     "commands": {"cli", "runner", "sweep", "launch"},
-    "groups": {"data", "model", "optimizer", "precision", "strategy", "compression", "trainer", "export", "logger"},
+    "groups": {
+        "data",
+        "task",
+        "model",
+        "optimizer",
+        "precision",
+        "strategy",
+        "compression",
+        "trainer",
+        "export",
+        "logger",
+    },
     "ground": {"config", "platform", "trust", "record"},
 }
 ORDER = list(LAYERS)

@@ -11,10 +11,67 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # annotations only: importing this module must not import TensorFlow
+    import numpy as np
     import tf_keras as keras
+
+
+# What a task's labels are, as a source that makes up its labels (data=synthetic) generates them: one kind each.
+CLASSES, BINARY, MULTI_HOT, NUMBERS = "classes", "binary", "multi_hot", "numbers"
+
+
+class LabelReader(Protocol):
+    """What the run's task (tfhydra/task/base.py `Task`) answers the data room (tfhydra/data/labels.py), which
+    hands it the columns and arrays it reads and never asks which task it is."""
+
+    label_kind: str  # CLASSES | BINARY | MULTI_HOT | NUMBERS
+
+    def read_labels(
+        self, values, where: str, cfg_data, names: tuple[str, ...] | None, columns: tuple[str, ...], classes: Callable
+    ) -> tuple[np.ndarray, tuple[str, ...]]:
+        """(labels as the model trains on them, the names of the outputs), or a one-line ConfigError naming `where`.
+        `names`: the outputs the training labels fixed (a shipped validation or test split is read with them);
+        `columns`: the CSV columns of a 2-D `values`; `classes(values, where, class_names, num_classes)`: the data
+        room's reading of class indices or names (tfhydra/data/source.py `class_labels`)."""
+        ...
+
+    def strata(self, labels: np.ndarray) -> np.ndarray | None:
+        """One stratum per example for the stratified hold-outs and data.fraction; None: seeded shuffles."""
+        ...
+
+    def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head | None:
+        """The output layer, from the spec and the training split's labels (statistics fitted on them only)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Head:
+    """The model's output layer as the run's task decides it (tfhydra/task/): every model builder ends with it
+    (tfhydra/model/base.py `output_head`), so no builder knows which task it trains for.
+
+    `scale`/`offset` (regression with `task.standardize`): the outputs are `dense * scale + offset`, fixed
+    statistics of the training split's targets, so the network learns unit-scale values and every figure and
+    export is in the target's units. `confusion`: whether a confusion matrix of the outputs means something.
+    """
+
+    units: int
+    activation: str = "softmax"  # softmax | sigmoid | linear
+    output: str = "probabilities"  # the name of the last (float32) layer
+    scale: tuple[float, ...] | None = None
+    offset: tuple[float, ...] | None = None
+    confusion: bool = True
+
+    def as_dict(self) -> dict:
+        return {
+            "units": self.units,
+            "activation": self.activation,
+            "output": self.output,
+            "scale": list(self.scale) if self.scale is not None else None,
+            "offset": list(self.offset) if self.offset is not None else None,
+            "confusion": self.confusion,
+        }
 
 
 @dataclass(frozen=True)
@@ -29,9 +86,19 @@ class DataSpec:
     dtype: str = "float32"  # of one example: float32 images/features, int32/int64 token ids
     vocab_size: int | None = None  # token-id sources only: ids are in [0, vocab_size)
     test_size: int = 0  # the test split's examples (tfhydra/data/splits.py); 0: no test split
+    # The output layer the run's task chose (tfhydra/task/); None: a softmax over `num_classes` (a source built
+    # without a task, as tfhydra.data.build_datasets alone). `class_names` name the outputs of every task: the
+    # classes, the labels of a multi-label task, the targets of a regression.
+    head: Head | None = None
+
+    @property
+    def outputs(self) -> int:
+        """The model's output units: the head's, else one per class."""
+        return self.head.units if self.head is not None else self.num_classes
 
     def as_dict(self) -> dict:
         return {
+            **({"head": self.head.as_dict()} if self.head is not None else {}),
             "input_shape": list(self.input_shape),
             "num_classes": self.num_classes,
             "class_names": list(self.class_names),

@@ -260,7 +260,19 @@ def check_interpolations(node: Any, path: str = "") -> None:
 
 
 # The sections every run reads: a group may be replaced (`~model +model._target_=...`) but not left out.
-SECTIONS = ("model", "data", "optimizer", "precision", "strategy", "compression", "trainer", "logging", "export")
+SECTIONS = (
+    "model",
+    "data",
+    "optimizer",
+    "precision",
+    "strategy",
+    "compression",
+    "task",
+    "trainer",
+    "logging",
+    "export",
+)
+GROUPS = 7  # the first SECTIONS are config groups, each option naming what builds it
 
 
 def check_sections(cfg: DictConfig) -> None:
@@ -268,7 +280,7 @@ def check_sections(cfg: DictConfig) -> None:
     `~data` deletes the group's option but leaves the keys conf/tfhydra.yaml shares (data.batch_size, ...), a
     mapping no builder can take."""
     for section in SECTIONS:
-        node, group = cfg.get(section), section in SECTIONS[:6]
+        node, group = cfg.get(section), section in SECTIONS[:GROUPS]
         article = "an" if section[0] in "aeiou" else "a"
         accepted = (
             f"{article} {section} option (conf/{section}/), or +{section}._target_=<your builder>"

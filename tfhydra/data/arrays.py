@@ -10,14 +10,15 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.labels import BINARY, CLASSES, MULTI_HOT, NUMBERS, label_reader
 from tfhydra.data.source import (
     DATA,
     Serving,
     Source,
     check_examples,
     check_finite,
-    class_labels,
     image_size,
+    read_labels,
     source_from_arrays,
 )
 from tfhydra.data.splits import hold_out, wants_test
@@ -118,20 +119,40 @@ def build_synthetic(cfg, seed: int) -> Source:
             "each pattern moves by at most this many pixels along each image axis",
         )
     rng = np.random.default_rng(seed)
-    shape, classes = tuple(cfg.shape), cfg.num_classes
+    kind = label_reader().label_kind  # what the run's task trains on (tfhydra/data/labels.py)
+    shape, classes = tuple(cfg.shape), 2 if kind == BINARY else cfg.num_classes
     patterns = class_patterns(rng, classes, shape, shift)
-
-    def sample(n):
-        y = rng.integers(0, classes, size=n)
-        noise = rng.uniform(0.0, 1.0, size=(n, *shape)).astype(np.float32)
-        x = (1.0 - cfg.signal) * noise + cfg.signal * shifted(patterns[y], shift, rng)
-        return x, y
-
+    sample = synthetic_sampler(kind, rng, patterns, cfg.signal, shift)
     x_train, y_train = sample(cfg.train_size)
     x_val, y_val = sample(cfg.val_size)
     # Drawn after the others, so the training and validation examples do not depend on whether there is a test split
     test = sample(cfg.test_size) if wants_test(cfg) and cfg.get("test_size") else None
-    return source_from_arrays(x_train, y_train, x_val, y_val, [str(c) for c in range(classes)], test=test)
+    names = tuple(str(c) for c in range(classes))
+    if kind != CLASSES:  # through the task's reader: its dtype, shape and output names
+        y_train, names = read_labels(y_train, "data=synthetic", cfg)
+        y_val, y_test = (read_labels(y, "data=synthetic", cfg, names)[0] for y in (y_val, test[1] if test else y_val))
+        test = (test[0], y_test) if test else None
+    return source_from_arrays(x_train, y_train, x_val, y_val, names, test=test)
+
+
+def synthetic_sampler(kind: str, rng: np.random.Generator, patterns: np.ndarray, signal: float, shift: int):
+    """`sample(n) -> (x, y)` for a task's label kind. Classes (and 0/1): one class pattern per example.
+    Multi-hot: each class pattern present with probability 1/2, the present ones averaged. Numbers: one target
+    per class pattern, uniform in [0, 1), the image the patterns weighted by their targets (a linear regression
+    a small network learns)."""
+
+    def sample(n):
+        if kind not in (MULTI_HOT, NUMBERS):  # the draws of earlier versions, seed for seed
+            y = rng.integers(0, len(patterns), size=n)
+            noise = rng.uniform(0.0, 1.0, size=(n, *patterns.shape[1:])).astype(np.float32)
+            return (1.0 - signal) * noise + signal * shifted(patterns[y], shift, rng), y
+        drawn = rng.uniform(size=(n, len(patterns)))
+        y = (drawn < 0.5) if kind == MULTI_HOT else drawn
+        noise = rng.uniform(0.0, 1.0, size=(n, *patterns.shape[1:])).astype(np.float32)
+        mixed = np.tensordot(y.astype(np.float32) / max(1, len(patterns) // 2), patterns, axes=1)
+        return (1.0 - signal) * noise + signal * np.clip(mixed, 0.0, 1.0).astype(np.float32), y.astype(np.float32)
+
+    return sample
 
 
 def class_patterns(rng: np.random.Generator, classes: int, shape: tuple, shift: int) -> np.ndarray:
@@ -194,9 +215,9 @@ def build_npz(cfg, seed: int) -> Source:
             "as many labels as images",
             f"{cfg.x_train} has {len(x_train)} examples but {cfg.y_train} has {len(y_train)}",
         )
-    y_train, names = class_labels(y_train, f"{path}[{cfg.y_train}]", cfg.class_names, cfg.num_classes)
+    y_train, names = read_labels(y_train, f"{path}[{cfg.y_train}]", cfg)
     shipped = {
-        split: (arrays[f"x_{split}"], class_labels(arrays[f"y_{split}"], f"{path}[{cfg[f'y_{split}']}]", names)[0])
+        split: (arrays[f"x_{split}"], read_labels(arrays[f"y_{split}"], f"{path}[{cfg[f'y_{split}']}]", cfg, names)[0])
         for split in ("val", "test")
         if f"x_{split}" in arrays
     }

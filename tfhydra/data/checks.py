@@ -133,6 +133,17 @@ CHECKS = (check_augment, check_features, check_streaming, check_split_fractions,
 
 
 # The data section's ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
+def is_names(value) -> bool:
+    """A non-empty list of distinct column names."""
+    names = list(value) if isinstance(value, ListConfig) else value
+    return (
+        isinstance(names, list)
+        and bool(names)
+        and all(isinstance(n, str) for n in names)
+        and len(set(names)) == len(names)
+    )
+
+
 RULES: dict[str, Rule] = {
     "data.batch_size": integer(1),
     "data.val_fraction": number(0, 1),
@@ -192,6 +203,8 @@ RULES: dict[str, Rule] = {
     "data.color_mode": choice("grayscale", "rgb", "rgba"),
     "data.max_pixels": integer(1),
     "data.features": optional(list_of(Rule("a column name", lambda v: isinstance(v, str)))),
+    # csv: one label column, or several (several targets, or one 0/1 column per label: docs/tasks.md)
+    "data.label": Rule("a column name, or a list of column names", lambda v: isinstance(v, str) or is_names(v)),
     "data.delimiter": Rule("a single character", lambda v: isinstance(v, str) and len(v) == 1),
     "data.sequence_length": integer(1),
     "data.vocab_size": integer(3),

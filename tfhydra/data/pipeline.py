@@ -25,6 +25,7 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.file_cache import cached, config_digest
+from tfhydra.data.labels import CLASSES, LabelReader, reading_labels, strata
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (
     AUTOTUNE,
@@ -36,6 +37,7 @@ from tfhydra.data.source import (
     stratified_subset,
     take_examples,
 )
+from tfhydra.data.splits import shuffle_split
 from tfhydra.platform.runtime import cluster_size, data_threads
 from tfhydra.record.rundir import check_creatable
 
@@ -67,10 +69,16 @@ class Datasets:
         return dataset if self.prefetch is None else dataset.prefetch(self.prefetch)
 
 
+KIND_WORDS = {"binary": "0/1", "multi_hot": "multi-hot", "numbers": "numeric"}  # a task's label kind, said
+
+
 def check_classes(source: Source, name: str | None) -> None:
     """At least two classes, both seen in training: one class builds a one-output softmax that is always
     'right' and learns nothing, and Keras reports it as a finished run."""
-    present = np.unique(source.train_labels) if source.train_labels is not None else None
+    labels = strata(source.train_labels) if source.train_labels is not None else None
+    if source.train_labels is not None and labels is None:
+        return  # a task without classes (regression, multi-label): nothing to count
+    present = np.unique(labels) if labels is not None else None
     if source.spec.num_classes < 2 or (present is not None and len(present) < 2):
         names = source.spec.class_names
         shown = [names[int(i)] for i in present if int(i) < len(names)] if present is not None else list(names)
@@ -82,12 +90,23 @@ def check_classes(source: Source, name: str | None) -> None:
         )
 
 
-def build_datasets(cfg_data, seed: int, reads: Reads | None = None) -> Datasets:
+def build_datasets(cfg_data, seed: int, reads: Reads | None = None, task: LabelReader | None = None) -> Datasets:
     """The run's splits through the one pipeline; `reads` (how often the run reads each split) lets
-    `data.cache=auto` leave a split read once uncached (tfhydra/data/caching.py)."""
-    source = DATA.build(cfg_data, seed=seed)
-    check_classes(source, cfg_data.get("name"))
-    train, spec = training_share(source, cfg_data, seed)
+    `data.cache=auto` leave a split read once uncached (tfhydra/data/caching.py). `task` reads the labels and
+    chooses the model's head (tfhydra/task/; None: class indices and a softmax)."""
+    with reading_labels(task) as reading:
+        source = DATA.build(cfg_data, seed=seed)
+        if task is not None and not reading.asked and task.label_kind != CLASSES:
+            raise ConfigError(
+                "data",
+                cfg_data.get("name", cfg_data.get("_target_")),
+                "data=csv, data=npz or data=synthetic (the sources that read every task's labels, docs/tasks.md)",
+                f"it reads class indices only, and the task trains on {KIND_WORDS.get(task.label_kind)} labels",
+            )
+        check_classes(source, cfg_data.get("name"))
+        if task is not None:
+            source.spec = replace(source.spec, head=task.head(source.spec, source.train_labels))
+        train, spec = training_share(source, cfg_data, seed)
     augment = build_augmentation(cfg_data.augment, spec, seed)
     budget, service = CacheBudget(cfg_data.cache_budget, reads, cfg_data.batch_size), cfg_data.service
     train, train_plan, train_done = stored_split(
@@ -132,7 +151,12 @@ def training_share(source: Source, cfg_data, seed: int) -> tuple[tf.data.Dataset
     spec, train = source.spec, source.train
     if cfg_data.fraction < 1:
         labels = training_labels(source)
-        keep = stratified_subset(labels, cfg_data.fraction, seed)
+        grouped = strata(labels)  # None: a task without classes, a seeded share of the rows
+        keep = (
+            stratified_subset(grouped, cfg_data.fraction, seed)
+            if grouped is not None
+            else np.sort(shuffle_split(len(labels), 1 - cfg_data.fraction, seed)[1])
+        )
         train = source.subset(keep) if source.subset else take_examples(train, keep, len(labels))
         spec = replace(spec, train_size=len(keep))
     if cfg_data.drop_remainder and spec.train_size < cfg_data.batch_size:

@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
+from tfhydra.data.labels import label_reader
 
 DATA = Registry("data")
 AUTOTUNE = tf.data.AUTOTUNE
@@ -74,7 +75,8 @@ def source_from_arrays(
     cache holds the arrays' stored dtype). `test`: (x_test, y_test), or None (no test split)."""
 
     def to_dataset(x, y):
-        return tf.data.Dataset.from_tensor_slices((x, np.asarray(y).astype(np.int64)))
+        y = np.asarray(y)  # class indices as int64; a task's float labels (0/1, multi-hot, targets) as float32
+        return tf.data.Dataset.from_tensor_slices((x, y.astype(np.int64 if y.dtype.kind in "iub" else np.float32)))
 
     train = to_dataset(x_train, y_train)
     example = (train.map(preprocess) if preprocess else train).element_spec[0]
@@ -148,6 +150,15 @@ def take_examples(dataset: tf.data.Dataset, indices: np.ndarray, size: int) -> t
     keep[indices] = True
     keep = tf.constant(keep)
     return dataset.enumerate().filter(lambda i, _: keep[i]).map(lambda _, element: element)
+
+
+def read_labels(
+    values, where: str, cfg_data, names: tuple[str, ...] | None = None, columns: Sequence[str] = ()
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A label column or array as the run's task reads it (tfhydra/config/contracts.py `LabelReader`; outside a
+    task, class indices): `names` fix the outputs (a shipped split read with the training split's), `columns` name
+    the CSV columns of a 2-D `values`."""
+    return label_reader(asking=True).read_labels(values, where, cfg_data, names, tuple(columns), class_labels)
 
 
 def class_labels(

@@ -46,26 +46,34 @@ def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False,
     examples. A shipped test split: validation is `data.val_fraction` of these (the training split's) examples.
     Test is taken first, so changing `data.val_fraction` never moves an example into or out of the test split.
     """
-    labels = np.asarray(labels)
-    rest, seed = np.arange(len(labels)), split_seed(cfg, seed)
+    from tfhydra.data.labels import strata
+
+    count = len(labels)
+    grouped = strata(labels)  # the task's strata; None (e.g. regression): plain seeded shuffles
+    rest, seed = np.arange(count), split_seed(cfg, seed)
     test = np.array([], dtype=np.int64)
     if not ships_test and wants_test(cfg):
-        rest, test = _split(labels, rest, float(cfg.test_fraction), seed, "data.test_fraction")
+        rest, test = _split(grouped, rest, float(cfg.test_fraction), seed, "data.test_fraction")
     validation = np.array([], dtype=np.int64)
     if not ships_validation:
         share = float(cfg.val_fraction)
         if not ships_test and wants_test(cfg):  # a share of all the examples, not of what test left
             share = share / (1.0 - float(cfg.test_fraction))
-        rest, validation = _split(labels, rest, share, seed, "data.val_fraction")
+        rest, validation = _split(grouped, rest, share, seed, "data.val_fraction")
     return HeldOut(np.sort(rest), np.sort(validation), np.sort(test))
 
 
-def _split(labels: np.ndarray, among: np.ndarray, fraction: float, seed: int, key: str):
-    """(kept, held out) indices from `among`, every class in both."""
+def _split(labels: np.ndarray | None, among: np.ndarray, fraction: float, seed: int, key: str):
+    """(kept, held out) indices from `among`, every class in both (`labels` None: a seeded shuffle)."""
     if not 0 < fraction < 1:
         raise ConfigError(
             key, fraction, "data.val_fraction + data.test_fraction below 1", "it leaves no training examples"
         )
+    if labels is None:
+        kept, held = shuffle_split(len(among), fraction, seed)
+        if not len(kept) or not len(held):
+            raise ConfigError(key, fraction, "a fraction leaving examples in every split", f"{len(among)} examples")
+        return among[kept], among[held]
     try:
         kept, held = stratified_shuffle_split(labels[among], fraction, seed)
         return among[kept], among[held]
@@ -88,7 +96,9 @@ def stratified_shuffle_split(labels: np.ndarray, fraction: float, seed: int) -> 
     n_kept = len(labels) - n_held
     classes, positions, counts = np.unique(labels, return_inverse=True, return_counts=True)
     if counts.min() < 2:
-        raise ValueError(f"the least populated classes have only 1 member: {classes[counts < 2].tolist()}")
+        single = classes[counts < 2].tolist()  # a few, never the whole list (500 of them for a numeric target)
+        shown = ", ".join(map(str, single[:3])) + (f" and {len(single) - 3} more" if len(single) > 3 else "")
+        raise ValueError(f"{len(single)} of the {len(classes)} classes have only 1 member: {shown}")
     if n_kept == 0 or n_kept < len(classes) or n_held < len(classes):
         raise ValueError(f"{n_kept} kept and {n_held} held out for {len(classes)} classes")
     by_class = np.split(np.argsort(positions.reshape(-1), kind="stable"), np.cumsum(counts)[:-1])
@@ -102,6 +112,14 @@ def stratified_shuffle_split(labels: np.ndarray, fraction: float, seed: int) -> 
         kept.extend(shuffled[:n_k])
         held.extend(shuffled[n_k : n_k + n_h])
     return rng.permutation(kept), rng.permutation(held)
+
+
+def shuffle_split(count: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (kept, held out) of `count` examples, `fraction` held out (rounded up, as the stratified split
+    does), drawn by a seeded permutation: the split of tasks without classes to stratify by (regression)."""
+    order = np.random.RandomState(seed).permutation(count)
+    n_held = int(np.ceil(fraction * count))
+    return order[n_held:], order[:n_held]
 
 
 def _approximate_mode(counts: np.ndarray, draws: int, rng: np.random.RandomState) -> np.ndarray:

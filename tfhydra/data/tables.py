@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.data.source import DATA, Serving, Source, class_labels, source_from_arrays
+from tfhydra.data.source import DATA, Serving, Source, read_labels, source_from_arrays
 from tfhydra.data.splits import hold_out
 
 
@@ -64,16 +64,27 @@ def column(columns: dict[str, list[str]], name: str, key: str, path: Path) -> li
     return columns[name]
 
 
+def label_columns(cfg) -> list[str]:
+    """`data.label`: one column name, or a list of them (several targets, or one 0/1 column per label)."""
+    return [str(cfg.label)] if isinstance(cfg.label, str) else [str(name) for name in cfg.label]
+
+
 def split_rows(cfg, path: Path, columns: dict[str, list[str]], seed: int):
-    """(labels, class names, HeldOut: train, validation and test row indices)."""
-    cells = column(columns, cfg.label, "data.label", path)
-    empty = next((row for row, cell in enumerate(cells) if not cell.strip()), None)
-    if empty is not None:  # it would become a class of its own, and the split would blame data.val_fraction
-        raise ConfigError(
-            f"{path}:{empty + 2}", None, f"a label in every row of column {cfg.label}", f"the {cfg.label} cell is empty"
-        )
-    labels, names = class_labels(cells, f"{path} ({cfg.label} column)", cfg.class_names, cfg.num_classes)
-    return labels, names, hold_out(labels, cfg, seed)
+    """(labels as the run's task reads them, output names, HeldOut: train, validation and test row indices)."""
+    names = label_columns(cfg)
+    cells = []
+    for name in names:
+        cells.append(column(columns, name, "data.label", path))
+        empty = next((row for row, cell in enumerate(cells[-1]) if not cell.strip()), None)
+        if empty is not None:  # it would become a class of its own, and the split would blame data.val_fraction
+            raise ConfigError(
+                f"{path}:{empty + 2}", None, f"a label in every row of column {name}", f"the {name} cell is empty"
+            )
+    values = np.array(cells[0]) if len(cells) == 1 else np.stack([np.array(c) for c in cells], axis=1)
+    labels, outputs = read_labels(
+        values, f"{path} ({', '.join(names)} column{'s' * (len(names) > 1)})", cfg, None, tuple(names)
+    )
+    return labels, outputs, hold_out(labels, cfg, seed)
 
 
 @DATA.register("csv")
@@ -82,7 +93,7 @@ def build_csv(cfg, seed: int) -> Source:
     path, columns = read_table(cfg.path, cfg.delimiter)
     labels, names, held = split_rows(cfg, path, columns, seed)
     train_idx, val_idx, test_idx = held.train, held.validation, held.test
-    features = list(cfg.features) if cfg.features is not None else [c for c in columns if c != cfg.label]
+    features = list(cfg.features) if cfg.features is not None else [c for c in columns if c not in label_columns(cfg)]
     if not features:
         raise ConfigError("data.features", features, "at least one feature column", f"{path} has no other column")
     raw = np.stack([numbers(column(columns, name, "data.features", path), name, path) for name in features], axis=1)

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
-from tfhydra.config.contracts import Compression
+from tfhydra.config.contracts import Compression, Head
 from tfhydra.config.errors import ConfigError, clip, first_line
 from tfhydra.export.base import ONNX_MODEL, TFLITE_FLOAT32, TFLITE_MODEL
 from tfhydra.export.onnx import onnx_predict
@@ -28,6 +28,7 @@ def measure_artefacts(
     cfg_tflite: DictConfig,
     compression: Compression,
     test: tf.data.Dataset | None = None,
+    head: Head | None = None,
 ) -> dict:
     """Size of every artefact; for TFLite and ONNX files also their runtime's accuracy (`val_accuracy` on the
     validation split, `test_accuracy` on the test split when the run has one), for TFLite files the ratios to the
@@ -39,8 +40,8 @@ def measure_artefacts(
         file = paths.export_format("onnx") / ONNX_MODEL
         with runtime_errors("onnx", written, paths.export_format("onnx")):
             predict, runtime = onnx_predict(file)
-            measured = accuracy(predict, validation)
-            tested = {"test_accuracy": accuracy(predict, test)} if test is not None else {}
+            measured = accuracy(predict, validation, head)
+            tested = {"test_accuracy": accuracy(predict, test, head)} if test is not None else {}
         artefacts[paths.relative(file)] = {**file_sizes(file), "val_accuracy": measured, **tested, "runtime": runtime}
     if "tflite" not in written:
         return {"artefacts": artefacts}
@@ -50,8 +51,8 @@ def measure_artefacts(
     for file in dict.fromkeys((folder / TFLITE_MODEL, reference)):
         with runtime_errors("tflite", written, folder):
             interpreter = tflite_interpreter(file)
-            measured = accuracy(tflite_predict(interpreter), validation)
-            tested = {"test_accuracy": accuracy(tflite_predict(interpreter), test)} if test is not None else {}
+            measured = accuracy(tflite_predict(interpreter), validation, head)
+            tested = {"test_accuracy": accuracy(tflite_predict(interpreter), test, head)} if test is not None else {}
         entry = {
             **file_sizes(file),
             "input_type": np.dtype(interpreter.get_input_details()[0]["dtype"]).name,
@@ -95,8 +96,17 @@ def file_sizes(path: Path) -> dict:
     }
 
 
-def accuracy(predict: Callable[[np.ndarray], np.ndarray], validation: tf.data.Dataset) -> float:
-    """Top-1 accuracy over the validation split (labels as class ids or one-hot)."""
+def accuracy(
+    predict: Callable[[np.ndarray], np.ndarray], validation: tf.data.Dataset, head: Head | None = None
+) -> float | None:
+    """Top-1 accuracy over the validation split (labels as class ids or one-hot) for a softmax head; for a sigmoid
+    head (binary, multi-label) the share of outputs on the label's side of 0.5; None for a head without classes
+    (a linear one: regression), whose artefacts are measured by evaluate (tfhydra/evaluate.py) instead."""
+    if head is not None and head.activation == "linear":
+        return None
+    if head is not None and head.activation == "sigmoid":
+        agree = [np.asarray(predict(np.asarray(x)) >= 0.5) == (np.asarray(y) >= 0.5) for x, y in validation]
+        return float(np.mean(np.concatenate([a.reshape(-1) for a in agree]))) if agree else float("nan")
     correct = total = 0
     for x, y in validation:
         labels = np.asarray(y).reshape(len(y), -1)

@@ -51,13 +51,14 @@ def export_model(
         serving_layout(paths)
     test = getattr(datasets, "test", None)  # measured after training, on the kept model: nothing chooses on it
     keras_predict = lambda x: deployable(x, training=False).numpy()  # noqa: E731
+    head = getattr(datasets.spec, "head", None)  # what the outputs are (tfhydra/task/): which accuracy, if any
     figures = {
         "scheme": compression.scheme,
         **compression.measure(deployable),
-        "keras_val_accuracy": accuracy(keras_predict, datasets.validation),
-        **({"keras_test_accuracy": accuracy(keras_predict, test)} if test is not None else {}),
+        "keras_val_accuracy": accuracy(keras_predict, datasets.validation, head),
+        **({"keras_test_accuracy": accuracy(keras_predict, test, head)} if test is not None else {}),
     }
-    figures.update(measure_artefacts(paths, written, datasets.validation, cfg_export.tflite, compression, test))
+    figures.update(measure_artefacts(paths, written, datasets.validation, cfg_export.tflite, compression, test, head))
     return written, figures
 
 

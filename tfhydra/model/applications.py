@@ -134,6 +134,6 @@ def build_keras_app(cfg, spec: DataSpec) -> keras.Model:
     x = base(ArchPreprocessing(cfg.arch, name="preprocess")(inputs))
     if cfg.dropout > 0:
         x = keras.layers.Dropout(cfg.dropout, name="head_dropout")(x)
-    for layer in classifier_head(spec.num_classes):
+    for layer in classifier_head(spec):
         x = layer(x)
     return keras.Model(inputs, x, name=cfg.arch)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from tfhydra.config.contracts import DataSpec
+from tfhydra.config.contracts import DataSpec, Head
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
 
@@ -16,11 +16,16 @@ IMAGES = "image data: float examples of shape (height, width, channels)"
 TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_size (e.g. data=text_csv)"
 
 
-def classifier_head(num_classes: int) -> list[keras.layers.Layer]:
-    return [
-        keras.layers.Dense(num_classes, name="logits"),
-        keras.layers.Activation("softmax", dtype="float32", name="probabilities"),
-    ]
+def classifier_head(spec: DataSpec) -> list[keras.layers.Layer]:
+    """The output layers the run's task chose (`spec.head`, tfhydra/task/; None: a softmax over the classes): a
+    Dense, then a float32 activation, so the output stays float32 under mixed precision. A head with a scale
+    (regression with task.standardize) ends in a fixed `outputs * scale + offset` instead, in the targets' units."""
+    head = spec.head or Head(spec.num_classes)
+    dense = keras.layers.Dense(head.units, name="logits" if head.activation != "linear" else "outputs")
+    if head.scale is not None:
+        offset = list(head.offset) if head.offset is not None else 0.0
+        return [dense, keras.layers.Rescaling(list(head.scale), offset, dtype="float32", name=head.output)]
+    return [dense, keras.layers.Activation(head.activation, dtype="float32", name=head.output)]
 
 
 def is_token_data(spec: DataSpec) -> bool:

@@ -65,7 +65,7 @@ def build_resnet(cfg, spec: DataSpec) -> keras.Model:
             stride = 2 if stage > 0 and block == 0 else 1
             x = basic_block(x, cfg.width * 2**stage, stride, name=f"stage{stage + 1}_block{block + 1}")
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
-    for layer in classifier_head(spec.num_classes):
+    for layer in classifier_head(spec):
         x = layer(x)
     return keras.Model(inputs, x, name=f"resnet{2 * sum(blocks) + 2}")
 

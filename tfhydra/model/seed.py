@@ -29,7 +29,7 @@ def build_cnn(cfg, spec: DataSpec) -> keras.Model:
             keras.layers.MaxPooling2D(cfg.pool_size),
         ]
     layers += [keras.layers.Flatten(), keras.layers.Dense(cfg.dense_units, activation=cfg.activation)]
-    return keras.Sequential(layers + classifier_head(spec.num_classes), name="cnn")
+    return keras.Sequential(layers + classifier_head(spec), name="cnn")
 
 
 @MODELS.register("mlp")
@@ -42,6 +42,6 @@ def build_mlp(cfg, spec: DataSpec) -> keras.Model:
         x = keras.layers.Dense(units, activation=cfg.activation)(x)
         if i < len(cfg.units) - 1 and cfg.dropout > 0:
             x = keras.layers.Dropout(cfg.dropout)(x)
-    for layer in classifier_head(spec.num_classes):
+    for layer in classifier_head(spec):
         x = layer(x)
     return keras.Model(inputs, x, name="mlp")

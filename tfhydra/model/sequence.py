@@ -27,7 +27,7 @@ def token_inputs(spec: DataSpec, model: str, embedding_dim: int, mask_zero: bool
 
 
 def classify(inputs, x, spec: DataSpec, name: str) -> keras.Model:
-    for layer in classifier_head(spec.num_classes):
+    for layer in classifier_head(spec):
         x = layer(x)
     return keras.Model(inputs, x, name=name)
 

@@ -138,7 +138,8 @@ def predict(args: argparse.Namespace) -> tuple[str, int]:
     found = read_inputs(args.inputs, layout, args.on_error)
     batch_size = args.batch_size or run.batch_size
     started = time.perf_counter()
-    with PredictionWriter(args.output, args.format, found.extra_columns, args.top_k, run.class_names) as writer:
+    writer = PredictionWriter(args.output, args.format, found.extra_columns, args.top_k, run.class_names, run.task)
+    with writer:
         counted = run_batches(layout, found, batch_size, writer)
         skipped = found.skipped + unread_images(found, counted.predicted_images, layout)
         if not counted.examples and len(skipped) == 1:

@@ -69,8 +69,10 @@ class Layout:
 class Run:
     run_dir: Path
     data: dict  # the run's `data` section as plain, inert values
-    class_names: tuple[str, ...]
+    class_names: tuple[str, ...]  # the outputs' names: classes, labels or targets (docs/tasks.md)
     batch_size: int
+    task: Any = None  # the run's task as its record names it (tfhydra/task/ `task_of_record`): what outputs mean
+    outputs: int = 0  # the model's output units (the record's data.head; before tasks, one per class)
 
     def layout(self) -> Layout:
         """Load the SavedModel and read what its `serving_default` takes (a TFLite-only run: `tflite_layout`)."""
@@ -85,12 +87,12 @@ class Run:
         signature = served.signatures["serving_default"]
         ((input_key, spec),) = signature.structured_input_signature[1].items()
         output_key, out = next(iter(signature.structured_outputs.items()))
-        if out.shape[-1] != len(self.class_names):
+        if out.shape[-1] != self.outputs:
             raise ConfigError(
                 str(self.run_dir),
                 None,
                 RUN_ACCEPTED,
-                f"its model predicts {out.shape[-1]} classes but its metrics.json names {len(self.class_names)}",
+                f"its model predicts {out.shape[-1]} outputs but its metrics.json names {self.outputs}",
             )
         shape, dtype, data = tuple(int(d) for d in spec.shape[1:]), spec.dtype, self.data
         layout = Layout(
@@ -114,12 +116,12 @@ class Run:
         from tfhydra.export.served import TFLITE, load_tflite
 
         tflite = load_tflite(self.run_dir, RUN_ACCEPTED)
-        if tflite.classes != len(self.class_names):
+        if tflite.classes != self.outputs:
             raise ConfigError(
                 str(self.run_dir),
                 None,
                 RUN_ACCEPTED,
-                f"its model predicts {tflite.classes} classes but its metrics.json names {len(self.class_names)}",
+                f"its model predicts {tflite.classes} outputs but its metrics.json names {self.outputs}",
             )
         kind = kind_of(tflite.input_shape, tflite.input_dtype, self.data)
         kind = kind if kind == "images" and tflite.input_dtype == tf.float32 else "arrays"
@@ -217,9 +219,22 @@ def read_run(run_dir: Path, trusted: bool = False, project: Path | None = None) 
         composed=False,
     )
     data = cast(dict, OmegaConf.to_container(config.data, resolve=False))  # the data node: a DictConfig
-    spec = load_record(run_dir).data or {}
+    from tfhydra.task import task_of_record
+
+    record = load_record(run_dir)
+    spec = record.data or {}
     names = spec.get("class_names")
     if not isinstance(names, list) or not names:
         raise ConfigError(str(run_dir), None, RUN_ACCEPTED, "its metrics.json names no class (data.class_names)")
     batch = data.get("batch_size")
-    return Run(Path(run_dir), data, tuple(str(n) for n in names), batch if isinstance(batch, int) and batch > 0 else 32)
+    head = spec.get("head")
+    units = head.get("units") if isinstance(head, dict) else None
+    units = units if isinstance(units, int) and units > 0 else len(names)  # a record before tasks: one per class
+    return Run(
+        Path(run_dir),
+        data,
+        tuple(str(n) for n in names),
+        batch if isinstance(batch, int) and batch > 0 else 32,
+        task_of_record(record.task if isinstance(record.task, dict) else None),
+        units,
+    )

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError, first_line, write_failure
@@ -41,17 +40,17 @@ def run_batches(layout, found, batch_size: int, writer) -> Counted:
         names = [n.decode() for n in batch["name"].numpy()]
         if found.image_files:
             counted.predicted_images.update(names)
-        probabilities = layout.probabilities(batch["inputs"])
-        ids, values = top_k(probabilities, writer.top_k)
+        outputs = layout.probabilities(batch["inputs"])  # the served model's float32 outputs, as the task reads them
         extra = (
             [[c.decode() for c in row] for row in batch["extra"].numpy()] if found.extra_columns else [[]] * len(names)
         )
-        writer.write(names, extra, ids, values)
+        writer.write(names, extra, writer.task.prediction_rows(outputs, writer.class_names, writer.top_k))
         counted.examples += len(names)
-        if label is not None:
+        predicted = writer.task.predicted_classes(outputs)  # None: a task without classes (regression)
+        if label is not None and predicted is not None:
             truth = [class_index(row[label], classes) for row in extra]
             counted.labelled += sum(t is not None for t in truth)
-            counted.correct += sum(t == int(i[0]) for t, i in zip(truth, ids, strict=True) if t is not None)
+            counted.correct += sum(t == int(i) for t, i in zip(truth, predicted, strict=True) if t is not None)
     return counted
 
 
@@ -71,13 +70,6 @@ def next_batch(batches, found, layout):
         raise ConfigError("INPUT", None, found.accepted, f"TensorFlow cannot read it ({first_line(error)})") from None
 
 
-def top_k(probabilities: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(class ids, probabilities) of the k most probable classes per row, most probable first; of equal ones the
-    lower class id first, as argmax (and so evaluate's accuracy) takes it."""
-    ids = probabilities.argmax(-1)[:, None] if k == 1 else np.argsort(-probabilities, axis=-1, kind="stable")[:, :k]
-    return ids, np.take_along_axis(probabilities, ids, axis=-1)
-
-
 def class_index(label: str, classes: dict[str, int]) -> int | None:
     """A label cell as a class index: a class name, or an integer index (integer-labelled runs name classes 0..n-1)."""
     label = label.strip()
@@ -88,18 +80,17 @@ def class_index(label: str, classes: dict[str, int]) -> int | None:
     return None
 
 
-def shortest(value: np.float32) -> str:
-    """The shortest text that reads back as the same float32 probability."""
-    return np.format_float_positional(np.float32(value), unique=True, trim="-")
-
-
 class PredictionWriter:
-    """Rows `input, <carried columns>, class_1, probability_1, ..., class_k, probability_k` (CSV) or objects
-    `{"input", "columns", "classes", "probabilities"}` (JSON Lines), to `output` or stdout."""
+    """Rows `input, <carried columns>, <the task's columns>` (CSV) or objects `{"input", "columns", <the task's
+    fields>}` (JSON Lines), to `output` or stdout. The task (tfhydra/task/) says what its outputs are: for a
+    classification `class_1, probability_1, ..., class_k, probability_k`; docs/tasks.md lists the others."""
 
-    def __init__(self, output: str | None, fmt: str, extra_columns: list[str], top_k: int, class_names=()):
+    def __init__(self, output: str | None, fmt: str, extra_columns: list[str], top_k: int, class_names=(), task=None):
+        from tfhydra.task import task_of_record
+
         self.output, self.format, self.extra_columns, self.top_k = output, fmt, list(extra_columns), top_k
         self.class_names = tuple(class_names)
+        self.task = task if task is not None else task_of_record(None)
         self.partial = None if output is None else Path(output).expanduser().with_name(f".{Path(output).name}.partial")
         self.file: TextIO | None = None  # stdout, or the partial file until the last row is written
         self.table: Any = None  # a csv.writer on the file, for format=csv
@@ -111,24 +102,22 @@ class PredictionWriter:
             raise self._failure(error) from None
         if self.format == "csv":
             self.table = csv.writer(self.file)
-            ranks = [[f"class_{i}", f"probability_{i}"] for i in range(1, self.top_k + 1)]
-            self.table.writerow(["input", *self.extra_columns, *[c for pair in ranks for c in pair]])
+            header = self.task.prediction_header(self.class_names, self.top_k)
+            self.table.writerow(["input", *self.extra_columns, *header])
         return self
 
-    def write(self, names: list[str], extra: list[list[str]], ids: np.ndarray, values: np.ndarray) -> None:
+    def write(self, names: list[str], extra: list[list[str]], rows: list[tuple[list, dict]]) -> None:
+        """`rows`: (CSV cells, JSON fields) of each example, from the task's `prediction_rows`."""
         assert self.file is not None, "a PredictionWriter writes inside its `with` block"
         try:
-            for name, cells, row_ids, row_values in zip(names, extra, ids, values, strict=True):
-                classes = [self.class_names[int(i)] for i in row_ids]
+            for name, cells, (task_cells, fields) in zip(names, extra, rows, strict=True):
                 if self.table is not None:
-                    pairs = [x for c, p in zip(classes, row_values, strict=True) for x in (c, shortest(p))]
-                    self.table.writerow([name, *cells, *pairs])
+                    self.table.writerow([name, *cells, *task_cells])
                 else:
                     line = {
                         "input": name,
                         **({"columns": dict(zip(self.extra_columns, cells, strict=True))} if cells else {}),
-                        "classes": classes,
-                        "probabilities": [float(shortest(p)) for p in row_values],
+                        **fields,
                     }
                     self.file.write(json.dumps(line) + "\n")
             self.file.flush()

@@ -51,6 +51,7 @@ from tfhydra.runner.hydra_files import hydra_overrides
 from tfhydra.runner.phase_report import monitored, phase_records, phase_summaries, returned, run_info
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
+from tfhydra.task import build_task
 from tfhydra.trainer import LoopContext
 from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound
 from tfhydra.trainer.debugging import numeric_checks
@@ -175,7 +176,9 @@ class PhaseRunner:
         test split only in the run's last phase (an earlier phase's weights are not the ones kept)."""
         cfg, strategy = self.cfg, self.strategy
         reads = Reads(cfg.trainer.epochs, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)  # data.cache=auto
-        datasets = build_datasets(cfg.data, cfg.trainer.seed, reads)
+        task = build_task(cfg.task)  # what the labels are and the head (tfhydra/task/)
+        datasets = build_datasets(cfg.data, cfg.trainer.seed, reads, task)
+        self.record.update(task=task.record())
         datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
         check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's
         datasets.train, datasets.validation = (shard(d, cfg.strategy) for d in (datasets.train, datasets.validation))

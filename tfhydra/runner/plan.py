@@ -28,6 +28,7 @@ from tfhydra.model import checks as model_checks
 from tfhydra.optimizer import checks as optimizer_checks
 from tfhydra.strategy import checks as strategy_checks
 from tfhydra.sweep import checks as sweep_checks
+from tfhydra.task import checks as task_checks
 from tfhydra.trainer import checks as trainer_checks
 
 
@@ -37,6 +38,7 @@ def _source(room) -> str:
 
 ROOMS = (
     data_checks,
+    task_checks,
     model_checks,
     optimizer_checks,
     trainer_checks,

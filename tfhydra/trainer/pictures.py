@@ -228,8 +228,9 @@ class RawTexts:
 
 def picture_callbacks(cfg_logging, paths, datasets) -> list[keras.callbacks.Callback]:
     """The Pictures callback for a run's data (`datasets`: the data room's Datasets, read for its splits, spec
-    and serving description); none when `logging.images_freq` is 0."""
-    if not cfg_logging.images_freq:
+    and serving description); none when `logging.images_freq` is 0, or when the task's head has no classes to
+    confuse (binary, multi-label, regression: `spec.head.confusion`, tfhydra/task/)."""
+    if not cfg_logging.images_freq or (datasets.spec.head is not None and not datasets.spec.head.confusion):
         return []
     kind = data_kind(datasets.spec, datasets.serving)
     texts = RawTexts(datasets.serving) if kind == "text" else None
