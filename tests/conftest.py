@@ -64,10 +64,13 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: floa
     """Run `python train.py ARGS` as a user would; tests/ is importable for user-code `_target_`s.
 
     The command is forked from a server that has imported TensorFlow once (tests/cli_fork_server.py), unless the
-    test sets environment variables of its own (some are read at import) or TFHYDRA_TEST_FORK=0 is set."""
+    test sets environment variables of its own (some are read at import), the command sweeps with joblib's
+    launcher, or TFHYDRA_TEST_FORK=0 is set."""
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None) if not (env or {}).get("HYDRA_FULL_ERROR") else None
-    if not env and os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
+    # joblib's loky workers hang when their sweep is forked from the server (seen: two sweeps past 300 s): real ones
+    forkable = not env and "hydra/launcher=joblib" not in args
+    if forkable and os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
         return _CLI_SERVER.run(list(args), cwd=cwd, env=full_env, timeout=timeout)
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *args],

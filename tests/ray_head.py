@@ -2,9 +2,11 @@
 tests/logger/test_broken_trackers_and_sweeps.py."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,9 @@ def ray_cluster(tmp_path_factory):
     """A one-node Ray cluster on 127.0.0.1, started like a user starts one (`ray start --head`), in a directory
     of its own and from an environment without the sweep's variables; stopped with its process group."""
     home = tmp_path_factory.mktemp("ray")
+    # Ray's socket paths must fit AF_UNIX's 107 bytes: its session folder lives under a short /tmp folder, not
+    # under pytest's (an xdist worker's tmp_path, .../popen-gw1/ray0/t/session_.../sockets/plasma_store, is too long)
+    sessions = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != SWEPT_KEYS_ENV}
     # RAY_AUTH_MODE=disabled on both sides: a token file some other Ray command left in ~/.ray (`ray get-auth-token
@@ -38,7 +43,7 @@ def ray_cluster(tmp_path_factory):
             "--include-dashboard=false",
             f"--ray-client-server-port={free_port()}",
             f"--dashboard-agent-listen-port={free_port()}",
-            f"--temp-dir={home / 't'}",
+            f"--temp-dir={sessions}",
         ],
         cwd=home,
         env=env,
@@ -60,3 +65,4 @@ def ray_cluster(tmp_path_factory):
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
         log.close()
+        shutil.rmtree(sessions, ignore_errors=True)
