@@ -69,6 +69,7 @@ class Datasets:
         return dataset if self.prefetch is None else dataset.prefetch(self.prefetch)
 
 
+EVERY_TASK = "data=csv, data=npz, data=text_csv or data=synthetic"  # the sources reading labels per task
 KIND_WORDS = {"binary": "0/1", "multi_hot": "multi-hot", "numbers": "numeric"}  # a task's label kind, said
 
 
@@ -100,7 +101,7 @@ def build_datasets(cfg_data, seed: int, reads: Reads | None = None, task: LabelR
             raise ConfigError(
                 "data",
                 cfg_data.get("name", cfg_data.get("_target_")),
-                "data=csv, data=npz or data=synthetic (the sources that read every task's labels, docs/tasks.md)",
+                f"{EVERY_TASK} (the sources that read every task's labels, docs/tasks.md)",
                 f"it reads class indices only, and the task trains on {KIND_WORDS.get(task.label_kind)} labels",
             )
         check_classes(source, cfg_data.get("name"))
