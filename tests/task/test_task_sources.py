@@ -79,3 +79,68 @@ def test_a_text_csv_label_that_does_not_fit_the_task_is_one_line(compose_cfg, tm
     with pytest.raises(ConfigError, match=said) as caught:
         tfhydra.run(cfg, run_dir=tmp_path / "run")
     assert "\n" not in str(caught.value) and len(str(caught.value)) < 400
+
+
+def quarter_images(rows: int, labels: int, seed: int = 4):
+    """8x8x1 uint8 images, label k lighting quarter k by its value in [0, 1]: (images, values (rows, labels))."""
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(size=(rows, labels))
+    images = rng.integers(0, 40, size=(rows, 8, 8, 1)).astype(np.float64)
+    for k in range(labels):
+        images[:, (k // 2) * 4 : (k // 2) * 4 + 4, (k % 2) * 4 : (k % 2) * 4 + 4, 0] += 200 * values[:, k, None, None]
+    return images.astype(np.uint8), values
+
+
+def tfrecords(folder, labels: np.ndarray, images: np.ndarray) -> str:
+    import tensorflow as tf
+    from data_files import serialized_examples
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(folder / "train-00000-of-00001.tfrecord")) as writer:
+        for record in serialized_examples(images, labels):
+            writer.write(record)
+    return str(folder / "train-*.tfrecord")
+
+
+IMAGES = ["model=mlp", "model.units=[32]", "data.image_size=null"]
+
+
+def test_tfrecord_multi_hot_label_rows_train_a_multilabel_task(compose_cfg, tmp_path):
+    images, values = quarter_images(320, 3)
+    multi_hot = (values > 0.5).astype(np.int64)
+    pattern = tfrecords(tmp_path / "records", multi_hot, images)
+    overrides = ["data=tfrecord", f"data.train={pattern}", "data.label_length=3", "task=multilabel", "trainer.epochs=8"]
+    record = trained(compose_cfg, tmp_path, [*IMAGES, *overrides])
+    assert record["data"]["head"]["units"] == 3 and record["data"]["head"]["activation"] == "sigmoid"
+    assert record["test"]["metrics"]["auc"] > 0.8, record["test"]
+
+
+def test_tfrecord_float_label_rows_train_a_regression_of_two_targets(compose_cfg, tmp_path):
+    images, values = quarter_images(320, 2)
+    pattern = tfrecords(tmp_path / "records", values.astype(np.float32), images)
+    float_rows = ["data.label_dtype=float32", "data.label_length=2"]
+    overrides = ["data=tfrecord", f"data.train={pattern}", *float_rows, "task=regression", "trainer.epochs=8"]
+    record = trained(compose_cfg, tmp_path, [*IMAGES, *overrides])
+    test = record["test"]["metrics"]
+    assert record["data"]["head"]["units"] == 2 and {"rmse", "mae", "r2"} <= set(test)
+    assert test["rmse"] < 0.2 and test["r2"] > 0.3, test  # each target uniform in [0, 1): std 0.29
+
+
+@pytest.mark.parametrize(
+    ("stored", "keys", "said"),
+    [
+        ("floats", ["data.label_dtype=float32", "task=classification"], r"are numbers .*use task=regression"),
+        ("multi-hot", ["data.label_length=3", "task=classification"], r"multi-hot rows of 3 labels .*task=multilabel"),
+        ("floats", ["task=regression"], r"^data.label_key=label: .*holds a float_list .*data.label_dtype sets it"),
+        ("multi-hot", ["data.label_length=2", "task=multilabel"], r"^data.label_key=label: .*holding 2 int64 value"),
+    ],
+    ids=["floats-classification", "multi-hot-classification", "float-feature-as-int64", "wrong-length"],
+)
+def test_a_tfrecord_label_that_does_not_fit_is_one_line(compose_cfg, tmp_path, stored, keys, said):
+    images, values = quarter_images(48, 3)
+    labels = values.astype(np.float32)[:, 0] if stored == "floats" else (values > 0.5).astype(np.int64)
+    pattern = tfrecords(tmp_path / "records", labels, images)
+    cfg = compose_cfg([*IMAGES, "data=tfrecord", f"data.train={pattern}", *keys, *QUICK])
+    with pytest.raises(ConfigError, match=said) as caught:
+        tfhydra.run(cfg, run_dir=tmp_path / "run")
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 600  # the path, and TensorFlow's own reason

@@ -69,7 +69,8 @@ class Datasets:
         return dataset if self.prefetch is None else dataset.prefetch(self.prefetch)
 
 
-EVERY_TASK = "data=csv, data=npz, data=text_csv or data=synthetic"  # the sources reading labels per task
+# The sources whose labels the run's task reads (the others read class indices only)
+EVERY_TASK = "data=csv, data=npz, data=text_csv, data=tfrecord or data=synthetic"
 KIND_WORDS = {"binary": "0/1", "multi_hot": "multi-hot", "numbers": "numeric"}  # a task's label kind, said
 
 
