@@ -144,3 +144,56 @@ def test_a_tfrecord_label_that_does_not_fit_is_one_line(compose_cfg, tmp_path, s
     with pytest.raises(ConfigError, match=said) as caught:
         tfhydra.run(cfg, run_dir=tmp_path / "run")
     assert "\n" not in str(caught.value) and len(str(caught.value)) < 600  # the path, and TensorFlow's own reason
+
+
+def tagged_images(root, rows: int = 240, separator: str = " "):
+    """root/img/<i>.png, each 8x8 RGB image lighting the quarters of its tags, and root/labels.csv of file,labels
+    (the tags `separator`-joined; some rows have none)."""
+    import tensorflow as tf
+
+    images, values = quarter_images(rows, 3, seed=5)
+    tags = values > 0.5
+    (root / "img").mkdir(parents=True)
+    with open(root / "labels.csv", "w", newline="") as file:
+        table = csv.writer(file)
+        table.writerow(["file", "labels"])
+        for i, (image, row) in enumerate(zip(images, tags, strict=True)):
+            (root / "img" / f"{i:04d}.png").write_bytes(tf.io.encode_png(np.repeat(image, 3, axis=2)).numpy())
+            names = [n for n, on in zip(["cat", "dog", "owl"], row, strict=True) if on]
+            table.writerow([f"img/{i:04d}.png", separator.join(names)])
+    return tags
+
+
+def test_image_folder_labels_csv_trains_a_multilabel_task(compose_cfg, tmp_path):
+    tagged_images(tmp_path / "pets", separator="|")
+    folder = ["data=image_folder", f"data.path={tmp_path / 'pets'}", f"data.labels_csv={tmp_path / 'pets/labels.csv'}"]
+    record = trained(compose_cfg, tmp_path, [*IMAGES, *folder, "task=multilabel", "trainer.epochs=8"])
+    assert tuple(record["data"]["class_names"]) == ("cat", "dog", "owl") and record["data"]["train_size"] == 144
+    assert record["data"]["head"]["activation"] == "sigmoid" and record["test"]["metrics"]["auc"] > 0.8, record["test"]
+
+
+def test_image_folder_two_class_folders_train_a_binary_task(compose_cfg, tmp_path):
+    from data_files import write_image_folder
+
+    root = write_image_folder(tmp_path / "pets", classes=("cat", "dog"), per_class=40, size=(8, 8))
+    record = trained(compose_cfg, tmp_path, [*IMAGES, "data=image_folder", f"data.path={root}", "task=binary",
+                                              "trainer.epochs=4"])  # fmt: skip
+    assert record["data"]["head"]["units"] == 1 and tuple(record["data"]["class_names"]) == ("cat", "dog")
+    assert record["test"]["metrics"]["auc"] > 0.8, record["test"]
+
+
+def test_an_image_folder_label_that_does_not_fit_is_one_line(compose_cfg, tmp_path):
+    from data_files import write_image_folder
+
+    tagged_images(tmp_path / "tags", rows=40)
+    listed = ["data=image_folder", f"data.path={tmp_path / 'tags'}", f"data.labels_csv={tmp_path / 'tags/labels.csv'}"]
+    folders = ["data=image_folder", f"data.path={write_image_folder(tmp_path / 'pets', size=(8, 8))}"]
+    cases = [
+        ([*listed, "task=classification"], r"labels.csv \(labels column\): the labels are multi-hot .*task=multilabel"),
+        ([*folders, "task=regression"], r"pets/train \(class folders\): the labels are class names \(3 distinct"),
+        ([*folders, "task=multilabel"], r"pets/train \(class folders\): the labels are class names .*multi-hot rows"),
+    ]
+    for case, (overrides, said) in enumerate(cases):
+        with pytest.raises(ConfigError, match=said) as caught:
+            tfhydra.run(compose_cfg([*IMAGES, *overrides, *QUICK]), run_dir=tmp_path / f"run{case}")
+        assert "\n" not in str(caught.value) and len(str(caught.value)) < 400

@@ -70,7 +70,7 @@ class Datasets:
 
 
 # The sources whose labels the run's task reads (the others read class indices only)
-EVERY_TASK = "data=csv, data=npz, data=text_csv, data=tfrecord or data=synthetic"
+EVERY_TASK = "data=csv, data=npz, data=text_csv, data=tfrecord, data=image_folder or data=synthetic"
 KIND_WORDS = {"binary": "0/1", "multi_hot": "multi-hot", "numbers": "numeric"}  # a task's label kind, said
 
 
