@@ -197,3 +197,30 @@ def test_an_image_folder_label_that_does_not_fit_is_one_line(compose_cfg, tmp_pa
         with pytest.raises(ConfigError, match=said) as caught:
             tfhydra.run(compose_cfg([*IMAGES, *overrides, *QUICK]), run_dir=tmp_path / f"run{case}")
         assert "\n" not in str(caught.value) and len(str(caught.value)) < 400
+
+
+USER = ["~data", "+data._target_=user_code.declared_source", "data.batch_size=32", "model=mlp", "model.units=[16]"]
+
+
+def test_a_target_source_declaring_multi_hot_labels_trains_a_multilabel_task(compose_cfg, tmp_path):
+    record = trained(compose_cfg, tmp_path, [*USER, "task=multilabel", "trainer.epochs=8", "trainer.monitor=val_auc"])
+    assert tuple(record["data"]["class_names"]) == ("a", "b", "c") and record["data"]["head"]["activation"] == "sigmoid"
+    assert record["best"]["val_auc"] > 0.8, record["best"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "said"),
+    [
+        (["task=regression"], r"^data=user_code.declared_source: its labels are multi-hot .*: task=multilabel$"),
+        (["task=multilabel", "+data.label_kind=numbers"], r"its labels are numeric .*accepted: task=regression$"),
+        (
+            ["task=multilabel", "+data.label_kind=numbers", "+data.declare=multi_hot"],
+            r"^data=user_code.declared_source \(its train_labels\): the labels are numbers .*task=multilabel takes",
+        ),
+    ],
+    ids=["multi-hot-regression", "numbers-multilabel", "read-by-the-task"],
+)
+def test_a_target_source_whose_declared_kind_does_not_fit_is_one_line(compose_cfg, tmp_path, keys, said):
+    with pytest.raises(ConfigError, match=said) as caught:
+        tfhydra.run(compose_cfg([*USER, *keys, *QUICK]), run_dir=tmp_path / "run")
+    assert "\n" not in str(caught.value)
