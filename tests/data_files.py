@@ -49,10 +49,19 @@ def serialized_examples(
         data = tf.io.encode_png(image).numpy() if encoding == "png" else image.tobytes()
         feature = {
             image_key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
-            label_key: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+            label_key: label_feature(np.asarray(label).reshape(-1)),
         }
         records.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return records
+
+
+def label_feature(values: np.ndarray):
+    """An int64_list of integer labels, a float_list of float ones (one value, or a fixed-length row)."""
+    import tensorflow as tf
+
+    if values.dtype.kind == "f":
+        return tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in values]))
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
 
 
 def write_tfrecords(

@@ -395,3 +395,19 @@ def build_count_task(**keys):
             return Head(spec.num_classes, "exponential", "rates", confusion=False)
 
     return CountTask(**keys)
+
+
+def declared_source(seed: int, label_kind: str = "multi_hot", declare=None, rows: int = 240, **pipeline_options):
+    """A user data source that declares its labels' kind (`Source.label_kind`) instead of reading them through the
+    task: 6 features; multi_hot: 3 labels, each the sign of one feature; numbers: one target, 2a - b. `declare`:
+    the kind declared (default `label_kind`), so a test can declare the wrong one."""
+    import numpy as np
+
+    from tfhydra.data import source_from_arrays
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, 6)).astype(np.float32)
+    y = (x[:, :3] > 0).astype(np.int64) if label_kind == "multi_hot" else (2 * x[:, :1] - x[:, 1:2])
+    names = ["a", "b", "c"] if label_kind == "multi_hot" else ["target"]
+    cut = rows * 3 // 4
+    return source_from_arrays(x[:cut], y[:cut], x[cut:], y[cut:], names, label_kind=declare or label_kind)

@@ -6,7 +6,7 @@ class count). `build_datasets` applies the shared pipeline options of the `data:
 
 Rooms: source.py (the types builders share), pipeline.py (build_datasets), augment.py,
 and one module per family of sources: arrays.py (digits, synthetic, npz),
-keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py (image_folder),
+keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py (image_folder; image_labels.py its labels),
 tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv); labels.py (how the run's task reads, splits and subsets
 the labels: tfhydra/task/); splits.py (training, validation and test held
 apart); caching.py, budget.py, file_cache.py, index.py, image_headers.py, service.py, service_watch.py (what the

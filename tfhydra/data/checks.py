@@ -199,7 +199,13 @@ RULES: dict[str, Rule] = {
     "data.encoding": choice("png", "jpeg", "raw"),
     "data.channels": choice(0, 1, 3, 4),
     "data.raw_shape": optional(list_of(integer(1))),
+    # tfrecord: the label feature's stored dtype and values per record (docs/data.md, docs/tasks.md)
+    "data.label_dtype": choice("int64", "float32"),
+    "data.label_length": integer(1),
     "data.raw_dtype": choice("uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32", "float64"),
+    "data.labels_csv": optional(
+        Rule("the path of an existing CSV file of file,labels rows", exists, refusal="no such file or directory")
+    ),
     "data.color_mode": choice("grayscale", "rgb", "rgba"),
     "data.max_pixels": integer(1),
     "data.features": optional(list_of(Rule("a column name", lambda v: isinstance(v, str)))),

@@ -62,32 +62,47 @@ def build_image_folder(cfg, seed: int) -> Source:
 
     A `train/` sub-folder selects the first layout; `val/` and `test/` beside it are the validation and test
     splits, and what is missing is held out of train (tfhydra/data/splits.py). Class names are the sorted
-    folder names.
+    folder names. `data.labels_csv` lists the images and their labels instead (tfhydra/data/image_labels.py),
+    and the splits are held out of its rows.
     """
+    from tfhydra.data.image_labels import folder_labels, labels_table
+
     root = Path(cfg.path).expanduser()
     if not root.is_dir():
         raise ConfigError("data.path", cfg.path, "a directory of class sub-folders of images", "not a directory")
+    if cfg.get("labels_csv"):
+        paths, labels, names = labels_table(cfg, root)
+        if cfg.verify:
+            paths, labels = readable_files(paths, labels, cfg.on_bad_file)
+        return image_source(cfg, seed, paths, labels, names, {}, [])
     train_dir = root / "train" if (root / "train").is_dir() else root
-    names = tuple(class_folders(train_dir))
-    if len(names) < 2:
+    folders = tuple(class_folders(train_dir))
+    if len(folders) < 2:
         raise ConfigError(
             str(train_dir),
             None,
             "at least 2 class sub-folders of images, e.g. train/cat/*.png and train/dog/*.png",
-            f"found {len(names)} class folder(s){': ' if names else ''}{', '.join(names)}",
+            f"found {len(folders)} class folder(s){': ' if folders else ''}{', '.join(folders)}",
         )
-    paths, labels = list_images(train_dir, names)
-    channels, size = CHANNELS[cfg.color_mode], image_size(cfg.image_size)
+    paths, indices = list_images(train_dir, folders)
+    labels, names = folder_labels(indices, folders, train_dir, cfg)
     if cfg.verify:
         paths, labels = readable_files(paths, labels, cfg.on_bad_file)
     shipped, shipped_paths = {}, []  # the val/ and test/ folders beside train/ (test/ only while the test split is on)
     for split in ("val", "test") if wants_test(cfg) else ("val",):
         if train_dir != root and (root / split).is_dir():
-            split_paths, split_labels = list_images(root / split, names, required=False)
+            split_paths, split_indices = list_images(root / split, folders, required=False)
+            split_labels = folder_labels(split_indices, folders, root / split, cfg, names)[0]
             if cfg.verify:
                 split_paths, split_labels = readable_files(split_paths, split_labels, cfg.on_bad_file)
             shipped[split] = (tf.data.Dataset.from_tensor_slices((split_paths, split_labels)), len(split_labels))
             shipped_paths += list(split_paths)
+    return image_source(cfg, seed, paths, labels, names, shipped, shipped_paths)
+
+
+def image_source(cfg, seed: int, paths: list[str], labels: np.ndarray, names, shipped: dict, shipped_paths) -> Source:
+    """The source of image files and their labels (as the task read them), with the shipped splits' files."""
+    channels, size = CHANNELS[cfg.color_mode], image_size(cfg.image_size)
     check_image_headers(paths + shipped_paths, cfg.max_pixels, size is None)
     if size is None:
         size = first_size(paths[0], channels)

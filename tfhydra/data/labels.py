@@ -48,7 +48,7 @@ class ClassLabels:
 
 class Reading:
     """One source's build under a reader: `asked` turns true when the source read its labels through it, so a
-    source that reads class indices only (the Keras datasets, tfrecord, image_folder, text_csv, tfds: not yet
+    source that reads class indices only (the Keras datasets, tfds: not yet
     per task) is refused under a task that needs other labels, in one line, not a shape error inside Keras."""
 
     def __init__(self, reader: LabelReader | None):

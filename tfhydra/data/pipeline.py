@@ -33,6 +33,7 @@ from tfhydra.data.source import (
     DataSpec,
     Serving,
     Source,
+    class_labels,
     deterministic_reads,
     stratified_subset,
     take_examples,
@@ -69,7 +70,41 @@ class Datasets:
         return dataset if self.prefetch is None else dataset.prefetch(self.prefetch)
 
 
-KIND_WORDS = {"binary": "0/1", "multi_hot": "multi-hot", "numbers": "numeric"}  # a task's label kind, said
+# The sources whose labels the run's task reads (the others read class indices only)
+EVERY_TASK = "data=csv, data=npz, data=text_csv, data=tfrecord, data=image_folder or data=synthetic"
+KIND_WORDS = {"classes": "class-index", "binary": "0/1", "multi_hot": "multi-hot", "numbers": "numeric"}  # said
+TAKEN_BY = {"classes": "task=classification", "binary": "task=binary", "multi_hot": "task=multilabel",
+            "numbers": "task=regression"}  # fmt: skip
+
+
+def check_label_kind(source: Source, task: LabelReader | None, cfg_data, asked: bool) -> None:
+    """A source that did not read its labels through the task (`asked` false) holds class indices, or the kind it
+    declares (`Source.label_kind`, a user's `_target_` source): a kind the task does not train on is one line
+    naming the task that does, and a declared kind is read by the task (its shape and values checked), so a
+    mismatch is a ConfigError rather than a shape error inside Keras."""
+    if task is None or asked:
+        return
+    name, declared = cfg_data.get("name", cfg_data.get("_target_")), source.label_kind
+    if declared is None and task.label_kind != CLASSES:
+        raise ConfigError(
+            "data",
+            name,
+            f"{EVERY_TASK} (the sources that read every task's labels, docs/tasks.md)",
+            f"it reads class indices only, and the task trains on {KIND_WORDS.get(task.label_kind)} labels",
+        )
+    if declared is None:
+        return
+    if declared != task.label_kind:
+        raise ConfigError(
+            "data",
+            name,
+            TAKEN_BY.get(declared, f"a task whose label_kind is {declared}"),
+            f"its labels are {KIND_WORDS.get(declared, declared)} (Source.label_kind={declared!r}), and the task "
+            f"trains on {KIND_WORDS.get(task.label_kind, task.label_kind)} labels",
+        )
+    if source.train_labels is not None:
+        where = f"data={name} (its train_labels)"
+        task.read_labels(source.train_labels, where, cfg_data, source.spec.class_names, (), class_labels)
 
 
 def check_classes(source: Source, name: str | None) -> None:
@@ -96,13 +131,7 @@ def build_datasets(cfg_data, seed: int, reads: Reads | None = None, task: LabelR
     chooses the model's head (tfhydra/task/; None: class indices and a softmax)."""
     with reading_labels(task) as reading:
         source = DATA.build(cfg_data, seed=seed)
-        if task is not None and not reading.asked and task.label_kind != CLASSES:
-            raise ConfigError(
-                "data",
-                cfg_data.get("name", cfg_data.get("_target_")),
-                "data=csv, data=npz or data=synthetic (the sources that read every task's labels, docs/tasks.md)",
-                f"it reads class indices only, and the task trains on {KIND_WORDS.get(task.label_kind)} labels",
-            )
+        check_label_kind(source, task, cfg_data, reading.asked)
         check_classes(source, cfg_data.get("name"))
         if task is not None:
             source.spec = replace(source.spec, head=task.head(source.spec, source.train_labels))

@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 from numpy.typing import ArrayLike
 
-from tfhydra.config.contracts import DataSpec
+from tfhydra.config.contracts import CLASSES, DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
 from tfhydra.data.labels import label_reader
@@ -56,6 +56,10 @@ class Source:
     spec: DataSpec
     decode: Callable | None = None
     train_labels: np.ndarray | None = None  # the label of each `train` element, in order
+    # What the labels are (CLASSES, BINARY, MULTI_HOT, NUMBERS: tfhydra/config/contracts.py), declared by a source
+    # that does not read them through the run's task (`read_labels`), e.g. a user's `_target_` source; None: class
+    # indices. The pipeline refuses a kind the task does not train on and has the task read `train_labels`.
+    label_kind: str | None = None
     serving: Serving | None = None  # None: the export takes the model's inputs (the pipeline's output)
     # `prepare(x, y)` runs after the cache: the float scaling and resizing, so a cache holds the stored dtype.
     prepare: Callable | None = None
@@ -69,14 +73,17 @@ class Source:
 
 
 def source_from_arrays(
-    x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None, test=None
+    x_train, y_train, x_val, y_val, class_names, preprocess=None, vocab_size=None, test=None, label_kind=None
 ) -> Source:
     """Wrap in-memory arrays; `preprocess(x, y)` runs in a parallel map after the fraction and the cache (a
-    cache holds the arrays' stored dtype). `test`: (x_test, y_test), or None (no test split)."""
+    cache holds the arrays' stored dtype). `test`: (x_test, y_test), or None (no test split). `label_kind`: what
+    `y` holds when the caller did not read it through the task (`Source.label_kind`; None: class indices)."""
+    floats = label_kind not in (None, CLASSES)  # 0/1, multi-hot rows and targets train as float32
 
     def to_dataset(x, y):
         y = np.asarray(y)  # class indices as int64; a task's float labels (0/1, multi-hot, targets) as float32
-        return tf.data.Dataset.from_tensor_slices((x, y.astype(np.int64 if y.dtype.kind in "iub" else np.float32)))
+        integers = y.dtype.kind in "iub" and not floats
+        return tf.data.Dataset.from_tensor_slices((x, y.astype(np.int64 if integers else np.float32)))
 
     train = to_dataset(x_train, y_train)
     example = (train.map(preprocess) if preprocess else train).element_spec[0]
@@ -94,7 +101,8 @@ def source_from_arrays(
         train,
         to_dataset(x_val, y_val),
         spec,
-        train_labels=np.asarray(y_train),
+        train_labels=np.asarray(y_train).astype(np.float32) if floats else np.asarray(y_train),
+        label_kind=label_kind,
         prepare=preprocess,
         test=to_dataset(*test) if test is not None else None,
     )

@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 from tfhydra.config.errors import ConfigError, first_line
 from tfhydra.data.files import float_image
 from tfhydra.data.index import indexed_labels
-from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, class_labels, deterministic_reads, image_size
+from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, deterministic_reads, image_size, read_labels
 from tfhydra.data.splits import hold_out, wants_test
 
 CYCLE_LENGTH = 16  # shards read at once: enough to hide one file's latency, few enough to bound open files
@@ -34,7 +34,8 @@ CYCLE_LENGTH = 16  # shards read at once: enough to hide one file's latency, few
 
 @DATA.register("tfrecord")
 def build_tfrecord(cfg, seed: int) -> Source:
-    """tf.train.Example records: an encoded image (or raw bytes) and an int64 class index per record."""
+    """tf.train.Example records: an encoded image (or raw bytes) and a label feature per record, read by the run's
+    task (a class index; `data.label_dtype`/`data.label_length`: floats, or a fixed-length row)."""
     if cfg.encoding == "raw" and cfg.raw_shape is None:
         raise ConfigError(
             "data.raw_shape",
@@ -44,10 +45,8 @@ def build_tfrecord(cfg, seed: int) -> Source:
         )
     train_files = matching_files(cfg.train, "data.train")
     first_file, first = first_record(train_files, cfg)
-    per_file = indexed_labels(train_files, cfg.label_key, lambda f: scan_file(f, cfg.label_key))
-    labels, names = class_labels(
-        np.concatenate(per_file), f"{cfg.train} ({cfg.label_key} feature)", cfg.class_names, cfg.num_classes
-    )
+    per_file = file_labels(train_files, cfg)
+    labels, names = read_labels(np.concatenate(per_file), f"{cfg.train} ({cfg.label_key} feature)", cfg)
     counts = [len(p) for p in per_file]
     shipped = {
         key: shipped_records(cfg, key, names)
@@ -67,7 +66,7 @@ def build_tfrecord(cfg, seed: int) -> Source:
     )
     subset = ShardSubset(train_files, counts, None if len(train_idx) == len(labels) else train_idx)
     size = image_size(cfg.image_size)
-    decode = example_decoder(cfg)
+    decode = example_decoder(cfg, label_form(labels, cfg))
     try:
         image = float_image(decode(first)[0], size, None)
     except (tf.errors.InvalidArgumentError, ValueError) as error:
@@ -97,9 +96,41 @@ def shipped_records(cfg, key: str, names) -> tuple[tf.data.Dataset, int]:
     how many."""
     files = matching_files(cfg[key], f"data.{key}")
     first_record(files, cfg)
-    per_file = indexed_labels(files, cfg.label_key, lambda f: scan_file(f, cfg.label_key))
-    class_labels(np.concatenate(per_file), f"{cfg[key]} ({cfg.label_key} feature)", names)
+    per_file = file_labels(files, cfg)
+    read_labels(np.concatenate(per_file), f"{cfg[key]} ({cfg.label_key} feature)", cfg, names)
     return read_records(files, [len(p) for p in per_file], deterministic=True), sum(len(p) for p in per_file)
+
+
+def label_feature(cfg) -> tuple[tf.dtypes.DType, list[int]]:
+    """The label feature as stored: `data.label_dtype` (int64 | float32) and `data.label_length` values."""
+    length = int(cfg.get("label_length", 1))
+    return (tf.float32 if cfg.get("label_dtype", "int64") == "float32" else tf.int64), ([] if length == 1 else [length])
+
+
+def file_labels(files: list[str], cfg) -> list[np.ndarray]:
+    """Each shard's labels in record order. Class indices (one int64 per record) come from the label index;
+    floats and fixed-length rows are read again each run (the index holds integers only)."""
+    dtype, shape = label_feature(cfg)
+    if dtype == tf.int64 and not shape:
+        return indexed_labels(files, cfg.label_key, lambda f: scan_file(f, cfg.label_key))
+    return [scan_file(file, cfg.label_key, dtype, shape) for file in files]
+
+
+def label_form(labels: np.ndarray, cfg) -> tuple[tf.dtypes.DType, tuple[int, ...]] | None:
+    """What the decoder turns a record's label into so it matches the task's reading of the training labels
+    (None: keep the int64 class index); a reading that changes the values' number (one-hot rows of two read as
+    0/1) is refused, since the pipeline reshapes each record's label in the graph."""
+    if labels.ndim == 1 and labels.dtype == np.int64:
+        return None
+    shape, stored = tuple(int(d) for d in labels.shape[1:]), int(cfg.get("label_length", 1))
+    if int(np.prod(shape)) != stored:
+        raise ConfigError(
+            "data.label_length",
+            stored,
+            f"{int(np.prod(shape))} value(s) per record, as the task reads the labels",
+            f"the task reads each record's {stored} values as {shape}",
+        )
+    return tf.as_dtype(labels.dtype), shape
 
 
 class ShardSubset:
@@ -181,47 +212,54 @@ def first_record(files: list[str], cfg) -> tuple[str, tf.Tensor]:
                 file, None, "TFRecord files of tf.train.Example protos", "its first record is not a tf.train.Example"
             ) from None
         kinds = {key: features[key].WhichOneof("kind") for key in features}
+        label_kind = "float_list" if label_feature(cfg)[0] == tf.float32 else "int64_list"
         for key, name, kind in [
             ("data.image_key", cfg.image_key, "bytes_list"),
-            ("data.label_key", cfg.label_key, "int64_list"),
+            ("data.label_key", cfg.label_key, label_kind),
         ]:
             if name not in kinds:
                 raise ConfigError(key, name, sorted(kinds), f"no such feature in the first record of {file}")
             if kinds[name] != kind:
                 raise ConfigError(
-                    key, name, f"a feature holding a {kind}", f"it holds a {kinds[name]} in the first record of {file}"
+                    key,
+                    name,
+                    f"a feature holding a {kind}" + " (data.label_dtype sets it)" * (key == "data.label_key"),
+                    f"it holds a {kinds[name]} in the first record of {file}",
                 )
         return file, records[0]
     raise ConfigError(", ".join(files), None, "TFRecord files holding at least one record", "they are all empty")
 
 
-def scan_file(file: str, label_key: str) -> np.ndarray:
+def scan_file(file: str, label_key: str, dtype=tf.int64, shape=()) -> np.ndarray:
     """Every record's label in one shard: one sequential read that also finds a corrupt or truncated shard."""
-    feature = {label_key: tf.io.FixedLenFeature([], tf.int64)}
+    feature = {label_key: tf.io.FixedLenFeature(list(shape), dtype)}
     batches = (
         tf.data.TFRecordDataset(file, buffer_size=4 << 20)
         .batch(4096)
         .map(lambda b: tf.io.parse_example(b, feature)[label_key], num_parallel_calls=AUTOTUNE)
     )
     try:
-        return np.concatenate([batch.numpy() for batch in batches] or [np.zeros(0, np.int64)])
+        return np.concatenate([batch.numpy() for batch in batches] or [np.zeros((0, *shape), dtype.as_numpy_dtype)])
     except tf.errors.DataLossError as error:
         raise _corrupt(file, error) from None
     except tf.errors.InvalidArgumentError as error:
         raise ConfigError(
             "data.label_key",
             label_key,
-            "a feature that every record has, holding one int64 class index",
+            f"a feature that every record has, holding {shape[0] if shape else 1} {dtype.name} value(s) "
+            "(data.label_dtype, data.label_length)",
             f"some records of {file} lack it or hold something else ({first_line(error)})",
         ) from None
 
 
-def example_decoder(cfg):
-    """serialized tf.train.Example -> (image in its stored dtype, int64 label): what a cache holds.
+def example_decoder(cfg, form: tuple[tf.dtypes.DType, tuple[int, ...]] | None = None):
+    """serialized tf.train.Example -> (image in its stored dtype, label): what a cache holds. The label is the
+    int64 class index, or (`form`) cast and shaped as the task reads the training labels.
 
     The float scaling and resizing (`Source.prepare`) come after the cache, so a cache costs the stored size.
     """
-    features = {cfg.image_key: tf.io.FixedLenFeature([], tf.string), cfg.label_key: tf.io.FixedLenFeature([], tf.int64)}
+    dtype, shape = label_feature(cfg)
+    features = {cfg.image_key: tf.io.FixedLenFeature([], tf.string), cfg.label_key: tf.io.FixedLenFeature(shape, dtype)}
     image_key, label_key, encoding, channels = cfg.image_key, cfg.label_key, cfg.encoding, cfg.channels
     raw_shape, raw_dtype = cfg.raw_shape and tuple(cfg.raw_shape), cfg.raw_dtype
 
@@ -234,7 +272,8 @@ def example_decoder(cfg):
             image = tf.io.decode_jpeg(data, channels=channels)
         else:
             image = tf.reshape(tf.io.decode_raw(data, raw_dtype), raw_shape)
-        return image, example[label_key]
+        label = example[label_key]
+        return image, (label if form is None else tf.reshape(tf.cast(label, form[0]), form[1]))
 
     return decode
 
