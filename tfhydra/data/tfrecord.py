@@ -103,8 +103,8 @@ def shipped_records(cfg, key: str, names) -> tuple[tf.data.Dataset, int]:
 
 def label_feature(cfg) -> tuple[tf.dtypes.DType, list[int]]:
     """The label feature as stored: `data.label_dtype` (int64 | float32) and `data.label_length` values."""
-    length = int(cfg.get("label_length", 1))
-    return (tf.float32 if cfg.get("label_dtype", "int64") == "float32" else tf.int64), ([] if length == 1 else [length])
+    length = int(cfg.label_length)
+    return (tf.float32 if cfg.label_dtype == "float32" else tf.int64), ([] if length == 1 else [length])
 
 
 def file_labels(files: list[str], cfg) -> list[np.ndarray]:
@@ -122,7 +122,7 @@ def label_form(labels: np.ndarray, cfg) -> tuple[tf.dtypes.DType, tuple[int, ...
     0/1) is refused, since the pipeline reshapes each record's label in the graph."""
     if labels.ndim == 1 and labels.dtype == np.int64:
         return None
-    shape, stored = tuple(int(d) for d in labels.shape[1:]), int(cfg.get("label_length", 1))
+    shape, stored = tuple(int(d) for d in labels.shape[1:]), int(cfg.label_length)
     if int(np.prod(shape)) != stored:
         raise ConfigError(
             "data.label_length",
