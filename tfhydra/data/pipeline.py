@@ -25,7 +25,7 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.file_cache import cached, config_digest
-from tfhydra.data.labels import CLASSES, LabelReader, reading_labels, strata
+from tfhydra.data.labels import CLASSES, NUMBERS, LabelReader, label_reader, reading_labels, strata
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (
     AUTOTUNE,
@@ -111,8 +111,8 @@ def check_classes(source: Source, name: str | None) -> None:
     """At least two classes, both seen in training: one class builds a one-output softmax that is always
     'right' and learns nothing, and Keras reports it as a finished run."""
     labels = strata(source.train_labels) if source.train_labels is not None else None
-    if source.train_labels is not None and labels is None:
-        return  # a task without classes (regression, multi-label): nothing to count
+    if source.train_labels is not None and (labels is None or label_reader().label_kind == NUMBERS):
+        return  # a task without classes (multi-label; numbers, whose strata are quantile bins): nothing to count
     present = np.unique(labels) if labels is not None else None
     if source.spec.num_classes < 2 or (present is not None and len(present) < 2):
         names = source.spec.class_names

@@ -58,7 +58,7 @@ from tfhydra.trainer.debugging import numeric_checks
 from tfhydra.trainer.progress import epoch_progress
 from tfhydra.trainer.recovery import train_with_recovery
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
-from tfhydra.trainer.weights import load_last_weights, measure_test, restore_best
+from tfhydra.trainer.weights import load_last_weights, measure_per_label, measure_test, restore_best
 
 log = logging.getLogger("tfhydra")
 
@@ -99,6 +99,7 @@ class PhaseRunner:
         self.examples_per_epoch = 0  # known once the data are built; the record of a failure reports throughput
         self.is_chief, self.target, self.trackers = True, paths, Trackers()  # until the strategy says who is chief
         self.strategy: Any = None  # a tf.distribute.Strategy, built in train_in_strategy
+        self.task: Any = None  # the run's tfhydra.task.base.Task, built with the data
         self.stop: StopOnSignal | None = None
 
     def run(self) -> float:
@@ -176,7 +177,7 @@ class PhaseRunner:
         test split only in the run's last phase (an earlier phase's weights are not the ones kept)."""
         cfg, strategy = self.cfg, self.strategy
         reads = Reads(cfg.trainer.epochs, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)  # data.cache=auto
-        task = build_task(cfg.task)  # what the labels are and the head (tfhydra/task/)
+        self.task = task = build_task(cfg.task)  # what the labels are and the head (tfhydra/task/)
         datasets = build_datasets(cfg.data, cfg.trainer.seed, reads, task)
         self.record.update(task=task.record())
         datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
@@ -261,19 +262,18 @@ class PhaseRunner:
             self.recorder.mark_finished()
 
     def export(self, model, datasets, compression) -> None:
-        """The best epoch's weights restored, measured once on the test split, exported; the record completed."""
+        """The best epoch's weights restored, measured once on the test split (and per label, on validation too,
+        for a task that has per-label figures), exported; the record completed."""
         cfg = self.cfg
         exported = restore_best(model, self.target, self.strategy, self.record)
-        self.record.update(
-            test=measure_test(
-                model,
-                datasets,
-                exported,
-                cfg.trainer.ema.decay is not None,
-                compression.scheme,
-                cfg.trainer.validation_steps,
-            )
-        )
+        ema, steps = cfg.trainer.ema.decay is not None, cfg.trainer.validation_steps
+        test = measure_test(model, datasets, exported, ema, compression.scheme, steps)
+        validation_labels, test_labels = measure_per_label(model, datasets, self.task) if self.final else (None, None)
+        if validation_labels is not None and self.record.best:
+            self.record.best = {**self.record.best, "per_label": validation_labels}
+        if test_labels is not None and test is not None:
+            test["per_label"] = test_labels
+        self.record.update(test=test)
         exports, figures = export_model(cfg.export, compression, model, datasets, self.target.root)
         if self.own.earlier:
             figures["phases"] = phase_summaries(self.paths, self.own.earlier)

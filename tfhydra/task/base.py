@@ -34,6 +34,9 @@ class Task:
 
     name = "task"
     label_kind = CLASSES  # what a synthetic source generates for it (tfhydra/data/labels.py)
+    # the figures `per_label` gives each output (the record's `best.per_label` and `test.per_label`); empty: none,
+    # and no extra pass over the splits after training
+    per_label_metrics: tuple[str, ...] = ()
 
     def __init__(self, name: str | None = None, threshold: float = 0.5, **options):
         self.name = name or self.name
@@ -64,6 +67,12 @@ class Task:
     def record(self) -> dict:
         """The record's `task` section: what the outputs mean, for predict and evaluate to read back."""
         return {"name": self.name, "threshold": self.threshold}
+
+    def per_label(self, labels: np.ndarray, outputs: np.ndarray, names: tuple[str, ...]) -> dict | None:
+        """{output name: {figure: value}} of the kept weights' `outputs` (float32, one row per example) against
+        `labels`, for the figures Keras can only log averaged (a per-label metric is a vector, and the logs and
+        trackers take scalars); None: the task has none (`per_label_metrics` empty)."""
+        return None
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         return list(names)

@@ -3,7 +3,9 @@ shape (n,) or (n, k)), loss mse (or mae, huber), RMSE, MAE and R² metrics, the 
 
 `task.standardize: true` fits each target's mean and standard deviation on the TRAINING split only and puts
 them in the model's last layer (`outputs * std + mean`, fixed): the network learns unit-scale values, and every
-figure, the record and every export are in the target's units. Splits are seeded shuffles (no strata)."""
+figure, the record and every export are in the target's units. Splits are seeded shuffles, or with
+`task.strata_bins: N` stratified by N quantile bins of the first target (each split then spans the target's range
+in proportion: a small validation split does not miss the tail)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ class Regression(Task):
     name = "regression"
     label_kind = NUMBERS
 
-    def __init__(self, standardize: bool = False, **options):
+    def __init__(self, standardize: bool = False, strata_bins: int | None = None, **options):
         super().__init__(**options)
         self.standardize = bool(standardize)
+        self.strata_bins = strata_bins
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None
@@ -40,6 +43,16 @@ class Regression(Task):
         if len(names) != numbers.shape[1]:
             raise self.refused(where, f"{numbers.shape[1]} targets per row but {len(names)} names (data.class_names)")
         return numbers, names
+
+    def strata(self, labels: np.ndarray) -> np.ndarray | None:
+        """The quantile bin (0..N-1) of each example's first target, N = `task.strata_bins`; None: shuffles.
+        Bins of tied values merge (as pandas' `qcut(duplicates="drop")`): a bin edge is a value, not a rank."""
+        if self.strata_bins is None:
+            return None
+        first = np.asarray(labels, dtype=np.float64).reshape(len(labels), -1)[:, 0]
+        edges = np.unique(np.quantile(first, np.linspace(0, 1, self.strata_bins + 1)[1:-1]))
+        bins = np.searchsorted(edges, first, side="right")
+        return np.unique(bins, return_inverse=True)[1].reshape(-1).astype(np.int64)  # the bins present, from 0
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
         if not self.standardize or train_labels is None:

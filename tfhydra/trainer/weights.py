@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
@@ -103,3 +104,33 @@ def measure_test(
         ", ".join(f"{k}={figure(v)}" for k, v in block["metrics"].items()),
     )
     return block
+
+
+def measure_per_label(model: keras.Model, datasets, task) -> tuple[dict | None, dict | None]:
+    """(validation, test) per-label figures of the kept weights (`Task.per_label`: the record's `best.per_label`
+    and `test.per_label`), each split read once more after training; (None, None) for a task without them. Like
+    `measure_test`, measured after the choices were made: nothing reads them to choose."""
+    if not task.per_label_metrics:
+        return None, None
+    names = tuple(datasets.spec.class_names)
+    figures = [
+        task.per_label(*labels_and_outputs(model, split), names) if split is not None else None
+        for split in (datasets.validation, datasets.test)
+    ]
+    for split, block in zip(("validation", "test"), figures, strict=True):
+        if block:
+            log.info("%s per label: %s", split, "; ".join(f"{n} {said(f)}" for n, f in block.items()))
+    return figures[0], figures[1]
+
+
+def labels_and_outputs(model: keras.Model, dataset) -> tuple:
+    """The labels and the model's outputs (float32) of every batch of `dataset`, in its order."""
+    labels, outputs = [], []
+    for batch in dataset:
+        labels.append(np.asarray(batch[1]))
+        outputs.append(np.asarray(model(batch[0], training=False), dtype=np.float32))
+    return np.concatenate(labels), np.concatenate(outputs)
+
+
+def said(figures: dict) -> str:
+    return " ".join(f"{k}={'n/a' if v is None else figure(v)}" for k, v in figures.items())
