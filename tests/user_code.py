@@ -392,7 +392,7 @@ def build_count_task(**keys):
         label_kind = "numbers"  # tfhydra/config/contracts.py: a synthetic source generates numbers for it
 
         def head(self, spec, train_labels):
-            return Head(spec.num_classes, "exponential", "rates", confusion=False)
+            return Head(spec.num_classes, "exponential", "rates", pictures="none")
 
     return CountTask(**keys)
 

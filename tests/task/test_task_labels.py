@@ -89,16 +89,14 @@ def test_regression_standardize_fits_the_training_labels_only():
     assert task("regression").head(spec, None).scale is None
 
 
-def test_only_classification_stratifies_by_class_and_pictures_a_confusion_matrix():
+def test_only_classification_stratifies_by_class_and_pictures_a_confusion_matrix_regression_a_scatter():
     labels = np.array([0, 1, 1, 0])
     assert task("classification").strata(labels).tolist() == [0, 1, 1, 0]
     assert task("binary").strata(labels.reshape(-1, 1).astype(np.float32)).tolist() == [0, 1, 1, 0]
     assert task("regression").strata(labels) is None and task("multilabel").strata(labels) is None
     spec = DataSpec((4,), 3, ("a", "b", "c"), 4, 2)
-    confusion = {
-        n: task(n).head(spec, None).confusion for n in ("classification", "binary", "multilabel", "regression")
-    }
-    assert confusion == {"classification": True, "binary": False, "multilabel": False, "regression": False}
+    pictures = {n: task(n).head(spec, None).pictures for n in ("classification", "binary", "multilabel", "regression")}
+    assert pictures == {"classification": "confusion", "binary": "none", "multilabel": "none", "regression": "scatter"}
 
 
 def test_prediction_rows_say_what_each_task_predicts():

@@ -46,6 +46,11 @@ class LabelReader(Protocol):
         ...
 
 
+# What TensorBoard pictures a head's outputs (tfhydra/trainer/pictures.py): `confusion`: the confusion matrix and
+# the most confident mistakes (classes); `scatter`: predicted against true values (numbers); `none`.
+PICTURES = ("confusion", "scatter", "none")
+
+
 @dataclass(frozen=True)
 class Head:
     """The model's output layer as the run's task decides it (tfhydra/task/): every model builder ends with it
@@ -53,7 +58,7 @@ class Head:
 
     `scale`/`offset` (regression with `task.standardize`): the outputs are `dense * scale + offset`, fixed
     statistics of the training split's targets, so the network learns unit-scale values and every figure and
-    export is in the target's units. `confusion`: whether a confusion matrix of the outputs means something.
+    export is in the target's units. `pictures`: what `logging.images_freq` draws of the outputs (PICTURES).
     """
 
     units: int
@@ -61,7 +66,11 @@ class Head:
     output: str = "probabilities"  # the name of the last (float32) layer
     scale: tuple[float, ...] | None = None
     offset: tuple[float, ...] | None = None
-    confusion: bool = True
+    pictures: str = "confusion"
+
+    def __post_init__(self) -> None:
+        if self.pictures not in PICTURES:  # a task's own Head (a programming error, not a user's)
+            raise ValueError(f"Head.pictures={self.pictures!r}: one of {', '.join(PICTURES)}")
 
     def as_dict(self) -> dict:
         return {
@@ -70,7 +79,7 @@ class Head:
             "output": self.output,
             "scale": list(self.scale) if self.scale is not None else None,
             "offset": list(self.offset) if self.offset is not None else None,
-            "confusion": self.confusion,
+            "pictures": self.pictures,
         }
 
 

@@ -6,8 +6,9 @@ run trains with: the recorder, best weights, TensorBoard), progress.py (an epoch
 and metrics), state.py (resumable state and signals), restore.py (which saved state a resumed run restores),
 weights.py (the weights kept between attempts and exported), recovery.py (back to the last good state after a
 blow-up), ema.py (EMA weights), debugging.py (numeric checks and where a NaN came from), and what TensorBoard
-shows: histograms.py, gradients.py, pictures.py, figures.py (labelled pictures with matplotlib), graph.py (the
-Graphs tab).
+shows: histograms.py, gradients.py, pictures.py (examples, confusion matrix, mistakes), scatter.py (a regression's
+predicted against true), summaries.py (their file writers), figures.py (labelled pictures with matplotlib), graph.py
+(the Graphs tab).
 
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow
 is loaded; the names below are looked up on first use (PEP 562).

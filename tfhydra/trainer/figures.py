@@ -1,6 +1,7 @@
 """Labelled pictures for TensorBoard, drawn with matplotlib when it is installed (tfhydra/trainer/pictures.py falls
 back to its unlabelled NumPy pictures without it): the confusion matrix with class names on both axes, axis labels
-and the count in every cell; the misclassified examples as one grid, each titled with its true and predicted class.
+and the count in every cell; the misclassified examples as one grid, each titled with its true and predicted class;
+a regression target's predicted-against-true scatter with axis labels and its fit in the title.
 
 Matplotlib's object API with the Agg canvas: no pyplot (no global figure state, no display), so it is safe in a
 training process and in concurrent sweep workers. Sizes are chosen for TensorBoard, which shows an image at its
@@ -13,7 +14,7 @@ import math
 
 import numpy as np
 
-MATRIX_PIXELS = 640  # the confusion matrix's PNG is this many pixels square
+MATRIX_PIXELS = 640  # the confusion matrix's (and a scatter's) PNG is this many pixels square
 DPI = 100
 MAX_COUNTS = 30  # above this many classes the cells are too small for their counts: the shading alone
 MAX_TICKS = 40  # above this many classes every k-th class is named
@@ -59,6 +60,26 @@ def confusion_figure(counts: np.ndarray, names: list[str]):
                 fontsize=size,
                 color="white" if shares[row, col] > 0.5 else "black",
             )
+    figure.tight_layout()
+    return figure
+
+
+def scatter_figure(true: np.ndarray, predicted: np.ndarray, name: str, bounds: tuple[float, float], fit: str):
+    """One target's predicted values against its true ones, on equal axes over `bounds`, with the diagonal where
+    they are equal (a perfect model's points lie on it) and `fit` (RMSE, R²) in the title."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(MATRIX_PIXELS / DPI, MATRIX_PIXELS / DPI), dpi=DPI)
+    axes = figure.add_subplot()
+    axes.plot(bounds, bounds, color="0.6", linewidth=1, zorder=1)
+    size = max(2.0, min(20.0, 4000 / max(len(true), 1)))  # many points: smaller dots
+    axes.scatter(true, predicted, s=size, alpha=0.6, color="tab:blue", linewidths=0, zorder=2)
+    axes.set_xlim(bounds)
+    axes.set_ylim(bounds)
+    axes.set_aspect("equal")
+    axes.set_xlabel(f"true {name}")
+    axes.set_ylabel(f"predicted {name}")
+    axes.set_title(f"{len(true)} validation examples: {fit}", fontsize=11)
     figure.tight_layout()
     return figure
 

@@ -13,7 +13,11 @@ library: what the model sees, and what it gets wrong.
   tab (text, true, predicted, probability) from the raw validation texts the text sources keep
   (`Serving.raw_validation`).
 
-Validation predictions cost one extra pass over the validation split each time (docs/performance.md).
+- `predicted_vs_true` (validation/, same epochs, a regression's numbers): tfhydra/trainer/scatter.py.
+
+Which of these a run draws is its task's answer (`Head.pictures`, tfhydra/task/): the confusion matrix where there
+are classes to confuse, the scatter for numbers, nothing otherwise. Validation predictions cost one extra pass over
+the validation split each time (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tfhydra.trainer import figures
+from tfhydra.trainer.scatter import PredictedVsTrue
+from tfhydra.trainer.summaries import SummaryCallback
 
 GRID = 16  # training examples in examples/train
 WRONG = 9  # misclassified examples at most
@@ -98,7 +104,7 @@ def escape(text) -> str:
     return " ".join(text.split()).replace("|", "\\|")[:200]
 
 
-class Pictures(keras.callbacks.Callback):
+class Pictures(SummaryCallback):
     """The summaries above. `kind` is "image" (N, H, W, C inputs), "text" (token inputs; `texts` are the raw
     validation texts in the validation split's order) or None (other data: the confusion matrix only)."""
 
@@ -114,16 +120,10 @@ class Pictures(keras.callbacks.Callback):
         texts=None,
         labelled: bool | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(train_dir, validation_dir)
         self.train, self.validation, self.names, self.freq = train, validation, [str(n) for n in class_names], freq
         self.labelled = figures.available() if labelled is None else labelled  # matplotlib's labelled pictures
-        self.dirs, self.kind, self.texts = (str(train_dir), str(validation_dir)), kind, texts
-        self.writers: list | None = None  # tf.summary file writers, made on the first picture
-
-    def _writer(self, which: int):
-        if self.writers is None:
-            self.writers = [tf.summary.create_file_writer(d) for d in self.dirs]
-        return self.writers[which]
+        self.kind, self.texts = kind, texts
 
     def on_train_begin(self, logs=None):
         if self.kind != "image":
@@ -187,11 +187,6 @@ class Pictures(keras.callbacks.Callback):
             ]
             tf.summary.text("misclassified", "\n".join(table) if rows else "no misclassified validation examples")
 
-    def on_train_end(self, logs=None):
-        for writer in self.writers or ():
-            writer.close()
-        self.writers = None
-
 
 def labels_of(y) -> np.ndarray:
     """Class indices from sparse labels or one-hot rows."""
@@ -227,11 +222,18 @@ class RawTexts:
 
 
 def picture_callbacks(cfg_logging, paths, datasets) -> list[keras.callbacks.Callback]:
-    """The Pictures callback for a run's data (`datasets`: the data room's Datasets, read for its splits, spec
-    and serving description); none when `logging.images_freq` is 0, or when the task's head has no classes to
-    confuse (binary, multi-label, regression: `spec.head.confusion`, tfhydra/task/)."""
-    if not cfg_logging.images_freq or (datasets.spec.head is not None and not datasets.spec.head.confusion):
+    """The picture callback for a run's data (`datasets`: the data room's Datasets, read for its splits, spec
+    and serving description), as the task's head says (`spec.head.pictures`, tfhydra/task/; no head: classes):
+    Pictures for classes, PredictedVsTrue for numbers; none when `logging.images_freq` is 0 or the head draws none."""
+    drawn = datasets.spec.head.pictures if datasets.spec.head is not None else "confusion"
+    if not cfg_logging.images_freq or drawn == "none":
         return []
+    if drawn == "scatter":
+        return [
+            PredictedVsTrue(
+                datasets.validation, datasets.spec.class_names, paths.tensorboard_validation, cfg_logging.images_freq
+            )
+        ]
     kind = data_kind(datasets.spec, datasets.serving)
     texts = RawTexts(datasets.serving) if kind == "text" else None
     return [
