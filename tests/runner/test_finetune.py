@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 from conftest import CONFIG_DIR, ROOT, TESTS, read_run_record, run_cli
+from run_processes import epochs_recorded, kill, start
 
 import tfhydra
 from tfhydra.cli.preflight import check_overrides
@@ -208,3 +209,60 @@ def test_a_run_killed_with_sigkill_in_stage_two_resumes_there_and_keeps_stage_on
     assert record["status"] == "completed" and [p["epochs"] for p in record["phases"]] == [1, 7]
     assert record["resumed"]["kind"] == "saved_state" and record["resumed"]["epoch"] >= 1
     assert (run / "phases/0_head/metrics.json").read_bytes() == head_record
+
+
+def frozen_once(process: subprocess.Popen, condition, timeout: float = 240) -> bool:
+    """Poll `condition()` with the process frozen (SIGSTOP) while it is read; True with the process left frozen
+    once it holds, so a signal sent then arrives in the state that was read."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+        process.send_signal(signal.SIGSTOP)
+        if condition():
+            return True
+        process.send_signal(signal.SIGCONT)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("stage", ["head", "finetune"])
+def test_a_train_py_process_sent_sigterm_in_either_stage_resumes_there_and_completes_both(tmp_path, stage):
+    """A real `python train.py recipe=finetune` sent SIGTERM from outside, mid-stage, once that stage has recorded
+    an epoch: it saves that stage's state, records it interrupted and exits 128+15; the same command resumes that
+    stage (a completed head phase kept byte for byte), runs the other, and records both phases."""
+    head_epochs = 3 if stage == "head" else 1
+    args = [*LIGHT, f"trainer.finetune.head_epochs={head_epochs}", "trainer.epochs=6"]
+    run = tmp_path / "run"
+    stopped = run / "phases/0_head" if stage == "head" else run
+    process = start(run, *args)
+    try:
+        caught = frozen_once(process, lambda: epochs_recorded(stopped) >= 1)
+        assert caught, f"the stage ended before the signal: {(tmp_path / 'run.stderr').read_text()[-2000:]}"
+        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGCONT)
+        assert process.wait(timeout=120) == 128 + signal.SIGTERM, (tmp_path / "run.stderr").read_text()[-2000:]
+    finally:
+        kill(process)
+    interrupted = read_run_record(stopped)
+    assert interrupted["status"] == "interrupted" and "SIGTERM" in interrupted["error"]
+    assert 1 <= interrupted["epochs_run"] < (head_epochs if stage == "head" else 6 - head_epochs)
+    if stage == "head":
+        assert not (run / "metrics.json").exists()  # stage 2 never started
+    else:
+        assert read_run_record(run / "phases/0_head")["status"] == "completed"
+        head_record = (run / "phases/0_head/metrics.json").read_bytes()
+
+    resumed = run_cli(*args, f"hydra.run.dir={run}")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    record, head = read_run_record(run), read_run_record(run / "phases/0_head")
+    assert record["status"] == "completed" and head["status"] == "completed"
+    phases = [(p["label"], p["epochs"]) for p in record["phases"]]
+    assert phases == [("head", head_epochs), ("finetune", 6 - head_epochs)]
+    assert head["layers"]["freeze"] == "base" and record["phases"][1]["layers"]["frozen"] == []
+    again = head if stage == "head" else record  # the stage that was stopped continued from its saved state
+    assert (again["resumed"]["kind"], again["resumed"]["epoch"]) == ("saved_state", interrupted["epochs_run"])
+    if stage == "head":
+        assert record["resumed"]["kind"] == "fresh" and head["epochs_run"] == head_epochs
+    else:
+        assert (run / "phases/0_head/metrics.json").read_bytes() == head_record  # kept, not rerun
