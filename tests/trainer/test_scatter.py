@@ -11,7 +11,7 @@ from tb_events import read_pictures
 
 import tfhydra
 from tfhydra.trainer import figures
-from tfhydra.trainer.scatter import SCATTER_PIXELS, PredictedVsTrue, value_bounds
+from tfhydra.trainer.scatter import SCATTER_PIXELS, PredictedVsTrue, fit_said, scatter_picture, value_bounds
 
 
 def doubling_model() -> keras.Model:
@@ -87,3 +87,13 @@ def test_a_regression_run_draws_the_scatter_and_no_confusion_matrix(compose_cfg,
     expected = (640, 640, 3) if figures.available() else (SCATTER_PIXELS, SCATTER_PIXELS, 1)
     assert [tf.io.decode_png(png).numpy().shape for png in pngs] == [expected, expected]  # the two targets
     assert description.startswith("- **target_0**: 32 validation examples, RMSE ")
+
+
+def test_a_diverged_models_non_finite_predictions_are_left_out():
+    """A run that blew up still draws its scatter (the record says it diverged): the finite dots alone."""
+    true, predicted = np.array([0.0, 1.0, 2.0]), np.array([np.nan, 1.0, np.inf])
+    bounds = value_bounds(true, predicted)
+    assert bounds == pytest.approx((-0.1, 2.1))  # from the finite values only
+    picture = scatter_picture(true, predicted, bounds)[0, ..., 0]
+    assert (picture == 0).sum() == 9  # one 3x3 dot: (1, 1)
+    assert fit_said(true, predicted) == "RMSE nan, R² nan"
