@@ -64,6 +64,18 @@ def keras_outputs(run_dir, x):
     return model.predict(x, verbose=0)
 
 
+def signature_outputs(run_dir, raw):
+    """{signature: {output key: values}} of the run's SavedModel fed the stored examples (serve_raw) and the model's
+    inputs (serve)."""
+    import tensorflow as tf
+
+    served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
+    return {
+        name: {k: v.numpy() for k, v in served.signatures[name](inputs=tf.constant(x)).items()}
+        for name, x in (("serving_default", raw[0]), ("serve", raw[1]))
+    }
+
+
 def evaluated(run_dir, *extra):
     from tfhydra.evaluate import main as evaluate
 
@@ -94,8 +106,11 @@ def rmse_mae(predicted, labels):
 def test_evaluate_measures_a_regressions_savedmodel_and_tflite_file_in_the_targets_units(regression_run):
     folder, record = regression_run
     run = folder / "run"
-    x, y, _ = measured_split(run)
+    x, y, raw = measured_split(run)
     rmse, mae = rmse_mae(keras_outputs(run, x), y)
+    for outputs in signature_outputs(run, (raw.astype(np.float32), x)).values():  # named by the task
+        assert list(outputs) == ["predictions"]
+        np.testing.assert_allclose(outputs["predictions"], keras_outputs(run, x), rtol=1e-5)
     assert 95 < float(np.mean(y)) < 105 and rmse < 0.3 * float(np.std(y))  # the target's units: about 100, not 0
 
     saved = evaluated(run)
@@ -148,6 +163,9 @@ def test_evaluate_and_predict_on_a_multilabel_export_give_its_metrics_and_labels
     x, y, raw = measured_split(run)
     probabilities = keras_outputs(run, x)
     over = (probabilities >= 0.5).astype(np.float64)
+    for outputs in signature_outputs(run, (raw, x)).values():  # named by the task, a column per label
+        assert list(outputs) == ["probabilities"]
+        np.testing.assert_allclose(outputs["probabilities"], probabilities, rtol=1e-5, atol=1e-6)
 
     for directory, export in ((run, "saved_model"), (tflite_only(run, folder / "lite"), "tflite")):
         result = evaluated(directory)

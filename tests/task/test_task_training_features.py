@@ -76,9 +76,9 @@ def test_a_regression_sweep_ranks_its_jobs_by_the_lowest_val_loss(tmp_path):
     losses = {r["optimizer.lr"]: float(r["best_val_loss"]) for r in rows}
     assert [r["rank"] for r in rows] == ["1", "2"] and losses["0.03"] < losses["0.0001"]  # lr 1e-4 barely moves
     assert [r["optimizer.lr"] for r in rows] == ["0.03", "0.0001"]  # lowest first
-    best = read_run_record(tmp_path / "sweep" / "1_optimizer.lr=0.03")
+    best = read_run_record(tmp_path / "sweep" / rows[0]["directory"])
     assert best["monitor_mode"] == "min" and best["best"]["val_loss"] == pytest.approx(losses["0.03"])
-    assert "best job: 1_optimizer.lr=0.03 (val_loss=" in result.stdout
+    assert f"best job: {rows[0]['directory']} (val_loss=" in result.stdout
 
 
 def test_an_optuna_search_minimizes_a_regressions_val_loss_and_maximizes_a_classifications_accuracy():

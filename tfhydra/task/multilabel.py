@@ -31,7 +31,7 @@ class Multilabel(Task):
         return numbers.astype(np.float32), names
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
-        return Head(spec.num_classes, "sigmoid", "probabilities", confusion=False)
+        return Head(spec.num_classes, "sigmoid", "probabilities", confusion=False, signature="probabilities")
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         return ["labels", *(f"probability_{n}" for n in names)]

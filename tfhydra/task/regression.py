@@ -43,7 +43,7 @@ class Regression(Task):
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
         if not self.standardize or train_labels is None:
-            return Head(spec.num_classes, "linear", "predictions", confusion=False)
+            return Head(spec.num_classes, "linear", "predictions", confusion=False, signature="predictions")
         targets = np.asarray(train_labels, dtype=np.float64).reshape(len(train_labels), -1)
         mean, std = targets.mean(axis=0), targets.std(axis=0)
         std = np.where(std > 0, std, 1.0)  # a constant target: its mean, learnt as an offset
@@ -54,6 +54,7 @@ class Regression(Task):
             scale=tuple(float(s) for s in std),
             offset=tuple(float(m) for m in mean),
             confusion=False,
+            signature="predictions",
         )
 
     def record(self) -> dict:
