@@ -1,7 +1,8 @@
 """Features drawn together, a fault injected, the run contract asserted (issue 35, item 4).
 
-One case is a combination of loop x precision x strategy x EMA x recovery x histograms/gradients/images x
-compression x data source x launcher (a single run, or a one-job `-m` sweep under tfhydra's launcher), and one
+One case is a combination of task x loop x precision x strategy x EMA x recovery x histograms/gradients/images x
+compression x data source (one that gives the task's labels) x launcher (a single run, or a one-job `-m` sweep
+under tfhydra's launcher), and one
 fault: none, a blow-up to NaN/inf (SGD at lr 50: the loss passes `trainer.max_loss` in the first epoch), SIGTERM
 or SIGKILL once an epoch is recorded. The contract, whatever the combination:
 - the pre-flight may refuse it: exit 1, one `Error:` line, no run directory;
@@ -21,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,10 +45,12 @@ class Case:
     sweep: bool = False
     fault: str = "none"
     accumulate: int = 1  # trainer.accumulate_steps (pinned cases; not drawn yet: CI's seed is known to pass)
+    task: str = "classification"
 
     def overrides(self) -> list[str]:
         args = [
             "model=mlp",
+            f"task={self.task}",
             f"trainer.loop={self.loop}",
             f"precision={self.precision}",
             f"data={self.data}",
@@ -73,11 +76,22 @@ class Case:
         return args
 
 
+TASKS = ("classification", "binary", "multilabel", "regression")
+# The tasks whose labels each source gives (docs/tasks.md): digits reads class indices only, synthetic generates
+# every task's labels (0/1, multi-hot rows, numbers).
+TASKS_OF = {"digits": ("classification",), "synthetic": TASKS}
+
+
 def strategies():
-    """Hypothesis' strategy of cases."""
+    """Hypothesis' strategy of cases: the task is drawn last, among those the drawn source gives labels for.
+
+    Not drawn: a second training call on a pruned model under mirrored (recovery after a blow-up, or the resume
+    after a signal), an open bug of every task that test_a_killed_pruning_run_under_mirrored_resumes pins (the
+    first pruned step of the second call fails in TensorFlow: `You must feed a value for placeholder tensor
+    'cond/else/_1/cond/Placeholder_7'`, seen in both loops under classification and binary)."""
     from hypothesis import strategies as st
 
-    return st.builds(
+    cases = st.builds(
         Case,
         loop=st.sampled_from(["fit", "custom"]),
         precision=st.sampled_from(["fp32", "mixed"]),
@@ -92,6 +106,13 @@ def strategies():
         sweep=st.booleans(),
         fault=st.sampled_from(FAULTS),
     )
+    cases = cases.filter(lambda c: not (c.strategy == "mirrored" and c.compression == "prune" and trains_twice(c)))
+    return cases.flatmap(lambda case: st.sampled_from(TASKS_OF[case.data]).map(lambda task: replace(case, task=task)))
+
+
+def trains_twice(case: Case) -> bool:
+    """The case's run trains a second time in one process or after a restart: a recovered blow-up, a resume."""
+    return case.fault in ("sigterm", "sigkill") or (case.fault == "nan" and case.recovery > 0)
 
 
 def command(case: Case, where: Path) -> list[str]:

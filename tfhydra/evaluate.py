@@ -167,7 +167,8 @@ def _served_model_layer():
             self.served, self.endpoint = served, endpoint
 
         def call(self, inputs):
-            return getattr(self.served, self.endpoint)(inputs)
+            outputs = getattr(self.served, self.endpoint)(inputs)  # a task's named output: a dict of one
+            return next(iter(outputs.values())) if isinstance(outputs, dict) else outputs
 
     return ServedModel
 

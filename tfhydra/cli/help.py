@@ -201,14 +201,7 @@ def help_page(cfg: DictConfig, dirs: list[Path], command: str) -> str:
     for group in sorted(groups):
         if group.startswith("hydra") or not any((d / group).is_dir() for d in dirs):
             continue
-        lines.append(f"{group}: {groups[group]}")
-        options = sorted({p.stem for d in dirs if (d / group).is_dir() for p in (d / group).glob("*.yaml")})
-        chosen = choices.get(group)
-        for option in options:
-            mark = " (default)" if option == chosen or (isinstance(chosen, list) and option in chosen) else ""
-            path = option_file(dirs, group, option)
-            assert path is not None  # the options are the files listed above
-            lines.append(f"    {option + mark:<26} {header(path)}")
+        lines += [f"{group}: {groups[group]}", *option_lines(dirs, group, choices.get(group), "default")]
     lines += ["", "== Common keys (key=value; the default after =) =="]
     common = [(f"{name}={keys[name].default}", keys[name].description) for name in COMMON_KEYS if name in keys]
     width = max((len(setting) for setting, _ in common), default=0)
@@ -221,12 +214,32 @@ def help_page(cfg: DictConfig, dirs: list[Path], command: str) -> str:
     return "\n".join(lines)
 
 
+def option_lines(dirs: list[Path], group: str, chosen, mark: str) -> list[str]:
+    """A config group's options, one a line with its file's header comment, the chosen one(s) marked."""
+    lines = []
+    for option in sorted({p.stem for d in dirs if (d / group).is_dir() for p in (d / group).glob("*.yaml")}):
+        marked = f" ({mark})" if option == chosen or (isinstance(chosen, list) and option in chosen) else ""
+        path = option_file(dirs, group, option)
+        assert path is not None  # the options are the files listed above
+        lines.append(f"    {option + marked:<26} {header(path)}")
+    return lines
+
+
 def keys_page(cfg: DictConfig, dirs: list[Path], sections: list[str]) -> str:
+    """Every key under each section; a section that is a config group (`--help task`) first lists its options,
+    since its keys are the chosen option's (another's: `--help task task=regression`)."""
     from tfhydra.config.errors import ConfigError, suggestion
 
     described = described_keys(cfg, dirs)
+    choices = cast(dict, OmegaConf.to_container(cfg.hydra.runtime.choices)) if "hydra" in cfg else {}
     lines = []
     for section in sections:
+        if section in choices and not section.startswith("hydra") and any((d / section).is_dir() for d in dirs):
+            lines += [
+                f"{section} options ({section}=<option>; the keys below are the chosen one's, another's: "
+                f"--help {section} {section}=<option>):",
+                *option_lines(dirs, section, choices[section], "chosen"),
+            ]
         under = [k for k in described if k.key == section or k.key.startswith(section + ".")]
         if not under:
             tops = sorted({k.key.rsplit(".", 1)[0] for k in described} | {k.key.split(".")[0] for k in described})

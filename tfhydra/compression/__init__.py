@@ -3,7 +3,8 @@
 A scheme wraps the run's model with the TensorFlow Model Optimization Toolkit (tfmot) for
 training, may need callbacks in both loops, and turns the trained model into the deployable
 one (`strip`) before export. Rooms: plan.py (checks and phases, decided from the config alone,
-no TensorFlow), schemes.py (the registry and the registered builders), phases.py (applying the
+no TensorFlow), schemes.py (the registry and the registered builders), toolkit.py (tfmot's API namespaces,
+imported on first use), outputs.py (the fixed output layers a scheme keeps as they are), phases.py (applying the
 scheme, from an earlier run's model when there is one), measure.py (figures read from the stripped weights),
 checks_models.py (which scheme tfmot can apply to which built-in model, no TensorFlow).
 

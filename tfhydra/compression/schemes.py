@@ -9,7 +9,6 @@ Keys and examples: docs/compression.md.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import math
 import re
@@ -18,7 +17,9 @@ from collections.abc import Iterator
 import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
+from tfhydra.compression.outputs import annotated, fixed_outputs, keeping_policy, prunable
 from tfhydra.compression.plan import SHARED_KEYS
+from tfhydra.compression.toolkit import clustering_api, combine, quantization_api, sparsity_api
 from tfhydra.config.contracts import Compression, Phase
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
@@ -59,24 +60,6 @@ def cluster_figures(deployable: keras.Model) -> dict:
     return {**sparsity_figures(deployable), "distinct_values": distinct_values(deployable)}
 
 
-class _LazyApi:
-    """A tfmot API namespace imported on first use: importing tfmot costs about 1.5 s of start-up,
-    which a run without compression should not pay (docs/performance.md)."""
-
-    def __init__(self, path: str):
-        self._path = path
-
-    def __getattr__(self, name: str):
-        namespace = importlib.import_module("tensorflow_model_optimization")
-        for part in self._path.split("."):
-            namespace = getattr(namespace, part)
-        return getattr(namespace, name)
-
-
-sparsity_api, clustering_api = _LazyApi("sparsity.keras"), _LazyApi("clustering.keras")
-quantization_api, combine = _LazyApi("quantization.keras"), _LazyApi("experimental.combine")
-
-
 @COMPRESSIONS.register("none")
 def build_none(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     return Compression(model)
@@ -87,8 +70,9 @@ def build_prune(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     require_layer_graph(model, "prune")
     schedule, settled_epoch = pruning_schedule(cfg, phase)
     blocks = {"block_size": tuple(cfg.block_size)} if cfg.get("block_size") else {}
+    policy = keeping_policy(fixed_outputs(model, prunable))  # a regression's fixed rescaling: kept (outputs.py)
     with toolkit_errors("prune"):
-        pruned = sparsity_api.prune_low_magnitude(model, pruning_schedule=schedule, **blocks)
+        pruned = sparsity_api.prune_low_magnitude(model, pruning_schedule=schedule, pruning_policy=policy, **blocks)
     callbacks = [sparsity_api.UpdatePruningStep()]  # starts the wrappers' step counter; re-masks at each epoch end
     if phase.log_dir is not None:
         callbacks.append(SparsitySummaries(str(phase.log_dir)))
@@ -134,7 +118,7 @@ def build_cluster_quantize(cfg, model: keras.Model, spec, phase: Phase) -> Compr
 def quantization_aware(name: str, model: keras.Model, scheme, **compression) -> Compression:
     require_layer_graph(model, name, nested=False)
     with toolkit_errors(name):
-        trained = quantization_api.quantize_apply(quantization_api.quantize_annotate_model(model), scheme)
+        trained = quantization_api.quantize_apply(annotated(model, scheme), scheme)
     return Compression(trained, float_twin=latent_weights_into(model), quantization_aware=True, **compression)
 
 

@@ -56,7 +56,8 @@ class Head:
     """The model's output layer as the run's task decides it (tfhydra/task/): every model builder ends with it
     (tfhydra/model/base.py `output_head`), so no builder knows which task it trains for.
 
-    `scale`/`offset` (regression with `task.standardize`): the outputs are `dense * scale + offset`, fixed
+    `signature`: the key of the output in the SavedModel's signatures. `scale`/`offset` (regression with
+    `task.standardize`): the outputs are `dense * scale + offset`, fixed
     statistics of the training split's targets, so the network learns unit-scale values and every figure and
     export is in the target's units. `pictures`: what `logging.images_freq` draws of the outputs (PICTURES).
     """
@@ -67,6 +68,9 @@ class Head:
     scale: tuple[float, ...] | None = None
     offset: tuple[float, ...] | None = None
     pictures: str = "confusion"
+    # The SavedModel signatures' output key: `output_0` for a classification (the key its clients call, as before
+    # tasks), the output's name (`probabilities`, `predictions`) for the other tasks (docs/tasks.md)
+    signature: str = "output_0"
 
     def __post_init__(self) -> None:
         if self.pictures not in PICTURES:  # a task's own Head (a programming error, not a user's)

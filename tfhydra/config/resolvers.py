@@ -1,6 +1,7 @@
 """The OmegaConf resolvers conf/ names, registered when tfhydra is imported (the ground floor).
 
-conf/tfhydra.yaml names a sweep job's directory with `${tfhydra.job_dirname:...}`, resolved in whichever process
+conf/tfhydra.yaml names a sweep job's directory with `${tfhydra.job_dirname:...}` (and the Optuna sweeper its
+default direction with `${tfhydra.direction:...}`), resolved in whichever process
 composes the job (the command, a launcher's worker, `tfhydra.compose`, a test), so the resolver must exist as soon
 as tfhydra does. Registering it imports only OmegaConf: tfhydra/config/jobnames.py, which knows how a job
 directory is named, is imported when a name is first resolved.
@@ -18,6 +19,15 @@ def job_dirname(overrides, _root_) -> str:
     return named(list(overrides), hydra_node=_root_.get("hydra"))
 
 
+def search_direction(mode: str) -> str:
+    """`${tfhydra.direction:${task.monitor_mode}}`: Optuna's word (`maximize`, `minimize`) for a monitor mode, so a
+    search's default direction is the task's (conf/hydra/sweeper/tfhydra_optuna.yaml); another value is left for
+    the pre-flight to name."""
+    return {"max": "maximize", "min": "minimize"}.get(str(mode), str(mode))
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("tfhydra.job_dirname"):  # resolved in the job's process: its own config names it
         OmegaConf.register_new_resolver("tfhydra.job_dirname", job_dirname)
+    if not OmegaConf.has_resolver("tfhydra.direction"):
+        OmegaConf.register_new_resolver("tfhydra.direction", search_direction)

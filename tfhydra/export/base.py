@@ -31,3 +31,4 @@ class Deployment:
     cfg_tflite: DictConfig  # export.tflite
     train: tf.data.Dataset  # the training pipeline, batched: int8 calibration examples come from it
     serving: Any = None  # tfhydra.data.source.Serving: the data as stored -> model inputs, in the export
+    output_key: str = "output_0"  # the signatures' output key, the task's (tfhydra/config/contracts.py Head)

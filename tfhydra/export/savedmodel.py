@@ -20,8 +20,15 @@ def write_saved_model(deployment: Deployment, path: Path) -> None:
     size, raw CSV feature columns, strings) and runs the source's preprocessing (the fitted Normalization or
     TextVectorization layer is saved with it) before the model; `serve` takes the model's inputs, as the
     training pipeline feeds them. `serving_default`, what TF Serving and `saved_model_cli` call by default, is
-    `serve_raw` when the source can describe its raw data, else `serve` (docs/deploy.md)."""
+    `serve_raw` when the source can describe its raw data, else `serve` (docs/deploy.md). Their one output is
+    `output_0` for a classification, else named by the task (`probabilities`, `predictions`: docs/tasks.md)."""
     model, serving = deployment.model, deployment.serving
+    key = deployment.output_key
+
+    def named(outputs):
+        """The outputs under the task's key; `output_0` is TensorFlow's own name for one unnamed output."""
+        return outputs if key == "output_0" else {key: outputs}
+
     archive = keras.export.ExportArchive()
     archive.track(model)
     features = [tf.TensorSpec([None, *model.inputs[0].shape[1:]], model.inputs[0].dtype, name="inputs")]
@@ -31,10 +38,10 @@ def write_saved_model(deployment: Deployment, path: Path) -> None:
         raw = tf.TensorSpec([None, *serving.raw.shape], serving.raw.dtype, name="inputs")
 
         def serve_raw(inputs):
-            return model(serving.prepare(inputs), training=False)
+            return named(model(serving.prepare(inputs), training=False))
 
         archive.add_endpoint("serve_raw", serve_raw, [raw])  # the first endpoint: also `serving_default`
-    archive.add_endpoint("serve", lambda inputs: model(inputs, training=False), features)
+    archive.add_endpoint("serve", lambda inputs: named(model(inputs, training=False)), features)
     interactive = keras.utils.is_interactive_logging_enabled()
     keras.utils.disable_interactive_logging()  # export prints every endpoint; send that to the log instead
     try:

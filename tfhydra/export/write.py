@@ -36,6 +36,7 @@ def export_model(
         cfg_export.tflite,
         datasets.train,
         getattr(datasets, "serving", None),
+        datasets.spec.head.signature if datasets.spec.head is not None else "output_0",  # None: built without a task
     )
     written = {}
     for name in cfg_export.formats:

@@ -57,7 +57,7 @@ class Task:
         return None
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
-        return Head(spec.num_classes, "linear", "predictions", pictures="none")
+        return Head(spec.num_classes, "linear", "predictions", pictures="none", signature="predictions")
 
     def refused(self, where: str, found: str, takes: str = "") -> ConfigError:
         """The one line of a label that does not fit this task: the key, what was found, the tasks that take it."""

@@ -41,7 +41,7 @@ class Binary(Task):
         return np.asarray(labels).reshape(-1).astype(np.int64)
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
-        return Head(1, "sigmoid", "probabilities", pictures="none")
+        return Head(1, "sigmoid", "probabilities", pictures="none", signature="probabilities")
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         return ["class", f"probability_{names[1]}"]

@@ -32,7 +32,7 @@ class Multilabel(Task):
         return numbers.astype(np.float32), names
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
-        return Head(spec.num_classes, "sigmoid", "probabilities", pictures="none")
+        return Head(spec.num_classes, "sigmoid", "probabilities", pictures="none", signature="probabilities")
 
     def per_label(self, labels: np.ndarray, outputs: np.ndarray, names: tuple[str, ...]) -> dict | None:
         """Each label's ROC AUC (exact, from ranks: null when the split holds only one value of the label) and F1

@@ -56,7 +56,7 @@ class Regression(Task):
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
         if not self.standardize or train_labels is None:
-            return Head(spec.num_classes, "linear", "predictions", pictures="scatter")
+            return Head(spec.num_classes, "linear", "predictions", pictures="scatter", signature="predictions")
         targets = np.asarray(train_labels, dtype=np.float64).reshape(len(train_labels), -1)
         mean, std = targets.mean(axis=0), targets.std(axis=0)
         std = np.where(std > 0, std, 1.0)  # a constant target: its mean, learnt as an offset
@@ -67,6 +67,7 @@ class Regression(Task):
             scale=tuple(float(s) for s in std),
             offset=tuple(float(m) for m in mean),
             pictures="scatter",
+            signature="predictions",
         )
 
     def record(self) -> dict:
