@@ -132,6 +132,8 @@ def measure(task: str, data: Path, args) -> dict[str, list[dict]]:
     for round_ in range(args.rounds):
         for side in ("A", "B") if round_ % 2 == 0 else ("B", "A"):
             samples[side].append(runs[side]())
+            last = samples[side][-1]
+            print(f"{task} {side} {round_ + 1}/{args.rounds}: {last['wall']:.2f} s", file=sys.stderr, flush=True)
     return samples
 
 
