@@ -241,11 +241,11 @@ def startup_rows(
     ]
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the start-up section in place, or add it above the full benchmark's marker (the full
-    benchmark rewrites everything below it), so each mode keeps the other's figures."""
+def write_section(path: Path, section: str, heading: str = STARTUP_HEADING) -> None:
+    """Replace the section under `heading` in place, or add it above the full benchmark's marker (the full
+    benchmark rewrites everything below it), so each mode (and benchmarks/task_tax.py) keeps the others' figures."""
     lines = path.read_text().splitlines() if path.exists() else ["# Performance", ""]
-    start = next((i for i, line in enumerate(lines) if line.startswith(STARTUP_HEADING)), None)
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), None)
     if start is None:
         start = end = lines.index(MARKER) if MARKER in lines else len(lines)
     else:

@@ -38,6 +38,21 @@ def test_a_completed_run_is_never_overwritten(tmp_path):
     assert not (run_dir / ".hydra").exists()
 
 
+def run_tensorflow_probe(probe: str) -> subprocess.CompletedProcess:
+    """Run `probe` in a fresh interpreter at the checkout and check that it left TensorFlow unimported."""
+    result = subprocess.run(
+        [sys.executable, "-c", probe + "print('TF_IMPORTED' if 'tensorflow' in sys.modules else 'TF_NOT_IMPORTED')\n"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": f"{ROOT}:{TESTS}", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("TF_NOT_IMPORTED")
+    return result
+
+
 @pytest.mark.parametrize("flag", [["--help"], ["--cfg", "job"]])
 def test_help_and_cfg_do_not_import_tensorflow(flag):
     probe = (
@@ -45,20 +60,31 @@ def test_help_and_cfg_do_not_import_tensorflow(flag):
         f"sys.argv = ['train.py', *{flag!r}]\n"
         "try:\n    runpy.run_path('train.py', run_name='__main__')\n"
         "except SystemExit as e:\n    assert not e.code, e.code\n"
-        "print('TF_IMPORTED' if 'tensorflow' in sys.modules else 'TF_NOT_IMPORTED')\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin"},
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().endswith("TF_NOT_IMPORTED")
+    result = run_tensorflow_probe(probe)
     if flag[0] == "--cfg":
         assert "optimizer:" in result.stdout and "lr: 0.001" in result.stdout
+
+
+@pytest.mark.parametrize("task", sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml")))
+def test_the_preflight_of_every_task_leaves_tensorflow_to_the_preload(task):
+    """The tasks' metrics are tf_keras `_target_`s: the pre-flight checks that tf_keras is installed without
+    importing it (seconds that would come before a config error's line and outside the preload, issue 44 item 6),
+    and the job's own plan, after TensorFlow's import, still refuses a wrong path in one line."""
+    from tfhydra.config.errors import ConfigError
+    from tfhydra.config.registry import check_target_installed
+
+    probe = (
+        "import sys\n"
+        "from tfhydra.cli.preflight import check_overrides\n"
+        f"check_overrides('conf', 'config', ['task={task}', 'data=synthetic'])\n"
+    )
+    run_tensorflow_probe(probe)
+    import tf_keras  # noqa: F401  (imported: the job's check reads the whole path)
+    from omegaconf import OmegaConf
+
+    with pytest.raises(ConfigError, match=r"trainer.metrics\[0\]._target_=tf_keras.metrics.AUCC: cannot import it"):
+        check_target_installed(OmegaConf.create({"_target_": "tf_keras.metrics.AUCC"}), "trainer.metrics[0]")
 
 
 def test_check_overrides_in_process_lists_models():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS, PACKAGE = ROOT / "tests", ROOT / "tfhydra"
-TIERS = {"contract", "properties", "journeys", "structure"}
+TIERS = {"contract", "properties", "journeys", "structure", "benchmarks"}  # benchmarks: of benchmarks/ scripts
 
 
 def rooms() -> set[str]:

@@ -100,6 +100,25 @@ def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:
         ) from None
 
 
+# Packages whose import is TensorFlow's (seconds): the pre-flight checks only that they are installed.
+TENSORFLOW_PACKAGES = frozenset({"tensorflow", "tf_keras", "keras", "tensorflow_model_optimization"})
+
+
+def check_target_installed(node: DictConfig, key: str) -> None:
+    """The pre-flight's check of a `_target_`: it imports (a user's module, a typo). A target in a TensorFlow
+    package not yet imported (the task's `tf_keras.metrics.AUC`, a user's `tf_keras.optimizers.SGD`) only has to
+    name an installed package here: importing it would import TensorFlow before the pre-flight answers (seconds
+    for a config error) and outside the preload that overlaps it with Hydra's work (tfhydra/platform/startup.py).
+    The builder checks the whole path with `check_target_imports` before it instantiates, still in one line."""
+    import importlib.util
+    import sys
+
+    package = str(node._target_).split(".", 1)[0]
+    if package in TENSORFLOW_PACKAGES and package not in sys.modules and importlib.util.find_spec(package):
+        return
+    check_target_imports(node, key)
+
+
 def check_target_imports(node: DictConfig, key: str) -> None:
     from tfhydra.config.hydra_api import locate
 

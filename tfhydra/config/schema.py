@@ -304,7 +304,7 @@ def validate(cfg: DictConfig, defaults: DictConfig | None = None, rules: dict[st
     """The generic checks that need no TensorFlow; raises ConfigError on the first mistake. `rules`: each room's
     ranges and choices (tfhydra/runner/plan.py gathers them: `RULES`)."""
     rules = rules or {}
-    from tfhydra.config.registry import check_target_imports
+    from tfhydra.config.registry import check_target_installed
 
     check_sections(cfg)
     check_interpolations(cfg)
@@ -312,7 +312,7 @@ def validate(cfg: DictConfig, defaults: DictConfig | None = None, rules: dict[st
         check_types(cfg, defaults, rules)
     check_rules(cfg, rules)
     for path, node in nodes_with_target(cfg):
-        check_target_imports(node, path)
+        check_target_installed(node, path)
 
 
 def nodes_with_target(node: Any, path: str = ""):

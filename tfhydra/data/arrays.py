@@ -62,7 +62,12 @@ def image_source(
     def prepare(raw):
         return to_model_input(raw[..., tf.newaxis] if stored_val.ndim == 3 else raw)
 
-    source = source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=to_unit_range, test=test)
+    # float32 examples as the model takes them (scale 1, no resize, e.g. a table of features): no per-example map,
+    # whose only work would be a cast to float32 and a division by 1 on tf.data's threads (docs/performance.md, "Tasks")
+    stored = [x_train, x_val, *([test[0]] if test is not None else [])]
+    unchanged = scale == 1.0 and not size and all(x.dtype == np.float32 for x in stored)
+    preprocess = None if unchanged else to_unit_range
+    source = source_from_arrays(x_train, y_train, x_val, y_val, class_names, preprocess=preprocess, test=test)
     source.serving = Serving(
         tf.TensorSpec(stored_val.shape[1:], tf.as_dtype(stored_val.dtype)),
         prepare,

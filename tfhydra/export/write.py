@@ -18,7 +18,7 @@ from tfhydra.config.contracts import Compression
 from tfhydra.config.errors import ConfigError, clip, first_line
 from tfhydra.export import onnx, tflite  # noqa: F401  (the writers register themselves)
 from tfhydra.export.base import EXPORT_FORMATS, Deployment
-from tfhydra.export.measure import accuracy, measure_artefacts
+from tfhydra.export.measure import accuracy, keras_predict, measure_artefacts
 from tfhydra.export.savedmodel import serving_layout
 from tfhydra.record.rundir import RunPaths
 
@@ -51,13 +51,13 @@ def export_model(
     if "saved_model" in written:
         serving_layout(paths)
     test = getattr(datasets, "test", None)  # measured after training, on the kept model: nothing chooses on it
-    keras_predict = lambda x: deployable(x, training=False).numpy()  # noqa: E731
+    predict = keras_predict(deployable)
     head = getattr(datasets.spec, "head", None)  # what the outputs are (tfhydra/task/): which accuracy, if any
     figures = {
         "scheme": compression.scheme,
         **compression.measure(deployable),
-        "keras_val_accuracy": accuracy(keras_predict, datasets.validation, head),
-        **({"keras_test_accuracy": accuracy(keras_predict, test, head)} if test is not None else {}),
+        "keras_val_accuracy": accuracy(predict, datasets.validation, head),
+        **({"keras_test_accuracy": accuracy(predict, test, head)} if test is not None else {}),
     }
     figures.update(measure_artefacts(paths, written, datasets.validation, cfg_export.tflite, compression, test, head))
     return written, figures
