@@ -20,7 +20,7 @@ def choose_keras(major: int) -> None:
     (a notebook kernel's second run, a worker that preloaded TensorFlow) is one ConfigError line."""
     held = held_major()
     if held is None:
-        os.environ[LEGACY_KERAS] = "1" if major == 2 else "0"
+        os.environ[LEGACY_KERAS] = "0" if major == 3 else "1"  # another value: the plan refuses it next
     elif held != major:
         raise ConfigError(
             "keras",
