@@ -48,6 +48,16 @@ def fit_steps_per_execution(requested: int, strategy: Any) -> int:
     return requested
 
 
+def snapshot(variable: Any) -> Any:
+    """A variable's current value as a tensor that later assignments leave alone (tf_keras: `read_value`; a Keras 3
+    variable has none: its TensorFlow variable read through `tf.identity`)."""
+    if KERAS3:
+        import tensorflow as tf
+
+        return tf.identity(variable.value)
+    return variable.read_value()
+
+
 def value_of(tensor: Any) -> Any:
     """A variable's or tensor's value as NumPy (tf_keras' `backend.get_value`; Keras 3 has `ops.convert_to_numpy`)."""
     return keras.ops.convert_to_numpy(tensor) if KERAS3 else keras.backend.get_value(tensor)

@@ -229,7 +229,10 @@ def learning_rate_of(optimizer: Any) -> Any:
 
 def moving_average_of(optimizer: Any, variable: Any) -> Any:
     """The EMA average the optimizer keeps for `variable` (`_model_variables_moving_average`, `_index_dict`,
-    `_var_key`): tf_keras has no public accessor, and the averaged weights are swapped in for validation."""
+    `_var_key`; Keras 3: `_get_variable_index`): neither Keras has a public accessor, and the averaged weights
+    are swapped in for validation."""
+    if hasattr(optimizer, "_get_variable_index"):  # Keras 3
+        return optimizer._model_variables_moving_average[optimizer._get_variable_index(variable)]
     return optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(variable)]]
 
 
