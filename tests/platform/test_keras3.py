@@ -70,12 +70,11 @@ def test_the_default_run_on_keras3_checkpoints_logs_and_exports_what_it_trained(
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_mixed_precision_on_keras3_scales_the_loss_and_exports_float32(tmp_path, loop):
     run_dir = tmp_path / loop
-    fast = "optimizer.lr=0.01"  # 8 steps that surely lower the loss
-    result = run_cli("keras=3", "precision=mixed", f"trainer.loop={loop}", fast, *SHORT, f"hydra.run.dir={run_dir}")
+    result = run_cli("keras=3", "precision=mixed", f"trainer.loop={loop}", *SHORT, f"hydra.run.dir={run_dir}")
     record = completed_on_keras3(run_dir, result)
     assert record["policy"] == "mixed_float16"
     assert record["loss_scale"] is not None and 1 <= record["loss_scale"] <= 2**15  # Keras 3's dynamic scale
-    losses = [epoch["loss"] for epoch in record["history"]]
+    losses = [epoch["val_loss"] for epoch in record["history"]]  # the whole validation split: learning shows
     assert all(np.isfinite(losses)) and losses[1] < losses[0]
     assert served_outputs(run_dir, digits()).dtype == np.float32
 
