@@ -186,3 +186,17 @@ def test_a_process_that_loaded_tensorflow_with_tf_keras_refuses_keras3_in_one_li
     assert "this process has loaded TensorFlow with Keras 2" in str(refused.value)
     assert "restart the kernel" in str(refused.value)
     assert tfhydra.compose(["keras=2"]).keras == 2  # the Keras it holds still runs
+
+
+def test_a_keras3_model_in_a_keras2_run_is_refused_naming_keras3():
+    """This process holds tf_keras (keras=2): a builder returning Keras 3's model is told about keras=3."""
+    from omegaconf import OmegaConf
+
+    from tfhydra.config.contracts import DataSpec
+    from tfhydra.model import build_model
+
+    node = OmegaConf.create({"_target_": "user_code.build_keras3_model", "units": 4})
+    with pytest.raises(tfhydra.ConfigError) as refused:
+        build_model(node, DataSpec((8, 8), 10, tuple("0123456789"), 1, 1))
+    assert "an `import keras` model runs with keras=3" in str(refused.value)
+    assert "the builder returned Sequential" in str(refused.value)
