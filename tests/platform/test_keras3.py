@@ -204,3 +204,34 @@ def test_a_keras3_model_in_a_keras2_run_is_refused_naming_keras3():
         build_model(node, DataSpec((8, 8), 10, tuple("0123456789"), 1, 1))
     assert "an `import keras` model runs with keras=3" in str(refused.value)
     assert "the builder returned Sequential" in str(refused.value)
+
+
+CHOICE_PROBE = """
+import os, sys
+import tfhydra
+from tfhydra.cli.preflight import check_overrides
+check_overrides(tfhydra.CONFIG_DIR, "config", sys.argv[1:])  # task=binary: the plan imports its metrics' module
+import keras, tensorflow as tf, tf_keras
+expected = keras if "keras=3" in sys.argv else tf_keras
+assert tf.keras.Model is expected.Model, tf.keras.Model
+from tfhydra.platform.keras_lib import keras as rooms_keras
+assert rooms_keras is expected
+print(os.environ["TF_USE_LEGACY_KERAS"], os.environ["TFHYDRA_KERAS"])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("major", [2, 3])
+def test_the_pre_flight_chooses_the_keras_before_anything_imports_tensorflow(major):
+    """The plan imports the modules `_target_`s name (task=binary's metrics import TensorFlow): the choice is made
+    before it, so `tf.keras` and every room's `keras` are the run's Keras."""
+    result = subprocess.run(
+        [sys.executable, "-c", CHOICE_PROBE, f"keras={major}", "task=binary"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == (["0", "3"] if major == 3 else ["1", "2"])
