@@ -2,7 +2,7 @@
 
 One case is a combination of task x loop x precision x strategy x EMA x recovery x histograms/gradients/images x
 compression x data source (one that gives the task's labels) x launcher (a single run, or a one-job `-m` sweep
-under tfhydra's launcher), and one
+under tfhydra's launcher) x Keras (`keras=3` drawn without compression and recovery, which it refuses), and one
 fault: none, a blow-up to NaN/inf (SGD at lr 50: the loss passes `trainer.max_loss` in the first epoch), SIGTERM
 or SIGKILL once an epoch is recorded. The contract, whatever the combination:
 - the pre-flight may refuse it: exit 1, one `Error:` line, no run directory;
@@ -46,6 +46,7 @@ class Case:
     fault: str = "none"
     accumulate: int = 1  # trainer.accumulate_steps (pinned cases; not drawn yet: CI's seed is known to pass)
     task: str = "classification"
+    keras: int = 2  # keras=2 (tf_keras) | 3 (Keras 3): drawn with compression only under 2 (docs/keras.md)
 
     def overrides(self) -> list[str]:
         args = [
@@ -64,6 +65,7 @@ class Case:
             "trainer.epochs=3",
             "data.batch_size=16",
             f"trainer.accumulate_steps={self.accumulate}",
+            f"keras={self.keras}",
         ]
         if self.strategy == "mirrored":
             args += ["strategy=mirrored", "strategy.logical_cpus=2"]
@@ -105,7 +107,8 @@ def strategies():
         data=st.sampled_from(["digits", "synthetic"]),
         sweep=st.booleans(),
         fault=st.sampled_from(FAULTS),
-    )
+        keras=st.sampled_from([2, 3]),
+    ).map(lambda case: replace(case, compression="none", recovery=0) if case.keras == 3 else case)
     cases = cases.filter(lambda c: not (c.strategy == "mirrored" and c.compression == "prune" and trains_twice(c)))
     return cases.flatmap(lambda case: st.sampled_from(TASKS_OF[case.data]).map(lambda task: replace(case, task=task)))
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.export.base import EXPORT_FORMATS, TFLITE_FLOAT32, TFLITE_MODEL, Deployment
+from tfhydra.platform.keras_lib import keras
 
 
 @EXPORT_FORMATS.register("tflite")
@@ -130,7 +130,9 @@ def tflite_runtime() -> tuple[type, str]:
 
 def recurrent_layers(model: keras.Model) -> list[keras.layers.Layer]:
     """The RNN layers of `model` at any depth (inside Bidirectional wrappers and nested models too)."""
-    return [layer for layer in model.submodules if isinstance(layer, keras.layers.RNN)]
+    from tfhydra.platform.private_api import nested_layers
+
+    return [layer for layer in nested_layers(model) if isinstance(layer, keras.layers.RNN)]
 
 
 def tflite_converter(model: keras.Model) -> tf.lite.TFLiteConverter:

@@ -113,16 +113,56 @@ def reduce_per_replica(outputs: Any, strategy: Any, reduction: str) -> Any:
 
 def worker_training_state(model: Any, backup_dir: str, save_freq: int) -> Any:
     """Keras' BackupAndRestore state (`tf_keras.src.distribute.worker_training_state.WorkerTrainingState`): its
-    checkpoint of the model, optimizer and saved epoch/batch, which tfhydra's resumable state extends."""
+    checkpoint of the model, optimizer and saved epoch/batch, which tfhydra's resumable state extends. Keras 3 has
+    none (its BackupAndRestore writes weight files and resumes at an epoch): `EpochTrainingState` keeps the same
+    checkpoint in TensorFlow's format, resumed at the epoch after the saved one (`resume_fit_at`)."""
+    from tfhydra.platform.keras_lib import KERAS3
+
+    if KERAS3:
+        return EpochTrainingState(model, backup_dir)
     from tf_keras.src.distribute import worker_training_state as states
 
     return states.WorkerTrainingState(model, backup_dir, save_freq=save_freq)
 
 
+class EpochTrainingState:
+    """WorkerTrainingState's attributes for a Keras 3 model (which TensorFlow's checkpoint tracks as it does a
+    tf_keras one): the model, its optimizer and the saved epoch and batch, in `<backup_dir>/chief`. Keras 3's fit
+    starts only at an epoch's first step, so this state is saved at an epoch's end and nowhere else."""
+
+    saves_mid_epoch = False
+
+    def __init__(self, model: Any, backup_dir: str) -> None:
+        import os
+
+        import tensorflow as tf
+
+        self._ckpt_saved_epoch = tf.Variable(-1, dtype=tf.int64, trainable=False)
+        self._ckpt_saved_batch = tf.Variable(-1, dtype=tf.int64, trainable=False)
+        checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=model.optimizer, epoch=self._ckpt_saved_epoch, batch=self._ckpt_saved_batch
+        )
+        manager = tf.train.CheckpointManager(checkpoint, os.path.join(backup_dir, "chief"), max_to_keep=1)
+        self.read_checkpoint_manager = self.write_checkpoint_manager = manager
+
+
+def saves_mid_epoch(state: Any) -> bool:
+    """Whether the fit loop's state can be saved within an epoch and resumed there (tf_keras' can)."""
+    return bool(getattr(state, "saves_mid_epoch", True))
+
+
+def resume_fit_at(model: Any, state: Any) -> None:
+    """After a restore: Keras 3's fit starts at `model._initial_epoch` (what its own BackupAndRestore sets), the
+    epoch after the saved one; tf_keras' fit reads the attached state itself."""
+    if isinstance(state, EpochTrainingState) and int(state._ckpt_saved_epoch.numpy()) >= 0:
+        model._initial_epoch = int(state._ckpt_saved_epoch.numpy()) + 1
+
+
 def attach_training_state(model: Any, state: Any) -> None:
     """`model._training_state`: where fit looks for the state to resume from; None detaches it."""
     if state is None:
-        del model._training_state
+        if hasattr(model, "_training_state"):
+            del model._training_state
     else:
         model._training_state = state
 
@@ -137,15 +177,56 @@ def build_compiled_metrics(model: Any, y_pred: Any, y_true: Any) -> None:
     `compiled_metrics.build`, tf_keras' compile_utils containers, whose `build` is not public API; `fit` calls
     them inside its first trace): a tf.function whose first trace creates variables is traced a second time
     without them, so variables made before `fit` halve its tracing (trainer/loops.py, docs/performance.md)."""
+    if hasattr(model, "_compile_loss"):  # Keras 3: its trainer's CompileLoss/CompileMetrics, built (y_true, y_pred)
+        for container in (model._compile_loss, model._compile_metrics):
+            if container is not None and not container.built:
+                container.build(y_true, y_pred)
+        return
     if not model.compiled_loss.built:
         model.compiled_loss.build(y_pred)
     if not model.compiled_metrics.built:
         model.compiled_metrics.build(y_pred, y_true)
 
 
+def compiled_metrics(model: Any) -> Any:
+    """The compiled metrics' container, whose `update_state(y, y_pred)` and `metrics` the custom loop uses: tf_keras'
+    public `compiled_metrics`; Keras 3's trainer keeps it as `_compile_metrics` (None without metrics), and its
+    `compiled_metrics` is gone."""
+    if hasattr(model, "_compile_metrics"):
+        return model._compile_metrics or _NoMetrics()
+    return model.compiled_metrics
+
+
+class _NoMetrics:
+    """Keras 3's missing container for a model compiled without metrics."""
+
+    metrics: list = []
+
+    def update_state(self, y_true: Any, y_pred: Any) -> None:
+        return None
+
+
+def nested_layers(model: Any) -> list:
+    """Every layer inside `model` at any depth (wrappers and nested models too): tf_keras' public `submodules`
+    (its tf.Module's); a Keras 3 model is no tf.Module, its own walk is `_flatten_layers`."""
+    if hasattr(model, "_flatten_layers") and not hasattr(model, "submodules"):
+        return list(model._flatten_layers(include_self=False, recursive=True))
+    return list(model.submodules)
+
+
+def random_layer_states(model: Any) -> list:
+    """What a model's random layers draw from, to be checkpointed: tf_keras' tf.random.Generators of each
+    layer (`layer_random_generator`), or Keras 3's SeedGenerator state variables (`_flatten_layers`,
+    `_seed_generators`: each layer's own, which the model's checkpoint does not name)."""
+    if hasattr(model, "_seed_generators"):
+        return [sg.state for layer in model._flatten_layers() for sg in layer._seed_generators]
+    return [g for g in (layer_random_generator(layer) for layer in nested_layers(model)) if g is not None]
+
+
 def optimizer_built(optimizer: Any) -> bool:
-    """Whether the optimizer has made its slots (`_built`): they must exist before a checkpoint restores them."""
-    return bool(getattr(optimizer, "_built", False))
+    """Whether the optimizer has made its slots (`_built`; Keras 3's public `built`): they must exist before a
+    checkpoint restores them."""
+    return bool(getattr(optimizer, "_built", False) or getattr(optimizer, "built", False))
 
 
 def learning_rate_of(optimizer: Any) -> Any:
@@ -156,7 +237,10 @@ def learning_rate_of(optimizer: Any) -> Any:
 
 def moving_average_of(optimizer: Any, variable: Any) -> Any:
     """The EMA average the optimizer keeps for `variable` (`_model_variables_moving_average`, `_index_dict`,
-    `_var_key`): tf_keras has no public accessor, and the averaged weights are swapped in for validation."""
+    `_var_key`; Keras 3: `_get_variable_index`): neither Keras has a public accessor, and the averaged weights
+    are swapped in for validation."""
+    if hasattr(optimizer, "_get_variable_index"):  # Keras 3
+        return optimizer._model_variables_moving_average[optimizer._get_variable_index(variable)]
     return optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(variable)]]
 
 

@@ -240,7 +240,29 @@ def check_finetune(cfg: DictConfig) -> None:
         )
 
 
-CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune)
+def check_keras3(cfg: DictConfig) -> None:
+    """What the trainer does not yet do under keras=3 (docs/keras.md, "Not yet"), refused before anything runs."""
+    if cfg.keras != 3:
+        return
+    if cfg.trainer.loop == "fit" and cfg.trainer.save_every != "epoch":
+        raise ConfigError(
+            "trainer.save_every",
+            cfg.trainer.save_every,
+            "epoch with keras=3 and trainer.loop=fit, or trainer.loop=custom (which saves and resumes mid-epoch)",
+            "Keras 3's fit starts an epoch only at its first step",
+        )
+    not_yet = {  # docs/keras.md, "Not yet": each refused rather than half-working
+        "trainer.recovery.max_trials": (cfg.trainer.recovery.max_trials, 0),
+        "trainer.accumulate_steps": (cfg.trainer.accumulate_steps, 1),
+    }
+    for key, (value, off) in not_yet.items():
+        if value != off:
+            raise ConfigError(
+                key, value, f"{off} with keras=3, or keras=2", "not yet built for Keras 3 (docs/keras.md)"
+            )
+
+
+CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune, check_keras3)
 
 
 LOOP_NAMES = ("fit", "custom")  # trainer.loop: the loops tfhydra/trainer/ registers (a test holds them equal)

@@ -19,8 +19,9 @@ gets a new one.
 from __future__ import annotations
 
 import tensorflow as tf
-import tf_keras as keras
 from tensorboard.plugins.histogram import metadata as histogram_metadata
+
+from tfhydra.platform.keras_lib import keras, variable_tag
 
 BUCKETS = 30  # TensorBoard's default bucket count
 
@@ -88,7 +89,7 @@ class TensorBoard(keras.callbacks.TensorBoard):
         if self._histograms is None or self._histograms.writer is not writer:
             self._histograms = HistogramWriter(
                 [
-                    (f"{weight.name.replace(':', '_')}/histogram", weight)
+                    (f"{variable_tag(weight)}/histogram", weight)
                     for layer in self.model.layers
                     for weight in layer.weights
                 ],

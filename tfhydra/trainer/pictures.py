@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 
+from tfhydra.platform.keras_lib import keras
 from tfhydra.trainer import figures
 from tfhydra.trainer.scatter import PredictedVsTrue
 from tfhydra.trainer.summaries import SummaryCallback

@@ -1,0 +1,115 @@
+"""The run's Keras, handed to every room: `from tfhydra.platform.keras_lib import keras` (docs/keras.md).
+
+`keras` is tf_keras (Keras 2, `keras=2`, the default and compression's only path) or Keras 3's `keras` package
+(`keras=3`), decided once per process from TF_USE_LEGACY_KERAS (tfhydra/platform/keras_env.py sets it from the
+composed config before TensorFlow loads), so it is always the Keras that `tf.keras` means. What differs between the
+two and a room needs is a function here (or, for private names, in tfhydra/platform/private_api.py); no other room
+asks which Keras it runs on. Importing this module imports TensorFlow's Keras: only rooms that build or train do.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tfhydra.platform.keras_env import environment_major
+
+MAJOR = environment_major()  # 2 | 3: the process's Keras, fixed at its first import
+
+if MAJOR == 3:
+    import keras
+else:
+    import tf_keras as keras
+
+KERAS3 = MAJOR == 3
+log = logging.getLogger("tfhydra")
+# What a model builder must return, said to a user whose builder returned something else
+MODEL_ACCEPTED = (
+    "a builder returning a keras.Model (keras=3: Keras 3)"
+    if KERAS3
+    else "a builder returning a tf_keras.Model (keras=2; an `import keras` model runs with keras=3, docs/keras.md)"
+)
+
+
+def keras_record() -> dict:
+    """What metrics.json records of the run's Keras: its major version and the package's own version."""
+    return {"major": MAJOR, "version": keras.__version__}
+
+
+def variable_tag(variable: Any) -> str:
+    """A weight's TensorBoard name, layer-qualified under either Keras: tf_keras' `conv2d/kernel:0` as
+    `conv2d/kernel_0`; Keras 3 names a variable without its layer (`kernel`), its `path` with it (`conv2d/kernel`)."""
+    return variable.path if KERAS3 else variable.name.replace(":", "_")
+
+
+def fit_steps_per_execution(requested: int, strategy: Any) -> int:
+    """The steps of one compiled call of `fit`: as asked, except Keras 3 over several replicas, whose multi-step
+    train function fails there ("You must feed a value for placeholder tensor", keras-team/keras#19246, open), so it
+    runs one step per call (the custom loop keeps its own `trainer.steps_per_execution`)."""
+    if KERAS3 and strategy.num_replicas_in_sync > 1 and requested > 1:
+        log.info(
+            "keras=3 over %d replicas: fit runs 1 step per call (keras-team/keras#19246)", strategy.num_replicas_in_sync
+        )
+        return 1
+    return requested
+
+
+def snapshot(variable: Any) -> Any:
+    """A variable's current value as a tensor that later assignments leave alone (tf_keras: `read_value`; a Keras 3
+    variable has none: its TensorFlow variable read through `tf.identity`)."""
+    if KERAS3:
+        import tensorflow as tf
+
+        return tf.identity(variable.value)
+    return variable.read_value()
+
+
+def value_of(tensor: Any) -> Any:
+    """A variable's or tensor's value as NumPy (tf_keras' `backend.get_value`; Keras 3 has `ops.convert_to_numpy`)."""
+    return keras.ops.convert_to_numpy(tensor) if KERAS3 else keras.backend.get_value(tensor)
+
+
+def scaled_loss(optimizer: Any, loss: Any) -> Any:
+    """The loss the custom loop differentiates: multiplied by the loss scale under float16 (a LossScaleOptimizer),
+    as is otherwise. tf_keras: `get_scaled_loss`; Keras 3: `scale_loss`, which every Keras 3 optimizer has (the
+    identity without a scale)."""
+    if KERAS3:
+        return optimizer.scale_loss(loss)
+    if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        return optimizer.get_scaled_loss(loss)
+    return loss
+
+
+def loss_scale_of(optimizer: Any) -> float | None:
+    """The dynamic loss scale of a LossScaleOptimizer (tf_keras: `loss_scale`; Keras 3: `dynamic_scale`), or None
+    when the optimizer does not scale."""
+    if not isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        return None
+    return float(value_of(optimizer.dynamic_scale if KERAS3 else optimizer.loss_scale))
+
+
+def gradients_to_apply(optimizer: Any, gradients: list) -> list:
+    """The gradients of `scaled_loss` as the optimizer's `apply_gradients` takes them: tf_keras' LossScaleOptimizer
+    takes them unscaled (`get_unscaled_gradients`); Keras 3's takes the scaled ones, unscales them itself and skips
+    a step whose gradients are not finite."""
+    if not KERAS3 and isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        return optimizer.get_unscaled_gradients(gradients)
+    return gradients
+
+
+def track_random_generators(enabled: bool) -> None:
+    """Dropout & co. drawing from variables that checkpoints track, so a resumed run draws the same masks. tf_keras
+    switches it on process-wide (`enable_tf_random_generator`); Keras 3 layers always draw from a SeedGenerator,
+    whose state variable is the layer's own (nothing to switch)."""
+    if KERAS3:
+        return
+    if enabled:
+        keras.backend.experimental.enable_tf_random_generator()
+    else:
+        keras.backend.experimental.disable_tf_random_generator()
+
+
+def trackable_metrics(metrics: list) -> list:
+    """The metric accumulators as a checkpoint takes them: tf_keras' metrics are trackable; Keras 3's are not (its
+    `Metric` is no TensorFlow Trackable), their variables are."""
+    return [v for m in metrics for v in m.variables] if KERAS3 else metrics
