@@ -45,6 +45,9 @@ def run(cfg, run_dir=None):
     from tfhydra.sweep.kind import auto_threads, in_sweep
 
     def job(cfg, run_dir=None, callbacks=()):
+        from tfhydra.config.keras_choice import choose_keras
+
+        choose_keras(cfg.keras)  # a config composed elsewhere: its Keras before TensorFlow loads, or one line
         from tfhydra.runner.job import run_job  # imports TensorFlow: inside, so a sweep records even that failing
 
         return run_job(cfg, run_dir=run_dir, threads=auto_threads(), callbacks=callbacks)  # threads: 0, or per job

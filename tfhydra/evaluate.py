@@ -157,7 +157,7 @@ def _takes(signature, shape: tuple, dtype: str) -> bool:
 
 
 def _served_model_layer():
-    import tf_keras as keras
+    from tfhydra.platform.keras_lib import keras
 
     class ServedModel(keras.layers.Layer):
         """A loaded SavedModel's `serve` endpoint as a Keras layer, so Keras metrics can evaluate it."""
@@ -260,7 +260,8 @@ def saved_model_evaluated(run_dir: Path, cfg, datasets, measured, raw_examples):
     """(the SavedModel as a Keras model, the batches of the chosen split it is evaluated on, "raw" or "features");
     `raw_examples`: the split's examples as stored, for the export's own preprocessing (None: none kept)."""
     import tensorflow as tf
-    import tf_keras as keras
+
+    from tfhydra.platform.keras_lib import keras
 
     ServedModel = _served_model_layer()
     served, signature = load_served_model(run_dir)
@@ -298,9 +299,9 @@ def tflite_evaluated(run_dir: Path, cfg, datasets, measured, raw_examples=None):
     """(the run's TFLite file, run by LiteRT through the export's own predictor, as a Keras model; the pipeline's
     batches of the chosen split, which are what the file takes; "features")."""
     import tensorflow as tf
-    import tf_keras as keras
 
     from tfhydra.export.served import load_tflite
+    from tfhydra.platform.keras_lib import keras
 
     tflite = load_tflite(run_dir, RUN_ACCEPTED)
     spec = datasets.spec

@@ -107,7 +107,7 @@ class Result:
 
 def _load(format: str, path: str) -> Any:
     if format == "keras":
-        import tf_keras as keras
+        from tfhydra.platform.keras_lib import keras
 
         return keras.models.load_model(path)
     import tensorflow as tf
@@ -298,14 +298,14 @@ def _handler(handler: logging.Handler, fmt: str, datefmt: str | None = None) -> 
 
 
 def _keras_policy() -> str | None:
-    keras = sys.modules.get("tf_keras")
+    keras = getattr(sys.modules.get("tfhydra.platform.keras_lib"), "keras", None)  # the run's Keras, if loaded
     return keras.mixed_precision.global_policy().name if keras is not None else None
 
 
 def _restore_keras(policy: str | None) -> None:
     """The global policy back to what it was before the call (float32 before the first), and a new session: the
     next model's layer names and graph start afresh."""
-    keras = sys.modules.get("tf_keras")
+    keras = getattr(sys.modules.get("tfhydra.platform.keras_lib"), "keras", None)  # the run's Keras, if loaded
     if keras is not None:
         keras.mixed_precision.set_global_policy(policy or "float32")
         keras.backend.clear_session()

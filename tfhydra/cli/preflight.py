@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.config.composition import check_group_values, compose_choices, is_group_choice, with_values
 from tfhydra.config.errors import ConfigError, short_list, suggestion
+from tfhydra.config.keras_choice import choose_keras
 from tfhydra.record.rundir import STAGES, check_creatable
 from tfhydra.sweep import preflight_checks as sweep_checks
 from tfhydra.sweep.kind import expands_grid
@@ -107,6 +108,7 @@ def check_overrides(
         check_group_values(parsed, groups)
         composed: dict[tuple[str, ...], DictConfig] = {}  # jobs of a sweep often share their group choices
         stages, swept = None, {o.get_key_element() for o in parsed if o.is_sweep_override()}
+        majors: set[int] = set()  # the Keras of each job: one for the whole command
         for number, job in enumerate(jobs):
             choices = tuple(o for o in job if is_group_choice(o))
             if choices not in composed:
@@ -114,6 +116,7 @@ def check_overrides(
             defaults = composed[choices]
             _check_keys_exist(defaults, job)
             cfg = with_values(defaults, [o for o in job if not is_group_choice(o)], groups)
+            majors = _one_keras(majors, cfg.keras)
             if number == 0 and multirun:
                 launcher = sweep_checks.check_plugins(cfg, parsed)
             if number == 0:  # after its plan, which checks the sweep section's values
@@ -132,7 +135,21 @@ def check_overrides(
                     stage=SCREEN,
                 )
     _warn_unread_additions(parsed)
+    choose_keras(majors.pop())  # TF_USE_LEGACY_KERAS, before anything imports TensorFlow (docs/keras.md)
     return launcher
+
+
+def _one_keras(majors: set[int], major: int) -> set[int]:
+    """The jobs' Keras so far with this job's: a sweep over `keras` is refused, since a process (and a sweep's
+    workers, forked from one that imported TensorFlow) holds one Keras."""
+    if majors and major not in majors:
+        raise ConfigError(
+            "keras",
+            major,
+            f"one keras for the whole sweep: keras={next(iter(majors))} or keras={major}, as two sweeps",
+            "a sweep runs on one Keras (its workers share one TensorFlow import)",
+        )
+    return {major}
 
 
 def _check_job(

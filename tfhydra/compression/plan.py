@@ -93,6 +93,14 @@ def check_compression(cfg: DictConfig) -> None:
     node = cfg.compression
     scheme = node.get("name") or node.get("_target_")
     precision = cfg.precision.get("name")
+    if scheme != "none" and cfg.keras != 2:
+        raise ConfigError(
+            "keras",
+            cfg.keras,
+            f"keras=2 with compression={scheme}, or compression=none",
+            "the Model Optimization Toolkit supports no Keras 3 (tensorflow/model-optimization#1119): compression "
+            "runs on tf_keras only",
+        )
     if scheme != "none" and precision != "fp32":
         raise ConfigError(
             "precision",

@@ -8,11 +8,11 @@ bare name uses the layer's defaults.
 
 from __future__ import annotations
 
-import tf_keras as keras
 from omegaconf import ListConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.source import DataSpec
+from tfhydra.platform.keras_lib import keras
 
 AUGMENTATION_LAYERS = {
     "random_flip": keras.layers.RandomFlip,

@@ -176,7 +176,7 @@ def _read_bytes(path: Path, opener) -> bytes:
 
 def _keras_loader(name: str) -> Callable[[str, object], object]:
     def download(root: str, cfg):
-        import tf_keras as keras
+        from tfhydra.platform.keras_lib import keras
 
         load_data = getattr(keras.datasets, name).load_data
         return load_data(cache_dir=root, label_mode=cfg.label_mode) if name == "cifar100" else load_data(cache_dir=root)

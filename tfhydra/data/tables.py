@@ -109,7 +109,7 @@ def build_csv(cfg, seed: int) -> Source:
         names,
         test=(x[test_idx], labels[test_idx]) if len(test_idx) else None,
     )
-    import tf_keras as keras
+    from tfhydra.platform.keras_lib import keras
 
     # The same statistics as a Keras layer, saved with the export: (x - mean) / sqrt(variance)
     standardize = keras.layers.Normalization(mean=mean.astype(np.float32), variance=(std**2).astype(np.float32))
@@ -152,7 +152,7 @@ def build_text_csv(cfg, seed: int) -> Source:
 
     Examples are int64 ids of shape (sequence_length,): 0 pads, 1 is out-of-vocabulary.
     """
-    import tf_keras as keras
+    from tfhydra.platform.keras_lib import keras
 
     path, columns = read_table(cfg.path, cfg.delimiter)
     labels, names, held = split_rows(cfg, path, columns, seed)

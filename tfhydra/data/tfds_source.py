@@ -220,7 +220,7 @@ def image_source(cfg, feature, train, validation, names, size, val_size, train_l
 
 
 def text_source(cfg, train, validation, names, size, val_size, train_labels) -> Source:
-    import tf_keras as keras
+    from tfhydra.platform.keras_lib import keras
 
     vectorize = keras.layers.TextVectorization(max_tokens=cfg.vocab_size, output_sequence_length=cfg.sequence_length)
     vectorize.adapt(train.map(lambda x, y: x).batch(1024))

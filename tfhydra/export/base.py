@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
-import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.config.registry import Registry
+from tfhydra.platform.keras_lib import keras
 
 EXPORT_FORMATS = Registry("export.formats")
 from tfhydra.export.checks import ONNX_MODEL, TFLITE_FLOAT32, TFLITE_MODEL  # noqa: E402,F401  (declared once there)

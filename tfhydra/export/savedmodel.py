@@ -6,9 +6,9 @@ import warnings
 from pathlib import Path
 
 import tensorflow as tf
-import tf_keras as keras
 
 from tfhydra.export.base import EXPORT_FORMATS, Deployment
+from tfhydra.platform.keras_lib import keras
 from tfhydra.record.rundir import RunPaths
 
 

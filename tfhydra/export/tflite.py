@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.export.base import EXPORT_FORMATS, TFLITE_FLOAT32, TFLITE_MODEL, Deployment
+from tfhydra.platform.keras_lib import keras
 
 
 @EXPORT_FORMATS.register("tflite")

@@ -11,7 +11,6 @@ import re
 import shutil
 from pathlib import Path
 
-import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.config.contracts import Compression
@@ -20,6 +19,7 @@ from tfhydra.export import onnx, tflite  # noqa: F401  (the writers register the
 from tfhydra.export.base import EXPORT_FORMATS, Deployment
 from tfhydra.export.measure import accuracy, measure_artefacts
 from tfhydra.export.savedmodel import serving_layout
+from tfhydra.platform.keras_lib import keras
 from tfhydra.record.rundir import RunPaths
 
 

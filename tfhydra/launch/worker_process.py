@@ -164,7 +164,7 @@ def reset_between_jobs() -> None:
     import gc
     import sys
 
-    keras = sys.modules.get("tf_keras")
+    keras = getattr(sys.modules.get("tfhydra.platform.keras_lib"), "keras", None)  # the run's Keras, if loaded
     if keras is not None:
         keras.backend.clear_session()
     gc.collect()

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import tf_keras as keras
-
 from tfhydra.logger.trackers import Trackers
+from tfhydra.platform.keras_lib import keras
 
 
 class TrackerCallback(keras.callbacks.Callback):

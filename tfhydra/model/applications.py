@@ -13,11 +13,11 @@ import inspect
 import re
 
 import tensorflow as tf
-import tf_keras as keras
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_images
+from tfhydra.platform.keras_lib import keras
 
 # Arguments the builder sets itself; everything else in an application's signature may go in `arch_args`.
 SET_BY_BUILDER = {

@@ -4,11 +4,10 @@ tfhydra/model/__init__.py imports them, so registration runs one way."""
 
 from __future__ import annotations
 
-import tf_keras as keras
-
 from tfhydra.config.contracts import DataSpec, Head
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
+from tfhydra.platform.keras_lib import keras
 
 MODELS = Registry("model")
 

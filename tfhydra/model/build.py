@@ -4,7 +4,6 @@ which registers itself in `MODELS`."""
 
 from __future__ import annotations
 
-import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfhydra.config.contracts import DataSpec
@@ -14,6 +13,7 @@ from tfhydra.model.base import MODELS
 from tfhydra.model.freeze import KEY as FREEZE
 from tfhydra.model.weights import KEY as WEIGHTS
 from tfhydra.model.weights import is_file_setting, load_weights_file
+from tfhydra.platform.keras_lib import keras
 
 __all__ = ["MODELS", "build_model"]
 

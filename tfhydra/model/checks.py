@@ -10,6 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.config.keras_choice import KERAS_MAJORS
 from tfhydra.config.schema import Rule, choice, integer, is_int, list_of, number, optional
 
 # tf_keras.applications' architectures (`model=keras_app model.arch=...`), checked before TensorFlow is
@@ -109,6 +110,7 @@ KERAS_ACTIVATIONS = (
 # Keys whose valid range is narrower than their type. Keep one line per key.
 # The model options' ranges and choices (a rule applies to every option with that key), read by the schema's checks.
 RULES: dict[str, Rule] = {
+    "keras": choice(*KERAS_MAJORS),  # the Keras the model is built in (tfhydra/platform/keras_env.py)
     "model.filters": list_of(integer(1)),
     "model.units": list_of(integer(1)),
     "model.kernel_size": integer(1),

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-import tf_keras as keras
-
 from tfhydra.config.errors import ConfigError
+from tfhydra.platform.keras_lib import keras
 
 KEY = "freeze"
 ACCEPTED = "none, base (every layer with weights but the output layer) or a list of layer-name patterns"

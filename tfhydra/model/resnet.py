@@ -7,11 +7,10 @@ use `model=keras_app model.arch=ResNet50`.
 
 from __future__ import annotations
 
-import tf_keras as keras
-
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_images
+from tfhydra.platform.keras_lib import keras
 
 
 def stage_blocks(depth: int | None, blocks_per_stage) -> list[int]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import tf_keras as keras
-
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_features, require_images
+from tfhydra.platform.keras_lib import keras
 
 
 @MODELS.register("cnn")

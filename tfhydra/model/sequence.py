@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_tokens
+from tfhydra.platform.keras_lib import keras
 
 RECURRENT_CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 
 import h5py  # type: ignore[import-untyped]
-import tf_keras as keras
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.checks import WEIGHTS_ACCEPTED as ACCEPTED
+from tfhydra.platform.keras_lib import keras
 
 KEY = "weights"
 log = logging.getLogger("tfhydra")

@@ -22,9 +22,9 @@ variables: checkpoints keep them, so a run resumed mid-accumulation continues it
 from __future__ import annotations
 
 import tensorflow as tf
-import tf_keras as keras
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.platform.keras_lib import keras
 
 
 class AccumulatedSteps(keras.optimizers.Optimizer):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import cast
 
-import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.hydra_api import locate
 from tfhydra.config.registry import Registry, instantiate_target
 from tfhydra.optimizer.accumulate import accumulating
+from tfhydra.platform.keras_lib import keras
 
 OPTIMIZERS = Registry("optimizer")
 SCHEDULES = Registry("optimizer.schedule")

@@ -1,6 +1,7 @@
 """The ground floor: the process tfhydra runs in, before and beside TensorFlow.
 
-keras_env.py (tf_keras before TensorFlow loads), private_api.py (the one door to TensorFlow's and Keras'
+keras_env.py (TF_USE_LEGACY_KERAS before TensorFlow loads), keras_lib.py (the seam: the run's Keras for every
+room, and what differs between tf_keras and Keras 3), private_api.py (the one door to TensorFlow's and Keras'
 private names), runtime.py (cores, threads, seeds), hostmemory.py, startclock.py (when the process started),
 startup.py (TensorFlow imported while Hydra works; a fast exit), terminal.py (what a terminal is shown),
 command.py (the name the user runs tfhydra by). Imports no room but config/.

@@ -113,16 +113,56 @@ def reduce_per_replica(outputs: Any, strategy: Any, reduction: str) -> Any:
 
 def worker_training_state(model: Any, backup_dir: str, save_freq: int) -> Any:
     """Keras' BackupAndRestore state (`tf_keras.src.distribute.worker_training_state.WorkerTrainingState`): its
-    checkpoint of the model, optimizer and saved epoch/batch, which tfhydra's resumable state extends."""
+    checkpoint of the model, optimizer and saved epoch/batch, which tfhydra's resumable state extends. Keras 3 has
+    none (its BackupAndRestore writes weight files and resumes at an epoch): `EpochTrainingState` keeps the same
+    checkpoint in TensorFlow's format, resumed at the epoch after the saved one (`resume_fit_at`)."""
+    from tfhydra.platform.keras_lib import KERAS3
+
+    if KERAS3:
+        return EpochTrainingState(model, backup_dir)
     from tf_keras.src.distribute import worker_training_state as states
 
     return states.WorkerTrainingState(model, backup_dir, save_freq=save_freq)
 
 
+class EpochTrainingState:
+    """WorkerTrainingState's attributes for a Keras 3 model (which TensorFlow's checkpoint tracks as it does a
+    tf_keras one): the model, its optimizer and the saved epoch and batch, in `<backup_dir>/chief`. Keras 3's fit
+    starts only at an epoch's first step, so this state is saved at an epoch's end and nowhere else."""
+
+    saves_mid_epoch = False
+
+    def __init__(self, model: Any, backup_dir: str) -> None:
+        import os
+
+        import tensorflow as tf
+
+        self._ckpt_saved_epoch = tf.Variable(-1, dtype=tf.int64, trainable=False)
+        self._ckpt_saved_batch = tf.Variable(-1, dtype=tf.int64, trainable=False)
+        checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=model.optimizer, epoch=self._ckpt_saved_epoch, batch=self._ckpt_saved_batch
+        )
+        manager = tf.train.CheckpointManager(checkpoint, os.path.join(backup_dir, "chief"), max_to_keep=1)
+        self.read_checkpoint_manager = self.write_checkpoint_manager = manager
+
+
+def saves_mid_epoch(state: Any) -> bool:
+    """Whether the fit loop's state can be saved within an epoch and resumed there (tf_keras' can)."""
+    return bool(getattr(state, "saves_mid_epoch", True))
+
+
+def resume_fit_at(model: Any, state: Any) -> None:
+    """After a restore: Keras 3's fit starts at `model._initial_epoch` (what its own BackupAndRestore sets), the
+    epoch after the saved one; tf_keras' fit reads the attached state itself."""
+    if isinstance(state, EpochTrainingState) and int(state._ckpt_saved_epoch.numpy()) >= 0:
+        model._initial_epoch = int(state._ckpt_saved_epoch.numpy()) + 1
+
+
 def attach_training_state(model: Any, state: Any) -> None:
     """`model._training_state`: where fit looks for the state to resume from; None detaches it."""
     if state is None:
-        del model._training_state
+        if hasattr(model, "_training_state"):
+            del model._training_state
     else:
         model._training_state = state
 
@@ -137,6 +177,11 @@ def build_compiled_metrics(model: Any, y_pred: Any, y_true: Any) -> None:
     `compiled_metrics.build`, tf_keras' compile_utils containers, whose `build` is not public API; `fit` calls
     them inside its first trace): a tf.function whose first trace creates variables is traced a second time
     without them, so variables made before `fit` halve its tracing (trainer/loops.py, docs/performance.md)."""
+    if hasattr(model, "_compile_loss"):  # Keras 3: its trainer's CompileLoss/CompileMetrics, built (y_true, y_pred)
+        for container in (model._compile_loss, model._compile_metrics):
+            if container is not None and not container.built:
+                container.build(y_true, y_pred)
+        return
     if not model.compiled_loss.built:
         model.compiled_loss.build(y_pred)
     if not model.compiled_metrics.built:

@@ -99,19 +99,19 @@ def worker_record(threads: int) -> dict:
 
 def seed_everything(seed: int, deterministic: bool) -> None:
     import tensorflow as tf
-    import tf_keras as keras
+
+    from tfhydra.platform.keras_lib import keras, track_random_generators
 
     keras.utils.set_random_seed(seed)
     tf.random.set_global_generator(tf.random.Generator.from_seed(seed))  # checkpointed by the custom loop
     if deterministic:
         tf.config.experimental.enable_op_determinism()
-        # Dropout & co. then draw from tf.random.Generator variables, which checkpoints track.
-        keras.backend.experimental.enable_tf_random_generator()
+        track_random_generators(True)  # Dropout & co. draw from variables that checkpoints track
     else:  # both are process-wide: an earlier job of an in-process sweep must not leave them on
         from tfhydra.platform.private_api import disable_op_determinism  # not public API
 
         disable_op_determinism()
-        keras.backend.experimental.disable_tf_random_generator()
+        track_random_generators(False)
 
 
 def cluster_size() -> int:

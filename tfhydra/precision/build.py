@@ -13,9 +13,9 @@ import logging
 from collections.abc import Iterator
 
 import tensorflow as tf
-import tf_keras as keras
 
 from tfhydra.config.registry import Registry
+from tfhydra.platform.keras_lib import keras, value_of
 
 PRECISIONS = Registry("precision")
 log = logging.getLogger("tfhydra")
@@ -74,14 +74,15 @@ def _hold_back_keras_device_check() -> None:
 def float32_output(model: keras.Model) -> keras.Model:
     """A model whose output is not float32 (a user's `_target_` model under a mixed policy)
     gets a float32 cast appended, so losses and exports see float32 probabilities."""
-    if model.output.dtype == tf.float32:
+    output = model.outputs[0] if len(model.outputs) == 1 else model.output  # Keras 3: a Sequential has no `output`
+    if tf.as_dtype(output.dtype) == tf.float32:
         return model
-    outputs = keras.layers.Activation("linear", dtype="float32", name="float32_output")(model.output)
+    outputs = keras.layers.Activation("linear", dtype="float32", name="float32_output")(output)
     return keras.Model(model.inputs, outputs, name=model.name)
 
 
 def loss_scale(optimizer) -> float | None:
     """The dynamic loss scale at the end of a run (None when the optimizer does not scale)."""
     if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
-        return float(keras.backend.get_value(optimizer.loss_scale))
+        return float(value_of(optimizer.loss_scale))
     return None

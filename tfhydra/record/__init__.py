@@ -38,9 +38,10 @@ from tfhydra.record.report import write_json
 from tfhydra.record.rundir import RunPaths
 from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
-SCHEMA_VERSION = 2
-# Version 2 added the test split: `test`, and `data.test_size`. A record of an earlier version has no test
-# figures (its run validated on what is now the test split of some sources); readers say so (`before_test_split`).
+SCHEMA_VERSION = 3
+# Version 3 added `keras` (the run's Keras, keras=2|3). Version 2 added the test split: `test`, and
+# `data.test_size`. A record of an earlier version than 2 has no test figures (its run validated on what is now
+# the test split of some sources); readers say so (`before_test_split`).
 TEST_SPLIT_VERSION = 2
 
 
@@ -118,6 +119,7 @@ class RunRecord:
     replicas: int | None = None
     devices: list | None = None
     policy: str | None = None  # Keras mixed-precision policy
+    keras: dict | None = None  # {major, version}: the Keras the run built and trained with (keras=2: tf_keras)
     loss_scale: float | None = None  # mixed_float16 only
     # what was trained on what
     model: str | None = None

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.config.contracts import PhasePlan
@@ -37,6 +36,7 @@ from tfhydra.logger.trackers import Trackers
 from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer import plateau_callback
+from tfhydra.platform.keras_lib import keras, keras_record
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
 from tfhydra.platform.terminal import QUIET, shown_path
@@ -132,7 +132,7 @@ class PhaseRunner:
         ):
             self.strategy = build_strategy(cfg.strategy)  # first: multi_worker sets up collectives before any op
             self.stop.reinstall()
-            self.record.update(**describe_devices(self.strategy), policy=policy.name)
+            self.record.update(**describe_devices(self.strategy), policy=policy.name, keras=keras_record())
             log.info("devices: %s (%d replica(s)), policy %s", self.record.devices, self.record.replicas, policy.name)
             self.choose_target(scratch)
             with run_directory_writes(

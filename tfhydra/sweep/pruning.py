@@ -7,8 +7,7 @@ from __future__ import annotations
 import logging
 import math
 
-import tf_keras as keras
-
+from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.private_api import trial_id
 from tfhydra.platform.terminal import figure
 

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import tensorflow as tf
-import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.config.registry import instantiate_target
+from tfhydra.platform.keras_lib import keras, value_of
 from tfhydra.platform.terminal import figure
 from tfhydra.record.monitor import Monitor
 from tfhydra.record.resume import HISTORY_FIELDS, read_history, write_history
@@ -176,7 +176,7 @@ class LearningRateLogger(keras.callbacks.Callback):
             rate = optimizer.learning_rate
             if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
                 rate = rate(optimizer.iterations)
-            logs["learning_rate"] = float(keras.backend.get_value(rate))
+            logs["learning_rate"] = float(value_of(rate))
 
 
 def build_callbacks(

@@ -240,7 +240,20 @@ def check_finetune(cfg: DictConfig) -> None:
         )
 
 
-CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune)
+def check_keras3(cfg: DictConfig) -> None:
+    """What the trainer does not yet do under keras=3 (docs/keras.md, "Not yet"), refused before anything runs."""
+    if cfg.keras != 3:
+        return
+    if cfg.trainer.loop == "fit" and cfg.trainer.save_every != "epoch":
+        raise ConfigError(
+            "trainer.save_every",
+            cfg.trainer.save_every,
+            "epoch with keras=3 and trainer.loop=fit, or trainer.loop=custom (which saves and resumes mid-epoch)",
+            "Keras 3's fit starts an epoch only at its first step",
+        )
+
+
+CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune, check_keras3)
 
 
 LOOP_NAMES = ("fit", "custom")  # trainer.loop: the loops tfhydra/trainer/ registers (a test holds them equal)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 
 import tensorflow as tf
-import tf_keras as keras
 
+from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.private_api import is_trackable, layer_random_generator
 from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.restore import restore_newest_readable

@@ -11,8 +11,7 @@ loop does) leaves the averages in the model.
 
 from __future__ import annotations
 
-import tf_keras as keras
-
+from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.private_api import moving_average_of
 
 

@@ -11,8 +11,8 @@ untouched. Its cost on the default run is in docs/performance.md.
 from __future__ import annotations
 
 import tensorflow as tf
-import tf_keras as keras
 
+from tfhydra.platform.keras_lib import keras
 from tfhydra.trainer.histograms import write_histogram
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 
 import tensorflow as tf
-import tf_keras as keras
+
+from tfhydra.platform.keras_lib import keras
 
 log = logging.getLogger("tfhydra")
 

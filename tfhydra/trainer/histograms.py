@@ -19,8 +19,9 @@ gets a new one.
 from __future__ import annotations
 
 import tensorflow as tf
-import tf_keras as keras
 from tensorboard.plugins.histogram import metadata as histogram_metadata
+
+from tfhydra.platform.keras_lib import keras
 
 BUCKETS = 30  # TensorBoard's default bucket count
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 
 import tensorflow as tf
-import tf_keras as keras
 
+from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.private_api import build_compiled_metrics, optimizer_built
 from tfhydra.trainer import custom  # noqa: F401  (registers "custom")
 from tfhydra.trainer.base import LOOPS, LoopContext
@@ -38,6 +38,7 @@ def fit_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context
         epochs=cfg_trainer.epochs,
         callbacks=callbacks,
         verbose=cfg_trainer.verbose,
+        shuffle=False,  # the pipeline shuffles (data.shuffle_buffer); Keras 3 warns that its default is ignored
     )
 
 

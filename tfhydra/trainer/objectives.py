@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import tensorflow as tf
-import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import instantiate_target
+from tfhydra.platform.keras_lib import keras
 
 
 class SparseCrossentropyWithSmoothing(keras.losses.Loss):

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 
+from tfhydra.platform.keras_lib import keras
 from tfhydra.trainer import figures
 
 GRID = 16  # training examples in examples/train

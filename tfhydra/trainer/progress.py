@@ -8,8 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-import tf_keras as keras
-
+from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.terminal import figure
 
 

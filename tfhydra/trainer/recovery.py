@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 
 import tensorflow as tf
-import tf_keras as keras
 
+from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.private_api import learning_rate_of
 from tfhydra.platform.terminal import figure
 from tfhydra.trainer.debugging import numeric_failure

@@ -27,12 +27,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import tensorflow as tf
-import tf_keras as keras
 
+from tfhydra.platform.keras_lib import keras, value_of
 from tfhydra.platform.private_api import (
     attach_training_state,
     optimizer_built,
+    resume_fit_at,
     saved_epoch_and_batch,
+    saves_mid_epoch,
     worker_training_state,
 )
 from tfhydra.trainer.restore import cluster_workers, restore_newest_readable
@@ -241,8 +243,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self._training_state = state
         restored = restore_newest_readable(manager.checkpoint, Path(directory), model.distribute_strategy)
         if restored:
-            saved_epoch, saved_batch = (int(keras.backend.get_value(v)) for v in saved_epoch_and_batch(state))
+            saved_epoch, saved_batch = (int(value_of(v)) for v in saved_epoch_and_batch(state))
             log.info("resumed from %s (saved at epoch %d, step %d)", restored, saved_epoch + 1, saved_batch + 1)
+            resume_fit_at(model, state)
         if self.stop is not None:
             self.stop = stop_for(self.stop, model.distribute_strategy, manager.checkpoint, Path(directory))
 
@@ -261,7 +264,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         if crossed and batch + 1 < (self.params.get("steps") or 0) and not self.diverged():  # the end saves anyway
             self._save(self._current_epoch, batch)
         if self.stop is not None:
-            self.stop.check(lambda: self._save(self._current_epoch, batch))
+            self.stop.check(lambda: self._save_within(self._current_epoch, batch))
 
     def on_epoch_end(self, epoch, logs=None):
         if self.diverged():
@@ -269,6 +272,13 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self._save(epoch, (self.params.get("steps") or self._last_batch + 1) - 1)
         if self.stop is not None:
             self.stop.check(lambda: f"the end of epoch {epoch + 1} ({self.backup_dir})")
+
+    def _save_within(self, epoch: int, batch: int) -> str:
+        """A signal's save mid-epoch; a state that resumes only at an epoch's start (Keras 3's fit) keeps the last
+        epoch's instead, and the resumed run repeats this epoch's steps."""
+        if saves_mid_epoch(self._training_state):
+            return self._save(epoch, batch)
+        return f"the end of epoch {epoch} ({self.backup_dir}; this epoch's steps run again)"
 
     def _save(self, epoch: int, batch: int) -> str:
         saved_epoch, saved_batch = saved_epoch_and_batch(self._training_state)

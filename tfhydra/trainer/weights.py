@@ -8,9 +8,9 @@ import logging
 from pathlib import Path
 
 import tensorflow as tf
-import tf_keras as keras
 
 from tfhydra.config.errors import clip, first_line
+from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.terminal import figure
 from tfhydra.record import RunRecord
 from tfhydra.record.rundir import RunPaths
