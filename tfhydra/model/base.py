@@ -13,6 +13,7 @@ MODELS = Registry("model")
 
 IMAGES = "image data: float examples of shape (height, width, channels)"
 TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_size (e.g. data=text_csv)"
+TEXT = "raw text: one string per example (data=text_csv)"
 
 
 def classifier_head(spec: DataSpec) -> list[keras.layers.Layer]:
@@ -21,10 +22,18 @@ def classifier_head(spec: DataSpec) -> list[keras.layers.Layer]:
     (regression with task.standardize) ends in a fixed `outputs * scale + offset` instead, in the targets' units."""
     head = spec.head or Head(spec.num_classes)
     dense = keras.layers.Dense(head.units, name="logits" if head.activation != "linear" else "outputs")
+    return [dense, output_layer(spec)]
+
+
+def output_layer(spec: DataSpec) -> keras.layers.Layer:
+    """The head's last, weightless, float32 layer over `spec.outputs` logits: the task's activation, or a
+    regression's fixed `outputs * scale + offset`. A model with a Dense of its own (keras-hub's classifier) ends
+    with this alone."""
+    head = spec.head or Head(spec.num_classes)
     if head.scale is not None:
         offset = list(head.offset) if head.offset is not None else 0.0
-        return [dense, keras.layers.Rescaling(list(head.scale), offset, dtype="float32", name=head.output)]
-    return [dense, keras.layers.Activation(head.activation, dtype="float32", name=head.output)]
+        return keras.layers.Rescaling(list(head.scale), offset, dtype="float32", name=head.output)
+    return keras.layers.Activation(head.activation, dtype="float32", name=head.output)
 
 
 def is_token_data(spec: DataSpec) -> bool:
@@ -62,3 +71,10 @@ def require_tokens(spec: DataSpec, model: str) -> int:
     if len(spec.input_shape) != 1 or not spec.dtype.startswith("int") or not spec.vocab_size:
         raise ConfigError("model", model, TOKENS, f"needs token ids; {describe_data(spec)}")
     return spec.input_shape[0]
+
+
+def require_text(spec: DataSpec, model: str) -> None:
+    """Raw strings, one per example: what a model with its own tokenizer takes (the data room gives them when the
+    model's builder declares `inputs=raw_text`)."""
+    if tuple(spec.input_shape) != () or spec.dtype != "string":
+        raise ConfigError("model", model, TEXT, f"needs raw text; {describe_data(spec)}")
