@@ -17,6 +17,7 @@ back as in training (tfhydra/platform/terminal.py).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import time
@@ -138,7 +139,7 @@ def load_served_model(run_dir: Path):
     import tensorflow as tf
 
     try:
-        served = tf.saved_model.load(str(RunPaths(run_dir).saved_model))
+        served = saved_model_with_its_ops(tf, str(RunPaths(run_dir).saved_model))
         signature = served.signatures["serve" if "serve" in served.signatures else "serving_default"]
     except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
         problem = " ".join(str(error).split())[:200]
@@ -149,6 +150,20 @@ def load_served_model(run_dir: Path):
             f"its export/saved_model cannot be loaded ({type(error).__name__}: {problem})",
         ) from error
     return served, signature
+
+
+def saved_model_with_its_ops(tf, path: str):
+    """`tf.saved_model.load`, retried once with TensorFlow Text's ops registered (importing tensorflow_text registers
+    them) when the graph uses one TensorFlow does not know: a keras-hub tokenizer's (model=keras_hub, the hub
+    extra). Imported only then, so loading any other export costs no import."""
+    try:
+        return tf.saved_model.load(path)
+    except Exception as error:  # noqa: BLE001  (TensorFlow raises a RuntimeError or NotFoundError for it)
+        if "Op type not registered" not in str(error) or importlib.util.find_spec("tensorflow_text") is None:
+            raise
+    import tensorflow_text  # noqa: F401  (registers its ops)
+
+    return tf.saved_model.load(path)
 
 
 def _takes(signature, shape: tuple, dtype: str) -> bool:

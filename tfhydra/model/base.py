@@ -13,7 +13,6 @@ MODELS = Registry("model")
 
 IMAGES = "image data: float examples of shape (height, width, channels)"
 TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_size (e.g. data=text_csv)"
-TEXT = "raw text: one string per example (data=text_csv)"
 
 
 def classifier_head(spec: DataSpec) -> list[keras.layers.Layer]:
@@ -71,10 +70,3 @@ def require_tokens(spec: DataSpec, model: str) -> int:
     if len(spec.input_shape) != 1 or not spec.dtype.startswith("int") or not spec.vocab_size:
         raise ConfigError("model", model, TOKENS, f"needs token ids; {describe_data(spec)}")
     return spec.input_shape[0]
-
-
-def require_text(spec: DataSpec, model: str) -> None:
-    """Raw strings, one per example: what a model with its own tokenizer takes (the data room gives them when the
-    model's builder declares `inputs=raw_text`)."""
-    if tuple(spec.input_shape) != () or spec.dtype != "string":
-        raise ConfigError("model", model, TEXT, f"needs raw text; {describe_data(spec)}")
