@@ -65,11 +65,12 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: floa
 
     The command is forked from a server that has imported TensorFlow once (tests/cli_fork_server.py), unless the
     test sets environment variables of its own (some are read at import), the command sweeps with joblib's
-    launcher, or TFHYDRA_TEST_FORK=0 is set."""
+    launcher, it asks for another Keras than the server's tf_keras (`keras=3`: TensorFlow reads its Keras at
+    import), or TFHYDRA_TEST_FORK=0 is set."""
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None) if not (env or {}).get("HYDRA_FULL_ERROR") else None
     # joblib's loky workers hang when their sweep is forked from the server (seen: two sweeps past 300 s): real ones
-    forkable = not env and "hydra/launcher=joblib" not in args
+    forkable = not env and "hydra/launcher=joblib" not in args and not any(_other_keras(a) for a in args)
     if forkable and os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
         return _CLI_SERVER.run(list(args), cwd=cwd, env=full_env, timeout=timeout)
     return subprocess.run(
@@ -81,6 +82,12 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: floa
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def _other_keras(override: str) -> bool:
+    """`keras=3` (or a sweep naming it): a run the fork server, which holds tf_keras, cannot be."""
+    key, _, value = override.lstrip("+~").partition("=")
+    return key == "keras" and value.strip() not in ("", "2")
 
 
 class _ForkServer:

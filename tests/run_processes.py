@@ -90,3 +90,14 @@ def weights_digest(path):
             )
         )
     return digest.hexdigest()
+
+
+def saved_step(state_dir):
+    """Step within the epoch of the latest saved state (0 at an epoch boundary or when none)."""
+    import tensorflow as tf
+
+    try:
+        latest = tf.train.latest_checkpoint(str(state_dir))
+        return int(tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE")) if latest else 0
+    except Exception:  # noqa: BLE001  (caught mid-write: look again)
+        return 0

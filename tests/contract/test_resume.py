@@ -10,7 +10,7 @@ import time
 
 import pytest
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
-from run_processes import weights_digest
+from run_processes import saved_step, weights_digest
 
 ARGS = [
     "trainer.loop=custom",
@@ -20,17 +20,6 @@ ARGS = [
     "model=mlp",
     "logging.histogram_freq=0",
 ]  # the MLP has Dropout: its random generator must resume exactly too
-
-
-def saved_step(state_dir):
-    """Step within the epoch of the latest saved state (0 at an epoch boundary or when none)."""
-    import tensorflow as tf
-
-    try:
-        latest = tf.train.latest_checkpoint(str(state_dir))
-        return int(tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE")) if latest else 0
-    except Exception:  # noqa: BLE001  (caught mid-write: look again)
-        return 0
 
 
 def start(run_dir):

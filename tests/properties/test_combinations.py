@@ -60,12 +60,15 @@ def test_a_killed_pruning_run_under_mirrored_resumes(tmp_path):
         combinations.Case(compression="prune", fault="sigterm"),
         # found by the property (seed 3294585354): gradients under mirrored failed every run at the first epoch's end
         combinations.Case(strategy="mirrored", ema=True, gradients=True, sweep=True, fault="sigterm"),
+        # Keras 3 (docs/keras.md): the custom loop's loss scaling, EMA and gradients, stopped and resumed
+        combinations.Case(keras=3, loop="custom", precision="mixed", ema=True, gradients=True, fault="sigterm"),
     ],
     ids=[
         "nan-recovered-custom-ema-histograms",
         "nan-diverged-in-a-sweep",
         "sigterm-prune",
         "sigterm-sweep-mirrored-ema-gradients",
+        "sigterm-keras3-custom-mixed-ema-gradients",
     ],
 )
 def test_the_combinations_issue_35_found(tmp_path, case):

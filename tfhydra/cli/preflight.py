@@ -117,6 +117,8 @@ def check_overrides(
             _check_keys_exist(defaults, job)
             cfg = with_values(defaults, [o for o in job if not is_group_choice(o)], groups)
             majors = _one_keras(majors, cfg.keras)
+            if number == 0:  # before the plan, which imports the modules `_target_`s name (TensorFlow, often)
+                choose_keras(cfg.keras)  # TF_USE_LEGACY_KERAS before anything imports TensorFlow (docs/keras.md)
             if number == 0 and multirun:
                 launcher = sweep_checks.check_plugins(cfg, parsed)
             if number == 0:  # after its plan, which checks the sweep section's values
@@ -135,7 +137,6 @@ def check_overrides(
                     stage=SCREEN,
                 )
     _warn_unread_additions(parsed)
-    choose_keras(majors.pop())  # TF_USE_LEGACY_KERAS, before anything imports TensorFlow (docs/keras.md)
     return launcher
 
 

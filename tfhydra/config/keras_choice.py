@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.platform.keras_env import LEGACY_KERAS, held_major
+from tfhydra.platform.keras_env import CHOSEN_KERAS, LEGACY_KERAS, held_major
 
 KERAS_MAJORS = (2, 3)  # keras=2: tf_keras (the default, compression's only Keras); keras=3: Keras 3
 
@@ -20,7 +20,8 @@ def choose_keras(major: int) -> None:
     (a notebook kernel's second run, a worker that preloaded TensorFlow) is one ConfigError line."""
     held = held_major()
     if held is None:
-        os.environ[LEGACY_KERAS] = "1" if major == 2 else "0"
+        os.environ[LEGACY_KERAS] = "0" if major == 3 else "1"  # another value: the plan refuses it next
+        os.environ[CHOSEN_KERAS] = "3" if major == 3 else "2"  # for the processes this one starts
     elif held != major:
         raise ConfigError(
             "keras",

@@ -33,7 +33,8 @@ def build_optimizer(
     if "_target_" in cfg_optimizer:
         optimizer = build_target_optimizer(cfg_optimizer, updates_per_epoch, epochs, clipping)
     else:
-        learning_rate = build_schedule(cfg_optimizer.schedule, cfg_optimizer.lr, updates_per_epoch, epochs)
+        # a float: `optimizer.lr=50` composes to an int, which Keras 3's optimizers refuse (tf_keras casts it)
+        learning_rate = build_schedule(cfg_optimizer.schedule, float(cfg_optimizer.lr), updates_per_epoch, epochs)
         optimizer = OPTIMIZERS.get(cfg_optimizer.name)(cfg_optimizer, learning_rate, **clipping)
     return accumulating(optimizer, accumulate)
 

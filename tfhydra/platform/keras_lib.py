@@ -9,6 +9,7 @@ asks which Keras it runs on. Importing this module imports TensorFlow's Keras: o
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tfhydra.platform.keras_env import environment_major
@@ -21,11 +22,40 @@ else:
     import tf_keras as keras
 
 KERAS3 = MAJOR == 3
+log = logging.getLogger("tfhydra")
 
 
 def keras_record() -> dict:
     """What metrics.json records of the run's Keras: its major version and the package's own version."""
     return {"major": MAJOR, "version": keras.__version__}
+
+
+def variable_tag(variable: Any) -> str:
+    """A weight's TensorBoard name, layer-qualified under either Keras: tf_keras' `conv2d/kernel:0` as
+    `conv2d/kernel_0`; Keras 3 names a variable without its layer (`kernel`), its `path` with it (`conv2d/kernel`)."""
+    return variable.path if KERAS3 else variable.name.replace(":", "_")
+
+
+def fit_steps_per_execution(requested: int, strategy: Any) -> int:
+    """The steps of one compiled call of `fit`: as asked, except Keras 3 over several replicas, whose multi-step
+    train function fails there ("You must feed a value for placeholder tensor", keras-team/keras#19246, open), so it
+    runs one step per call (the custom loop keeps its own `trainer.steps_per_execution`)."""
+    if KERAS3 and strategy.num_replicas_in_sync > 1 and requested > 1:
+        log.info(
+            "keras=3 over %d replicas: fit runs 1 step per call (keras-team/keras#19246)", strategy.num_replicas_in_sync
+        )
+        return 1
+    return requested
+
+
+def snapshot(variable: Any) -> Any:
+    """A variable's current value as a tensor that later assignments leave alone (tf_keras: `read_value`; a Keras 3
+    variable has none: its TensorFlow variable read through `tf.identity`)."""
+    if KERAS3:
+        import tensorflow as tf
+
+        return tf.identity(variable.value)
+    return variable.read_value()
 
 
 def value_of(tensor: Any) -> Any:
@@ -44,25 +74,21 @@ def scaled_loss(optimizer: Any, loss: Any) -> Any:
     return loss
 
 
-def unscaled_gradients(optimizer: Any, gradients: list) -> list:
-    """The gradients of a scaled loss as the unscaled loss's, for what the loop reads of them before they are
-    applied (norms, histograms). tf_keras' LossScaleOptimizer expects them unscaled (`get_unscaled_gradients`)
-    before `apply_gradients`; Keras 3's unscales inside its own `apply_gradients`, so the loop hands it the scaled
-    ones (`gradients_to_apply`) and divides only its own copy here."""
-    if KERAS3:
-        if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
-            scale = optimizer.dynamic_scale if optimizer.built else 1.0
-            return [None if g is None else g / keras.ops.cast(scale, g.dtype) for g in gradients]
-        return gradients
-    if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+def loss_scale_of(optimizer: Any) -> float | None:
+    """The dynamic loss scale of a LossScaleOptimizer (tf_keras: `loss_scale`; Keras 3: `dynamic_scale`), or None
+    when the optimizer does not scale."""
+    if not isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        return None
+    return float(value_of(optimizer.dynamic_scale if KERAS3 else optimizer.loss_scale))
+
+
+def gradients_to_apply(optimizer: Any, gradients: list) -> list:
+    """The gradients of `scaled_loss` as the optimizer's `apply_gradients` takes them: tf_keras' LossScaleOptimizer
+    takes them unscaled (`get_unscaled_gradients`); Keras 3's takes the scaled ones, unscales them itself and skips
+    a step whose gradients are not finite."""
+    if not KERAS3 and isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
         return optimizer.get_unscaled_gradients(gradients)
     return gradients
-
-
-def gradients_to_apply(optimizer: Any, scaled: list, unscaled: list) -> list:
-    """What `apply_gradients` takes: tf_keras' LossScaleOptimizer the unscaled gradients, Keras 3's the scaled ones
-    (it unscales them itself, and skips the step whose gradients are not finite)."""
-    return scaled if KERAS3 else unscaled
 
 
 def track_random_generators(enabled: bool) -> None:
@@ -75,3 +101,9 @@ def track_random_generators(enabled: bool) -> None:
         keras.backend.experimental.enable_tf_random_generator()
     else:
         keras.backend.experimental.disable_tf_random_generator()
+
+
+def trackable_metrics(metrics: list) -> list:
+    """The metric accumulators as a checkpoint takes them: tf_keras' metrics are trackable; Keras 3's are not (its
+    `Metric` is no TensorFlow Trackable), their variables are."""
+    return [v for m in metrics for v in m.variables] if KERAS3 else metrics

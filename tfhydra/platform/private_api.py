@@ -188,9 +188,37 @@ def build_compiled_metrics(model: Any, y_pred: Any, y_true: Any) -> None:
         model.compiled_metrics.build(y_pred, y_true)
 
 
+def compiled_metrics(model: Any) -> Any:
+    """The compiled metrics' container, whose `update_state(y, y_pred)` and `metrics` the custom loop uses: tf_keras'
+    public `compiled_metrics`; Keras 3's trainer keeps it as `_compile_metrics` (None without metrics), and its
+    `compiled_metrics` is gone."""
+    if hasattr(model, "_compile_metrics"):
+        return model._compile_metrics or _NoMetrics()
+    return model.compiled_metrics
+
+
+class _NoMetrics:
+    """Keras 3's missing container for a model compiled without metrics."""
+
+    metrics: list = []
+
+    def update_state(self, y_true: Any, y_pred: Any) -> None:
+        return None
+
+
+def random_layer_states(model: Any) -> list:
+    """What a model's random layers draw from, to be checkpointed: tf_keras' tf.random.Generators of each
+    layer (`layer_random_generator`), or Keras 3's SeedGenerator state variables (`_flatten_layers`,
+    `_seed_generators`: each layer's own, which the model's checkpoint does not name)."""
+    if hasattr(model, "_seed_generators"):
+        return [sg.state for layer in model._flatten_layers() for sg in layer._seed_generators]
+    return [g for g in (layer_random_generator(layer) for layer in model.submodules) if g is not None]
+
+
 def optimizer_built(optimizer: Any) -> bool:
-    """Whether the optimizer has made its slots (`_built`): they must exist before a checkpoint restores them."""
-    return bool(getattr(optimizer, "_built", False))
+    """Whether the optimizer has made its slots (`_built`; Keras 3's public `built`): they must exist before a
+    checkpoint restores them."""
+    return bool(getattr(optimizer, "_built", False) or getattr(optimizer, "built", False))
 
 
 def learning_rate_of(optimizer: Any) -> Any:
@@ -201,7 +229,10 @@ def learning_rate_of(optimizer: Any) -> Any:
 
 def moving_average_of(optimizer: Any, variable: Any) -> Any:
     """The EMA average the optimizer keeps for `variable` (`_model_variables_moving_average`, `_index_dict`,
-    `_var_key`): tf_keras has no public accessor, and the averaged weights are swapped in for validation."""
+    `_var_key`; Keras 3: `_get_variable_index`): neither Keras has a public accessor, and the averaged weights
+    are swapped in for validation."""
+    if hasattr(optimizer, "_get_variable_index"):  # Keras 3
+        return optimizer._model_variables_moving_average[optimizer._get_variable_index(variable)]
     return optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(variable)]]
 
 

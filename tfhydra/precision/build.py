@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import tensorflow as tf
 
 from tfhydra.config.registry import Registry
-from tfhydra.platform.keras_lib import keras, value_of
+from tfhydra.platform.keras_lib import keras, loss_scale_of
 
 PRECISIONS = Registry("precision")
 log = logging.getLogger("tfhydra")
@@ -83,6 +83,4 @@ def float32_output(model: keras.Model) -> keras.Model:
 
 def loss_scale(optimizer) -> float | None:
     """The dynamic loss scale at the end of a run (None when the optimizer does not scale)."""
-    if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
-        return float(value_of(optimizer.loss_scale))
-    return None
+    return loss_scale_of(optimizer)

@@ -251,6 +251,15 @@ def check_keras3(cfg: DictConfig) -> None:
             "epoch with keras=3 and trainer.loop=fit, or trainer.loop=custom (which saves and resumes mid-epoch)",
             "Keras 3's fit starts an epoch only at its first step",
         )
+    not_yet = {  # docs/keras.md, "Not yet": each refused rather than half-working
+        "trainer.recovery.max_trials": (cfg.trainer.recovery.max_trials, 0),
+        "trainer.accumulate_steps": (cfg.trainer.accumulate_steps, 1),
+    }
+    for key, (value, off) in not_yet.items():
+        if value != off:
+            raise ConfigError(
+                key, value, f"{off} with keras=3, or keras=2", "not yet built for Keras 3 (docs/keras.md)"
+            )
 
 
 CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune, check_keras3)

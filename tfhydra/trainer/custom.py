@@ -16,8 +16,8 @@ import logging
 
 import tensorflow as tf
 
-from tfhydra.platform.keras_lib import keras
-from tfhydra.platform.private_api import is_trackable, layer_random_generator
+from tfhydra.platform.keras_lib import gradients_to_apply, keras, scaled_loss, trackable_metrics
+from tfhydra.platform.private_api import compiled_metrics, is_trackable, random_layer_states
 from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.restore import restore_newest_readable
 from tfhydra.trainer.state import KEEP, stop_for
@@ -52,7 +52,6 @@ class CustomLoop:
         self.last_logs: dict | None = None  # what the model's own step returned last
         self.objective = per_example_objective(model.loss)
         self.loss_tracker = keras.metrics.Mean(name="loss")  # mean per-example loss, synced over replicas
-        self.scaling = isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # compile wraps it
         jit = jit_setting(cfg_trainer.jit_compile)
         eager = cfg_trainer.run_eagerly  # print(), breakpoint() and NumPy see concrete tensors
         train_steps, eval_step = (
@@ -84,15 +83,13 @@ class CustomLoop:
         model = self.model
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
-            loss = self._average_loss(y, y_pred)
-            if self.scaling:
-                loss = model.optimizer.get_scaled_loss(loss)
+            loss = scaled_loss(model.optimizer, self._average_loss(y, y_pred))
         gradients = tape.gradient(loss, model.trainable_variables)
-        if self.scaling:
-            gradients = model.optimizer.get_unscaled_gradients(gradients)
         # Clips per trainer.clip_*; the LossScaleOptimizer skips steps whose gradients are not finite.
-        model.optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
-        model.compiled_metrics.update_state(y, y_pred)
+        model.optimizer.apply_gradients(
+            zip(gradients_to_apply(model.optimizer, gradients), model.trainable_variables, strict=True)
+        )
+        compiled_metrics(model).update_state(y, y_pred)
 
     def _train_steps(self, iterator, count):
         for _ in tf.range(count):
@@ -102,7 +99,7 @@ class CustomLoop:
         x, y = batch
         y_pred = self.model(x, training=False)
         self._average_loss(y, y_pred)
-        self.model.compiled_metrics.update_state(y, y_pred)
+        compiled_metrics(self.model).update_state(y, y_pred)
 
     def _eval_step(self, data):
         self.strategy.run(self._replica_eval, args=(data,))
@@ -144,7 +141,7 @@ class CustomLoop:
         for batch in self.strategy.experimental_distribute_dataset(self.datasets.validation.take(1)):
             self.eval_step(batch)
         metrics = (
-            list(self.model.metrics) if self.own_steps else [self.loss_tracker, *self.model.compiled_metrics.metrics]
+            list(self.model.metrics) if self.own_steps else [self.loss_tracker, *compiled_metrics(self.model).metrics]
         )
         reset(metrics)
         return metrics
@@ -155,7 +152,7 @@ class CustomLoop:
             optimizer=self.model.optimizer,
             epoch=self.epoch,
             step=self.step,
-            metrics=self.metrics,
+            metrics=trackable_metrics(self.metrics),
             rng=tf.random.get_global_generator(),
             layer_rngs=self.layer_generators,
         )
@@ -261,19 +258,15 @@ def plain_logs(returned) -> dict[str, float]:
 
 
 def random_layer_generators(model: keras.Model, strategy) -> list:
-    """The tf.random.Generator of each random layer (Dropout & co.), created now rather than on first use.
+    """The tf.random.Generator of each random layer (Dropout & co.), created now rather than on first use (Keras 3:
+    each layer's SeedGenerator state).
 
     Keras keeps these out of the model's checkpoint on purpose (backward compatibility), so
     without saving them ourselves a resumed run would draw different dropout masks.
-    They exist only with `enable_tf_random_generator()` (trainer.deterministic=true).
+    tf_keras' exist only with `enable_tf_random_generator()` (trainer.deterministic=true).
     """
-    generators = []
     with strategy.scope():
-        for layer in model.submodules:
-            generator = layer_random_generator(layer)
-            if generator is not None:
-                generators.append(generator)
-    return generators
+        return random_layer_states(model)
 
 
 def per_example_objective(loss):

@@ -11,7 +11,7 @@ loop does) leaves the averages in the model.
 
 from __future__ import annotations
 
-from tfhydra.platform.keras_lib import keras
+from tfhydra.platform.keras_lib import keras, snapshot
 from tfhydra.platform.private_api import moving_average_of
 
 
@@ -34,7 +34,7 @@ def swap_averages(model: keras.Model) -> None:
     optimizer = optimizer_of(model)
     for variable in model.trainable_variables:
         average = moving_average_of(optimizer, variable)
-        raw = variable.read_value()
+        raw = snapshot(variable)
         variable.assign(average)
         average.assign(raw)
 

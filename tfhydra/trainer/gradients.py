@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfhydra.platform.keras_lib import keras
+from tfhydra.platform.keras_lib import keras, variable_tag
 from tfhydra.trainer.histograms import write_histogram
 
 
@@ -35,7 +35,7 @@ def write_gradient_summaries(model: keras.Model, batch, writer, epoch: int) -> N
     with writer.as_default(step=epoch):
         tf.summary.scalar("gradient_norm/global", tf.linalg.global_norm([g for _, g in pairs]))
         for variable, gradient in pairs:
-            name = variable.name.replace(":", "_")
+            name = variable_tag(variable)
             tf.summary.scalar(f"gradient_norm/{name}", tf.norm(gradient))
             write_histogram(f"gradients/{name}", gradient, epoch)
     writer.flush()

@@ -23,7 +23,8 @@ def input_signature(model: keras.Model):
     """The model's inputs as TensorSpecs (the batch dimension left open), or None when it declares none (a
     subclassed model that was never called on a Keras input)."""
     try:
-        inputs = model.input
+        declared = getattr(model, "inputs", None)  # Keras 3: a Sequential has `inputs` but no `input`
+        inputs = (declared[0] if len(declared) == 1 else model.input) if declared else model.input
     except (AttributeError, ValueError):
         return None
     return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype, name=getattr(t, "name", None)), inputs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorboard.plugins.histogram import metadata as histogram_metadata
 
-from tfhydra.platform.keras_lib import keras
+from tfhydra.platform.keras_lib import keras, variable_tag
 
 BUCKETS = 30  # TensorBoard's default bucket count
 
@@ -95,7 +95,7 @@ class TensorBoard(keras.callbacks.TensorBoard):
         if self._histograms is None or self._histograms.writer is not writer:
             self._histograms = HistogramWriter(
                 [
-                    (f"{weight.name.replace(':', '_')}/histogram", weight)
+                    (f"{variable_tag(weight)}/histogram", weight)
                     for layer in self.model.layers
                     for weight in layer.weights
                 ],

@@ -198,7 +198,8 @@ def _check_override(override, references: _References, path: Path, flag: str, mu
         raise refuse("which names code to import and call")
     if key.startswith("hydra"):  # launcher, sweeper, environment, callbacks, paths: each can run code or send work
         raise refuse("a hydra setting, which tfhydra takes only from your own command line, never from a file")
-    if "." not in key:  # a group choice: an option of the trusted config directories
+    if "." not in key and (key in references.options or not references.has_key(key)):
+        # a group choice: an option of the trusted config directories (a top-level key, `keras`, is a plain key)
         if override.type == OverrideType.ADD and key in ADDED_KEYS and _plain_scalars(override):
             return
         references.check_choice(override, refuse)

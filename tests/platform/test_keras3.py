@@ -1,0 +1,189 @@
+"""`keras=3` (issue 45): a run on Keras 3 beside tf_keras, chosen before TensorFlow loads (docs/keras.md).
+
+Every run here is a real `python train.py keras=3 ...` process (run_cli starts one: the tests' fork server holds
+tf_keras), tiny and short; each test asserts what the run left on disk, read by this process (which holds tf_keras:
+SavedModels and TensorBoard files do not depend on the Keras that wrote them).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
+from tb_events import read_events
+
+import tfhydra
+
+SHORT = ["trainer.epochs=2", "trainer.steps_per_epoch=4", "data.batch_size=16"]
+
+
+def digits(count: int = 32) -> np.ndarray:
+    """Examples as the digits source stores them: (N, 8, 8) float32 in [0, 16]."""
+    return np.random.default_rng(0).uniform(0, 16, (count, 8, 8)).astype("float32")
+
+
+def served_outputs(run_dir, x: np.ndarray) -> np.ndarray:
+    """The exported SavedModel's answers on stored examples, through its serving signature."""
+    served = tf.saved_model.load(str(run_dir / "export" / "saved_model"))
+    signature = served.signatures["serving_default"]
+    (output,) = signature(inputs=tf.constant(x)).values()
+    assert output.dtype == tf.float32
+    return output.numpy()
+
+
+def completed_on_keras3(run_dir, result) -> dict:
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = read_run_record(run_dir)
+    assert record["status"] == "completed", record.get("error")
+    assert record["keras"]["major"] == 3 and record["keras"]["version"].startswith("3.")
+    assert record["schema_version"] == 3
+    return record
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_default_run_on_keras3_checkpoints_logs_and_exports_what_it_trained(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli("keras=3", *SHORT, "logging.gradients=true", f"hydra.run.dir={run_dir}")
+    record = completed_on_keras3(run_dir, result)
+    assert record["policy"] == "float32" and len(record["history"]) == 2
+    assert record["exported"]["weights"] == "checkpoints/best.weights.h5"
+    assert (run_dir / "checkpoints" / "best.weights.h5").stat().st_size > 0
+    train = read_events(run_dir / "tensorboard" / "train")
+    assert [step for step, _ in train["scalars"]["epoch_loss"]] == [0, 1]
+    assert [v for _, v in train["scalars"]["epoch_loss"]] == pytest.approx([e["loss"] for e in record["history"]])
+    assert any(tag.endswith("logits/kernel/histogram") for tag in train["histograms"])  # layer-qualified tags
+    assert any(tag.startswith("gradient_norm/") and tag.endswith("logits/kernel") for tag in train["scalars"])
+    assert train["graph"]
+    probabilities = served_outputs(run_dir, digits())  # the digits as stored: 8x8 floats, no preprocessing
+    assert probabilities.shape == (32, 10)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_mixed_precision_on_keras3_scales_the_loss_and_exports_float32(tmp_path, loop):
+    run_dir = tmp_path / loop
+    fast = "optimizer.lr=0.01"  # 8 steps that surely lower the loss
+    result = run_cli("keras=3", "precision=mixed", f"trainer.loop={loop}", fast, *SHORT, f"hydra.run.dir={run_dir}")
+    record = completed_on_keras3(run_dir, result)
+    assert record["policy"] == "mixed_float16"
+    assert record["loss_scale"] is not None and 1 <= record["loss_scale"] <= 2**15  # Keras 3's dynamic scale
+    losses = [epoch["loss"] for epoch in record["history"]]
+    assert all(np.isfinite(losses)) and losses[1] < losses[0]
+    assert served_outputs(run_dir, digits()).dtype == np.float32
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_mirrored_mixed_on_two_logical_cpus_on_keras3(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        "keras=3", "precision=mixed", "strategy=mirrored", "strategy.logical_cpus=2", *SHORT, f"hydra.run.dir={run_dir}"
+    )
+    record = completed_on_keras3(run_dir, result)
+    assert record["replicas"] == 2 and record["policy"] == "mixed_float16"
+    assert "fit runs 1 step per call (keras-team/keras#19246)" in (run_dir / "train.log").read_text()
+    assert served_outputs(run_dir, digits(4)).shape == (4, 10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_regression_task_on_keras3_records_its_metrics_from_keras3(tmp_path):
+    run_dir = tmp_path / "run"
+    data = ["data=synthetic", "data.train_size=256", "data.val_size=64", "data.shape=[8]"]
+    result = run_cli("keras=3", "task=regression", "model=mlp", *data, *SHORT, f"hydra.run.dir={run_dir}")
+    record = completed_on_keras3(run_dir, result)
+    last = record["history"][-1]
+    assert {"rmse", "mae", "r2", "val_rmse", "val_mae", "val_r2"} <= set(last)
+    assert last["rmse"] == pytest.approx(np.sqrt(last["loss"]), rel=0.05)  # mse loss: its root, batch-averaged
+    assert {"rmse", "mae", "r2"} <= set(record["test"]["metrics"])
+
+
+BUILDERS = {  # each conf/model option on data it accepts (DataSpec arguments)
+    "cnn": ((16, 16, 1), "float32", None),
+    "mlp": ((8, 8), "float32", None),
+    "resnet": ((16, 16, 3), "float32", None),
+    "keras_app": ((32, 32, 3), "float32", None),
+    "lstm": ((12,), "int32", 50),
+    "transformer": ((12,), "int32", 50),
+}
+PROBE = """
+import json, sys
+import tfhydra
+from tfhydra.config.contracts import DataSpec
+builders = json.loads(sys.argv[1])
+built = {}
+for name, (shape, dtype, vocab) in builders.items():
+    cfg = tfhydra.compose(["keras=3", f"model={name}"])  # chooses Keras 3 before TensorFlow loads
+    from tfhydra.model import build_model
+    import keras, numpy as np, tensorflow as tf
+    spec = DataSpec(tuple(shape), 3, ("a", "b", "c"), 1, 1, dtype=dtype, vocab_size=vocab)
+    model = build_model(cfg.model, spec)
+    x = np.ones((2, *shape), dtype)
+    built[name] = {
+        "keras3": isinstance(model, keras.Model) and tf.keras.Model is keras.Model,
+        "version": keras.__version__,
+        "params": model.count_params(),
+        "output": list(model(x).shape),
+    }
+print(json.dumps(built))
+"""
+
+
+@pytest.fixture(scope="module")
+def built_on_keras3() -> dict:
+    """Every conf/model builder run once under keras=3, in one fresh process."""
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(BUILDERS)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"},
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_every_model_builder_builds_a_keras3_model(built_on_keras3, name):
+    built = built_on_keras3[name]
+    assert built["keras3"] and built["version"].startswith("3.")
+    assert built["params"] > 0 and built["output"] == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["keras=3", "compression=prune"], "keras=3: the Model Optimization Toolkit supports no Keras 3"),
+        (["-m", "keras=2,3"], "keras=3: a sweep runs on one Keras"),
+        (["keras=4"], "keras=4"),
+        (["keras=3", "trainer.save_every=5"], "trainer.save_every=5: Keras 3's fit starts an epoch only"),
+        (["keras=3", "trainer.recovery.max_trials=2"], "trainer.recovery.max_trials=2: not yet built for Keras 3"),
+    ],
+)
+def test_what_keras3_does_not_do_is_one_line_before_anything_runs(tmp_path, overrides, message):
+    where = "hydra.sweep.dir" if "-m" in overrides else "hydra.run.dir"
+    result = run_cli(*overrides, f"{where}={tmp_path / 'run'}", timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert last_line(result.stderr).startswith(f"Error: {message}")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_process_that_loaded_tensorflow_with_tf_keras_refuses_keras3_in_one_line():
+    """A notebook kernel's second run on the other Keras: this test process imported TensorFlow with tf_keras."""
+    assert tf.keras.Model.__module__.startswith("tf_keras")
+    with pytest.raises(tfhydra.ConfigError) as refused:
+        tfhydra.compose(["keras=3"])
+    assert "this process has loaded TensorFlow with Keras 2" in str(refused.value)
+    assert "restart the kernel" in str(refused.value)
+    assert tfhydra.compose(["keras=2"]).keras == 2  # the Keras it holds still runs
