@@ -17,7 +17,6 @@ back as in training (tfhydra/platform/terminal.py).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
@@ -136,10 +135,10 @@ def load_served_model(run_dir: Path):
     """The run's SavedModel, loaded as a SavedModel: its graph runs, but no Python code from the run
     directory (no pickled objects, no custom-object lookup, no Keras file). The run's Keras files
     (export/model.keras) are never loaded here; a reader that must load one passes safe_mode=True."""
-    import tensorflow as tf
+    from tfhydra.export.served import saved_model_with_its_ops
 
     try:
-        served = saved_model_with_its_ops(tf, str(RunPaths(run_dir).saved_model))
+        served = saved_model_with_its_ops(str(RunPaths(run_dir).saved_model))
         signature = served.signatures["serve" if "serve" in served.signatures else "serving_default"]
     except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
         problem = " ".join(str(error).split())[:200]
@@ -150,20 +149,6 @@ def load_served_model(run_dir: Path):
             f"its export/saved_model cannot be loaded ({type(error).__name__}: {problem})",
         ) from error
     return served, signature
-
-
-def saved_model_with_its_ops(tf, path: str):
-    """`tf.saved_model.load`, retried once with TensorFlow Text's ops registered (importing tensorflow_text registers
-    them) when the graph uses one TensorFlow does not know: a keras-hub tokenizer's (model=keras_hub, the hub
-    extra). Imported only then, so loading any other export costs no import."""
-    try:
-        return tf.saved_model.load(path)
-    except Exception as error:  # noqa: BLE001  (TensorFlow raises a RuntimeError or NotFoundError for it)
-        if "Op type not registered" not in str(error) or importlib.util.find_spec("tensorflow_text") is None:
-            raise
-    import tensorflow_text  # noqa: F401  (registers its ops)
-
-    return tf.saved_model.load(path)
 
 
 def _takes(signature, shape: tuple, dtype: str) -> bool:

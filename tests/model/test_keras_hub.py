@@ -145,12 +145,13 @@ def test_keras_hub_under_keras_2_is_one_line_naming_keras_3(compose_cfg, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-def test_a_tiny_bert_fine_tunes_from_its_preset_on_raw_text(tiny_preset, tmp_path):
-    """4 epochs: the loss falls, the backbone moves, the test accuracy is recorded, and the
+def test_a_tiny_bert_fine_tunes_from_its_preset_on_raw_text_under_mixed_precision(tiny_preset, tmp_path):
+    """4 epochs, float16 compute: the loss falls, the backbone moves, the test accuracy is recorded, and the
     SavedModel takes the raw strings the CSV holds and answers float32 probabilities."""
-    run = fine_tune(tiny_preset, tmp_path, 96, "trainer.epochs=4", "model.dropout=0")
+    run = fine_tune(tiny_preset, tmp_path, 96, "trainer.epochs=4", "model.dropout=0", "precision=mixed")
     record = read_run_record(run)
     assert record["status"] == "completed" and record["data"]["dtype"] == "string"
+    assert record["policy"] == "mixed_float16" and record["keras"]["major"] == 3
     accuracy = record["test"]["metrics"]["accuracy"]
     assert isinstance(accuracy, float) and 0.0 <= accuracy <= 1.0 and record["test"]["examples"] > 0
     losses = [epoch["loss"] for epoch in record["history"]]
