@@ -411,3 +411,10 @@ def declared_source(seed: int, label_kind: str = "multi_hot", declare=None, rows
     names = ["a", "b", "c"] if label_kind == "multi_hot" else ["target"]
     cut = rows * 3 // 4
     return source_from_arrays(x[:cut], y[:cut], x[cut:], y[cut:], names, label_kind=declare or label_kind)
+
+
+def build_keras3_model(spec, units: int = 8):
+    """A keras.io-style builder (`import keras`): a Keras 3 model, which only a keras=3 run takes."""
+    import keras
+
+    return keras.Sequential([keras.Input(spec.input_shape), keras.layers.Flatten(), keras.layers.Dense(units)])

@@ -116,9 +116,7 @@ def check_overrides(
             defaults = composed[choices]
             _check_keys_exist(defaults, job)
             cfg = with_values(defaults, [o for o in job if not is_group_choice(o)], groups)
-            majors = _one_keras(majors, cfg.keras)
-            if number == 0:  # before the plan, which imports the modules `_target_`s name (TensorFlow, often)
-                choose_keras(cfg.keras)  # TF_USE_LEGACY_KERAS before anything imports TensorFlow (docs/keras.md)
+            majors = _one_keras(majors, cfg.keras)  # before the plan, which imports what `_target_`s name
             if number == 0 and multirun:
                 launcher = sweep_checks.check_plugins(cfg, parsed)
             if number == 0:  # after its plan, which checks the sweep section's values
@@ -141,9 +139,12 @@ def check_overrides(
 
 
 def _one_keras(majors: set[int], major: int) -> set[int]:
-    """The jobs' Keras so far with this job's: a sweep over `keras` is refused, since a process (and a sweep's
-    workers, forked from one that imported TensorFlow) holds one Keras."""
-    if majors and major not in majors:
+    """The jobs' Keras so far with this job's: the first job's is chosen (TF_USE_LEGACY_KERAS before anything imports
+    TensorFlow, docs/keras.md); a sweep over `keras` is refused, since a process (and a sweep's workers, forked from
+    one that imported TensorFlow) holds one Keras."""
+    if not majors:
+        choose_keras(major)
+    elif major not in majors:
         raise ConfigError(
             "keras",
             major,

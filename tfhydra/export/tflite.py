@@ -130,7 +130,9 @@ def tflite_runtime() -> tuple[type, str]:
 
 def recurrent_layers(model: keras.Model) -> list[keras.layers.Layer]:
     """The RNN layers of `model` at any depth (inside Bidirectional wrappers and nested models too)."""
-    return [layer for layer in model.submodules if isinstance(layer, keras.layers.RNN)]
+    from tfhydra.platform.private_api import nested_layers
+
+    return [layer for layer in nested_layers(model) if isinstance(layer, keras.layers.RNN)]
 
 
 def tflite_converter(model: keras.Model) -> tf.lite.TFLiteConverter:

@@ -1,6 +1,6 @@
 """`build_model`: the registered builder of `model.name` (or the user's `_target_`), checked to return a
-tf_keras model, then filled from `model.weights` when that is a file. Importing this module imports every builder,
-which registers itself in `MODELS`."""
+model of the run's Keras (tfhydra/platform/keras_lib.py), then filled from `model.weights` when that is a file.
+Importing this module imports every builder, which registers itself in `MODELS`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tfhydra.model.base import MODELS
 from tfhydra.model.freeze import KEY as FREEZE
 from tfhydra.model.weights import KEY as WEIGHTS
 from tfhydra.model.weights import is_file_setting, load_weights_file
-from tfhydra.platform.keras_lib import keras
+from tfhydra.platform.keras_lib import MODEL_ACCEPTED, keras
 
 __all__ = ["MODELS", "build_model", "model_inputs"]
 
@@ -29,7 +29,7 @@ def build_model(cfg_model, spec: DataSpec) -> keras.Model:
         raise ConfigError(
             "model",
             cfg_model.get("_target_", cfg_model.get("name")),
-            "a builder returning a tf_keras.Model",
+            MODEL_ACCEPTED,
             f"the builder returned {type(model).__name__}",
         )
     if is_file_setting(cfg_model.get(WEIGHTS)):

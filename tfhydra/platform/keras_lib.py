@@ -23,6 +23,12 @@ else:
 
 KERAS3 = MAJOR == 3
 log = logging.getLogger("tfhydra")
+# What a model builder must return, said to a user whose builder returned something else
+MODEL_ACCEPTED = (
+    "a builder returning a keras.Model (keras=3: Keras 3)"
+    if KERAS3
+    else "a builder returning a tf_keras.Model (keras=2; an `import keras` model runs with keras=3, docs/keras.md)"
+)
 
 
 def keras_record() -> dict:

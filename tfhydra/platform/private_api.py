@@ -206,13 +206,21 @@ class _NoMetrics:
         return None
 
 
+def nested_layers(model: Any) -> list:
+    """Every layer inside `model` at any depth (wrappers and nested models too): tf_keras' public `submodules`
+    (its tf.Module's); a Keras 3 model is no tf.Module, its own walk is `_flatten_layers`."""
+    if hasattr(model, "_flatten_layers") and not hasattr(model, "submodules"):
+        return list(model._flatten_layers(include_self=False, recursive=True))
+    return list(model.submodules)
+
+
 def random_layer_states(model: Any) -> list:
     """What a model's random layers draw from, to be checkpointed: tf_keras' tf.random.Generators of each
     layer (`layer_random_generator`), or Keras 3's SeedGenerator state variables (`_flatten_layers`,
     `_seed_generators`: each layer's own, which the model's checkpoint does not name)."""
     if hasattr(model, "_seed_generators"):
         return [sg.state for layer in model._flatten_layers() for sg in layer._seed_generators]
-    return [g for g in (layer_random_generator(layer) for layer in model.submodules) if g is not None]
+    return [g for g in (layer_random_generator(layer) for layer in nested_layers(model)) if g is not None]
 
 
 def optimizer_built(optimizer: Any) -> bool:

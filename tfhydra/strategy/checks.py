@@ -44,7 +44,14 @@ def check_strategy(cfg: DictConfig) -> None:
         check_replica_batch(cfg.data.batch_size, replicas)
 
 
-CHECKS = (check_strategy,)
+def check_keras3(cfg: DictConfig) -> None:
+    """Not yet built for Keras 3 (docs/keras.md, "Not yet"): a cluster's per-worker resumable state."""
+    if cfg.keras == 3 and cfg.strategy.get("name") == "multi_worker":
+        reason = "not yet built for Keras 3 (docs/keras.md)"
+        raise ConfigError("strategy", "multi_worker", "keras=2 with strategy=multi_worker", reason)
+
+
+CHECKS = (check_strategy, check_keras3)
 
 
 CLUSTER_RESOLVERS = ("tf_config", "slurm", "kubernetes")  # strategy.cluster_resolver (tfhydra/strategy/build.py)
