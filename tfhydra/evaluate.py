@@ -135,10 +135,10 @@ def load_served_model(run_dir: Path):
     """The run's SavedModel, loaded as a SavedModel: its graph runs, but no Python code from the run
     directory (no pickled objects, no custom-object lookup, no Keras file). The run's Keras files
     (export/model.keras) are never loaded here; a reader that must load one passes safe_mode=True."""
-    import tensorflow as tf
+    from tfhydra.export.served import saved_model_with_its_ops
 
     try:
-        served = tf.saved_model.load(str(RunPaths(run_dir).saved_model))
+        served = saved_model_with_its_ops(str(RunPaths(run_dir).saved_model))
         signature = served.signatures["serve" if "serve" in served.signatures else "serving_default"]
     except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
         problem = " ".join(str(error).split())[:200]

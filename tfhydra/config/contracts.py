@@ -21,6 +21,12 @@ if TYPE_CHECKING:  # annotations only: importing this module must not import Ten
 # What a task's labels are, as a source that makes up its labels (data=synthetic) generates them: one kind each.
 CLASSES, BINARY, MULTI_HOT, NUMBERS = "classes", "binary", "multi_hot", "numbers"
 
+# What a model takes from the data (the model room declares it per builder, `MODELS.traits(name)["inputs"]`; the
+# data room builds it, tfhydra/data/inputs.py): the source's prepared examples (token ids from its fitted vocabulary,
+# standardised features, decoded images), or raw text, one string per example, for a model that tokenizes with its
+# own preprocessor (model=keras_hub: the preset's tokenizer).
+PREPARED, RAW_TEXT = "prepared", "raw_text"
+
 
 class LabelReader(Protocol):
     """What the run's task (tfhydra/task/base.py `Task`) answers the data room (tfhydra/data/labels.py), which

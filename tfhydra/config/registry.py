@@ -20,15 +20,24 @@ class Registry:
     def __init__(self, group: str):
         self.group = group
         self._builders: dict[str, Callable[..., Any]] = {}
+        self._traits: dict[str, dict[str, Any]] = {}
 
-    def register(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(self, name: str, **traits: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """`traits`: what the builder declares about itself for other rooms to ask (a model's `inputs`: what it
+        takes from the data), so no room tests a builder's name."""
+
         def decorate(builder: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._builders:
                 raise ValueError(f"{self.group} builder {name!r} is registered twice")
             self._builders[name] = builder
+            self._traits[name] = traits
             return builder
 
         return decorate
+
+    def traits(self, name: str) -> dict[str, Any]:
+        """What `name`'s builder declared at registration (empty: nothing; an unknown name too)."""
+        return dict(self._traits.get(name, {}))
 
     def names(self) -> list[str]:
         return sorted(self._builders)

@@ -8,10 +8,10 @@ Rooms: source.py (the types builders share), pipeline.py (build_datasets), augme
 and one module per family of sources: arrays.py (digits, synthetic, npz),
 keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py (image_folder; image_labels.py its labels),
 tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv); labels.py (how the run's task reads, splits and subsets
-the labels: tfhydra/task/); splits.py (training, validation and test held
-apart); caching.py, budget.py, file_cache.py, index.py, image_headers.py, service.py, service_watch.py (what the
-pipeline decides and reads, and the tf.data service's watchdog); checks.py holds what the run plan checks (no
-TensorFlow).
+the labels: tfhydra/task/); inputs.py (what the model takes: prepared examples or raw text); splits.py
+(training, validation and test held apart); caching.py, budget.py, file_cache.py, index.py, image_headers.py,
+service.py, service_watch.py (what the pipeline decides and reads, and the tf.data service's watchdog); checks.py
+holds what the run plan checks (no TensorFlow).
 
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562), which also registers every source.

@@ -25,6 +25,7 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.file_cache import cached, config_digest
+from tfhydra.data.inputs import PREPARED, giving_inputs
 from tfhydra.data.labels import CLASSES, NUMBERS, LabelReader, label_reader, reading_labels, strata
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (
@@ -125,11 +126,14 @@ def check_classes(source: Source, name: str | None) -> None:
         )
 
 
-def build_datasets(cfg_data, seed: int, reads: Reads | None = None, task: LabelReader | None = None) -> Datasets:
+def build_datasets(
+    cfg_data, seed: int, reads: Reads | None = None, task: LabelReader | None = None, inputs: str = PREPARED
+) -> Datasets:
     """The run's splits through the one pipeline; `reads` (how often the run reads each split) lets
     `data.cache=auto` leave a split read once uncached (tfhydra/data/caching.py). `task` reads the labels and
-    chooses the model's head (tfhydra/task/; None: class indices and a softmax)."""
-    with reading_labels(task) as reading:
+    chooses the model's head (tfhydra/task/; None: class indices and a softmax). `inputs`: what the model takes
+    (tfhydra/data/inputs.py; RAW_TEXT: the texts themselves, for a model with its own tokenizer)."""
+    with reading_labels(task) as reading, giving_inputs(inputs):
         source = DATA.build(cfg_data, seed=seed)
         check_label_kind(source, task, cfg_data, reading.asked)
         check_classes(source, cfg_data.get("name"))

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.inputs import RAW_TEXT, wanted_inputs
 from tfhydra.data.source import DATA, Serving, Source, read_labels, source_from_arrays
 from tfhydra.data.splits import hold_out
 
@@ -157,6 +158,8 @@ def build_text_csv(cfg, seed: int) -> Source:
     labels, names, held = split_rows(cfg, path, columns, seed)
     train_idx, val_idx, test_idx = held.train, held.validation, held.test
     texts = np.array(column(columns, cfg.text, "data.text", path), dtype=object)
+    if wanted_inputs() == RAW_TEXT:
+        return raw_text_source(texts.astype(str), labels, names, held)
     vectorize = keras.layers.TextVectorization(max_tokens=cfg.vocab_size, output_sequence_length=cfg.sequence_length)
     vectorize.adapt(texts[train_idx], batch_size=1024)
     if vectorize.vocabulary_size() <= 2:  # only padding and out-of-vocabulary: nothing to look words up in
@@ -184,5 +187,29 @@ def build_text_csv(cfg, seed: int) -> Source:
         f"raw text (one string per example), split into the {vectorize.vocabulary_size()}-word "
         "vocabulary fitted on the training rows in the graph",
         (texts[test_idx].astype(str), labels[test_idx]) if len(test_idx) else None,
+    )
+    return source
+
+
+def raw_text_source(texts: np.ndarray, labels: np.ndarray, names: tuple[str, ...], held) -> Source:
+    """The texts themselves, one string per example, for a model that tokenizes them with its own preprocessor
+    (model=keras_hub: the preset's tokenizer, in the model's graph): no vocabulary is fitted here, and the export
+    serves the same strings (`prepare` is the identity)."""
+    train_idx, val_idx, test_idx = held.train, held.validation, held.test
+    source = source_from_arrays(
+        texts[train_idx],
+        labels[train_idx],
+        texts[val_idx],
+        labels[val_idx],
+        names,
+        test=(texts[test_idx], labels[test_idx]) if len(test_idx) else None,
+    )
+    source.serving = Serving(
+        tf.TensorSpec((), tf.string),
+        tf.identity,
+        (texts[val_idx], labels[val_idx]),
+        (),
+        "raw text (one string per example), tokenized in the graph by the model's own preprocessor",
+        (texts[test_idx], labels[test_idx]) if len(test_idx) else None,
     )
     return source

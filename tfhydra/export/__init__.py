@@ -3,7 +3,8 @@
 Rooms: checks.py (what the run plan checks in the export section, no TensorFlow; the format names), base.py
 (the writers' registry), savedmodel.py, tflite.py, onnx.py (the writers and their runtimes), measure.py (the
 figures read back from the files), write.py (`export_model`: strip, write, measure), served.py (a finished run's export
-run again: the SavedModel, else its TFLite file through LiteRT, for tfhydra-predict and tfhydra-evaluate). This
+run again: the SavedModel, loaded with the TensorFlow Text ops a keras-hub tokenizer needs, else its TFLite file
+through LiteRT, for tfhydra-predict and tfhydra-evaluate). This
 package's import stays TensorFlow-free so the run plan can read checks.py; `export_model` is looked up on first use
 (PEP 562).
 """

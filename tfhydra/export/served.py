@@ -1,6 +1,7 @@
 """A finished run's export, to run again: which file answers (the SavedModel, else the TFLite file), and the
 TFLite file as a batch predictor through the export's own runtime code (tflite.py: LiteRT, or tf.lite.Interpreter
-where LiteRT is missing), for tfhydra-predict and tfhydra-evaluate.
+where LiteRT is missing), and the SavedModel loaded with the ops its graph names, for tfhydra-predict and
+tfhydra-evaluate.
 
 The SavedModel comes first when a run has both: it serves the data as stored (its `serve_raw` holds the source's
 preprocessing). A TFLite file holds the model only: it takes the model's inputs as the training pipeline feeds
@@ -10,6 +11,7 @@ file's own input is int8 (`export.tflite.integer_io`: quantized with the file's 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,3 +78,19 @@ def load_tflite(run_dir: Path, accepted: str) -> TFLiteModel:
         int(target["shape"][-1]),
         tflite_runtime()[1],
     )
+
+
+def saved_model_with_its_ops(path: str):
+    """`tf.saved_model.load`, retried once with TensorFlow Text's ops registered (importing tensorflow_text registers
+    them) when the graph uses one TensorFlow does not know: a keras-hub tokenizer's (model=keras_hub, the hub
+    extra). Imported only then, so loading any other export costs no import."""
+    import tensorflow as tf
+
+    try:
+        return tf.saved_model.load(path)
+    except Exception as error:  # noqa: BLE001  (TensorFlow raises a RuntimeError or NotFoundError for it)
+        if "Op type not registered" not in str(error) or importlib.util.find_spec("tensorflow_text") is None:
+            raise
+    import tensorflow_text  # noqa: F401  (registers its ops)
+
+    return tf.saved_model.load(path)

@@ -8,7 +8,8 @@ mismatch is one ConfigError line, not a shape error deep inside Keras.
 
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562). Rooms: base.py (the registry, the head, the
-data checks), seed.py / resnet.py / sequence.py / applications.py (the builders), build.py (`build_model`),
+data checks), seed.py / resnet.py / sequence.py / applications.py / hub.py (the builders), build.py (`build_model`, and
+`model_inputs`: what the model takes from the data),
 checks.py (the options' ranges and choices, `model.weights`' pre-flight), freeze.py (`model.freeze`: which layers
 train), weights.py (`model.weights`: a local file loaded into the built model), memory.py (the model's memory
 estimated before it is allocated).
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 
-_LAZY = {"MODELS": "tfhydra.model.build", "build_model": "tfhydra.model.build"}
+_LAZY = {"MODELS": "tfhydra.model.build", "build_model": "tfhydra.model.build", "model_inputs": "tfhydra.model.build"}
 
 
 def __getattr__(name: str):

@@ -21,10 +21,18 @@ def classifier_head(spec: DataSpec) -> list[keras.layers.Layer]:
     (regression with task.standardize) ends in a fixed `outputs * scale + offset` instead, in the targets' units."""
     head = spec.head or Head(spec.num_classes)
     dense = keras.layers.Dense(head.units, name="logits" if head.activation != "linear" else "outputs")
+    return [dense, output_layer(spec)]
+
+
+def output_layer(spec: DataSpec) -> keras.layers.Layer:
+    """The head's last, weightless, float32 layer over `spec.outputs` logits: the task's activation, or a
+    regression's fixed `outputs * scale + offset`. A model with a Dense of its own (keras-hub's classifier) ends
+    with this alone."""
+    head = spec.head or Head(spec.num_classes)
     if head.scale is not None:
         offset = list(head.offset) if head.offset is not None else 0.0
-        return [dense, keras.layers.Rescaling(list(head.scale), offset, dtype="float32", name=head.output)]
-    return [dense, keras.layers.Activation(head.activation, dtype="float32", name=head.output)]
+        return keras.layers.Rescaling(list(head.scale), offset, dtype="float32", name=head.output)
+    return keras.layers.Activation(head.activation, dtype="float32", name=head.output)
 
 
 def is_token_data(spec: DataSpec) -> bool:

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from tfhydra.config.contracts import DataSpec
+from tfhydra.config.contracts import PREPARED, DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model import applications, resnet, seed, sequence  # noqa: F401  (the builders register themselves)
+from tfhydra.model import applications, hub, resnet, seed, sequence  # noqa: F401  (the builders register themselves)
 from tfhydra.model.base import MODELS
 from tfhydra.model.freeze import KEY as FREEZE
 from tfhydra.model.weights import KEY as WEIGHTS
 from tfhydra.model.weights import is_file_setting, load_weights_file
 from tfhydra.platform.keras_lib import MODEL_ACCEPTED, keras
 
-__all__ = ["MODELS", "build_model"]
+__all__ = ["MODELS", "build_model", "model_inputs"]
 
 
 def build_model(cfg_model, spec: DataSpec) -> keras.Model:
@@ -48,3 +48,12 @@ def builder_node(cfg_model: DictConfig) -> DictConfig:
     with open_dict(node):
         node[WEIGHTS] = None  # built from random initialisation, then filled from the file
     return node
+
+
+def model_inputs(cfg_model: DictConfig) -> str:
+    """What the model takes from the data, as its builder declared (`inputs=` at registration): PREPARED (the
+    source's token ids, features or images) or RAW_TEXT (strings, for a model with its own tokenizer). A user's
+    `_target_` builder takes prepared examples."""
+    if "_target_" in cfg_model:
+        return PREPARED
+    return MODELS.traits(cfg_model.name).get("inputs", PREPARED)

@@ -5,6 +5,7 @@ whether a weights file fits the model, once the model is built (tfhydra/model/we
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -141,6 +142,7 @@ RULES: dict[str, Rule] = {
     "model.blocks": integer(1),
     "model.mlp_dim": integer(1),
     "model.positions": choice("sinusoidal", "learned"),
+    "model.sequence_length": optional(integer(2)),
 }
 
 
@@ -196,4 +198,48 @@ def is_hdf5(path: Path) -> bool:
         return False
 
 
-CHECKS = (check_weights,)
+# model=keras_hub (tfhydra/model/hub.py): a local preset directory, keras-hub's own layout (`save_to_preset`, a
+# kagglehub download): the backbone's config.json and the metadata.json keras-hub writes beside it.
+PRESET_FILES = ("config.json", "metadata.json")
+PRESET_ACCEPTED = (
+    "a local keras-hub preset directory (config.json, metadata.json, model.weights.h5 ...): saved once with "
+    "network access by keras_hub.models.TextClassifier.from_preset(name, num_classes=2).save_to_preset(dir), or "
+    "a kagglehub.model_download (docs/models.md)"
+)
+HUB_INSTALL = 'keras-hub and tensorflow-text installed: pip install "tfhydra[hub]"'
+
+
+def check_keras_hub(cfg: DictConfig) -> None:
+    """model=keras_hub: Keras 3, keras-hub installed and a preset directory, all before TensorFlow is imported."""
+    if cfg.model.get("name") != "keras_hub" or "_target_" in cfg.model:
+        return
+    if cfg.keras != 3:
+        raise ConfigError(
+            "model",
+            "keras_hub",
+            "keras=3 with model=keras_hub",
+            f"keras-hub's models are Keras 3 models, and the run is keras={cfg.keras} (tf_keras)",
+        )
+    if importlib.util.find_spec("keras_hub") is None:
+        raise ConfigError("model", "keras_hub", HUB_INSTALL, "keras-hub is not installed")
+    problem = preset_problem(cfg.model.preset)
+    if problem:
+        raise ConfigError("model.preset", cfg.model.preset, PRESET_ACCEPTED, problem)
+
+
+def preset_problem(value) -> str | None:
+    """Why `value` is not a preset directory keras-hub can read offline, or None."""
+    if value is None:
+        return "model=keras_hub needs one (model.preset=/path/to/preset)"
+    if not isinstance(value, str) or value == "":
+        return "not a path"
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        return "no such directory" if not path.exists() else "a file, not a directory"
+    missing = [name for name in PRESET_FILES if not (path / name).is_file()]
+    if missing:
+        return f"not a keras-hub preset: it has no {' and no '.join(missing)}"
+    return None
+
+
+CHECKS = (check_weights, check_keras_hub)

@@ -1,7 +1,8 @@
 """`model.freeze`: which layers train. Fine-tuning a pretrained network first trains its head alone.
 
 `none` trains every layer; `base` freezes every layer with weights but the last one (the classifier head every
-builder ends with, and the output layer of a user's model: the one rule that holds for them all); a list of
+builder ends with, and the output layer of a user's model: the one rule that holds for them all; a model whose one
+weighted layer is itself a model, as model=keras_hub's classifier, by the same rule inside it); a list of
 layer-name patterns (`fnmatch`, e.g. `[stem*, stage1_*]`) freezes the layers whose names match, at any depth of
 nested models (keras_app's application is one layer of the model, its own layers inside it). A frozen layer's
 weights are not trainable, so neither loop nor the optimizer touches them, and a frozen BatchNormalization
@@ -25,14 +26,22 @@ def freeze_layers(model: keras.Model, setting) -> None:
     if setting in (None, "none"):
         frozen: list[keras.layers.Layer] = []
     elif setting == "base":
-        weighted = [layer for layer in model.layers if layer.weights]
-        if len(weighted) < 2:
-            raise ConfigError("model.freeze", setting, ACCEPTED, f"model {model.name} has no layer but its output")
-        frozen = weighted[:-1]
+        frozen = base_layers(model, model.name)
     else:
         frozen = matching_layers(model, list(setting))
     for layer in frozen:
         layer.trainable = False
+
+
+def base_layers(model: keras.Model, name: str) -> list[keras.layers.Layer]:
+    """Every layer with weights but the last. A model whose one weighted layer is a model of its own (keras-hub's
+    classifier behind its preprocessor, tfhydra/model/hub.py) is looked into: its backbone freezes, its head trains."""
+    weighted = [layer for layer in model.layers if layer.weights]
+    if len(weighted) == 1 and isinstance(weighted[0], keras.Model):
+        return base_layers(weighted[0], name)
+    if len(weighted) < 2:
+        raise ConfigError("model.freeze", "base", ACCEPTED, f"model {name} has no layer but its output")
+    return weighted[:-1]
 
 
 def trained_layers(model: keras.Model, setting) -> dict:

@@ -33,6 +33,7 @@ from tfhydra.export import export_model
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
 from tfhydra.logger.trackers import Trackers
+from tfhydra.model.build import model_inputs
 from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer import plateau_callback
@@ -178,7 +179,7 @@ class PhaseRunner:
         cfg, strategy = self.cfg, self.strategy
         reads = Reads(cfg.trainer.epochs, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)  # data.cache=auto
         self.task = task = build_task(cfg.task)  # what the labels are and the head (tfhydra/task/)
-        datasets = build_datasets(cfg.data, cfg.trainer.seed, reads, task)
+        datasets = build_datasets(cfg.data, cfg.trainer.seed, reads, task, model_inputs(cfg.model))
         self.record.update(task=task.record())
         datasets = limit_steps(datasets, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
         check_replica_batch(cfg.data.batch_size, strategy.num_replicas_in_sync)  # auto, multi_worker: the machine's

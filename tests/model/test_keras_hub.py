@@ -1,0 +1,225 @@
+"""model=keras_hub (tfhydra/model/hub.py): a tiny randomly initialised BERT, saved as a preset with keras-hub's own
+`save_to_preset` (tests/hub_presets.py, in a Keras 3 process of its own), fine-tunes from that directory on raw
+text (data=text_csv), offline; its test accuracy is recorded and its SavedModel serves raw strings; recipe=finetune
+keeps the backbone bit for bit in the head phase and moves it after; a preset that is missing, or a directory that
+is not a preset, or keras=2, is one line before TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import TESTS, read_run_record, run_cli
+from data_files import write_text_csv
+
+from tfhydra.config.errors import ConfigError
+from tfhydra.runner.plan import plan_run
+
+pytest.importorskip("keras_hub", reason="the hub extra: pip install -e '.[hub]'")
+
+# A real process (env given: not forked from the tf_keras server), told that no hub is reachable
+OFFLINE = {"HF_HUB_OFFLINE": "1"}
+TEXT_RUN = [
+    "keras=3",
+    "model=keras_hub",
+    "data=text_csv",
+    "data.batch_size=16",
+    "optimizer.lr=0.01",
+    "logging.histogram_freq=0",
+    "logging.images_freq=0",
+    "logging.write_graph=false",
+]
+
+# Gray 16x16 images, two classes with strong patterns: the ViT preset's converter takes them as [0, 255] RGB
+IMAGE_RUN = [
+    "keras=3",
+    "model=keras_hub",
+    "data=synthetic",
+    "data.shape=[16,16,1]",
+    "data.num_classes=2",
+    "data.signal=1.0",
+    "data.train_size=128",
+    "data.val_size=32",
+    "data.test_size=32",
+    "data.batch_size=32",
+    "optimizer.lr=0.01",
+    "trainer.epochs=3",
+    "logging.histogram_freq=0",
+]
+
+
+def keras3_helper(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{TESTS.parent}", **OFFLINE}
+    return subprocess.run(
+        [sys.executable, str(TESTS / "hub_presets.py"), *args], env=env, capture_output=True, text=True, timeout=240
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_preset(tmp_path_factory) -> Path:
+    """A 2-layer, hidden-16 BERT with a 21-word WordPiece vocabulary, its tokenizer, preprocessor and a
+    TextClassifier, randomly initialised and saved with `save_to_preset` (about 17 s, once per worker)."""
+    directory = tmp_path_factory.mktemp("hub") / "tiny_bert"
+    done = keras3_helper("write", str(directory))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return directory
+
+
+def backbone_change(preset: Path, weights: Path) -> dict:
+    done = keras3_helper("backbone", str(preset), str(weights))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def hub_run(tmp_path: Path, *overrides: str) -> Path:
+    """`python train.py OVERRIDES` completed, offline, in a real process: the run's directory."""
+    run = tmp_path / "run"
+    done = run_cli(*overrides, f"hydra.run.dir={run}", env=OFFLINE)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run
+
+
+def fine_tune(preset: Path, tmp_path: Path, rows: int, *overrides: str) -> Path:
+    """`python train.py keras=3 model=keras_hub model.preset=PRESET` on `rows` reviews: the run's directory."""
+    data = write_text_csv(tmp_path / "reviews.csv", n=rows)
+    return hub_run(tmp_path, *TEXT_RUN, f"model.preset={preset}", f"data.path={data}", *overrides)
+
+
+def test_a_missing_preset_directory_is_one_line_before_tensorflow(tmp_path):
+    missing, data = tmp_path / "no_such_preset", write_text_csv(tmp_path / "reviews.csv")
+    done = run_cli(*TEXT_RUN, f"model.preset={missing}", f"data.path={data}", env=OFFLINE)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"Error: model.preset={missing}: no such directory; accepted: a local keras-hub preset directory")
+    )
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("preset", "problem"),
+    [
+        (None, "model=keras_hub needs one (model.preset=/path/to/preset)"),
+        ("file", "a file, not a directory"),
+        ("empty", "not a keras-hub preset: it has no config.json and no metadata.json"),
+    ],
+)
+def test_a_preset_that_is_not_one_is_refused_by_the_plan(compose_cfg, tmp_path, preset, problem):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    value = "null" if preset is None else str(tmp_path / preset)
+    data = write_text_csv(tmp_path / "reviews.csv")
+    with pytest.raises(ConfigError) as refused:
+        plan_run(compose_cfg([*TEXT_RUN, f"model.preset={value}", f"data.path={data}"]))
+    assert refused.value.key == "model.preset" and problem in str(refused.value)
+
+
+def test_data_that_are_neither_text_nor_images_are_one_line_before_the_preset_is_read(tmp_path):
+    from omegaconf import OmegaConf
+
+    from tfhydra.config.contracts import DataSpec
+    from tfhydra.model.hub import build_keras_hub
+
+    node = OmegaConf.create({"name": "keras_hub", "preset": str(tmp_path), "sequence_length": None, "dropout": 0.1})
+    with pytest.raises(ConfigError) as refused:
+        build_keras_hub(node, DataSpec((4,), 2, ("a", "b"), 1, 1))
+    assert str(refused.value).startswith(
+        "model=keras_hub: needs raw text or images; the data's examples are float32 of shape (4,); accepted: raw text"
+    )
+
+
+def test_keras_hub_under_keras_2_is_one_line_naming_keras_3(compose_cfg, tmp_path):
+    data, preset = write_text_csv(tmp_path / "reviews.csv"), tmp_path / "preset"
+    preset.mkdir()  # the Keras is checked first: no preset is read under keras=2
+    with pytest.raises(ConfigError) as refused:
+        plan_run(compose_cfg([o for o in TEXT_RUN if o != "keras=3"] + [f"model.preset={preset}", f"data.path={data}"]))
+    assert str(refused.value).startswith("model=keras_hub: keras-hub's models are Keras 3 models")
+    assert "accepted: keras=3" in str(refused.value)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_tiny_bert_fine_tunes_from_its_preset_on_raw_text_under_mixed_precision(tiny_preset, tmp_path):
+    """4 epochs, float16 compute: the loss falls, the backbone moves, the test accuracy is recorded, and the
+    SavedModel takes the raw strings the CSV holds and answers float32 probabilities."""
+    run = fine_tune(tiny_preset, tmp_path, 96, "trainer.epochs=4", "model.dropout=0", "precision=mixed")
+    record = read_run_record(run)
+    assert record["status"] == "completed" and record["data"]["dtype"] == "string"
+    assert record["policy"] == "mixed_float16" and record["keras"]["major"] == 3
+    accuracy = record["test"]["metrics"]["accuracy"]
+    assert isinstance(accuracy, float) and 0.0 <= accuracy <= 1.0 and record["test"]["examples"] > 0
+    losses = [epoch["loss"] for epoch in record["history"]]
+    assert len(losses) == 4 and losses[-1] < losses[0]
+    moved = backbone_change(tiny_preset, run / "checkpoints" / "last.weights.h5")
+    assert moved["weights"] > 20 and not moved["identical"] and moved["max_change"] > 1e-4
+    assert moved["connections"] == []  # built from the directory alone, every connection refused
+
+    import tensorflow as tf
+
+    served = tf.saved_model.load(str(run / record["exports"]["saved_model"]))
+    probabilities = served.signatures["serving_default"](tf.constant(["A great fun film!", "The plot was dull!"]))
+    (answer,) = probabilities.values()
+    assert answer.dtype == tf.float32 and answer.shape == (2, 2)
+    np.testing.assert_allclose(answer.numpy().sum(axis=1), 1.0, rtol=1e-5)
+    # tfhydra-predict in a process of its own (no keras-hub imported): TensorFlow Text's ops registered on demand
+    texts, out = tmp_path / "new.csv", tmp_path / "predictions.csv"
+    texts.write_text("text\nA great fun film!\nThe plot was dull!\n")
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent), **OFFLINE}
+    command = [sys.executable, "-m", "tfhydra.predict", str(run), str(texts), f"--output={out}"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = out.read_text().splitlines()
+    assert rows[0].startswith("input,class_1,probability_1") and len(rows) == 3
+    assert {row.split(",")[1] for row in rows[1:]} <= {"neg", "pos"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_recipe_finetune_trains_the_head_alone_then_the_backbone(tiny_preset, tmp_path):
+    """recipe=finetune: the head phase (model.freeze=base) leaves every backbone weight bit-identical to the
+    preset's and trains the classifier; the phase after it moves the backbone, at the lower rate."""
+    finetune = ["recipe=finetune", "trainer.finetune.head_epochs=1", "trainer.epochs=2", "export.formats=[]"]
+    run = fine_tune(tiny_preset, tmp_path, 64, *finetune)
+    head, tuned = read_run_record(run)["phases"]
+    assert head["label"] == "head" and head["layers"]["freeze"] == "base"
+    assert 0 < head["layers"]["trainable_params"] < head["layers"]["frozen_params"]
+    assert tuned["layers"]["frozen_params"] == 0
+    kept = backbone_change(tiny_preset, run / "phases" / "0_head" / "checkpoints" / "last.weights.h5")
+    assert kept["weights"] > 20 and kept["identical"]  # bit for bit
+    moved = backbone_change(tiny_preset, run / "checkpoints" / "last.weights.h5")
+    assert not moved["identical"]
+
+
+@pytest.fixture(scope="session")
+def tiny_vit_preset(tmp_path_factory) -> Path:
+    """A 1-layer ViT on 16x16 RGB images with its image converter and a ViTImageClassifier, saved as a preset."""
+    directory = tmp_path_factory.mktemp("hub") / "tiny_vit"
+    done = keras3_helper("write-image", str(directory))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return directory
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_tiny_vit_trains_from_its_preset_on_gray_images_with_its_base_frozen(tiny_vit_preset, tmp_path):
+    """data=synthetic's [0, 1] gray 16x16 images through the preset's image converter (as [0, 255] RGB): the head
+    alone trains (model.freeze=base), the loss falls, and the SavedModel answers float32 probabilities."""
+    run = hub_run(tmp_path, *IMAGE_RUN, f"model.preset={tiny_vit_preset}", "model.freeze=base")
+    record = read_run_record(run)
+    assert record["status"] == "completed" and record["model"].endswith("_on_images")
+    assert 0 < record["layers"]["trainable_params"] < record["layers"]["frozen_params"]
+    losses = [epoch["loss"] for epoch in record["history"]]
+    assert losses[-1] < losses[0] and 0.0 <= record["test"]["metrics"]["accuracy"] <= 1.0
+
+    import tensorflow as tf
+
+    served = tf.saved_model.load(str(run / record["exports"]["saved_model"]))
+    (answer,) = served.signatures["serving_default"](tf.random.uniform((3, 16, 16, 1))).values()
+    assert answer.dtype == tf.float32 and answer.shape == (3, 2)
+    np.testing.assert_allclose(answer.numpy().sum(axis=1), 1.0, rtol=1e-5)
