@@ -3,5 +3,6 @@
 keras_env.py (tf_keras before TensorFlow loads), private_api.py (the one door to TensorFlow's and Keras'
 private names), runtime.py (cores, threads, seeds), hostmemory.py, startclock.py (when the process started),
 startup.py (TensorFlow imported while Hydra works; a fast exit), terminal.py (what a terminal is shown),
-command.py (the name the user runs tfhydra by). Imports no room but config/.
+command.py (the name the user runs tfhydra by, and the command line they typed), scheduler.py (the SLURM job or
+Ray task this process is). Imports no room but config/.
 """
