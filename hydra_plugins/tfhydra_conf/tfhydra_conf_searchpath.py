@@ -5,6 +5,9 @@ acts in a process that has imported tfhydra (`tfhydra-train`, `python train.py`,
 user's own Hydra app that calls `tfhydra.run`): there it appends tfhydra's conf/ (tfhydra.config.project.CONFIG_DIR),
 unless the app's primary directory is that conf/ already. A project's conf/ then adds options to tfhydra's
 groups and may replace tfhydra's primary config (tfhydra/config/project.py). It imports nothing of tfhydra itself.
+
+Called after Hydra's plugin scan, it is also when tfhydra's `hydra/launcher=submitit_slurm` (requeued at the time
+limit by default) is stored over Hydra's own (hydra_plugins/tfhydra_launcher/slurm_schema.py says why then).
 """
 
 import sys
@@ -12,12 +15,15 @@ import sys
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
+from hydra_plugins.tfhydra_launcher.slurm_schema import store_preemptible_slurm
+
 
 class TfhydraConfSearchPathPlugin(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         project = sys.modules.get("tfhydra.config.project")
         if project is None:
             return
+        store_preemptible_slurm()
         path = f"file://{project.CONFIG_DIR}"
         if all(element.path != path for element in search_path.get_path()):
             search_path.append(provider="tfhydra", path=path)

@@ -102,12 +102,16 @@ def test_a_ray_sweep_on_a_running_cluster_names_its_jobs_and_writes_the_summary(
         record = read_run_record(sweep / job)
         assert record["status"] == "completed" and record["threads"] == 1, record  # Ray reserves 1 CPU per task
         assert handed_over_keys(sweep / job) == '["optimizer.lr"]'
+        place = record["scheduler"]  # the Ray task that ran it, and the command the user typed
+        assert place["kind"] == "ray" and place["node_ip"] == "127.0.0.1" and place["job_id"] and place["node_id"]
+        assert "-m hydra/launcher=ray" in record["command"] and "ray/_private" not in record["command"]
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["job"], r["status"], r["optimizer.lr"]) for r in rows] in (
         [("0", "completed", "0.001"), ("1", "completed", "0.0005")],
         [("1", "completed", "0.0005"), ("0", "completed", "0.001")],
     )
     assert [r["rank"] for r in rows] == ["1", "2"] and "sweep outputs/multirun/" in result.stdout
+    assert {r["where"].rsplit(" on ", 1)[1] for r in rows} == {"127.0.0.1"}
 
 
 def test_the_slurm_launcher_off_a_slurm_cluster_is_one_line_before_any_job(tmp_path):
@@ -126,3 +130,17 @@ def test_the_slurm_launcher_off_a_slurm_cluster_is_one_line_before_any_job(tmp_p
         "(its login node), or hydra/launcher=submitit_local to run the same jobs here"
     )
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("overrides,requeues", [([], 3), (["hydra.launcher.max_num_timeout=0"], 0)])
+def test_the_slurm_launcher_requeues_at_the_time_limit_unless_told_not_to(tmp_path, overrides, requeues):
+    """tfhydra's `hydra/launcher=submitit_slurm` (hydra_plugins/tfhydra_launcher/slurm_schema.py): Hydra's own
+    says 0, which loses a job that reaches its time limit; the types of Hydra's schema still hold."""
+    printed = ("--cfg", "hydra", "-p", "hydra.launcher")
+    result = run_cli("hydra/launcher=submitit_slurm", *overrides, *printed, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    launcher = yaml.safe_load(result.stdout)
+    assert (launcher["max_num_timeout"], launcher["signal_delay_s"]) == (requeues, 120)
+    assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    refused = run_cli("hydra/launcher=submitit_slurm", "hydra.launcher.max_num_timeout=many", *printed, cwd=tmp_path)
+    assert refused.returncode == 1 and "max_num_timeout" in refused.stderr.strip().splitlines()[-1]

@@ -36,6 +36,7 @@ def test_a_job_config_carries_its_swept_keys_and_an_absolute_sweep_dir(monkeypat
     """What the sweep callback adds to hydra.overrides.hydra, composed as a launcher composes each job: the
     job's directory is named from its own config, in a process with neither the variable nor the command line
     (a Ray worker)."""
+    from tfhydra.platform.command import command_handover
     from tfhydra.sweep import SWEPT_KEYS_ENV, current_swept_keys, handover_overrides
     from tfhydra.sweep.kind import launcher_kind
 
@@ -51,8 +52,9 @@ def test_a_job_config_carries_its_swept_keys_and_an_absolute_sweep_dir(monkeypat
     assert cfg.hydra.sweep.dir == str(tmp_path / "outputs" / "it's a sweep")
     assert cfg.hydra.sweep.subdir == "3_optimizer.lr=0.001,data.batch_size=64"
     assert current_swept_keys(hydra_node=cfg.hydra) == {"data.batch_size", "optimizer.lr"}
-    only_keys = ["++hydra.job.env_set.TFHYDRA_SWEPT_KEYS='[\"x\"]'"]  # other launchers run jobs in this directory
-    assert handover_overrides({"x"}, "/abs/sweep", ray) == handover_overrides({"x"}, "outputs/x") == only_keys
+    assert cfg.hydra.job.env_set.TFHYDRA_COMMAND == command_handover()  # the record's `command` (test_scheduler.py)
+    keys_and_command = ["++hydra.job.env_set.TFHYDRA_SWEPT_KEYS='[\"x\"]'", handed[1]]  # other launchers: no directory
+    assert handover_overrides({"x"}, "/abs/sweep", ray) == handover_overrides({"x"}, "outputs/x") == keys_and_command
 
 
 def hydra_job_config(overrides, mode="MULTIRUN", output_dir="/tmp/job"):

@@ -4,5 +4,6 @@ keras_env.py (TF_USE_LEGACY_KERAS before TensorFlow loads), keras_lib.py (the se
 room, and what differs between tf_keras and Keras 3), private_api.py (the one door to TensorFlow's and Keras'
 private names), runtime.py (cores, threads, seeds), hostmemory.py, startclock.py (when the process started),
 startup.py (TensorFlow imported while Hydra works; a fast exit), terminal.py (what a terminal is shown),
-command.py (the name the user runs tfhydra by). Imports no room but config/.
+command.py (the name the user runs tfhydra by, and the command line they typed), scheduler.py (the SLURM job or
+Ray task this process is). Imports no room but config/.
 """

@@ -2,11 +2,23 @@
 evaluate). A neutral module on the ground floor: the recipe, the sweep room and the console all print commands.
 
 tfhydra/__main__.py sets it from the name the process was started by; in another process (a notebook, a sweep
-worker started by a launcher) it is the checkout's `python train.py`, or the installed `tfhydra-train`."""
+worker started by a launcher) it is the checkout's `python train.py`, or the installed `tfhydra-train`.
+
+It also knows the command line the user typed (`user_command`), which the record keeps: a job that a launcher
+runs in a process of its own (submitit's `_submit.py` on a SLURM node, a Ray worker, a joblib worker) gets its
+sweep's command line handed over in `TFHYDRA_COMMAND` (tfhydra/sweep/ `handover_overrides`), encoded so that
+neither Hydra's override grammar nor OmegaConf's interpolation reads it."""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import shlex
+import sys
 from pathlib import Path
+
+COMMAND_ENV = "TFHYDRA_COMMAND"
 
 _CHECKOUT = (Path(__file__).resolve().parents[2] / "train.py").is_file()
 _NAME = ["python train.py" if _CHECKOUT else "tfhydra-train"]
@@ -24,3 +36,27 @@ def train_command() -> str:
 
 def evaluate_command() -> str:
     return "tfhydra-evaluate" if _NAME[0].startswith("tfhydra") else "python -m tfhydra.evaluate"
+
+
+def this_command() -> str:
+    """This process's command line, shell-quoted, as `python train.py ...` reads."""
+    return " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])
+
+
+def command_handover() -> str:
+    """This process's command line for `TFHYDRA_COMMAND`: base64 of its JSON (letters, digits, `+/=`)."""
+    return base64.b64encode(json.dumps(this_command()).encode()).decode()
+
+
+def user_command() -> str:
+    """The command line the user typed: the one handed over by the sweep that started this job, else this
+    process's (a handed-over value that does not decode is ignored: it only names where a result came from)."""
+    handed = os.environ.get(COMMAND_ENV)
+    if handed:
+        try:
+            command = json.loads(base64.b64decode(handed, validate=True))
+        except ValueError:
+            command = None
+        if isinstance(command, str):
+            return command
+    return this_command()

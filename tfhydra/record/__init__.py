@@ -26,10 +26,8 @@ import dataclasses
 import enum
 import os
 import platform
-import shlex
 import socket
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +107,8 @@ class RunRecord:
     versions: dict = field(default_factory=dict)  # python and PACKAGES -> version (null: not installed)
     git: dict | None = None  # {commit, dirty} of the directory the command ran in; null outside a git checkout
     host: str = ""
-    command: str = ""  # the command line of the process that ran the job
+    command: str = ""  # the command line the user typed (a sweep's, for a job a launcher ran elsewhere)
+    scheduler: dict | None = None  # {kind: slurm|ray, job_id, ...}: the job of a cluster (platform/scheduler.py)
     # the machine and the numerics
     threads: int | None = None  # intra-op threads in effect (0: TensorFlow decides)
     worker: dict | None = (
@@ -257,8 +256,11 @@ def run_status(run_dir: str | Path) -> Status | None:
 
 
 def provenance(cwd: str | Path | None = None) -> dict:
-    """{versions, git, host, command} for the record: looked up once per job, in milliseconds."""
+    """{versions, git, host, command, scheduler} for the record: looked up once per job, in milliseconds."""
     from importlib import metadata
+
+    from tfhydra.platform.command import user_command
+    from tfhydra.platform.scheduler import scheduler
 
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
@@ -270,7 +272,8 @@ def provenance(cwd: str | Path | None = None) -> dict:
         "versions": versions,
         "git": git_state(Path(cwd or os.getcwd())),
         "host": socket.gethostname(),
-        "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
+        "command": user_command(),
+        "scheduler": scheduler(),
     }
 
 

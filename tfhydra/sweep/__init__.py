@@ -50,6 +50,7 @@ from tfhydra.config.jobnames import (
     sweep_override_keys,
     swept_keys,
 )
+from tfhydra.platform.command import COMMAND_ENV, command_handover
 from tfhydra.platform.runtime import available_cores
 from tfhydra.sweep.kind import auto_threads, in_sweep, launcher_cpus, parallel_jobs
 
@@ -76,10 +77,12 @@ __all__ = [
 
 def handover_overrides(swept: Iterable[str], sweep_dir: str, launcher: str = "none") -> list[str]:
     """Hydra overrides that carry what each job must know about its sweep to every launcher (Hydra composes
-    every job again from the sweep's `hydra.overrides.hydra`): the swept keys, and under Ray's launcher
-    (`launcher`: its kind, tfhydra/sweep/kind.py) an absolute sweep directory, because a Ray worker runs in the
-    directory `ray start` ran in; the others run their jobs in the launching directory."""
+        every job again from the sweep's `hydra.overrides.hydra`): the swept keys, the command line the user typed (a
+    launcher's job runs in a process whose `sys.argv` is the launcher's), and under Ray's launcher
+        (`launcher`: its kind, tfhydra/sweep/kind.py) an absolute sweep directory, because a Ray worker runs in the
+        directory `ray start` ran in; the others run their jobs in the launching directory."""
     overrides = [f"++hydra.job.env_set.{SWEPT_KEYS_ENV}={override_quoted(json.dumps(sorted(swept)))}"]
+    overrides.append(f"++hydra.job.env_set.{COMMAND_ENV}={override_quoted(command_handover())}")  # the `command`
     if launcher == "ray" and not os.path.isabs(sweep_dir):
         overrides.append(f"hydra.sweep.dir={override_quoted(os.path.abspath(sweep_dir))}")
     return overrides

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfhydra.platform.scheduler import where
 from tfhydra.record import RunRecord, Status, read_record
 from tfhydra.record.monitor import MODES, Monitor, is_figure
 from tfhydra.record.resume import read_history
@@ -43,6 +44,7 @@ class Job:
     # The record's best (value, epoch) of `monitor`: the epoch it exported (or would have), chosen among the epochs
     # that may be exported (after pruning has reached its target); None when the record has no best block
     recorded_best: tuple[float | None, int | None] | None = None
+    where: str = ""  # the cluster's job that ran it (`slurm 12_1 on node3`, tfhydra/platform/scheduler.py), or ''
 
     def best(self, monitor: Monitor) -> tuple[float | None, int | None]:
         """(best value, its epoch from 1) of the monitored metric: the record's own choice when it made one for
@@ -173,6 +175,7 @@ def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, erro
         test=record.test_metric(record.monitor),
         before_test_split=record.before_test_split and RunPaths(job_dir).metrics.is_file(),
         recorded_best=recorded_best(record),
+        where=where(record.scheduler),
     )
 
 

@@ -56,7 +56,13 @@ def _csv_header(summary: Any) -> list[str]:
         *(grouped if summary.groups else []),
         *(["stage", "promoted"] if summary.stages else []),
         *(["decision"] if summary.stages and summary.stages.why else []),
+        *(["where"] if ran_on_a_cluster(summary.jobs) else []),
     ]
+
+
+def ran_on_a_cluster(jobs: list) -> bool:
+    """A `where` column (the SLURM or Ray job of each) when a job's record names one."""
+    return any(job.where for job in jobs)
 
 
 def _csv_row(summary: Any, job: Any, group: Any, partner: Any) -> list:
@@ -93,6 +99,7 @@ def _csv_row(summary: Any, job: Any, group: Any, partner: Any) -> list:
         *grouped,
         *([job.stage, _partner(partner)] if summary.stages else []),
         *([summary.stages.why] if summary.stages and summary.stages.why else []),
+        *([job.where] if ran_on_a_cluster(summary.jobs) else []),
     ]
 
 
@@ -147,13 +154,14 @@ def to_markdown(summary: Any, plot: bool) -> str:
 
 
 def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None) -> list[str]:
-    """One row per job; `partner`: a staged sweep's screen table, {id(screen job): the job it was promoted to}."""
-    monitor = ranking.name
+    """One row per job; `partner`: a staged sweep's screen table, {id(screen job): the job it was promoted to};
+    a `where` column when a job ran as a cluster's job."""
+    monitor, cluster = ranking.name, ran_on_a_cluster(jobs)
     extra = ("| promoted to ", "---|") if partner is not None else ("", "")
     lines = [
         f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | test "
-        f"{test_name(monitor)} | epochs | wall time {extra[0]}|",
-        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|" + extra[1],
+        f"{test_name(monitor)} | epochs | wall time {extra[0]}|" + " where |" * cluster,
+        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|" + extra[1] + "---|" * cluster,
     ]
     for job in jobs:
         best, epoch = job.best(ranking)
@@ -166,7 +174,7 @@ def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None) -> lis
             f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
             f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {_number(job.test)} | "
             f"{len(job.history)} | "
-            f"{_seconds(job.wall_seconds)} |{cell}"
+            f"{_seconds(job.wall_seconds)} |{cell}" + f" {_cell(job.where) or '—'} |" * cluster
         )
     return lines
 

@@ -1,0 +1,181 @@
+"""Sweeps on a real SLURM cluster (tests/slurm_cluster.py: munge, slurmctld and slurmd on 127.0.0.1), as a user
+runs them on a login node: `hydra/launcher=submitit_slurm`, each job a task of one SLURM job array submitted by
+real `sbatch`. The array and its threads, where each job ran in its record and the summary, a job cancelled
+mid-run, and a job warned of its time limit or pre-emption (SIGUSR2, `scancel --signal=USR2`) saved, requeued and
+resumed to completion with tfhydra's default launcher settings (no `max_num_timeout` on the command line)."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, TESTS, read_run_record, run_cli
+from slurm_cluster import running_cluster, squeue
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+QUICK = ["model=mlp", "debug=fast"]
+EPOCHS = 60
+LONG = ["model=mlp", "debug=fast", f"trainer.epochs={EPOCHS}"]  # two steps an epoch: about 20 s, signalled mid-run
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """The environment under which `sbatch`, `squeue`, `scancel` and submitit's launcher use the module's cluster
+    (`SLURM_CONF`), and under which its jobs import this checkout's tfhydra and the tests' user code."""
+    with running_cluster() as env:
+        yield {"SLURM_CONF": env["SLURM_CONF"], "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])}
+
+
+def slurm_sweep(root: Path, *overrides: str) -> list[str]:
+    """The sweep's command line: the launcher, its folders under `root`, one CPU per job."""
+    return [
+        "-m",
+        "hydra/launcher=submitit_slurm",
+        "hydra.launcher.cpus_per_task=1",
+        # 10 minutes: submitit counts any SIGUSR2 as the time limit (its guaranteed time, min(0.8 x, x - 10 min),
+        # is 0), so a signalled job is requeued only because tfhydra's launcher config allows it (max_num_timeout 3)
+        "hydra.launcher.timeout_min=10",
+        f"hydra.launcher.submitit_folder={root / 'submitit' / '%j'}",
+        f"hydra.sweep.dir={root / 'sweep'}",
+        *overrides,
+    ]
+
+
+def start_sweep(root: Path, env: dict, *overrides: str) -> subprocess.Popen:
+    """The sweep's launching command in the background, as a user leaves it running in a terminal."""
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *slurm_sweep(root, *overrides)],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def epochs_recorded(job: Path) -> int:
+    """The epochs a running job has saved (checkpoints/history.json: its record's history is written at the end)."""
+    try:
+        return len(json.loads((job / "checkpoints" / "history.json").read_text())["epochs"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def status(job: Path) -> str | None:
+    try:
+        return json.loads((job / "metrics.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for(done, sweep: subprocess.Popen, seconds: float = 400) -> None:
+    """Until `done()`, while the sweep's launching command runs."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert sweep.poll() is None, sweep.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, f"not done after {seconds} s"
+        time.sleep(0.1)
+
+
+def wait_for_epochs(job: Path, epochs: int, sweep: subprocess.Popen) -> None:
+    wait_for(lambda: epochs_recorded(job) >= epochs, sweep)
+
+
+def array_task(env: dict, index: int) -> str:
+    """The SLURM id (`<array job>_<index>`) of the array's running task `index`."""
+    running = [j for j in squeue(env) if j["array_task"] == str(index) and j["state"] == "RUNNING"]
+    assert len(running) == 1, squeue(env)
+    return f"{running[0]['array_job']}_{index}"
+
+
+def release_requeued(env: dict, task: str, seconds: float = 120) -> None:
+    """SLURM holds a requeued job for two minutes (its reason: BeginTime); the test starts it at once, as an
+    administrator may (`scontrol update StartTime=now`), to keep the test's time down."""
+    deadline = time.monotonic() + seconds
+    while not any(f"{j['array_job']}_{j['array_task']}" == task and j["state"] == "PENDING" for j in squeue(env)):
+        assert time.monotonic() < deadline, f"{task} was not requeued: {squeue(env)}"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], env=env, check=True)
+
+
+def finish(sweep: subprocess.Popen, seconds: float = 600) -> tuple[int, str, str]:
+    out, err = sweep.communicate(timeout=seconds)
+    return sweep.returncode, out, err
+
+
+def test_a_slurm_sweep_is_one_job_array_whose_records_and_summary_say_where_each_job_ran(slurm_cluster, tmp_path):
+    result = run_cli(*slurm_sweep(tmp_path, "optimizer.lr=1e-3,5e-4", *QUICK), cwd=tmp_path, env=slurm_cluster)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = tmp_path / "sweep"
+    records = [read_run_record(sweep / name) for name in ("0_optimizer.lr=0.001", "1_optimizer.lr=0.0005")]
+    assert [r["status"] for r in records] == ["completed", "completed"]
+    places = [r["scheduler"] for r in records]
+    assert {p["kind"] for p in places} == {"slurm"} and [p["array_task_id"] for p in places] == ["0", "1"]
+    assert places[0]["array_job_id"] == places[1]["array_job_id"] and places[0]["job_id"] != places[1]["job_id"]
+    assert [(p["node_list"], p["restarts"], p["partition"]) for p in places] == [("localhost", 0, "debug")] * 2
+    assert [r["threads"] for r in records] == [1, 1]  # hydra.launcher.cpus_per_task
+    for record in records:  # the command the user typed, not submitit's `_submit.py` on the node
+        assert "_submit" not in record["command"] and "train.py -m hydra/launcher=submitit_slurm" in record["command"]
+        assert "optimizer.lr=1e-3,5e-4" in record["command"]
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    array = places[0]["array_job_id"]
+    assert sorted(r["where"] for r in rows) == [f"slurm {array}_0 on localhost", f"slurm {array}_1 on localhost"]
+    assert f"| slurm {array}_0 on localhost |" in (sweep / "summary.md").read_text()
+
+
+def test_a_job_signalled_at_its_time_limit_saves_its_state_is_requeued_and_resumes_by_default(slurm_cluster, tmp_path):
+    sweep = start_sweep(tmp_path, slurm_cluster, "optimizer.lr=1e-3,5e-4", *LONG)
+    job = tmp_path / "sweep" / "0_optimizer.lr=0.001"
+    wait_for_epochs(job, 3, sweep)
+    task = array_task(slurm_cluster, 0)
+    subprocess.run(["scancel", "--signal=USR2", task], env=slurm_cluster, check=True)
+    release_requeued(slurm_cluster, task)
+    code, out, err = finish(sweep)
+    assert code == 0, err[-3000:]
+    record = read_run_record(job)
+    assert record["status"] == "completed" and record["epochs_run"] == EPOCHS
+    assert record["scheduler"]["restarts"] == 1  # the same SLURM job, requeued once (SLURM_RESTART_COUNT)
+    assert record["resumed"]["kind"] == "saved_state" and 3 <= record["resumed"]["epoch"] < EPOCHS
+    assert len(record["history"]) == EPOCHS  # no epoch lost or trained twice
+    other = read_run_record(tmp_path / "sweep" / "1_optimizer.lr=0.0005")
+    assert other["status"] == "completed" and other["scheduler"]["restarts"] == 0
+    assert "2 jobs (2 completed)" in out
+
+
+def test_a_job_cancelled_mid_run_keeps_its_state_and_the_sweep_resumed_on_slurm_completes_it(slurm_cluster, tmp_path):
+    """`scancel` sends SIGTERM (then SIGKILL after KillWait): the job saves its state and records `interrupted`.
+    submitit learns of a cancelled job from SLURM's accounting (`sacct`), which this one-node cluster has not (no
+    slurmdbd), so its launching command waits as it would for a lost controller: the user stops it with Ctrl-C,
+    and `tfhydra-sweep resume` on the cluster continues the cancelled job from its saved state."""
+    sweep = start_sweep(tmp_path, slurm_cluster, "optimizer.lr=1e-3,5e-4", *LONG)
+    job, other = tmp_path / "sweep" / "1_optimizer.lr=0.0005", tmp_path / "sweep" / "0_optimizer.lr=0.001"
+    wait_for_epochs(job, 2, sweep)
+    subprocess.run(["scancel", array_task(slurm_cluster, 1)], env=slurm_cluster, check=True)
+    wait_for(lambda: status(job) == "interrupted", sweep)
+    cancelled = read_run_record(job)
+    assert 2 <= cancelled["epochs_run"] < EPOCHS and "interrupted by SIGTERM: state saved" in cancelled["error"]
+    wait_for(lambda: status(other) == "completed", sweep, seconds=600)
+    sweep.send_signal(signal.SIGINT)  # the user's Ctrl-C in the terminal the sweep was started from
+    finish(sweep, seconds=60)
+    completed = read_run_record(other)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "tfhydra.sweep", "resume", str(tmp_path / "sweep"), "hydra/launcher=submitit_slurm"],
+        cwd=tmp_path,
+        env={**os.environ, **slurm_cluster},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    record = read_run_record(job)
+    assert record["status"] == "completed" and len(record["history"]) == EPOCHS
+    assert record["resumed"]["kind"] == "saved_state" and record["resumed"]["epoch"] == cancelled["epochs_run"]
+    assert read_run_record(other) == completed  # the completed job is kept, not trained again
+    assert "2 jobs (2 completed)" in resumed.stdout
