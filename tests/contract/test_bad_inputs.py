@@ -116,7 +116,7 @@ BAD_INPUTS = [
     bad(
         "model-option",
         ["model=cnnn"],
-        ["model=cnnn", "no such model option", "cnn, keras_app, lstm, mlp, resnet, transformer"],
+        ["model=cnnn", "no such model option", "cnn, keras_app, keras_hub, lstm, mlp, resnet, transformer"],
     ),
     bad(
         "data-option", ["data=imagenet"], ["data=imagenet", "no such data option", "digits", "image_folder", "tfrecord"]
@@ -501,7 +501,7 @@ BAD_INPUTS = [
     bad(
         "glob-matches-nothing",
         ["-m", "model=glob(zz*)"],
-        ["model=glob(zz*): it matches no option, so the sweep has no job", "cnn, keras_app, lstm, mlp"],
+        ["model=glob(zz*): it matches no option, so the sweep has no job", "cnn, keras_app, keras_hub, lstm, mlp"],
     ),
     bad(
         "schedule-floor-above-peak",

@@ -74,7 +74,8 @@ def _hold_back_keras_device_check() -> None:
 def float32_output(model: keras.Model) -> keras.Model:
     """A model whose output is not float32 (a user's `_target_` model under a mixed policy)
     gets a float32 cast appended, so losses and exports see float32 probabilities."""
-    output = model.outputs[0] if len(model.outputs) == 1 else model.output  # Keras 3: a Sequential has no `output`
+    # Keras 3: a Sequential has no `output`; tf_keras: a subclassed model has no `outputs` (None), but an `output`
+    output = model.outputs[0] if model.outputs and len(model.outputs) == 1 else model.output
     if tf.as_dtype(output.dtype) == tf.float32:
         return model
     outputs = keras.layers.Activation("linear", dtype="float32", name="float32_output")(output)
