@@ -151,7 +151,7 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
         "ema": False,
         "compression": "none",
     }
-    assert set(test["metrics"]) == {"loss", "accuracy"} and record["schema_version"] == 2
+    assert set(test["metrics"]) == {"loss", "accuracy"} and record["schema_version"] == 3  # 3: the record's keras
     assert main([str(tmp_path)]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert evaluated["split"] == "test" and evaluated["examples"] == 360
