@@ -50,6 +50,29 @@ def kill(process: subprocess.Popen, signum=signal.SIGKILL) -> int:
     return process.wait(timeout=120)
 
 
+def kill_when_ready(process: subprocess.Popen, ready, timeout: float = 240) -> None:
+    """SIGKILL `process` once `ready()` holds. The run is frozen (SIGSTOP) while its files are read, so it is killed in
+    the state that was read: without the freeze, an epoch's end could be saved between the look and the kill (seen
+    in CI). A `ready` that reads a file caught mid-write may raise ValueError: it is asked again."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+            process.send_signal(signal.SIGSTOP)
+            try:
+                if ready():
+                    break
+            except ValueError:
+                pass
+            process.send_signal(signal.SIGCONT)
+        assert process.poll() is None, "the run ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
 def epochs_recorded(run_dir: Path) -> int:
     try:
         return len(json.loads((run_dir / "checkpoints" / "history.json").read_text())["epochs"])

@@ -3,14 +3,12 @@ uninterrupted run ends, bit for bit (custom loop, deterministic mode)."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
-from run_processes import saved_step, weights_digest
+from run_processes import kill_when_ready, saved_step, weights_digest
 
 ARGS = [
     "trainer.loop=custom",
@@ -38,24 +36,9 @@ def start(run_dir):
 def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     killed = tmp_path / "killed"
     process = start(killed)
-    history = killed / "checkpoints" / "history.json"
-    deadline = time.monotonic() + 240
-    state = killed / "checkpoints" / "state"
-    try:  # wait until epoch 1 is recorded and a mid-epoch save of epoch 2 exists, then kill
-        # The run is frozen (SIGSTOP) while its files are read, so it is killed in the state that was read:
-        # without the freeze, an epoch's end could be saved between the look and the kill (seen in CI).
-        while time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.05)
-            process.send_signal(signal.SIGSTOP)
-            if history.exists() and saved_step(state) > 0:
-                break
-            process.send_signal(signal.SIGCONT)
-        assert process.poll() is None, "the run ended before it could be killed"
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    history, state = killed / "checkpoints" / "history.json", killed / "checkpoints" / "state"
+    # wait until epoch 1 is recorded and a mid-epoch save of epoch 2 exists, then kill
+    kill_when_ready(process, lambda: history.exists() and saved_step(state) > 0)
     assert not (killed / "metrics.json").exists()
     epochs_before = len(json.loads(history.read_text())["epochs"])
     assert 1 <= epochs_before < 4 and saved_step(state) > 0  # killed mid-epoch, after a mid-epoch save

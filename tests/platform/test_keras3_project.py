@@ -9,17 +9,15 @@ import csv
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import ROOT, read_run_record
-from run_processes import saved_step, weights_digest
+from run_processes import kill_when_ready, saved_step, weights_digest
 
 BIN = Path(sys.executable).parent
 ARGS = [
@@ -82,20 +80,7 @@ def kill_mid_epoch(project_dir: Path, run_dir: Path) -> int:
         stdin=subprocess.DEVNULL,
     )
     history, state = run_dir / "checkpoints" / "history.json", run_dir / "checkpoints" / "state"
-    deadline = time.monotonic() + 240
-    try:  # frozen while its files are read, so it is killed in the state that was read
-        while time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.05)
-            process.send_signal(signal.SIGSTOP)
-            if history.exists() and saved_step(state) > 0:
-                break
-            process.send_signal(signal.SIGCONT)
-        assert process.poll() is None, "the run ended before it could be killed"
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    kill_when_ready(process, lambda: history.exists() and saved_step(state) > 0)
     assert not (run_dir / "metrics.json").exists()
     return len(json.loads(history.read_text())["epochs"])
 

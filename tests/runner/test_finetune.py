@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 from conftest import CONFIG_DIR, ROOT, TESTS, read_run_record, run_cli
-from run_processes import epochs_recorded, kill, start
+from run_processes import epochs_recorded, kill, kill_when_ready, start
 
 import tfhydra
 from tfhydra.cli.preflight import check_overrides
@@ -182,24 +182,9 @@ def test_a_run_killed_with_sigkill_in_stage_two_resumes_there_and_keeps_stage_on
     run, env = tmp_path / "run", {**os.environ, "PYTHONPATH": str(TESTS)}
     command = [sys.executable, str(ROOT / "train.py"), *args]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    history, deadline = run / "checkpoints" / "history.json", time.monotonic() + 240
-    try:  # frozen while its files are read, so it is killed in the state that was read
-        while time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.05)
-            process.send_signal(signal.SIGSTOP)
-            try:
-                # two epochs recorded: the first one's state is saved (the record is written before the state)
-                if history.exists() and len(json.loads(history.read_text())["epochs"]) >= 2:
-                    break
-            except ValueError:  # caught mid-write: look again
-                pass
-            process.send_signal(signal.SIGCONT)
-        assert process.poll() is None, "the run ended before it could be killed"
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    history = run / "checkpoints" / "history.json"
+    # two epochs recorded: the first one's state is saved (the record is written before the state)
+    kill_when_ready(process, lambda: history.exists() and len(json.loads(history.read_text())["epochs"]) >= 2)
     assert not (run / "metrics.json").exists() and read_run_record(run / "phases/0_head")["status"] == "completed"
     head_record = (run / "phases/0_head/metrics.json").read_bytes()
 
