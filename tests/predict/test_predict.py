@@ -12,9 +12,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
+import struct
 import subprocess
 import sys
+import tempfile
+import time
+import zlib
 from pathlib import Path
 
 import data_files
@@ -46,6 +51,9 @@ RUNS = {
 }
 
 
+ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"}
+
+
 def predict(*args, timeout=300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tfhydra.predict", *map(str, args)],
@@ -54,8 +62,52 @@ def predict(*args, timeout=300) -> subprocess.CompletedProcess:
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"},
+        env=ENV,
     )
+
+
+def predict_with_peak_rss(*args, timeout=300) -> tuple[subprocess.CompletedProcess, int]:
+    """`predict(*args)` and the child's own peak resident set size in bytes (its ru_maxrss from os.wait4: not
+    RUSAGE_CHILDREN, the largest of every child this process has waited for)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tfhydra.predict", *map(str, args)],
+            cwd=ROOT,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=ENV,
+        )
+        deadline = time.monotonic() + timeout
+        while not (waited := os.wait4(process.pid, os.WNOHANG))[0]:
+            if time.monotonic() > deadline:
+                process.kill()
+                os.wait4(process.pid, 0)
+                pytest.fail(f"tfhydra-predict {args} did not end in {timeout} s")
+            time.sleep(0.05)
+        process.returncode = os.waitstatus_to_exitcode(waited[1])
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read()), (
+            waited[2].ru_maxrss * 1024
+        )
+
+
+def write_black_png(path: Path, side: int) -> Path:
+    """A grayscale PNG of side x side black pixels, written row by row (never the whole image in memory): for
+    20000, 1.7 MB on disk (zlib level 1, quick), 400 MB decoded, 1.6 GB as the float32 a resize makes."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    packer, rows = zlib.compressobj(1), bytes(side + 1) * 100  # each row: filter byte 0, then the pixels
+    body = b"".join(packer.compress(rows) for _ in range(side // 100)) + packer.compress(bytes(side + 1) * (side % 100))
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)  # 8-bit grayscale, no interlace
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body + packer.flush()) + chunk(b"IEND", b"")
+    )
+    return path
 
 
 def rows(result: subprocess.CompletedProcess) -> list[dict]:
@@ -221,7 +273,8 @@ def test_an_image_with_other_channels_or_unreadable_is_named(runs, tmp_path):
     assert [r["input"] for r in csv.DictReader(io.StringIO(skipped.stdout))] == [str(tmp_path / "rgb" / "a.png")]
     assert f"Skipped {rgb}: it has 3 channel(s); the run's model takes 1; accepted: {takes}" in skipped.stderr
     assert last_line(skipped.stderr).endswith("; 1 input(s) skipped (named above)")
-    rgb.write_bytes(b"not a png at all")
+    png = (tmp_path / "rgb" / "a.png").read_bytes()  # a PNG's signature, header and end, a damaged body:
+    rgb.write_bytes(png[:33] + b"x" * 40 + png[-12:])  # passes the checks before decoding, fails the decoding
     assert_one_line(
         predict(run_dir, rgb.parent, "--on-error", "fail"),
         f"{rgb}: cannot decode it as an image (1 of "
@@ -295,3 +348,99 @@ def test_the_command_line_is_checked_in_one_line(tmp_path):
         f"{tmp_path}: not a completed run (status: None); accepted: the "
         "directory of a completed run with .hydra/ and export/saved_model or export/tflite/model.tflite",
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_huge_png_among_good_files_is_named_undecoded_and_the_peak_memory_stays(runs, tmp_path, capsys):
+    """Issue 46 item 6: a 20000x20000 PNG among good files (decoded and resized, it took the command from 0.6 to
+    2.6 GB): the good files predicted as without it, the big one named from its header, peak RSS within 1.2x."""
+    run_dir = runs("npz")
+    good, mixed = tmp_path / "good", tmp_path / "mixed"
+    good.mkdir()
+    pixels = np.random.default_rng(0).integers(0, 256, (8, 28, 28, 1), dtype=np.uint8)
+    for i, image in enumerate(pixels):
+        (good / f"{i}.png").write_bytes(tf.io.encode_png(image).numpy())
+    shutil.copytree(good, mixed)
+    huge = write_black_png(mixed / "4_huge.png", 20000)
+    alone, alone_rss = predict_with_peak_rss(run_dir, good)
+    among, among_rss = predict_with_peak_rss(run_dir, mixed)
+    assert among.returncode == 1 and "Traceback" not in among.stderr, among.stderr[-2000:]
+    assert [
+        {**r, "input": r["input"].replace(str(mixed), str(good))} for r in csv.DictReader(io.StringIO(among.stdout))
+    ] == rows(alone)
+    assert len(rows(alone)) == 8
+    assert (
+        f"Skipped {huge}: 20000x20000 = 400000000 pixels by its header (not decoded); accepted: images of at most "
+        "50000000 pixels (data.max_pixels of conf/data/image_folder.yaml; --max-pixels N sets another)"
+    ) in among.stderr.splitlines()
+    assert last_line(among.stderr).endswith("; 1 input(s) skipped (named above)")
+    assert among_rss <= 1.2 * alone_rss, (
+        f"peak RSS {among_rss / 2**20:.0f} MiB with it, {alone_rss / 2**20:.0f} MiB without"
+    )
+
+    from tfhydra.predict import parse_arguments
+    from tfhydra.predict import predict as predict_in_process
+
+    capsys.readouterr()
+    summary, skipped = predict_in_process(parse_arguments([str(run_dir), str(mixed), "--max-pixels", "784"]))
+    assert skipped == 1 and summary.startswith("predicted 8 input(s) in ")  # 28 x 28 = 784: the good ones fit
+    assert (
+        f"Skipped {huge}: 20000x20000 = 400000000 pixels by its header (not decoded); accepted: images of at most "
+        "784 pixels (--max-pixels)" in capsys.readouterr().err
+    )
+
+
+def test_image_folders_rules_refuse_image_files_before_decoding(tmp_path):
+    """Empty, foreign and truncated files (tfhydra/data/files.py `looks_complete`) and more pixels than the limit
+    by the header (image_headers.py, here a JPEG's) are left out of the pipeline and named; `fail`: the first."""
+    from tfhydra.config.errors import ConfigError
+    from tfhydra.predict.inputs import read_inputs
+    from tfhydra.predict.layout import Layout
+
+    layout = Layout(None, "x", "y", (28, 28), tf.uint8, "images", max_pixels=28 * 28, max_pixels_from="--max-pixels")
+    png = tf.io.encode_png(np.zeros((28, 28, 1), np.uint8)).numpy()
+    files = {
+        "cut.png": png[:60],
+        "empty.png": b"",
+        "good.png": png,
+        "text.png": b"hello",
+        "z_big.jpg": tf.io.encode_jpeg(np.zeros((28, 29, 1), np.uint8)).numpy(),
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    decodable = "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)"
+    found = read_inputs([str(tmp_path)], layout, "skip")
+    assert found.image_files == [str(tmp_path / "good.png")]
+    assert [str(error) for error in found.skipped] == [
+        f"{tmp_path / 'cut.png'}: cannot decode it as an image: truncated (it does not end as the format does); "
+        f"accepted: {decodable}",
+        f"{tmp_path / 'empty.png'}: cannot decode it as an image: an empty file; accepted: {decodable}",
+        f"{tmp_path / 'text.png'}: cannot decode it as an image: not a PNG, JPEG, GIF or BMP file (its first bytes); "
+        f"accepted: {decodable}",
+        f"{tmp_path / 'z_big.jpg'}: 28x29 = 812 pixels by its header (not decoded); accepted: images of at most 784 "
+        "pixels (--max-pixels)",
+    ]
+    with pytest.raises(ConfigError) as stopped:
+        read_inputs([str(tmp_path)], layout, "fail")
+    assert str(stopped.value) == (
+        f"{tmp_path / 'cut.png'}: cannot decode it as an image (3 of 5 files are unreadable): truncated (it does not "
+        f"end as the format does); accepted: {decodable}"
+    )
+
+
+def test_the_pixel_limit_is_the_runs_else_image_folders_default(compose_cfg):
+    from tfhydra.config.errors import ConfigError
+    from tfhydra.predict import parse_arguments
+    from tfhydra.predict.layout import Run
+
+    recorded = Run(Path("run"), {"name": "image_folder", "max_pixels": 1234}, ("a", "b"), 8)
+    assert recorded.pixel_limit() == (1234, "the run's data.max_pixels; --max-pixels N sets another")
+    other = Run(Path("run"), {"name": "npz"}, ("a", "b"), 8)
+    assert other.pixel_limit() == (
+        compose_cfg(["data=image_folder", "data.path=."]).data.max_pixels,
+        "data.max_pixels of conf/data/image_folder.yaml; --max-pixels N sets another",
+    )
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments(["run", "x.png", "--max-pixels", "0"])
+    assert str(refused.value) == "--max-pixels=0: no image fits; accepted: an integer >= 1 (height x width)"

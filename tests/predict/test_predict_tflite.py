@@ -103,13 +103,18 @@ def test_one_bad_file_among_good_ones_is_named_and_the_others_predicted(tflite_r
     reference = classes(command("tfhydra.predict", run_dir, tmp_path / "same.npy"))
     assert [c for _, c in found] == [c for _, c in reference]
     lines = result.stderr.strip().splitlines()
-    assert [line.split(":")[0] for line in lines if line.startswith("Skipped")] == [f"Skipped {rgb}", f"Skipped {cut}"]
+    # the truncated file is refused before decoding (tfhydra/predict/image_checks.py), the RGB one once decoded
+    assert [line.split(":")[0] for line in lines if line.startswith("Skipped")] == [f"Skipped {cut}", f"Skipped {rgb}"]
     assert f"Skipped {rgb}: it has 3 channel(s); the run's model takes 1;" in result.stderr
-    assert f"Skipped {cut}: cannot decode it as an image;" in result.stderr
+    assert f"Skipped {cut}: cannot decode it as an image: truncated (it does not end as the format does);" in (
+        result.stderr
+    )
     assert last_line(result.stderr).startswith("predicted 12 input(s) in ")
     assert "; 2 input(s) skipped (named above)" in last_line(result.stderr)
     assert not any(noise in result.stderr for noise in NOISE), result.stderr
 
-    stopped = command("tfhydra.predict", run_dir, folder, "--on-error", "fail")  # today's stop at the first
-    assert stopped.returncode == 1 and last_line(stopped.stderr).startswith(f"Error: {rgb}: it has 3 channel(s)")
+    stopped = command("tfhydra.predict", run_dir, folder, "--on-error", "fail")  # the first, before any decoding
+    assert stopped.returncode == 1 and last_line(stopped.stderr).startswith(
+        f"Error: {cut}: cannot decode it as an image (1 of 14 files are unreadable): truncated"
+    )
     assert "Skipped" not in stopped.stderr

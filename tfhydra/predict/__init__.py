@@ -1,7 +1,7 @@
 """Answer on new, unlabelled data with a finished run's exported model.
 
     tfhydra-predict [--trust-run] RUN INPUT... [--output FILE] [--batch-size N] [--top-k K] [--format csv|jsonl]
-                    [--on-error skip|fail]   (also python -m tfhydra.predict)
+                    [--on-error skip|fail] [--max-pixels N]   (also python -m tfhydra.predict)
 
 INPUT is what the run's data are stored as: image files or folders of them (recursively), a CSV of the training
 feature columns, a text file (one text per line) or a CSV of texts for a text run, an `.npy` or `.npz` array in
@@ -15,11 +15,14 @@ A run that exported only TFLite (`export.formats=[tflite]`) is answered by its m
 the same output (tfhydra/predict/layout.py says what such a file takes). An INPUT that cannot be read or does not
 fit the model (one RGB PNG among grayscale ones, a truncated file) is, by default (`--on-error skip`), one
 `Skipped <file>: <why>` line on stderr while the others are predicted, and the exit code is 1; `--on-error fail`
-stops at the first, as one `Error:` line. TensorFlow's start-up lines are held back as in training.
+stops at the first, as one `Error:` line. Image files are held to image_folder's rules before anything decodes
+them (image_checks.py): an empty, foreign or truncated file, or one whose header states more pixels than
+`--max-pixels` (default: the run's `data.max_pixels`, else conf/data/image_folder.yaml's), is refused undecoded.
+TensorFlow's start-up lines are held back as in training.
 
-Files: __main__.py (`python -m tfhydra.predict`), inputs.py (the INPUTs as one stream), tables.py (CSV and text
-INPUTs), stream.py (the one element type), layout.py (what the served model takes), output.py (batches through
-the model, written as CSV or JSON Lines).
+Files: __main__.py (`python -m tfhydra.predict`), inputs.py (the INPUTs as one stream), image_checks.py (the image
+files refused before decoding), tables.py (CSV and text INPUTs), stream.py (the one element type), layout.py (what
+the served model takes), output.py (batches through the model, written as CSV or JSON Lines).
 
 Trust, as in tfhydra-evaluate: the run directory is read through tfhydra/trust only (`completed_run`, the
 same check of a completed run with `export/saved_model` that evaluate makes), its config comes back inert (plain
@@ -45,7 +48,8 @@ from tfhydra.platform.terminal import figure
 
 USAGE = (
     "usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] "
-    "[--batch-size N] [--top-k K] [--format csv|jsonl] [--on-error skip|fail] (also python -m tfhydra.predict)"
+    "[--batch-size N] [--top-k K] [--format csv|jsonl] [--on-error skip|fail] [--max-pixels N] "
+    "(also python -m tfhydra.predict)"
 )
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
@@ -67,9 +71,12 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--format", choices=("csv", "jsonl"), default=None)
     parser.add_argument("--trust-run", action="store_true")
     parser.add_argument("--on-error", choices=("skip", "fail"), default="skip")
+    parser.add_argument("--max-pixels", type=int, default=None)  # None: the run's limit (`Run.pixel_limit`)
     args = parser.parse_intermixed_args(argv)
     if args.batch_size is not None and args.batch_size < 1:
         raise ConfigError("--batch-size", args.batch_size, "an integer >= 1", "no batch")
+    if args.max_pixels is not None and args.max_pixels < 1:
+        raise ConfigError("--max-pixels", args.max_pixels, "an integer >= 1 (height x width)", "no image fits")
     if args.top_k < 1:
         raise ConfigError(
             "--top-k", args.top_k, "an integer >= 1 (at most the run's number of classes)", "no class to print"
@@ -135,6 +142,8 @@ def predict(args: argparse.Namespace) -> tuple[str, int]:
     from tfhydra.predict.output import PredictionWriter, run_batches
 
     layout = run.layout()
+    if args.max_pixels is not None and layout.max_pixels is not None:  # an image model: the user's limit
+        layout.max_pixels, layout.max_pixels_from = args.max_pixels, "--max-pixels"
     found = read_inputs(args.inputs, layout, args.on_error)
     batch_size = args.batch_size or run.batch_size
     started = time.perf_counter()

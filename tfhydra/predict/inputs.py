@@ -1,14 +1,16 @@
 """The command line's INPUTs as one stream of examples in the layout `serving_default` takes.
 
 Every input becomes a tf.data dataset of elements `{name, inputs, extra}`: the name the output gives it, one
-example as the signature takes it, and the other CSV columns carried through (strings). Image files are decoded
-and fitted in a parallel map (a file the model cannot take fails its batch, and is then named); arrays are
-checked whole before anything runs and read from a memory map in chunks, so a large `.npy` stays on disk until
-its batch is due.
+example as the signature takes it, and the other CSV columns carried through (strings). Image files are first
+read at their two ends, as image_folder reads its files (image_checks.py: empty, foreign, truncated, more pixels
+than the limit by the header: refused before anything decodes them), then decoded and fitted in a parallel map
+(a file the model still cannot take fails its batch, and is then named); arrays are checked whole before
+anything runs and read from a memory map in chunks, so a large `.npy` stays on disk until its batch is due.
 
 `--on-error skip` (the default): an INPUT that cannot be read or does not fit the model is left out and named
 (`Inputs.skipped`; an image file's decode failure drops that example only, `ignore_errors`, and `unread_images`
-says why afterwards); `--on-error fail` stops at the first, as one `Error:` line.
+says why afterwards); `--on-error fail` stops at the first, as one `Error:` line (a refused image file: before
+anything is decoded).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.files import IMAGE_EXTENSIONS
+from tfhydra.predict.image_checks import DECODABLE, refused_images
 from tfhydra.predict.layout import Layout
 from tfhydra.predict.stream import Inputs, no_extra
 from tfhydra.predict.tables import read_table_input, read_text_lines
@@ -46,7 +49,7 @@ def read_inputs(texts: list[str], layout: Layout, on_error: str = "fail") -> Inp
     if images:
         parts.append(image_part(images, layout, skip))
     found = joined(parts, layout)
-    found.skipped = skipped
+    found.skipped = skipped + found.skipped  # the INPUTs that could not be used, then the image files refused
     return found
 
 
@@ -90,7 +93,14 @@ def joined(parts: list[Inputs], layout: Layout) -> Inputs:
             )
         dataset = part_data if dataset is None else dataset.concatenate(part_data)
     label = next((p.label_column for p in parts if p.label_column), None)
-    return Inputs(dataset, columns, label, [f for p in parts for f in p.image_files], layout.takes())
+    return Inputs(
+        dataset,
+        columns,
+        label,
+        [f for p in parts for f in p.image_files],
+        layout.takes(),
+        [error for p in parts for error in p.skipped],
+    )
 
 
 # --- image files ------------------------------------------------------------------------------------------
@@ -110,10 +120,17 @@ def image_files(text: str, path: Path, layout: Layout) -> list[str]:
 
 
 def image_part(files: list[str], layout: Layout, skip: bool = False) -> Inputs:
-    """Image files decoded in a parallel map; with `skip`, a file that fails is dropped (`unread_images` names it)."""
+    """Image files decoded in a parallel map, once the files image_folder would refuse are out (`refused_images`:
+    never decoded; the first is the error without `skip`, each is in `skipped` with it); with `skip`, a file that
+    fails its decoding is dropped (`unread_images` names it)."""
+    refused = refused_images(files, layout, count=not skip)
+    if refused and not skip:
+        raise next(iter(refused.values()))
+    usable = [f for f in files if f not in refused]
     decode = image_decoder(layout)
-    dataset = tf.data.Dataset.from_tensor_slices(files).map(decode, num_parallel_calls=AUTOTUNE, deterministic=True)
-    return Inputs(dataset.ignore_errors() if skip else dataset, image_files=list(files))
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(usable, tf.string))
+    dataset = dataset.map(decode, num_parallel_calls=AUTOTUNE, deterministic=True)
+    return Inputs(dataset.ignore_errors() if skip else dataset, image_files=usable, skipped=list(refused.values()))
 
 
 def image_decoder(layout: Layout):
@@ -166,7 +183,7 @@ def image_problems(files: list[str], layout: Layout, count: bool = True) -> dict
             problems[path] = ConfigError(
                 path,
                 None,
-                "image files TensorFlow can decode (PNG, JPEG, GIF, BMP)",
+                DECODABLE,
                 "cannot decode it as an image"
                 + (f" ({len(unreadable)} of {len(files)} files are unreadable)" if count else ""),
             )

@@ -42,6 +42,8 @@ class Layout:
     served: Any = None  # the loaded SavedModel: its variables live as long as the signature is used
     predict: Callable | None = None  # a batch of `inputs` -> probabilities (NumPy); the signature's call by default
     export: str = "saved_model"  # which file answers: saved_model, or tflite for a run that exported only that
+    max_pixels: int | None = None  # image files: the most pixels a header may state (`Run.pixel_limit`)
+    max_pixels_from: str = ""  # where that limit comes from, in the words of a refusal's `accepted`
 
     def probabilities(self, batch):
         if self.predict is not None:
@@ -145,6 +147,8 @@ class Run:
             layout.text_column = str(data.get("text") or "text")
         if layout.kind == "features":
             layout.features = feature_columns(data, layout.shape[0])
+        if layout.kind == "images":
+            layout.max_pixels, layout.max_pixels_from = self.pixel_limit()
         if data.get("name") == "image_folder":
             layout.channels = IMAGE_SOURCES_CHANNELS.get(str(data.get("color_mode")), 0)
         elif data.get("name") == "tfrecord" and data.get("encoding") in ("png", "jpeg"):
@@ -152,6 +156,22 @@ class Run:
         if data.get("name") == "npz" and data.get("x_val"):
             layout.npz_array = str(data.get("x_val"))
         return layout
+
+    def pixel_limit(self) -> tuple[int, str]:
+        """(the most pixels an image file's header may state before predict decodes it, where that comes from):
+        the run's `data.max_pixels` (an image_folder run records the limit it trained under), else that key's
+        value in tfhydra's conf/data/image_folder.yaml, the one default of the rule (`--max-pixels` overrides
+        both). A small file can decode to gigabytes: the limit is what keeps a hostile one from doing so."""
+        from tfhydra.config.schema import is_int
+
+        recorded = self.data.get("max_pixels")
+        if is_int(recorded) and recorded >= 1:
+            return int(recorded), "the run's data.max_pixels; --max-pixels N sets another"
+        from tfhydra.config.project import CONFIG_DIR
+        from tfhydra.trust import plain_file  # the one YAML reader, here of tfhydra's own conf/
+
+        default = (plain_file(CONFIG_DIR / "data" / "image_folder.yaml", CONFIG_DIR) or {})["max_pixels"]
+        return int(default), "data.max_pixels of conf/data/image_folder.yaml; --max-pixels N sets another"
 
 
 def kind_of(shape: tuple[int, ...], dtype, data: dict) -> str:
