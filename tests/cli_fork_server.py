@@ -12,8 +12,11 @@ import order, of environments read at import, and the journeys (a fresh venv, a 
 Why the fork is safe: the server only imports. TensorFlow's runtime (devices, thread pools) starts in the
 child, never here, and the server runs no thread (children are reaped by polling, not by a thread).
 
-Protocol: one JSON request per connection ({argv, cwd, env, stdout, stderr}); the server answers the child's
-pid on one line, then its exit code (negative: the signal that ended it) when it has exited.
+The same holds for `python -m MODULE ARGV` (`tfhydra.evaluate`, `tfhydra.predict`): a request naming a module
+runs it as `__main__` with the working directory first on `sys.path`, as `-m` puts it.
+
+Protocol: one JSON request per connection ({argv, cwd, env, stdout, stderr}, and `module` for `-m`); the server
+answers the child's pid on one line, then its exit code (negative: the signal that ended it) when it has exited.
 """
 
 from __future__ import annotations
@@ -72,8 +75,9 @@ def serve(address: str) -> dict:
                 connection.close()
 
 
-def become_the_command(request: dict, base_path: list[str]) -> None:
-    """Turn this child into `python train.py ARGV` started in `cwd` with `env` and its streams on files."""
+def become_the_command(request: dict, base_path: list[str]) -> str | None:
+    """Turn this child into `python train.py ARGV` (or `python -m MODULE ARGV`) started in `cwd` with `env` and its
+    streams on files; returns the module, if one is asked for."""
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -91,13 +95,18 @@ def become_the_command(request: dict, base_path: list[str]) -> None:
         os.dup2(opened, fd)
         os.close(opened)
     python_path = [os.path.abspath(p) for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:] = [os.path.dirname(TRAIN), *python_path, *base_path]
-    sys.argv = [TRAIN, *request["argv"]]
+    module = request.get("module")
+    sys.path[:] = [os.getcwd() if module else os.path.dirname(TRAIN), *python_path, *base_path]
+    sys.argv = [module or TRAIN, *request["argv"]]
+    return module
 
 
 if __name__ == "__main__":
     _base = _base_path()
     import tfhydra.launch.preload  # noqa: F401  (TensorFlow, tf_keras and tfhydra's job, silently)
 
-    become_the_command(serve(sys.argv[1]), _base)
-    runpy.run_path(TRAIN, run_name="__main__")
+    _module = become_the_command(serve(sys.argv[1]), _base)
+    if _module:
+        runpy.run_module(_module, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(TRAIN, run_name="__main__")

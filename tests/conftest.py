@@ -84,6 +84,24 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: floa
     )
 
 
+def run_module(
+    module: str, *args: str, cwd: Path = ROOT, env: dict, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS` (tfhydra.evaluate, tfhydra.predict) with exactly `env`, forked from the same server
+    as `run_cli` unless TFHYDRA_TEST_FORK=0: a test of the tool's answers, not of its start-up."""
+    if os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
+        return _CLI_SERVER.run(list(args), cwd=cwd, env=env, timeout=timeout, module=module)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def _other_keras(override: str) -> bool:
     """`keras=3` (or a sweep naming it): a run the fork server, which holds tf_keras, cannot be."""
     key, _, value = override.lstrip("+~").partition("=")
@@ -112,7 +130,9 @@ class _ForkServer:
         )
         assert self.process.stdout is not None and self.process.stdout.readline().strip() == "ready"
 
-    def run(self, argv: list[str], cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+    def run(
+        self, argv: list[str], cwd: Path, env: dict, timeout: float, module: str | None = None
+    ) -> subprocess.CompletedProcess:
         import signal
         import socket
         import tempfile
@@ -123,7 +143,8 @@ class _ForkServer:
             streams = {"stdout": os.path.join(out, "stdout"), "stderr": os.path.join(out, "stderr")}
             for path in streams.values():
                 Path(path).touch()
-            request = {"argv": argv, "cwd": str(cwd), "env": env, **streams}
+            request = {"argv": argv, "cwd": str(cwd), "env": env, "module": module, **streams}
+            command = [sys.executable, *(["-m", module] if module else [str(ROOT / "train.py")]), *argv]
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
                 connection.connect(self.address)
                 connection.sendall((json.dumps(request) + "\n").encode())
@@ -134,9 +155,9 @@ class _ForkServer:
                     code = int(answers.readline())
                 except TimeoutError:
                     os.kill(pid, signal.SIGKILL)
-                    raise subprocess.TimeoutExpired([str(ROOT / "train.py"), *argv], timeout) from None
+                    raise subprocess.TimeoutExpired(command, timeout) from None
             stdout, stderr = (Path(streams[name]).read_text(errors="replace") for name in ("stdout", "stderr"))
-        return subprocess.CompletedProcess([sys.executable, str(ROOT / "train.py"), *argv], code, stdout, stderr)
+        return subprocess.CompletedProcess(command, code, stdout, stderr)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

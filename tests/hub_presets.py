@@ -6,9 +6,10 @@ with TF_USE_LEGACY_KERAS=0): the test process holds tf_keras.
                                                     tokenizer, preprocessor and a TextClassifier: save_to_preset
     python hub_presets.py write-image PRESET_DIR    a 1-layer ViT on 16x16 RGB images, its image converter and
                                                     preprocessor and a ViTImageClassifier: save_to_preset
-    python hub_presets.py backbone PRESET_DIR WEIGHTS  JSON: how far the backbone in WEIGHTS (a run's
-                                                    checkpoints/*.weights.h5) is from the preset's, built as
-                                                    model=keras_hub builds it with every connection refused
+    python hub_presets.py backbone PRESET_DIR WEIGHTS...  one JSON line per WEIGHTS file: how far the backbone in
+                                                    it (a run's checkpoints/*.weights.h5) is from the preset's,
+                                                    built as model=keras_hub builds it with every connection
+                                                    refused (one Keras 3 process for all of them)
 """
 
 from __future__ import annotations
@@ -119,4 +120,5 @@ if __name__ == "__main__":
         write_image_preset(Path(sys.argv[2]))
     else:
         refuse_connections()
-        print(json.dumps(backbone_distance(Path(sys.argv[2]), Path(sys.argv[3]))))
+        for weights_file in sys.argv[3:]:
+            print(json.dumps(backbone_distance(Path(sys.argv[2]), Path(weights_file))))

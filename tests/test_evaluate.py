@@ -1,22 +1,14 @@
 """`python -m tfhydra.evaluate RUN_DIR [data=...]`: a finished run's export, evaluated without retraining."""
 
 import json
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli, run_module
 
 
 def evaluate(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "tfhydra.evaluate", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"},
+    return run_module(
+        "tfhydra.evaluate", *map(str, args), env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"}
     )
 
 

@@ -10,6 +10,7 @@ cannot do this from inside a venv: it would see the base interpreter's packages,
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -111,14 +112,21 @@ def editable_install(environment: Path) -> Path:
 
 
 def wheel_install(environment: Path, wheels: Path) -> Path:
-    """bin/ of a fresh venv holding the wheel `pip wheel` builds from this checkout."""
+    """bin/ of a fresh venv holding the wheel `pip wheel` builds from a copy of this checkout: a build without
+    isolation writes build/ and *.egg-info into its source, and tests running beside this one watch the checkout."""
+    source = wheels / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".git", "outputs", "tests", "build", "*.egg-info", "__pycache__", ".*_cache"),
+    )
     subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "wheel",
-            str(ROOT),
+            str(source),
             "--no-deps",
             *offline_build(),
             "--quiet",

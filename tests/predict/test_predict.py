@@ -26,7 +26,7 @@ import data_files
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import FAST, ROOT, TESTS, last_line
+from conftest import FAST, ROOT, TESTS, last_line, run_module
 
 import tfhydra
 from tfhydra.platform.terminal import figure
@@ -55,15 +55,7 @@ ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"}
 
 
 def predict(*args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tfhydra.predict", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env=ENV,
-    )
+    return run_module("tfhydra.predict", *map(str, args), env=ENV, timeout=timeout)
 
 
 def predict_with_peak_rss(*args, timeout=300) -> tuple[subprocess.CompletedProcess, int]:

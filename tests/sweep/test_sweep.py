@@ -152,36 +152,41 @@ def weights_of(job_dir):
     return arrays
 
 
+ISOLATION = [
+    "model=mlp",
+    "data.fraction=0.3",
+    "trainer.epochs=1",
+    "logging.histogram_freq=0",
+    "logging.write_graph=false",
+    "export.formats=[]",
+]
+
+
+@pytest.fixture(scope="module")
+def fp32_alone(tmp_path_factory):
+    """The fp32 job swept alone (the basic launcher: the launching process): what it gives when nothing ran first."""
+    cwd = tmp_path_factory.mktemp("alone")
+    alone = run_cli("-m", "precision=fp32", *ISOLATION, "hydra/launcher=basic", cwd=cwd)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    (alone_job,) = only_sweep(cwd).glob("0_*")  # nothing swept: named by all its overrides
+    return alone_job
+
+
 @pytest.mark.slow  # about 16 s each
 @pytest.mark.parametrize(
     "launcher",
     ["hydra/launcher=basic", "hydra.launcher.workers=1"],
     ids=["basic launcher: the launching process", "tfhydra launcher: one reused worker"],
 )
-def test_jobs_sharing_a_process_are_isolated(tmp_path, launcher):
+def test_jobs_sharing_a_process_are_isolated(tmp_path, launcher, fp32_alone):
     """[mixed, fp32] in one process gives the fp32 job exactly what [fp32] alone gives it."""
-    common = [
-        "model=mlp",
-        "data.fraction=0.3",
-        "trainer.epochs=1",
-        "logging.histogram_freq=0",
-        "logging.write_graph=false",
-        "export.formats=[]",
-        launcher,
-    ]
-    (tmp_path / "after_mixed").mkdir(), (tmp_path / "alone").mkdir()
-    after_mixed = run_cli("-m", "precision=mixed,fp32", *common, cwd=tmp_path / "after_mixed")
-    alone = run_cli("-m", "precision=fp32", *common, cwd=tmp_path / "alone")
-    assert after_mixed.returncode == 0 and alone.returncode == 0, after_mixed.stderr[-2000:] + alone.stderr[-2000:]
-    mixed_job, shared_job = (
-        only_sweep(tmp_path / "after_mixed") / "0_precision=mixed",
-        only_sweep(tmp_path / "after_mixed") / "1_precision=fp32",
-    )
-    (alone_job,) = only_sweep(tmp_path / "alone").glob("0_*")  # nothing swept: named by all its overrides
+    after_mixed = run_cli("-m", "precision=mixed,fp32", *ISOLATION, launcher, cwd=tmp_path)
+    assert after_mixed.returncode == 0, after_mixed.stderr[-2000:]
+    mixed_job, shared_job = only_sweep(tmp_path) / "0_precision=mixed", only_sweep(tmp_path) / "1_precision=fp32"
     assert metrics_of(mixed_job)["policy"] == "mixed_float16"
-    assert metrics_of(shared_job)["policy"] == metrics_of(alone_job)["policy"] == "float32"
-    assert metrics_of(shared_job)["history"] == metrics_of(alone_job)["history"]
-    for shared, single in zip(weights_of(shared_job), weights_of(alone_job), strict=True):
+    assert metrics_of(shared_job)["policy"] == metrics_of(fp32_alone)["policy"] == "float32"
+    assert metrics_of(shared_job)["history"] == metrics_of(fp32_alone)["history"]
+    for shared, single in zip(weights_of(shared_job), weights_of(fp32_alone), strict=True):
         np.testing.assert_array_equal(shared, single)
 
 

@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import ROOT, TESTS, last_line, run_cli
+from conftest import ROOT, TESTS, last_line, run_cli, run_module
 
 # ---- atomic writes -----------------------------------------------------------------------------
 
@@ -99,15 +99,8 @@ def finished_run(tmp_path_factory):
 
 
 def evaluate(run_dir):
-    return subprocess.run(
-        [sys.executable, "-m", "tfhydra.evaluate", str(run_dir)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": f"{ROOT}:{TESTS}"},
-    )
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": f"{ROOT}:{TESTS}"}
+    return run_module("tfhydra.evaluate", str(run_dir), env=env)
 
 
 def broken_copy(finished_run, tmp_path, breaks):

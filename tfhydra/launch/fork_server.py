@@ -18,12 +18,17 @@ composition of the sweep; the pool calls it again (a no-op when the server runs)
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 PRELOAD = ["tfhydra.launch.preload"]  # TensorFlow, tf_keras and every room, imported once and silently
+# A Unix socket's path holds at most 107 bytes on Linux; the server's is <tempdir>/pymp-XXXXXXXX/listener-XXXXXXXX.
+_SOCKET_PATH_ROOM = 107 - len("/pymp-xxxxxxxx/listener-xxxxxxxx")
 
 
 def worker_context() -> Any:
@@ -40,13 +45,28 @@ def start_fork_server() -> Any:
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
     try:
-        forkserver.ensure_running()
+        with _short_temp_dir():
+            forkserver.ensure_running()
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
     return context
+
+
+@contextlib.contextmanager
+def _short_temp_dir() -> Iterator[None]:
+    """While the server starts, Python's temporary directory is /tmp when $TMPDIR is too long for the server's
+    socket (`AF_UNIX path too long` otherwise; Python 3.13 falls back the same way). multiprocessing keeps the
+    directory it makes then (pymp-*) for the process's life and removes it at exit."""
+    saved = tempfile.tempdir
+    if len(os.fsencode(tempfile.gettempdir())) > _SOCKET_PATH_ROOM and os.access("/tmp", os.W_OK):
+        tempfile.tempdir = "/tmp"
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
 
 
 def worker_environment(placement: dict) -> dict:
