@@ -63,16 +63,17 @@ def hydra_job(tmp_path):
 def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `python train.py ARGS` as a user would; tests/ is importable for user-code `_target_`s.
 
-    The command is forked from a server that has imported TensorFlow once (tests/cli_fork_server.py), unless the
-    test sets environment variables of its own (some are read at import), the command sweeps with joblib's
-    launcher, it asks for another Keras than the server's tf_keras (`keras=3`: TensorFlow reads its Keras at
-    import), or TFHYDRA_TEST_FORK=0 is set."""
+    The command is forked from a server that has imported TensorFlow once (tests/cli_fork_server.py): the server
+    holding tf_keras, or for `keras=3` the one holding Keras 3 (TensorFlow reads its Keras at import). A real process
+    is started instead when the test sets environment variables that are read at import (any but `FORK_SAFE_ENV`),
+    the command sweeps with joblib's launcher, or TFHYDRA_TEST_FORK=0 is set."""
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None) if not (env or {}).get("HYDRA_FULL_ERROR") else None
+    keras = _keras_of(args)
     # joblib's loky workers hang when their sweep is forked from the server (seen: two sweeps past 300 s): real ones
-    forkable = not env and "hydra/launcher=joblib" not in args and not any(_other_keras(a) for a in args)
+    forkable = set(env or {}) <= FORK_SAFE_ENV and "hydra/launcher=joblib" not in args and keras in _CLI_SERVERS
     if forkable and os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
-        return _CLI_SERVER.run(list(args), cwd=cwd, env=full_env, timeout=timeout)
+        return _CLI_SERVERS[keras].run(list(args), cwd=cwd, env=full_env, timeout=timeout)
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *args],
         cwd=cwd,
@@ -90,7 +91,7 @@ def run_module(
     """`python -m MODULE ARGS` (tfhydra.evaluate, tfhydra.predict) with exactly `env`, forked from the same server
     as `run_cli` unless TFHYDRA_TEST_FORK=0: a test of the tool's answers, not of its start-up."""
     if os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
-        return _CLI_SERVER.run(list(args), cwd=cwd, env=env, timeout=timeout, module=module)
+        return _CLI_SERVERS["2"].run(list(args), cwd=cwd, env=env, timeout=timeout, module=module)
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=cwd,
@@ -102,25 +103,38 @@ def run_module(
     )
 
 
-def _other_keras(override: str) -> bool:
-    """`keras=3` (or a sweep naming it): a run the fork server, which holds tf_keras, cannot be."""
-    key, _, value = override.lstrip("+~").partition("=")
-    return key == "keras" and value.strip() not in ("", "2")
+# Variables no module the servers preload reads at import (TensorFlow, tf_keras or Keras 3, tfhydra's rooms):
+# keras-hub (and huggingface_hub's HF_HUB_OFFLINE) is imported by the run itself; Hydra reads HYDRA_FULL_ERROR when
+# it reports; SLURM's commands read SLURM_CONF when the sweep calls them.
+FORK_SAFE_ENV = {"HF_HUB_OFFLINE", "HYDRA_FULL_ERROR", "SLURM_CONF"}
+
+
+def _keras_of(args) -> str:
+    """The Keras a command's overrides choose: "2" unless one says `keras=...` ("3", or a sweep of several)."""
+    chosen = "2"
+    for override in args:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == "keras" and value.strip():
+            chosen = value.strip()
+    return chosen
 
 
 class _ForkServer:
-    """The client of tests/cli_fork_server.py: started on first use, one per test process, stopped by its pid."""
+    """The client of tests/cli_fork_server.py: started on first use, one per test process and Keras, stopped by
+    its pid. The Keras 3 server is started as a `keras=3` command starts its children (TFHYDRA_KERAS=3), and its
+    children get what such a command has set by the time it would import TensorFlow (tfhydra/config/keras_choice.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keras: str) -> None:
         self.process: subprocess.Popen | None = None
         self.address = ""
+        self.keras_env = {"TFHYDRA_KERAS": "3", "TF_USE_LEGACY_KERAS": "0"} if keras == "3" else {}
 
     def _start(self) -> None:
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="tfhydra-cli-")
         self.address = os.path.join(folder, "socket")
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **self.keras_env}
         self.process = subprocess.Popen(
             [sys.executable, str(TESTS / "cli_fork_server.py"), self.address],
             env=env,
@@ -143,7 +157,7 @@ class _ForkServer:
             streams = {"stdout": os.path.join(out, "stdout"), "stderr": os.path.join(out, "stderr")}
             for path in streams.values():
                 Path(path).touch()
-            request = {"argv": argv, "cwd": str(cwd), "env": env, "module": module, **streams}
+            request = {"argv": argv, "cwd": str(cwd), "env": {**env, **self.keras_env}, "module": module, **streams}
             command = [sys.executable, *(["-m", module] if module else [str(ROOT / "train.py")]), *argv]
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
                 connection.connect(self.address)
@@ -169,11 +183,12 @@ class _ForkServer:
             shutil.rmtree(os.path.dirname(self.address), ignore_errors=True)
 
 
-_CLI_SERVER = _ForkServer()
+_CLI_SERVERS = {"2": _ForkServer("2"), "3": _ForkServer("3")}
 
 
 def pytest_sessionfinish(session, exitstatus):
-    _CLI_SERVER.stop()
+    for server in _CLI_SERVERS.values():
+        server.stop()
 
 
 def last_line(text: str) -> str:
