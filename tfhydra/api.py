@@ -3,13 +3,31 @@
 `tfhydra.compose` and `tfhydra.run` live here so that tfhydra/__init__.py stays a list of names;
 tfhydra/notebook.py builds `tfhydra.train` and `tfhydra.multirun` (a run back as a `Result`) on them.
 Nothing here imports TensorFlow: `run` imports tfhydra.runner.job (and with it TensorFlow) when it starts a job.
+The arguments of these calls are checked here too (`override_list`, `path_argument`, `flag_argument`, `no_record`):
+an argument of the wrong kind is one ConfigError naming it, and a directory argument becomes the command's own
+override (`pinned`), so the pre-flight refuses it in the command's line (docs/notebook.md, "Refusals").
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
+from tfhydra.config.errors import ConfigError
 from tfhydra.config.project import CONFIG_DIR
+
+# Flags of the command that a Python call takes as an argument or a call of its own; any other flag has no place there.
+_FLAGS = {
+    "-m": "tfhydra.multirun(overrides) to sweep",
+    "--multirun": "tfhydra.multirun(overrides) to sweep",
+    "--config-dir": "the config_dir argument",
+    "-cd": "the config_dir argument",
+    "--cfg": "tfhydra.compose(overrides) for the config",
+    "-c": "tfhydra.compose(overrides) for the config",
+}
 
 
 def compose(overrides=(), config_dir=None):
@@ -25,8 +43,9 @@ def compose(overrides=(), config_dir=None):
     from tfhydra.cli.preflight import check_overrides
     from tfhydra.config.project import project_config_dir
 
+    overrides, config_dir = override_list(overrides), path_argument(config_dir, "config_dir")
     primary = project_config_dir(["--config-dir", str(config_dir)] if config_dir is not None else ()) or CONFIG_DIR
-    check_overrides(primary, "config", list(overrides))
+    check_overrides(primary, "config", overrides)
     with initialize_config_dir(config_dir=str(primary), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
@@ -43,6 +62,8 @@ def run(cfg, run_dir=None):
     """
     from tfhydra.config.errors import one_line_errors
     from tfhydra.sweep.kind import auto_threads, in_sweep
+
+    run_dir = path_argument(run_dir, "run_dir")
 
     def job(cfg, run_dir=None, callbacks=()):
         from tfhydra.config.keras_choice import choose_keras
@@ -98,3 +119,92 @@ def resume_hint() -> str:
             "not started jobs)"
         )
     return hint
+
+
+def override_list(overrides: Any, name: str = "overrides") -> list[str]:
+    """The overrides of a Python call as the command's list of `key=value` strings (None: none). A string is one
+    override; a string of several (`"a=1 b=2"`) is refused, not taken apart (Python would iterate it character by
+    character, and whether a space separates overrides only the caller knows): the refusal shows the list it
+    would make. A flag of the command is named with the argument or call that does its work."""
+    example = "a list of key=value strings, e.g. ['model=mlp', 'trainer.epochs=3']"
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        try:
+            listed = shlex.split(overrides)
+        except ValueError:  # an unclosed quote: one override, as Hydra's parser will say
+            listed = [overrides]
+        if len(listed) > 1:
+            raise ConfigError(
+                name, overrides, f"a list of key=value strings: {listed!r}", "a string of several overrides"
+            )
+        return [overrides]  # one override, as a string
+    if isinstance(overrides, Mapping):
+        listed = [f"{key}={value}" for key, value in overrides.items()]
+        raise ConfigError(name, str(dict(overrides)), f"a list of key=value strings: {listed!r}", "a mapping")
+    if not isinstance(overrides, Iterable):
+        raise ConfigError(name, repr(overrides), example, f"not a list ({type(overrides).__name__})")
+    listed = list(overrides)
+    for number, override in enumerate(listed):
+        if not isinstance(override, str):
+            raise ConfigError(f"{name}[{number}]", repr(override), example, f"not a string ({type(override).__name__})")
+        flag = override.split("=", 1)[0]
+        if flag.startswith("-"):
+            raise ConfigError(
+                f"{name}[{number}]",
+                override,
+                _FLAGS.get(flag, "key=value overrides (flags belong to the command line)"),
+                "a flag of the command, not an override",
+            )
+    return listed
+
+
+def path_argument(value: Any, name: str) -> Path | None:
+    """A directory argument of a Python call (`run_dir`, `sweep_dir`, `config_dir`) as a Path; None when not given."""
+    if value is None or isinstance(value, Path):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        if str(value).strip():
+            return Path(value)
+        raise ConfigError(name, repr(value), "a directory, as a str or pathlib.Path", "an empty path")
+    raise ConfigError(
+        name, repr(value), "a directory, as a str or pathlib.Path", f"not a path ({type(value).__name__})"
+    )
+
+
+def pinned(overrides: list[str], key: str, folder: Path) -> list[str]:
+    """`overrides` with `key` (hydra.run.dir, hydra.sweep.dir) set to `folder`, as the command line would set it:
+    a directory argument goes through the pre-flight as the same override would, and is refused in the same line."""
+    from tfhydra.sweep import override_quoted
+
+    mine = [o for o in overrides if o.lstrip("+").split("=", 1)[0] != key]
+    return [*mine, f"{key}={override_quoted(str(folder))}"]
+
+
+def flag_argument(value: Any, name: str) -> bool:
+    """A True/False argument: `quiet="no"` would be true, and quiet."""
+    if not isinstance(value, bool):
+        raise ConfigError(name, repr(value), "True or False", f"not a bool ({type(value).__name__})")
+    return value
+
+
+RUN_ACCEPTED = (
+    "the directory of a run, holding the metrics.json its run wrote (tfhydra.train, a sweep's job, the command)"
+)
+
+
+def no_record(folder: Path, error: Exception) -> str:
+    """Why `folder` gives no Result: no directory, a sweep's, a run with no record yet, an unreadable one."""
+    from tfhydra.record.rundir import RunPaths, SweepPaths
+
+    metrics = RunPaths(folder).metrics
+    if not folder.exists():
+        return "no such directory"
+    if not folder.is_dir():
+        return "a file, not a directory"
+    if not metrics.exists() and (SweepPaths(folder).multirun.is_file() or SweepPaths(folder).jobs()):
+        return "a sweep's directory: each of its jobs has a record (tfhydra.multirun returns them all)"
+    if not metrics.exists():
+        return "it has no metrics.json (not a run directory, or a run that has not written its record yet)"
+    reason = str(error).removeprefix(f"{metrics}: ") if not isinstance(error, OSError) else error.strerror
+    return f"its metrics.json cannot be read ({reason})"

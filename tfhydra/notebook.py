@@ -120,8 +120,18 @@ def _load(format: str, path: str) -> Any:
 
 
 def load_result(run_dir: str | Path) -> Result:
-    """The `Result` of a run directory (one `train` or a sweep made, or the command): its record read back."""
-    return Result(Path(run_dir).absolute(), load_record(run_dir))
+    """The `Result` of a run directory (one `train` or a sweep made, or the command): its record read back. A
+    directory that holds no readable record is one ConfigError naming `run_dir` and why."""
+    from tfhydra.api import RUN_ACCEPTED, no_record, path_argument
+    from tfhydra.record import RecordError
+
+    folder = path_argument(run_dir, "run_dir")
+    if folder is None:
+        raise ConfigError("run_dir", None, RUN_ACCEPTED, "not given")
+    try:
+        return Result(folder.absolute(), load_record(folder))
+    except (OSError, RecordError) as error:
+        raise ConfigError("run_dir", str(folder), RUN_ACCEPTED, no_record(folder, error)) from None
 
 
 def train(
@@ -138,15 +148,19 @@ def train(
     has them). A mistake raises `tfhydra.ConfigError` (one line) before anything is written; a run that fails or
     diverges while training returns its `Result` with that status, and an error that is not a mistake is raised.
     """
-    from tfhydra.api import compose, run
+    from tfhydra.api import compose, flag_argument, override_list, path_argument, pinned, run
     from tfhydra.runner.hydra_files import chosen_run_dir
+    from tfhydra.trust.locks import writing
 
-    with python_session(quiet) as log_to:
-        cfg = compose(overrides, config_dir)
-        run_dir = Path(run_dir).absolute() if run_dir is not None else chosen_run_dir(cfg)
-        log_to(RunPaths(run_dir).train_log)
-        log.info("run directory %s; overrides: %s", shown_path(run_dir), " ".join(overrides) or "none (the defaults)")
-        run(cfg, run_dir=run_dir)
+    asked, folder = override_list(overrides), path_argument(run_dir, "run_dir")
+    overrides = pinned(asked, "hydra.run.dir", folder.absolute()) if folder is not None else asked
+    with python_session(flag_argument(quiet, "quiet")) as log_to:
+        cfg = compose(overrides, config_dir)  # the pre-flight checks `run_dir` as the command's hydra.run.dir
+        run_dir = chosen_run_dir(cfg)
+        with writing(run_dir, "run"):  # taken (and made) before its first line, as the command's Hydra callback does
+            log_to(RunPaths(run_dir).train_log)
+            log.info("run directory %s; overrides: %s", shown_path(run_dir), " ".join(asked) or "none (the defaults)")
+            run(cfg, run_dir=run_dir)
     return load_result(run_dir)
 
 
@@ -160,31 +174,41 @@ def multirun(
     the command's), its lines passed on unless `quiet`; returns the `Result` of every job that wrote a record,
     in job order. The jobs are checked here first: a mistake raises `tfhydra.ConfigError` before any job starts.
     The kernel's `sys.path` reaches the jobs through PYTHONPATH, so a model module it imports imports there too."""
+    from tfhydra.api import flag_argument, override_list, path_argument, pinned
     from tfhydra.cli.preflight import check_overrides
     from tfhydra.config.project import CONFIG_DIR, project_config_dir
     from tfhydra.runner.hydra_files import chosen_run_dir
 
-    overrides = list(overrides)
-    flags = ["--config-dir", str(Path(config_dir).absolute())] if config_dir is not None else []
+    overrides, quiet = override_list(overrides), flag_argument(quiet, "quiet")
+    config_dir, sweep_dir = path_argument(config_dir, "config_dir"), path_argument(sweep_dir, "sweep_dir")
+    if sweep_dir is not None:  # checked by the pre-flight as the command's hydra.sweep.dir (a sweep run again)
+        overrides = pinned(overrides, "hydra.sweep.dir", sweep_dir.absolute())
+    flags = ["--config-dir", str(config_dir.absolute())] if config_dir is not None else []
     with python_session(quiet=True):
         primary = project_config_dir(flags) or CONFIG_DIR
         check_overrides(primary, "config", overrides, multirun=True)
-        folder = (
-            Path(sweep_dir).absolute()
-            if sweep_dir is not None
-            else chosen_run_dir(_compose_fixed(primary, overrides), key="hydra.sweep.dir")
-        )
+        folder = chosen_run_dir(_compose_fixed(primary, overrides), key="hydra.sweep.dir")
     # the folder, resolved once (a `hydra.sweep.dir=` of the overrides included), is the one the child uses
-    overrides = [o for o in overrides if not o.startswith("hydra.sweep.dir=")] + [f"hydra.sweep.dir={folder}"]
-    lines = _run_command([sys.executable, "-m", "tfhydra", "-m", *flags, *overrides], quiet)
-    results = [
+    before = _records_written(folder)
+    finished = _run_command(
+        [sys.executable, "-m", "tfhydra", "-m", *flags, *pinned(overrides, "hydra.sweep.dir", folder)], quiet
+    )
+    if finished.returncode and _records_written(folder) == before:  # refused, or failed before any job wrote
+        if finished.last.startswith("Error: "):  # the command's one line: its refusal, never the sweep there before
+            raise ConfigError.from_line(finished.last)
+        raise RuntimeError(f"the sweep in {folder} ran no job (exit code {finished.returncode}): {finished.last}")
+    return [
         Result(job.absolute(), record)
         for job in sorted(SweepPaths(folder).jobs(), key=_job_number)
         if (record := read_record(job)) is not None
     ]
-    if not results and lines.returncode:
-        raise RuntimeError(f"the sweep in {folder} ran no job (exit code {lines.returncode}): {lines.last}")
-    return results
+
+
+def _records_written(folder: Path) -> dict[Path, int]:
+    """When each job's record in the sweep directory was last written: a command that exits non-zero having
+    written none ran no job, and the records there are an earlier sweep's."""
+    records = (RunPaths(job).metrics for job in SweepPaths(folder).jobs())
+    return {record: record.stat().st_mtime_ns for record in records if record.is_file()}
 
 
 @dataclass

@@ -24,6 +24,7 @@ from tfhydra.config.keras_choice import choose_keras
 from tfhydra.record.rundir import STAGES, check_creatable
 from tfhydra.sweep import preflight_checks as sweep_checks
 from tfhydra.sweep.kind import expands_grid
+from tfhydra.trust.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, written_too_large
 
 SCREEN, PROMOTE = STAGES
 
@@ -83,16 +84,8 @@ def check_overrides(
     """Raise ConfigError at the first misconfigured job; return the sweep's launcher (its kind), if any."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException as error:
-        override = getattr(error, "override", "an override")
-        raise ConfigError(
-            override, None, "key=value in Hydra's override syntax", f"cannot parse it ({str(error).splitlines()[0]})"
-        ) from None
+    parsed = _parsed(overrides)
     jobs = sweep_checks.jobs_of(parsed, overrides, multirun)
 
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
@@ -120,6 +113,7 @@ def check_overrides(
             if number == 0 and multirun:
                 launcher = sweep_checks.check_plugins(cfg, parsed)
             if number == 0:  # after its plan, which checks the sweep section's values
+                _check_config_read_back(cfg)  # the other jobs differ in swept values, each checked above
                 plan_run(cfg, defaults)
                 stages = sweep_checks.check_stages_command(cfg, parsed, multirun)
             _check_job(cfg, defaults, job, number, swept, multirun, stage=PROMOTE if stages else None)
@@ -136,6 +130,73 @@ def check_overrides(
                 )
     _warn_unread_additions(parsed)
     return launcher
+
+
+# What a run writes, every reader reads back (tfhydra/trust/bounded.py): a value over the readers' limits is refused
+# here, on the key that holds it, not later as a saved config that resume, evaluate or a sweep summary refuses.
+_READ_BACK = (
+    f"a value a run can read back: its saved config at most {MAX_BYTES} bytes, {MAX_DEPTH} levels deep and "
+    f"{MAX_NODES} values (docs/reliability.md)"
+)
+
+
+def _parsed(overrides: list[str]) -> list:
+    """The overrides as Hydra's parser reads them, each value measured as its readers would measure it once written."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    _check_written_size(overrides)  # before the parser, which takes minutes over megabytes
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as error:
+        override = getattr(error, "override", "an override")
+        raise ConfigError(
+            override, None, "key=value in Hydra's override syntax", f"cannot parse it ({str(error).splitlines()[0]})"
+        ) from None
+    _check_values_read_back(parsed)  # before OmegaConf's recursive code walks them
+    return parsed
+
+
+def _check_written_size(overrides: list[str]) -> None:
+    total = sum(len(o.encode("utf-8", "surrogatepass")) for o in overrides)
+    if total > MAX_BYTES:
+        longest = max(overrides, key=len)
+        problem = f"the overrides are {total} bytes, above the {MAX_BYTES}-byte limit for a saved config"
+        raise ConfigError(longest.split("=", 1)[0].lstrip("+~"), None, _READ_BACK, problem)
+
+
+def _check_values_read_back(parsed) -> None:
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    for override in parsed:
+        value = override.value()
+        if override.is_sweep_override() and not isinstance(value, ChoiceSweep):
+            continue  # range(), interval(), glob(): numbers and option names
+        for one in value.list if isinstance(value, ChoiceSweep) else [value]:
+            problem = written_too_large(override.key_or_group, one)
+            if problem is not None:
+                raise ConfigError(override.key_or_group, None, _READ_BACK, problem)
+
+
+def _check_config_read_back(cfg: DictConfig) -> None:
+    """The job's config as .hydra/config.yaml will hold it, measured as its readers measure it; a config over the
+    limits (values of the user's config files, or several overrides together) is blamed on its section."""
+    sections = [str(k) for k in cfg if k != "hydra"]
+    try:
+        check_yaml_shape(OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, sections)))
+    except TooLarge as error:
+        raise ConfigError(
+            _heaviest(cfg, sections), None, _READ_BACK, f"the saved config would be refused: {error}"
+        ) from None
+
+
+def _heaviest(cfg: DictConfig, sections: list[str]) -> str:
+    for section in sections:
+        try:
+            check_yaml_shape(OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [section])))
+        except TooLarge:
+            return section
+    return max(sections, key=lambda section: len(OmegaConf.to_yaml(cfg[section])))
 
 
 def _one_keras(majors: set[int], major: int) -> set[int]:

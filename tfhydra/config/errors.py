@@ -166,6 +166,18 @@ class ConfigError(CompactHydraException):
     def __str__(self) -> str:  # one line whatever the parts contain
         return " ".join(super().__str__().split())
 
+    @classmethod
+    def from_line(cls, line: str) -> ConfigError:
+        """The ConfigError whose one line a child command printed (`Error: <key>=<value>: <problem>; accepted:
+        <accepted>`), its text that very line: tfhydra.multirun raises what its sweep's command refused."""
+        text = " ".join(line.split()).removeprefix("Error: ")
+        where, _, rest = text.partition(": ")
+        problem, _, accepted = rest.rpartition("; accepted: ")
+        key, _, value = where.partition("=")
+        error = cls(key, value or None, accepted or rest, problem or "invalid value")
+        error.args = (text,)
+        return error
+
     @property
     def _render_traceback_(self):
         """IPython and Jupyter show what this returns instead of a traceback: the one line, as the command

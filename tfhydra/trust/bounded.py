@@ -88,3 +88,33 @@ def load_json_bounded(text: str) -> Any:
         return json.loads(text)
     except RecursionError:
         raise TooLarge("it nests too deep to read") from None
+
+
+def value_shape(value: Any) -> tuple[int, int]:
+    """(levels, nodes) of a plain Python value as YAML would nest it (a scalar: 0 levels, 1 node), walked without
+    recursion: the pre-flight measures an override's value before OmegaConf's recursive code sees it."""
+    levels = nodes = 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if isinstance(item, (list, tuple, dict)):
+            levels = max(levels, depth + 1)
+            children = item.values() if isinstance(item, dict) else item
+            nodes += len(item) if isinstance(item, dict) else 0  # its keys are YAML nodes too
+            stack.extend((child, depth + 1) for child in children)
+            if nodes + len(stack) > MAX_NODES:  # enough to refuse; no need to walk the rest
+                return levels, nodes + len(stack)
+    return levels, nodes
+
+
+def written_too_large(key: str, value: Any) -> str | None:
+    """Why `value`, written at the dotted `key` of a saved config, would be refused by the readers here (the
+    one set of limits for writing and reading back); None when they would read it."""
+    levels, nodes = value_shape(value)
+    levels += key.count(".") + 1  # the key's own mappings hold it
+    if levels > MAX_DEPTH:
+        return f"it nests {levels} levels deep in the saved config, above the {MAX_DEPTH}-level limit"
+    if nodes > MAX_NODES:
+        return f"it holds more than {MAX_NODES} values, above the limit for a saved config"
+    return None
