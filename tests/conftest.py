@@ -109,6 +109,26 @@ def run_module(
 FORK_SAFE_ENV = {"HF_HUB_OFFLINE", "HYDRA_FULL_ERROR", "SLURM_CONF"}
 
 
+def start_cli(*args: str, cwd: Path, env: dict, stderr: Path) -> ForkedProcess | subprocess.Popen:
+    """`python train.py ARGS` started as a process of its own (stdout to /dev/null, stderr to a file), forked from
+    the test server on the same terms as `run_cli`; `env` is the whole environment."""
+    keras = _keras_of(args)
+    stderr.write_text("")
+    forkable = keras in _CLI_SERVERS and "hydra/launcher=joblib" not in args
+    if forkable and os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
+        streams = {"stdout": os.devnull, "stderr": str(stderr)}
+        return _CLI_SERVERS[keras].start(list(args), cwd, env, streams)
+    with stderr.open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
+
+
 def _keras_of(args) -> str:
     """The Keras a command's overrides choose: "2" unless one says `keras=...` ("3", or a sweep of several)."""
     chosen = "2"
@@ -117,6 +137,47 @@ def _keras_of(args) -> str:
         if key == "keras" and value.strip():
             chosen = value.strip()
     return chosen
+
+
+class ForkedProcess:
+    """A command forked by tests/cli_fork_server.py, with the part of `subprocess.Popen` the tests use: `pid`, `args`,
+    `poll`, `wait`, `send_signal`, `kill`, `returncode`. The server answers the child's pid, then its exit code
+    (negative: the signal that ended it) on the same connection once it has reaped it."""
+
+    def __init__(self, connection, args: list[str]) -> None:
+        self._connection = connection
+        self._answers = connection.makefile("r")
+        self.pid = int(self._answers.readline())
+        self.args = args
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode if self.returncode is not None else self._read(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.returncode if self.returncode is not None else self._read(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return code
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        import signal
+
+        self.send_signal(signal.SIGKILL)
+
+    def _read(self, timeout: float | None) -> int | None:
+        import select
+
+        if not select.select([self._connection], [], [], timeout)[0]:
+            return None
+        self.returncode = int(self._answers.readline())
+        self._answers.close()
+        self._connection.close()
+        return self.returncode
 
 
 class _ForkServer:
@@ -144,34 +205,36 @@ class _ForkServer:
         )
         assert self.process.stdout is not None and self.process.stdout.readline().strip() == "ready"
 
-    def run(
-        self, argv: list[str], cwd: Path, env: dict, timeout: float, module: str | None = None
-    ) -> subprocess.CompletedProcess:
-        import signal
+    def start(self, argv: list[str], cwd: Path, env: dict, streams: dict, module: str | None = None) -> ForkedProcess:
+        """The command forked as a process of its own, used as a `subprocess.Popen` is (its streams on files)."""
         import socket
-        import tempfile
 
         if self.process is None or self.process.poll() is not None:
             self._start()
+        request = {"argv": argv, "cwd": str(cwd), "env": {**env, **self.keras_env}, "module": module, **streams}
+        command = [sys.executable, *(["-m", module] if module else [str(ROOT / "train.py")]), *argv]
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(self.address)
+        connection.sendall((json.dumps(request) + "\n").encode())
+        return ForkedProcess(connection, command)
+
+    def run(
+        self, argv: list[str], cwd: Path, env: dict, timeout: float, module: str | None = None
+    ) -> subprocess.CompletedProcess:
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="tfhydra-cli-out-") as out:
             streams = {"stdout": os.path.join(out, "stdout"), "stderr": os.path.join(out, "stderr")}
             for path in streams.values():
                 Path(path).touch()
-            request = {"argv": argv, "cwd": str(cwd), "env": {**env, **self.keras_env}, "module": module, **streams}
-            command = [sys.executable, *(["-m", module] if module else [str(ROOT / "train.py")]), *argv]
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-                connection.connect(self.address)
-                connection.sendall((json.dumps(request) + "\n").encode())
-                answers = connection.makefile("r")
-                pid = int(answers.readline())
-                connection.settimeout(timeout)
-                try:
-                    code = int(answers.readline())
-                except TimeoutError:
-                    os.kill(pid, signal.SIGKILL)
-                    raise subprocess.TimeoutExpired(command, timeout) from None
+            process = self.start(argv, cwd, env, streams, module)
+            try:
+                code = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise
             stdout, stderr = (Path(streams[name]).read_text(errors="replace") for name in ("stdout", "stderr"))
-        return subprocess.CompletedProcess(command, code, stdout, stderr)
+        return subprocess.CompletedProcess(process.args, code, stdout, stderr)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

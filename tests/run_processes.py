@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from conftest import ROOT, TESTS, read_run_record, run_cli
+from conftest import ROOT, TESTS, ForkedProcess, read_run_record, run_cli, start_cli
 
 # The seed MLP on digits with small batches: about 180 steps an epoch, so a signal lands mid-run.
 BASE = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0"]
@@ -19,10 +19,15 @@ BASE = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0"]
 
 def start(
     run_dir: Path, *args: str, signal_log: Path | None = None, command=(str(ROOT / "train.py"),)
-) -> subprocess.Popen:
+) -> subprocess.Popen | ForkedProcess:
+    """`python train.py ARGS hydra.run.dir=RUN_DIR` (or `command`) as a process of its own, its stderr on a file
+    beside the run; forked from the test server as `run_cli` is (tests/conftest.py) when the command is train.py."""
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("HYDRA_FULL_ERROR", None)
-    out = open(signal_log or run_dir.parent / f"{run_dir.name}.stderr", "w")  # noqa: SIM115 (closed by the process end)
+    log = signal_log or run_dir.parent / f"{run_dir.name}.stderr"
+    if tuple(command) == (str(ROOT / "train.py"),):
+        return start_cli(*args, f"hydra.run.dir={run_dir}", cwd=ROOT, env=env, stderr=log)
+    out = open(log, "w")  # noqa: SIM115 (closed by the process end)
     return subprocess.Popen(
         [sys.executable, *command, *args, f"hydra.run.dir={run_dir}"],
         cwd=ROOT,

@@ -3,11 +3,9 @@ uninterrupted run ends, bit for bit (custom loop, deterministic mode)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli, start_cli
 from run_processes import kill_when_ready, saved_step, weights_digest
 
 ARGS = [
@@ -22,14 +20,7 @@ ARGS = [
 
 def start(run_dir):
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *ARGS, f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
+    return start_cli(*ARGS, f"hydra.run.dir={run_dir}", cwd=ROOT, env=env, stderr=run_dir.parent / "stderr")
 
 
 @pytest.mark.slow
