@@ -39,16 +39,20 @@ def main(argv: list[str] | None = None) -> None:
     if not {"-m", "--multirun"} & set(argv):  # a sweep's jobs may be other processes sharing descriptor 2
         QUIET.start()  # TensorFlow's start-up lines held back until training starts (tfhydra/platform/terminal.py)
     try:
-        tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # starts loading TensorFlow once it passes
+        hydra_calls = tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # then TensorFlow starts loading
         startclock.mark("preflight")
 
         import hydra
 
+        from tfhydra.config.hydra_api import execution_whitelist, version_base
+
         sys.argv = [sys.argv[0], *argv]  # Hydra reads the command line from sys.argv
         from tfhydra.launch.lost_jobs import guarded_launchers
 
+        # Hydra 1.4 calls only what the composed config names in hydra.callbacks (docs/design.md, "Hydra 1.3 and 1.4")
+        options = {**version_base(), **execution_whitelist(hydra_calls, keyword="execution_whitelist")}
         with guarded_launchers():  # a job a cluster killed: the summary and one line (tfhydra/launch/lost_jobs.py)
-            hydra.main(config_path=str(project or CONFIG_DIR), config_name="config", version_base="1.3")(tfhydra.run)()
+            hydra.main(config_path=str(project or CONFIG_DIR), config_name="config", **options)(tfhydra.run)()
     finally:
         QUIET.release()  # also for a run that ends before training: what it said is passed on first
     tfhydra.end_process()

@@ -38,15 +38,15 @@ def compose(overrides=(), config_dir=None):
     `config_dir` is a project's own config directory (tfhydra/config/project.py); without one, `./conf` or
     `$TFHYDRA_CONFIG_DIR` is used as the command does, and tfhydra's own configs otherwise."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
 
     from tfhydra.cli.preflight import check_overrides
+    from tfhydra.config.hydra_api import initialize
     from tfhydra.config.project import project_config_dir
 
     overrides, config_dir = override_list(overrides), path_argument(config_dir, "config_dir")
     primary = project_config_dir(["--config-dir", str(config_dir)] if config_dir is not None else ()) or CONFIG_DIR
     check_overrides(primary, "config", overrides)
-    with initialize_config_dir(config_dir=str(primary), version_base="1.3"):
+    with initialize(primary):
         return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
 

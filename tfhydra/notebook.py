@@ -248,12 +248,14 @@ def _run_command(command: list[str], quiet: bool) -> _Finished:
 
 def _compose_fixed(primary: Path, overrides: list[str]):
     """The config with a sweep's fixed overrides only: where its sweep directory goes (`hydra.sweep.dir`)."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from tfhydra.config.hydra_api import initialize
 
     parsed = OverridesParser.create().parse_overrides(overrides)
     fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line is not None]
-    with initialize_config_dir(config_dir=str(primary), version_base="1.3"):
+    with initialize(primary):
         return compose(config_name="config", overrides=fixed, return_hydra_config=True)
 
 

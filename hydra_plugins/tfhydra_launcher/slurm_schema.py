@@ -12,10 +12,13 @@ module under `hydra_plugins` again, in the order of the path entries, so a store
 overwritten by the plugin's own; tfhydra's search path plugin (hydra_plugins/tfhydra_conf), which Hydra calls
 after the scan whenever it composes in a process that imported tfhydra, stores it then. A YAML file of that name
 cannot do it: it makes Hydra match it to the schema, which is deprecated since Hydra 1.1. Without
-hydra-submitit-launcher (the `slurm` extra) nothing is stored, and the pre-flight names the extra.
+hydra-submitit-launcher (the `slurm` extra) nothing is stored, and the pre-flight names the extra. Hydra 1.4 warns
+when a store replaces an entry without `replace=True` (an error in 1.5), a keyword Hydra 1.3 does not have.
 """
 
+import inspect
 from dataclasses import dataclass
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -36,6 +39,7 @@ if SlurmQueueConf is not None:  # a class of the module (not of a function), so 
 def store_preemptible_slurm() -> None:
     """Store `hydra/launcher=submitit_slurm` with the requeue defaults over Hydra's own entry (idempotent)."""
     if SlurmQueueConf is not None:
-        ConfigStore.instance().store(
-            group="hydra/launcher", name="submitit_slurm", node=PreemptibleSlurmQueueConf, provider="tfhydra"
-        )
+        store = ConfigStore.instance().store
+        replacing: dict[str, Any] = {"replace": True} if "replace" in inspect.signature(store).parameters else {}
+        node = PreemptibleSlurmQueueConf
+        store(group="hydra/launcher", name="submitit_slurm", node=node, provider="tfhydra", **replacing)

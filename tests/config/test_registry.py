@@ -49,6 +49,21 @@ def test_target_that_does_not_import_is_a_config_error():
     assert "accepted: an importable dotted path" in str(info.value)
 
 
+def test_what_a_node_may_call_is_its_own_targets_resolved_at_any_depth():
+    import tfhydra  # noqa: F401  (registers tfhydra.keras)
+    from tfhydra.config.registry import callable_targets
+
+    cfg = OmegaConf.create(
+        {
+            "keras": 2,
+            "loss": {"_target_": "mylosses.Focal", "weights": [{"_target_": "mylosses.uniform"}], "gamma": 2},
+            "metric": {"_target_": "${tfhydra.keras:metrics.AUC}", "name": "auc"},
+        }
+    )
+    assert callable_targets(cfg.loss) == ["mylosses.Focal", "mylosses.uniform"]
+    assert callable_targets(cfg.metric) == ["tf_keras.metrics.AUC"]  # what Hydra resolves, not the interpolation
+
+
 def test_model_registry_matches_model_yaml_files():
     """conf/model/*.yaml maps one-to-one onto registered builders (same for every group)."""
     from conftest import CONFIG_DIR

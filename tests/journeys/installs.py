@@ -10,6 +10,7 @@ cannot do this from inside a venv: it would see the base interpreter's packages,
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,3 +161,44 @@ def run_in(bin_dir: Path, command: str, *args: str, cwd: Path, env: dict | None 
         timeout=900,
         stdin=subprocess.DEVNULL,
     )
+
+
+SHOWN = {"PYTHONWARNINGS": "default"}  # every warning once, DeprecationWarning included
+
+
+def two_job_sweep(bin_dir: Path, project: Path) -> list[Path]:
+    """The job directories of `tfhydra-train -m model=tiny debug=fast optimizer.lr=0.01,0.001` run in `project`
+    with every warning shown, after checking that it exits 0 and that Hydra, OmegaConf and tfhydra warned of
+    nothing on its output or in any job's train.log."""
+    result = run_in(
+        bin_dir,
+        "tfhydra-train",
+        "-m",
+        "model=tiny",
+        "debug=fast",
+        "optimizer.lr=0.01,0.001",
+        "hydra.sweep.dir=sweep",
+        cwd=project,
+        env=SHOWN,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = sorted(p for p in (project / "sweep").iterdir() if p.is_dir())
+    assert warnings_of(result.stdout, result.stderr, *((job / "train.log").read_text() for job in jobs)) == []
+    return jobs
+
+
+# A Python warning as `warnings` prints it (`path.py:12: UserWarning: ...`), or Hydra's plugin scanner's own line.
+WARNING_LINE = re.compile(r"(\S+\.py):\d+: (\w*Warning):|\[Hydra plugins scanner\] : warnings from")
+# Whose warnings count: Hydra's, OmegaConf's, Hydra's plugins' (tfhydra's among them) and tfhydra's own code.
+WARNING_SOURCES = ("/hydra/", "/omegaconf/", "/hydra_plugins/", "/tfhydra/", "train.py")
+
+
+def warnings_of(*outputs: str) -> list[str]:
+    """The lines of `outputs` (a command's stderr, a train.log) that are warnings of Hydra, OmegaConf or tfhydra,
+    printed with SHOWN."""
+    found = []
+    for line in "\n".join(outputs).splitlines():
+        match = WARNING_LINE.search(line)
+        if match and (match.group(1) is None or any(s in match.group(1) for s in WARNING_SOURCES)):
+            found.append(line)
+    return found

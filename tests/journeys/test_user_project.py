@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import last_line
-from installs import ROOT, editable_install, run_in, wheel_install, write_project
+from installs import ROOT, SHOWN, editable_install, run_in, two_job_sweep, warnings_of, wheel_install, write_project
 
 KINDS = ["editable", "wheel"]
 
@@ -67,9 +67,10 @@ def test_cfg_job_prints_the_config_from_an_empty_directory_and_from_a_project(in
 def test_a_project_trains_its_own_model_with_the_installed_command(installed, tmp_path):
     kind, venv_bin = installed
     project = write_project(tmp_path / "myproject", units=8)
-    result = run_in(venv_bin, "tfhydra-train", "model=tiny", "trainer.epochs=1", cwd=project)
+    result = run_in(venv_bin, "tfhydra-train", "model=tiny", "trainer.epochs=1", cwd=project, env=SHOWN)  # Hydra 1.3
     assert result.returncode == 0, result.stderr[-3000:]
     (record_file,) = (project / "outputs").rglob("metrics.json")
+    assert warnings_of(result.stderr, (record_file.parent / "train.log").read_text()) == []
     record = json.loads(record_file.read_text())
     assert record["status"] == "completed" and record["model"] == "users_tiny" and record["epochs_run"] == 1
     assert 0.0 <= record["best"]["val_accuracy"] <= 1.0 and record["best"]["epoch"] == 1
@@ -90,19 +91,7 @@ def test_a_project_trains_its_own_model_with_the_installed_command(installed, tm
 @pytest.mark.slow
 def test_a_two_job_sweep_of_the_projects_model_completes(installed, tmp_path):
     _, venv_bin = installed
-    project = write_project(tmp_path / "myproject")
-    result = run_in(
-        venv_bin,
-        "tfhydra-train",
-        "-m",
-        "model=tiny",
-        "debug=fast",
-        "optimizer.lr=0.01,0.001",
-        "hydra.sweep.dir=sweep",
-        cwd=project,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    jobs = sorted(p for p in (project / "sweep").iterdir() if p.is_dir())
+    jobs = two_job_sweep(venv_bin, write_project(tmp_path / "myproject"))  # and no warning (test_hydra_next.py)
     assert [p.name for p in jobs] == ["0_optimizer.lr=0.01", "1_optimizer.lr=0.001"]
     records = [json.loads((job / "metrics.json").read_text()) for job in jobs]
     assert [r["status"] for r in records] == ["completed", "completed"]

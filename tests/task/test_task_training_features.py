@@ -89,7 +89,7 @@ def test_an_optuna_search_minimizes_a_regressions_val_loss_and_maximizes_a_class
         ("classification", "maximize", "val_accuracy"),
     ):
         overrides = ["hparams_search=optuna_mlp", f"task={task}"]
-        assert check_overrides(CONFIG_DIR, "config", overrides, multirun=True) == "tfhydra"
+        assert check_overrides(CONFIG_DIR, "config", overrides, multirun=True).launcher == "tfhydra"
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
         assert (cfg.hydra.sweeper.direction, cfg.trainer.monitor) == (direction, monitor)

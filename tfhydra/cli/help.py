@@ -256,9 +256,10 @@ def keys_page(cfg: DictConfig, dirs: list[Path], sections: list[str]) -> str:
 
 def print_help(config_dir: Path, argv: list[str], command: str) -> int:
     """The page for `--help` (with SECTION arguments: their keys); 0, or 1 with one `Error:` line."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
 
     from tfhydra.config.errors import ConfigError
+    from tfhydra.config.hydra_api import initialize
 
     words = [a for a in argv if a not in ("--help", "-h")]
     sections = [w for w in words if "=" not in w and not w.startswith("-")]
@@ -269,7 +270,7 @@ def print_help(config_dir: Path, argv: list[str], command: str) -> int:
 
         groups = sorted({p.name for d in dirs for p in d.iterdir() if p.is_dir()})
         with (
-            initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"),
+            initialize(config_dir),
             composition_errors(overrides, groups),
         ):
             cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)

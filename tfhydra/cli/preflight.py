@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -33,11 +34,22 @@ _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completi
 _NO_JOB_FLAGS = {"--cfg", "-c", "--resolve", "--package", "-p"}  # print the config; no job runs
 
 
-def check_command_line(config_dir: str | Path, config_name: str = "config", argv: Sequence[str] | None = None) -> None:
-    """Exit 1 with a one-line message if any job of this command line is misconfigured."""
+class Checked(NamedTuple):
+    """What the pre-flight learnt of a command line that passed it."""
+
+    launcher: str | None  # the sweep's launcher (its kind), if any
+    hydra_calls: list[str] | None  # the `_target_`s Hydra itself instantiates (hydra.callbacks); None: not known
+
+
+def check_command_line(
+    config_dir: str | Path, config_name: str = "config", argv: Sequence[str] | None = None
+) -> list[str] | None:
+    """Exit 1 with a one-line message if any job of this command line is misconfigured. Returns the `_target_`s
+    Hydra itself will instantiate for it (hydra.callbacks), for `hydra.main`'s execution whitelist; None when the
+    command runs no job or they are not known."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a.split("=")[0] in _INFO_FLAGS for a in argv):
-        return
+        return None
     multirun = "-m" in argv or "--multirun" in argv
     printing = next((a for a in argv if a.split("=")[0] in _NO_JOB_FLAGS), None)
     try:
@@ -48,7 +60,7 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
                 f"-m to run a sweep, or {printing} without -m to print one job's config",
                 "Hydra takes only one of them",
             )
-        launcher = check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
+        checked = check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
     except ConfigError as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
@@ -58,10 +70,11 @@ def check_command_line(config_dir: str | Path, config_name: str = "config", argv
         from tfhydra.platform.startup import preload_job
 
         preload_job()  # after the pre-flight: a mistake is answered without TensorFlow's start-up lines
-    elif multirun and launcher == "tfhydra":
+    elif multirun and checked.launcher == "tfhydra":
         from tfhydra.launch.fork_server import start_fork_server
 
         start_fork_server()  # its TensorFlow import runs beside Hydra's composition of the sweep
+    return checked.hydra_calls
 
 
 def _overrides_of(argv: list[str]) -> list[str]:
@@ -78,24 +91,23 @@ def _overrides_of(argv: list[str]) -> list[str]:
     return list(args.overrides)
 
 
-def check_overrides(
-    config_dir: str | Path, config_name: str, overrides: list[str], multirun: bool = False
-) -> str | None:
-    """Raise ConfigError at the first misconfigured job; return the sweep's launcher (its kind), if any."""
-    from hydra import compose, initialize_config_dir
+def check_overrides(config_dir: str | Path, config_name: str, overrides: list[str], multirun: bool = False) -> Checked:
+    """Raise ConfigError at the first misconfigured job; return what the jobs showed (Checked)."""
+    from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
 
     parsed = _parsed(overrides)
     jobs = sweep_checks.jobs_of(parsed, overrides, multirun)
 
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
-        return None
-    launcher = None
+        return Checked(None, None)
+    launcher, hydra_calls = None, None
+    from tfhydra.config.hydra_api import initialize
     from tfhydra.config.project import CONFIG_DIR
     from tfhydra.runner.plan import plan_run
     from tfhydra.sweep.stages import screen_job
 
-    with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
+    with initialize(config_dir):
         groups = sorted({p.name for d in {Path(config_dir), CONFIG_DIR} for p in d.iterdir() if p.is_dir()})
         sweep_checks.check_globs(parsed)
         check_group_values(parsed, groups)
@@ -115,6 +127,7 @@ def check_overrides(
             if number == 0:  # after its plan, which checks the sweep section's values
                 _check_config_read_back(cfg)  # the other jobs differ in swept values, each checked above
                 plan_run(cfg, defaults)
+                hydra_calls = _hydra_calls(cfg)
                 stages = sweep_checks.check_stages_command(cfg, parsed, multirun)
             _check_job(cfg, defaults, job, number, swept, multirun, stage=PROMOTE if stages else None)
             if stages is not None:  # its screen job too: the screen's epochs and share of the data
@@ -129,7 +142,21 @@ def check_overrides(
                     stage=SCREEN,
                 )
     _warn_unread_additions(parsed)
-    return launcher
+    return Checked(launcher, hydra_calls)
+
+
+def _hydra_calls(cfg: DictConfig) -> list[str] | None:
+    """The `_target_`s of hydra.callbacks (one set for a whole sweep: Hydra composes its node once), resolved; None
+    if they cannot be before Hydra runs (a callback reading `${hydra:...}`): Hydra 1.4 then only warns."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from tfhydra.config.registry import callable_targets
+
+    callbacks = cfg.hydra.callbacks
+    try:
+        return callable_targets(callbacks) if callbacks else []
+    except OmegaConfBaseException:
+        return None
 
 
 # What a run writes, every reader reads back (tfhydra/trust/bounded.py): a value over the readers' limits is refused

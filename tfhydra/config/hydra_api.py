@@ -1,14 +1,81 @@
-"""Every use of Hydra's private API (`hydra._internal`, a `JobReturn`'s raw value), in one place, so a Hydra
-upgrade is checked here.
+"""Every use of Hydra's private API (`hydra._internal`, a `JobReturn`'s raw value), and every public call that
+Hydra 1.3 and 1.4 (OmegaConf 2.3 and 2.4) spell differently, in one place, so a Hydra upgrade is checked here.
 
-Checked against hydra-core 1.3.2 and 1.3.8 (pyproject.toml pins `>=1.3.2,<1.4`). Each function names what it
-borrows and why tfhydra cannot do without it; tests/structure/test_imports.py fails on `hydra._internal` anywhere else.
+Checked against hydra-core 1.3.2, 1.3.8 and 1.4.0rc3 with OmegaConf 2.3 and 2.4 (pyproject.toml: `>=1.3.2,<1.5`;
+docs/design.md, "Hydra 1.3 and 1.4"). Each function names what it borrows and why tfhydra cannot do without it;
+tests/structure/test_imports.py fails on `hydra._internal` anywhere else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
+
+# The version_base tfhydra's configs are written for. Hydra 1.4 deprecates the argument (removed in 1.5) and only
+# records it: its behaviour is what 1.3 does for version_base 1.2 and later.
+VERSION_BASE = "1.3"
+
+
+def hydra_line() -> tuple[int, int]:
+    """(major, minor) of the installed hydra-core: 1.4 from "1.4.0rc3"."""
+    from hydra import __version__
+
+    major, minor = __version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def version_base() -> dict[str, str]:
+    """The `version_base` keyword for `hydra.main` and `initialize_config_dir`: "1.3" on Hydra 1.3 (without it
+    1.3 warns and falls back to 1.1's defaults), nothing on 1.4 (which warns when it is given)."""
+    return {"version_base": VERSION_BASE} if hydra_line() < (1, 4) else {}
+
+
+def initialize(config_dir: Any):
+    """`hydra.initialize_config_dir` on `config_dir` (resolved), with the version_base of this Hydra."""
+    from pathlib import Path
+
+    from hydra import initialize_config_dir
+
+    return initialize_config_dir(config_dir=str(Path(config_dir).resolve()), **version_base())
+
+
+def execution_whitelist(targets: Sequence[str] | None, keyword: str = "_execution_whitelist_") -> dict[str, Any]:
+    """The execution whitelist Hydra 1.4 asks of `instantiate` (`_execution_whitelist_`) and `hydra.main`
+    (`execution_whitelist`): exactly `targets`, the `_target_`s of a config that came through the trust layer
+    (tfhydra/trust/: a file read back names only what the user's own configs name). Nothing on Hydra 1.3, which
+    has no whitelist (its `instantiate` would pass the keyword to the target), nor for `targets=None` (not known:
+    Hydra 1.4 then warns if it instantiates anything)."""
+    import hydra.utils
+
+    if targets is None or not hasattr(hydra.utils, "execution_whitelist"):
+        return {}
+    return {keyword: sorted(set(targets))}
+
+
+def instantiate_partial(node: Any, targets: Sequence[str]) -> functools.partial:
+    """`hydra.utils.instantiate(node, _partial_=True, _convert_="all")` as a plain `functools.partial`, which
+    tfhydra calls with its context (a DataSpec, a model). Hydra 1.4 checks every name the node calls against
+    `targets`, its execution whitelist, here. Its own partial would also hold what the call returns to that list,
+    a check for results Hydra goes on to call: a user's model builder returns a Keras model, which is callable and
+    named nowhere in a config (`tf_keras.src.engine.functional.Functional`), and tfhydra uses it, not the config."""
+    from hydra.utils import instantiate
+
+    built = instantiate(node, _partial_=True, _convert_="all", **execution_whitelist(targets))
+    return functools.partial(built.func, *built.args, **built.keywords)
+
+
+def register_resolver(name: str, resolver: Callable[..., Any]) -> None:
+    """Register an OmegaConf resolver: `register_resolver` on OmegaConf 2.4 (`register_new_resolver`, deprecated
+    there, is 2.3's name; 2.3's `register_resolver` is the old deprecated one, without `replace`)."""
+    import inspect
+
+    from omegaconf import OmegaConf
+
+    if "replace" in inspect.signature(OmegaConf.register_resolver).parameters:
+        OmegaConf.register_resolver(name, resolver)
+    else:
+        OmegaConf.register_new_resolver(name, resolver)
 
 
 def parse_command_line(argv: Sequence[str]):

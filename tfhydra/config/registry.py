@@ -58,14 +58,16 @@ class Registry:
 
 
 def instantiate_target(node: DictConfig, key: str, **context: Any) -> Any:
-    """Hydra-instantiate a user's `_target_`, turning an unimportable path into a ConfigError."""
+    """Hydra-instantiate a user's `_target_`, turning an unimportable path into a ConfigError. Hydra 1.4 may call
+    exactly the node's own `_target_`s (callable_targets says why that is what it may name)."""
     from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
+
+    from tfhydra.config.hydra_api import instantiate_partial
 
     check_target_imports(node, key)
     try:
         # _partial_ then call: context objects (a DataSpec, a model) must not be merged into the config
-        builder = instantiate(node, _partial_=True, _convert_="all")
+        builder = instantiate_partial(node, callable_targets(node))
     except InstantiationException as error:
         raise ConfigError(
             f"{key}._target_",
@@ -74,15 +76,28 @@ def instantiate_target(node: DictConfig, key: str, **context: Any) -> Any:
             f"calling it failed ({error.__cause__ or error})",
         ) from error
     check_signature(builder, node, key, context)
-    try:
-        return builder(**context)
-    except InstantiationException as error:
-        raise ConfigError(
-            f"{key}._target_",
-            node._target_,
-            "a callable taking the node's keys as keyword arguments",
-            f"calling it failed ({error.__cause__ or error})",
-        ) from error
+    return builder(**context)
+
+
+def callable_targets(node: DictConfig) -> list[str]:
+    """What Hydra may call to build `node`: every `_target_` in it, resolved (`${tfhydra.keras:metrics.AUC}` is
+    `tf_keras.metrics.AUC`), Hydra 1.4's execution whitelist for it. The trust layer decides what a config may
+    name: one reaches a builder from the user's own command line and configs, or from a directory only through
+    tfhydra/trust/'s readers, which refuse a `_target_` the user's own configs do not name. So what it names is
+    what it may call, and nothing else is."""
+    from omegaconf import OmegaConf
+
+    return sorted(targets_in(OmegaConf.to_container(node, resolve=True)))
+
+
+def targets_in(value: Any) -> set[str]:
+    """Every `_target_` of plain data (dicts and lists), at any depth."""
+    if isinstance(value, dict):
+        own = {str(value["_target_"])} if "_target_" in value else set()
+        return own.union(*(targets_in(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(targets_in(v) for v in value))
+    return set()
 
 
 def check_signature(builder, node: DictConfig, key: str, context: dict) -> None:

@@ -4,8 +4,9 @@ conf/task/ names its metrics in the run's Keras with `${tfhydra.keras:metrics.AU
 sweep job's directory with `${tfhydra.job_dirname:...}` (and the Optuna sweeper its default direction with
 `${tfhydra.direction:...}`), resolved in whichever process
 composes the job (the command, a launcher's worker, `tfhydra.compose`, a test), so the resolver must exist as soon
-as tfhydra does. Registering it imports only OmegaConf: tfhydra/config/jobnames.py, which knows how a job
-directory is named, is imported when a name is first resolved.
+as tfhydra does. Registering it imports only OmegaConf and the Hydra door (tfhydra/config/hydra_api.py, which
+imports nothing at its top): tfhydra/config/jobnames.py, which knows how a job directory is named, is imported
+when a name is first resolved.
 """
 
 from __future__ import annotations
@@ -34,9 +35,14 @@ def keras_path(name: str, _root_) -> str:
 
 
 def register_resolvers() -> None:
-    if not OmegaConf.has_resolver("tfhydra.job_dirname"):  # resolved in the job's process: its own config names it
-        OmegaConf.register_new_resolver("tfhydra.job_dirname", job_dirname)
-    if not OmegaConf.has_resolver("tfhydra.direction"):
-        OmegaConf.register_new_resolver("tfhydra.direction", search_direction)
-    if not OmegaConf.has_resolver("tfhydra.keras"):
-        OmegaConf.register_new_resolver("tfhydra.keras", keras_path)
+    """Each resolver once per process (a job's process resolves its own config): under OmegaConf 2.3's name or
+    2.4's, whichever this OmegaConf has (tfhydra/config/hydra_api.py)."""
+    from tfhydra.config.hydra_api import register_resolver
+
+    for name, resolver in (
+        ("tfhydra.job_dirname", job_dirname),
+        ("tfhydra.direction", search_direction),
+        ("tfhydra.keras", keras_path),
+    ):
+        if not OmegaConf.has_resolver(name):
+            register_resolver(name, resolver)

@@ -106,8 +106,8 @@ def read_digits() -> tuple[np.ndarray, np.ndarray]:
     import gzip
     from importlib.resources import files
 
-    with gzip.open(files("tfhydra.data").joinpath("digits.csv.gz").open("rb"), "rt") as file:
-        table = np.loadtxt(file, delimiter=",")
+    with files("tfhydra.data").joinpath("digits.csv.gz").open("rb") as raw, gzip.open(raw, "rt") as file:
+        table = np.loadtxt(file, delimiter=",")  # both closed: gzip leaves a file object it was given open
     return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(int)
 
 

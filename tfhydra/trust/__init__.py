@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.config.registry import targets_in
 from tfhydra.record.rundir import RunPaths, SweepPaths
 from tfhydra.trust.allowlist import (
     HYDRA_DROPPED,
@@ -103,20 +104,10 @@ def own_targets(primary: Path | None = None) -> set[str]:
     for directory in {d for d in (primary or project_config_dir(), CONFIG_DIR) if d is not None}:
         for path in Path(directory).rglob("*.yaml"):
             try:
-                _collect_targets(read_plain_yaml(path, directory, NEW_RUN), found)
+                found |= targets_in(read_plain_yaml(path, directory, NEW_RUN))
             except ConfigError:
                 continue  # the pre-flight names a broken file of the user's own configs
     return found
-
-
-def _collect_targets(node: Any, found: set[str]) -> None:
-    if isinstance(node, dict):
-        found.update(str(v) for k, v in node.items() if k in INSTANTIATE_KEYS[:1])
-        for value in node.values():
-            _collect_targets(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _collect_targets(value, found)
 
 
 def _untrusted_target(saved: Any, own: set[str], where: str = "") -> tuple[str, Any] | None:

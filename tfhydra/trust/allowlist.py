@@ -323,15 +323,15 @@ def _group_options() -> dict[str, list[str]]:
 def trusted_hydra(primary: Path | None) -> Iterator[None]:
     """Hydra initialised on the trusted config directories (the project's, then tfhydra's), unless it already is
     (inside a Hydra app or the pre-flight, whose search path is the user's own)."""
-    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from tfhydra.config.hydra_api import initialize
     from tfhydra.config.project import CONFIG_DIR
 
     if GlobalHydra.instance().is_initialized():
         yield
         return
-    with initialize_config_dir(config_dir=str(Path(primary or CONFIG_DIR).resolve()), version_base="1.3"):
+    with initialize(primary or CONFIG_DIR):
         yield
 
 
