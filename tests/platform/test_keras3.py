@@ -163,6 +163,33 @@ def test_every_model_builder_builds_a_keras3_model(built_on_keras3, name):
     assert built["params"] > 0 and built["output"] == [2, 3]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_recovery_on_keras3_restores_the_last_good_state_and_completes(tmp_path):
+    """A NaN at step 85 (epoch 2 of 3, 45 steps each) under EMA: back to epoch 1's saved state at half the rate,
+    and on to a finite, completed run whose optimizer (its rate a ScaledRate) checkpoints and exports."""
+    run_dir = tmp_path / "run"
+    model = ["~model", "+model._target_=user_code.build_keras3_nan_once_model", "+model.at=85"]
+    result = run_cli(
+        "keras=3",
+        *model,
+        "data.test_fraction=0",
+        "trainer.epochs=3",
+        "trainer.ema.decay=0.9",
+        "trainer.recovery.max_trials=3",
+        "export.formats=[saved_model]",
+        f"hydra.run.dir={run_dir}",
+    )
+    record = completed_on_keras3(run_dir, result)
+    assert record["diverged"] is None and record["epochs_run"] == 3
+    assert record["recoveries"] == [{"epoch": 2, "step": 90, "loss": None, "lr": pytest.approx(0.0005)}]
+    assert all(np.isfinite([epoch["loss"], epoch["val_loss"]]).all() for epoch in record["history"])
+    # each epoch's end saved the resumable state through the ScaledRate optimizer (the state is removed at the end)
+    assert (run_dir / "checkpoints" / "best.weights.h5").stat().st_size > 0
+    probabilities = served_outputs(run_dir, digits(4))
+    assert np.isfinite(probabilities).all() and np.allclose(probabilities.sum(axis=1), 1, atol=1e-4)
+
+
 ACCUMULATE_PROBE = """
 import json
 import tfhydra
@@ -230,7 +257,6 @@ def test_accumulate_steps_on_keras3_trains_the_weights_of_the_larger_batch():
         (["-m", "keras=2,3"], "keras=3: a sweep runs on one Keras"),
         (["keras=4"], "keras=4"),
         (["keras=3", "trainer.save_every=5"], "trainer.save_every=5: Keras 3's fit starts an epoch only"),
-        (["keras=3", "trainer.recovery.max_trials=2"], "trainer.recovery.max_trials=2: not yet built for Keras 3"),
         (
             ["keras=3", "trainer.accumulate_steps=2", "strategy=mirrored"],
             "trainer.accumulate_steps=2: Keras 3's gradient accumulation cannot update over several replicas",

@@ -115,6 +115,17 @@ def trackable_metrics(metrics: list) -> list:
     return [v for m in metrics for v in m.variables] if KERAS3 else metrics
 
 
+def with_learning_rate(optimizer: Any, rate: Any) -> Any:
+    """`optimizer` with `rate` (a schedule) as its learning rate, every other setting as built. tf_keras' setter
+    keeps the optimizer checkpointable; Keras 3's drops the rate variable it replaces from the optimizer's variable
+    list, which TensorFlow's checkpoint then refuses to save ("A list element was replaced ... deleted"), so a
+    Keras 3 optimizer (not built yet) is made again from its config with `rate`."""
+    if not KERAS3:
+        optimizer.learning_rate = rate
+        return optimizer
+    return type(optimizer).from_config({**optimizer.get_config(), "learning_rate": rate})
+
+
 def accumulates_itself(optimizer: Any, steps: int) -> bool:
     """`trainer.accumulate_steps=N` by the optimizer's own means: Keras 3's optimizers have
     `gradient_accumulation_steps` (set here, before they are built; True), tf_keras' nothing of the kind (False:
@@ -140,6 +151,7 @@ def accumulates_itself(optimizer: Any, steps: int) -> bool:
     return True
 
 
+@keras.saving.register_keras_serializable(package="tfhydra")
 class PerUpdate(keras.optimizers.schedules.LearningRateSchedule):
     """A schedule given in updates, asked with a batch counter: the rate of batch `step`'s update."""
 

@@ -251,13 +251,6 @@ def check_keras3(cfg: DictConfig) -> None:
             "epoch with keras=3 and trainer.loop=fit, or trainer.loop=custom (which saves and resumes mid-epoch)",
             "Keras 3's fit starts an epoch only at its first step",
         )
-    if cfg.trainer.recovery.max_trials:
-        raise ConfigError(
-            "trainer.recovery.max_trials",
-            cfg.trainer.recovery.max_trials,
-            "0 with keras=3, or keras=2",
-            "not yet built for Keras 3 (docs/keras.md)",
-        )
     check_keras3_accumulation(cfg)
 
 
