@@ -261,7 +261,7 @@ def test_accumulate_steps_on_keras3_trains_the_weights_of_the_larger_batch():
             ["keras=3", "trainer.accumulate_steps=2", "strategy=mirrored"],
             "trainer.accumulate_steps=2: Keras 3's gradient accumulation cannot update over several replicas",
         ),
-        (["keras=3", "strategy=multi_worker"], "strategy=multi_worker: not yet built for Keras 3"),
+        (["keras=3", "strategy=multi_worker"], "strategy=multi_worker: Keras 3's trainer fails on MultiWorker"),
     ],
 )
 def test_what_keras3_does_not_do_is_one_line_before_anything_runs(tmp_path, overrides, message):
