@@ -2,7 +2,7 @@
 
 One case is a combination of task x loop x precision x strategy x EMA x recovery x histograms/gradients/images x
 compression x data source (one that gives the task's labels) x launcher (a single run, or a one-job `-m` sweep
-under tfhydra's launcher) x Keras (`keras=3` drawn without compression and recovery, which it refuses), and one
+under tfhydra's launcher) x Keras (`keras=3` drawn without compression, which it refuses), and one
 fault: none, a blow-up to NaN/inf (SGD at lr 50: the loss passes `trainer.max_loss` in the first epoch), SIGTERM
 or SIGKILL once an epoch is recorded. The contract, whatever the combination:
 - the pre-flight may refuse it: exit 1, one `Error:` line, no run directory;
@@ -108,7 +108,7 @@ def strategies():
         sweep=st.booleans(),
         fault=st.sampled_from(FAULTS),
         keras=st.sampled_from([2, 3]),
-    ).map(lambda case: replace(case, compression="none", recovery=0) if case.keras == 3 else case)
+    ).map(lambda case: replace(case, compression="none") if case.keras == 3 else case)
     cases = cases.filter(lambda c: not (c.strategy == "mirrored" and c.compression == "prune" and trains_twice(c)))
     return cases.flatmap(lambda case: st.sampled_from(TASKS_OF[case.data]).map(lambda task: replace(case, task=task)))
 

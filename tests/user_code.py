@@ -418,3 +418,27 @@ def build_keras3_model(spec, units: int = 8):
     import keras
 
     return keras.Sequential([keras.Input(spec.input_shape), keras.layers.Flatten(), keras.layers.Dense(units)])
+
+
+def build_keras3_nan_once_model(spec, at: int = 85):
+    """build_nan_once_model's Keras 3 twin (`import keras`, keras=3 runs): a NaN at training step `at`, once."""
+    import types
+
+    import keras
+    import tensorflow as tf
+
+    counter = types.SimpleNamespace(calls=tf.Variable(0, dtype=tf.int64, trainable=False, name="nan_once_calls"))
+
+    class NanOnce3(keras.layers.Layer):
+        def call(self, x, training=None):
+            if not training:
+                return x
+            counter.calls.assign_add(1)
+            return x + tf.math.log(tf.where(tf.equal(counter.calls, at), -1.0, 1.0))
+
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Flatten()(inputs)
+    x = keras.layers.Dense(16, activation="relu")(x)
+    x = NanOnce3(name="nan_once")(x)
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="nan_once_model")

@@ -17,6 +17,10 @@ gradients are not finite is skipped (its step counts, as a skipped step does wit
 `optimizer.iterations` counts updates, so a learning-rate schedule given in epochs runs over the run's updates
 (tfhydra/optimizer/build.py gives it steps_per_epoch / N). The accumulators and the batch counter are optimizer
 variables: checkpoints keep them, so a run resumed mid-accumulation continues it exactly.
+
+Under `keras=3` the optimizer accumulates by Keras 3's own `gradient_accumulation_steps` (the seam,
+tfhydra/platform/keras_lib.py `accumulates_itself`): the same sum of N batches' gradients in one update, its
+accumulators and batch counter optimizer variables as well; one replica only (keras-team/keras#20582).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.platform.keras_lib import keras
+from tfhydra.platform.keras_lib import accumulates_itself, keras
 
 
 class AccumulatedSteps(keras.optimizers.Optimizer):
@@ -88,9 +92,10 @@ def _zero(accumulated):
 
 
 def accumulating(optimizer, steps: int):
-    """`optimizer`, made to accumulate `steps` batches per update (unchanged when steps is 1). Its class becomes a
-    subclass of its own with `AccumulatedSteps` first, so every setting it was built with (learning rate and
-    schedule, clipping, EMA) stays as built, and `isinstance` checks on its class still hold."""
+    """`optimizer`, made to accumulate `steps` batches per update (unchanged when steps is 1). Under tf_keras its
+    class becomes a subclass of its own with `AccumulatedSteps` first, so every setting it was built with (learning
+    rate and schedule, clipping, EMA) stays as built, and `isinstance` checks on its class still hold; a Keras 3
+    optimizer accumulates by itself."""
     if steps <= 1:
         return optimizer
     if not isinstance(optimizer, keras.optimizers.Optimizer):
@@ -100,6 +105,12 @@ def accumulating(optimizer, steps: int):
             "1 with this optimizer, or an optimizer of tf_keras.optimizers (not tf_keras.optimizers.legacy)",
             f"{type(optimizer).__name__} is not a tf_keras.optimizers.Optimizer",
         )
+    try:
+        if accumulates_itself(optimizer, steps):  # keras=3: the optimizer's own gradient_accumulation_steps
+            return optimizer
+    except ValueError as cannot:
+        accepted = "1 over several replicas with keras=3, or keras=2"
+        raise ConfigError("trainer.accumulate_steps", steps, accepted, str(cannot)) from None
     cls = type(optimizer)
     optimizer.__class__ = type(cls.__name__, (AccumulatedSteps, cls), {"accumulate_steps": steps})
     return optimizer

@@ -113,3 +113,57 @@ def trackable_metrics(metrics: list) -> list:
     """The metric accumulators as a checkpoint takes them: tf_keras' metrics are trackable; Keras 3's are not (its
     `Metric` is no TensorFlow Trackable), their variables are."""
     return [v for m in metrics for v in m.variables] if KERAS3 else metrics
+
+
+def with_learning_rate(optimizer: Any, rate: Any) -> Any:
+    """`optimizer` with `rate` (a schedule) as its learning rate, every other setting as built. tf_keras' setter
+    keeps the optimizer checkpointable; Keras 3's drops the rate variable it replaces from the optimizer's variable
+    list, which TensorFlow's checkpoint then refuses to save ("A list element was replaced ... deleted"), so a
+    Keras 3 optimizer (not built yet) is made again from its config with `rate`."""
+    if not KERAS3:
+        optimizer.learning_rate = rate
+        return optimizer
+    return type(optimizer).from_config({**optimizer.get_config(), "learning_rate": rate})
+
+
+def accumulates_itself(optimizer: Any, steps: int) -> bool:
+    """`trainer.accumulate_steps=N` by the optimizer's own means: Keras 3's optimizers have
+    `gradient_accumulation_steps` (set here, before they are built; True), tf_keras' nothing of the kind (False:
+    tfhydra's mixin does it, tfhydra/optimizer/accumulate.py). Keras 3 calls a learning-rate schedule with its
+    batch counter, so a schedule given in updates (tfhydra/optimizer/build.py) is asked at `batches // N`: the
+    rate of the update the batch belongs to, as under tf_keras. Raises ValueError (said by the caller as the
+    key's one line) over several replicas, where Keras 3's conditional update cannot run (keras-team/keras#20582)."""
+    if not KERAS3:
+        return False
+    import tensorflow as tf
+
+    from tfhydra.platform.private_api import learning_rate_of
+
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1:
+        raise ValueError(
+            f"Keras 3's gradient accumulation cannot update over {replicas} replicas (keras-team/keras#20582)"
+        )
+    optimizer.gradient_accumulation_steps = steps
+    rate = learning_rate_of(optimizer)
+    if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+        optimizer.learning_rate = PerUpdate(rate, steps)
+    return True
+
+
+@keras.saving.register_keras_serializable(package="tfhydra")
+class PerUpdate(keras.optimizers.schedules.LearningRateSchedule):
+    """A schedule given in updates, asked with a batch counter: the rate of batch `step`'s update."""
+
+    def __init__(self, schedule: Any, steps: int) -> None:
+        self.schedule, self.steps = schedule, steps
+
+    def __call__(self, step: Any) -> Any:
+        return self.schedule(step // self.steps)
+
+    def get_config(self) -> dict:
+        return {"schedule": keras.optimizers.schedules.serialize(self.schedule), "steps": self.steps}
+
+    @classmethod
+    def from_config(cls, config: dict) -> PerUpdate:
+        return cls(keras.optimizers.schedules.deserialize(config["schedule"]), config["steps"])

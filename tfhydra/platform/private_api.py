@@ -116,9 +116,9 @@ def worker_training_state(model: Any, backup_dir: str, save_freq: int) -> Any:
     checkpoint of the model, optimizer and saved epoch/batch, which tfhydra's resumable state extends. Keras 3 has
     none (its BackupAndRestore writes weight files and resumes at an epoch): `EpochTrainingState` keeps the same
     checkpoint in TensorFlow's format, resumed at the epoch after the saved one (`resume_fit_at`)."""
-    from tfhydra.platform.keras_lib import KERAS3
+    from tfhydra.platform.keras_env import held_major  # not keras_lib, which asks this module
 
-    if KERAS3:
+    if held_major() == 3:
         return EpochTrainingState(model, backup_dir)
     from tf_keras.src.distribute import worker_training_state as states
 

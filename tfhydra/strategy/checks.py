@@ -45,9 +45,10 @@ def check_strategy(cfg: DictConfig) -> None:
 
 
 def check_keras3(cfg: DictConfig) -> None:
-    """Not yet built for Keras 3 (docs/keras.md, "Not yet"): a cluster's per-worker resumable state."""
+    """Keras 3 trains on no MultiWorkerMirroredStrategy (docs/keras.md, "Not yet"): its trainer reduces the first
+    distributed batch with `strategy.reduce`, which fails on a worker's PerReplica (keras-team/keras#20585)."""
     if cfg.keras == 3 and cfg.strategy.get("name") == "multi_worker":
-        reason = "not yet built for Keras 3 (docs/keras.md)"
+        reason = "Keras 3's trainer fails on MultiWorkerMirroredStrategy (keras-team/keras#20585, open)"
         raise ConfigError("strategy", "multi_worker", "keras=2 with strategy=multi_worker", reason)
 
 

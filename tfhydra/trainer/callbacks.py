@@ -85,7 +85,9 @@ class RunRecorder(keras.callbacks.Callback):
         self._epoch_start, self._train_end = time.perf_counter(), None
 
     def on_train_batch_end(self, batch, logs=None):
-        self._step = self._epoch * (self.params.get("steps") or 0) + batch + 1  # global optimizer step
+        steps = self.params.get("steps") or 0
+        # the global optimizer step; Keras 3 numbers an epoch's last, shorter multi-step call as a whole one
+        self._step = self._epoch * steps + (min(batch + 1, steps) if steps else batch + 1)
         if self.first_step_seconds is None:
             self.first_step_seconds = time.perf_counter() - self._start
             self.first_step_unix = time.time()  # benchmarks compare it with the process start

@@ -251,15 +251,29 @@ def check_keras3(cfg: DictConfig) -> None:
             "epoch with keras=3 and trainer.loop=fit, or trainer.loop=custom (which saves and resumes mid-epoch)",
             "Keras 3's fit starts an epoch only at its first step",
         )
-    not_yet = {  # docs/keras.md, "Not yet": each refused rather than half-working
-        "trainer.recovery.max_trials": (cfg.trainer.recovery.max_trials, 0),
-        "trainer.accumulate_steps": (cfg.trainer.accumulate_steps, 1),
-    }
-    for key, (value, off) in not_yet.items():
-        if value != off:
-            raise ConfigError(
-                key, value, f"{off} with keras=3, or keras=2", "not yet built for Keras 3 (docs/keras.md)"
-            )
+    check_keras3_accumulation(cfg)
+
+
+def check_keras3_accumulation(cfg: DictConfig) -> None:
+    """Keras 3 accumulates by its own `gradient_accumulation_steps` (docs/keras.md): one replica only, and its
+    moving average moves every batch rather than every update."""
+    steps = cfg.trainer.accumulate_steps
+    if steps == 1:
+        return
+    if cfg.strategy.get("name") in ("mirrored", "multi_worker"):
+        raise ConfigError(
+            "trainer.accumulate_steps",
+            steps,
+            f"1 with keras=3 and strategy={cfg.strategy.name}, or keras=2",
+            "Keras 3's gradient accumulation cannot update over several replicas (keras-team/keras#20582)",
+        )
+    if cfg.trainer.ema.decay is not None:
+        raise ConfigError(
+            "trainer.accumulate_steps",
+            steps,
+            "1 with keras=3 and trainer.ema.decay, or keras=2",
+            "Keras 3's accumulating optimizer moves the weights' average every batch, not every update",
+        )
 
 
 CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune, check_keras3)

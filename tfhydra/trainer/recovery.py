@@ -20,7 +20,7 @@ import logging
 
 import tensorflow as tf
 
-from tfhydra.platform.keras_lib import keras
+from tfhydra.platform.keras_lib import keras, value_of, with_learning_rate
 from tfhydra.platform.private_api import learning_rate_of
 from tfhydra.platform.terminal import figure
 from tfhydra.trainer.debugging import numeric_failure
@@ -30,8 +30,10 @@ from tfhydra.trainer.loops import train
 log = logging.getLogger("tfhydra")
 
 
+@keras.saving.register_keras_serializable(package="tfhydra")
 class ScaledRate(keras.optimizers.schedules.LearningRateSchedule):
-    """`rate` (a number or a schedule) times `scale`, a variable recovery lowers."""
+    """`rate` (a number or a schedule) times `scale`, a variable recovery lowers. Registered, so a Keras that
+    rebuilds the optimizer from its config (Keras 3 loading weights into a copy under mirrored) finds it."""
 
     def __init__(self, rate, scale: tf.Variable) -> None:
         self.rate, self.scale = rate, scale
@@ -44,15 +46,20 @@ class ScaledRate(keras.optimizers.schedules.LearningRateSchedule):
         rate = keras.optimizers.schedules.serialize(self.rate) if callable(self.rate) else float(self.rate)
         return {"rate": rate, "scale": float(self.scale.numpy())}
 
+    @classmethod
+    def from_config(cls, config: dict) -> ScaledRate:
+        rate = config["rate"]
+        rate = keras.optimizers.schedules.deserialize(rate) if isinstance(rate, dict) else rate
+        return cls(rate, tf.Variable(config["scale"], trainable=False, name="recovery_lr_scale"))
+
 
 def scale_for_recovery(optimizer, cfg_recovery):
     """Before compile, in the strategy's scope: the optimizer's rate made scalable when recovery is on."""
     if not cfg_recovery.max_trials:
         return optimizer
-    rate = learning_rate_of(optimizer)
-    rate = float(rate.numpy()) if isinstance(rate, tf.Variable) else rate
-    optimizer.learning_rate = ScaledRate(rate, tf.Variable(1.0, trainable=False, name="recovery_lr_scale"))
-    return optimizer
+    rate = learning_rate_of(optimizer)  # a schedule (callable), or a number or variable (Keras 3's: no tf.Variable)
+    rate = rate if callable(rate) else float(value_of(rate))
+    return with_learning_rate(optimizer, ScaledRate(rate, tf.Variable(1.0, trainable=False, name="recovery_lr_scale")))
 
 
 def train_with_recovery(cfg_trainer, model: keras.Model, datasets, callbacks: list, context, recorder) -> None:
