@@ -161,8 +161,12 @@ class ForkedProcess:
         return code
 
     def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, signum)
+        """As Popen's: nothing once the process is known to have ended, nor when it ended a moment ago."""
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
 
     def kill(self) -> None:
         import signal
