@@ -6,5 +6,6 @@ private names), runtime.py (cores, threads, seeds), hostmemory.py, startclock.py
 startup.py (TensorFlow imported while Hydra works; a fast exit), terminal.py (what a terminal is shown),
 command.py (the name the user runs tfhydra by, and the command line they typed), scheduler.py (the SLURM job or
 Ray task this process is), deadline.py (a call into a server tfhydra does not own, waited on for a bounded time
-that a signal cuts short). Imports no room but config/.
+that a signal cuts short; a watchdog's signal wake-up and its way out), grpc_probe.py (does a gRPC server answer
+at host:port: the tf.data service's dispatcher, a Ray head). Imports no room but config/.
 """

@@ -1,0 +1,175 @@
+"""A sweep waiting on a cluster never waits forever (docs/distribute.md, "When the cluster stops answering").
+
+Hydra's Ray launcher waits for its jobs in `ray.get`, inside Ray's C++ client: a head that stops answering (its
+processes stopped, a hung machine) is waited on for good (measured: no end after 100 s with the head SIGSTOPped),
+no Python signal handler runs meanwhile, and SIGTERM is Ray's own handler's: a C++ stack dump and an abort.
+submitit's SLURM launcher polls `squeue`/`sacct`, which wait on a controller that does not answer. So while a
+cluster launcher launches a batch, `watching` runs this thread beside it; every PROBE_EVERY_S it asks the cluster:
+
+- the Ray head at `hydra.launcher.ray.init.address` (host:port, or ray://host:port): its gRPC port must answer
+  HTTP/2 (tfhydra/platform/grpc_probe.py); `auto` or no address (a Ray runtime of the sweep's own) is not watched;
+- the SLURM controller: `scontrol ping` must say UP within PROBE_TIMEOUT_S.
+
+Silent for `sweep.cluster_timeout` seconds: `on_silence(problem)` (the batch's unfinished jobs recorded lost, the
+summary, one `Error:` line: tfhydra/launch/lost_jobs.py). SIGTERM/SIGINT while the batch runs: `on_signal(signum)`.
+Either way the process then ends from here (tfhydra.platform.deadline.exit_now): the main thread sits in C++ or in a
+subprocess's wait. No TensorFlow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfhydra.platform.deadline import exit_now, signal_wakeup, signals_in
+from tfhydra.platform.grpc_probe import grpc_problem
+from tfhydra.sweep.kind import launcher_kind
+
+log = logging.getLogger("tfhydra")
+PROBE_EVERY_S = 3  # how often the cluster is asked
+PROBE_TIMEOUT_S = 3  # how long one question may take (a hung server: the connect succeeds, no answer comes)
+TIMEOUT_KEY = "sweep.cluster_timeout"
+WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What a launcher's jobs wait on, and how to ask it whether it answers."""
+
+    name: str  # "the Ray head at hydra.launcher.ray.init.address=127.0.0.1:6379"
+    ask: Callable[[], str | None]  # None: it answers; else why not, in words
+    jobs_end_with_us: bool  # Ray ends a driver's tasks with it; SLURM's jobs run on without the launching process
+    connect: Callable[[Any], None] | None = None  # the launcher's own client started, before its launch (Ray's)
+
+
+def watched_cluster(config: DictConfig) -> Cluster | None:
+    """The cluster the sweep's launcher waits on, None for a launcher that waits on nothing but this machine."""
+    kind = launcher_kind(config)
+    if kind == "ray":
+        address = OmegaConf.select(config, "hydra.launcher.ray.init.address", default=None)
+        host, _, port = str(address or "").split("://", 1)[-1].rpartition(":")
+        if not host or not port.isdigit():
+            return None
+        return Cluster(
+            f"the Ray head at hydra.launcher.ray.init.address={address}",
+            partial(grpc_problem, host.strip("[]"), int(port), PROBE_TIMEOUT_S, "it does not answer as a Ray head"),
+            jobs_end_with_us=True,
+            connect=connect_ray,
+        )
+    if kind == "submitit_slurm":
+        return Cluster("the SLURM controller (scontrol ping)", slurm_controller_silence, jobs_end_with_us=False)
+    return None
+
+
+def connect_ray(launcher: Any) -> None:
+    """hydra-ray-launcher's own `start_ray` with its own `init` config, called before its launch (which then finds
+    Ray running and goes on): `ray.init` replaces SIGTERM's handler with Ray's (a C++ stack dump, an abort), so
+    the watch's handlers are set again after it."""
+    from hydra_plugins.hydra_ray_launcher._launcher_util import start_ray
+
+    start_ray(launcher.ray_cfg.init)
+
+
+def slurm_controller_silence() -> str | None:
+    """`scontrol ping` (it reads the cluster from slurm.conf or $SLURM_CONF): `Slurmctld(primary) at <host> is UP`."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return "scontrol is not on PATH"
+    try:
+        done = subprocess.run([scontrol, "ping"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"scontrol ping gave no answer within {PROBE_TIMEOUT_S} s"
+    said = " ".join((done.stdout + done.stderr).split())
+    return None if done.returncode == 0 and " is UP" in said else f"scontrol ping: {said or done.returncode}"
+
+
+class ClusterWatch(threading.Thread):
+    def __init__(self, cluster: Cluster, timeout: float, wakeup, on_silence, on_signal):
+        super().__init__(name="tfhydra-cluster-watch", daemon=True)
+        self.cluster, self.timeout, self.wakeup = cluster, timeout, wakeup
+        self.on_silence: Callable[[str], None] = on_silence
+        self.on_signal: Callable[[int, bool], None] = on_signal
+        self.finished = threading.Event()
+        self.silent_since: float | None = None
+
+    def run(self) -> None:
+        next_probe = time.monotonic()
+        while not self.finished.is_set():
+            if self.wakeup is None:
+                self.finished.wait(0.5)
+            else:
+                taken = [s for s in signals_in(self.wakeup, 0.5) if s in WATCHED_SIGNALS]
+                if taken and not self.finished.is_set():
+                    self._end(partial(self.on_signal, taken[0], self.cluster.jobs_end_with_us), 128 + taken[0])
+            if time.monotonic() >= next_probe:
+                next_probe = time.monotonic() + PROBE_EVERY_S
+                self._probe()
+
+    def _probe(self) -> None:
+        asked = time.monotonic()  # silent since the first question that got no answer was asked
+        problem = self.cluster.ask()
+        now = time.monotonic()
+        if problem is None:
+            self.silent_since = None
+            return
+        self.silent_since = self.silent_since or asked
+        if now - self.silent_since >= self.timeout and not self.finished.is_set():
+            said = (
+                f"{self.cluster.name} has not answered for {now - self.silent_since:.0f} s ({problem}); "
+                f"{TIMEOUT_KEY}={self.timeout:g}"
+            )
+            self._end(partial(self.on_silence, said), 1)
+
+    def _end(self, ending: Callable[[], None], code: int) -> None:
+        """Record and say it (the ending prints its one line and raises SystemExit), then end the process."""
+        line = ""
+        try:
+            ending()
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else code
+        except BaseException as failed:  # noqa: BLE001  (the process ends whatever happens; the line says why)
+            line = f"Error: the sweep's records could not be written: {type(failed).__name__}: {failed}"
+            log.exception("ending the sweep")
+        exit_now(line, code)
+
+
+@contextlib.contextmanager
+def watching(config: DictConfig, launcher: Any, on_silence, on_signal) -> Iterator[None]:
+    """While the block runs (`launcher`'s launch of one batch), its cluster is watched and SIGTERM/SIGINT end the
+    sweep from the watch (Python's handlers do nothing; the watch reads the wake-up descriptor). The signals'
+    previous handlers are given back at the end."""
+    cluster = watched_cluster(config)
+    if cluster is None:
+        yield
+        return
+    with signal_wakeup() as wakeup:
+        watch = ClusterWatch(cluster, float(OmegaConf.select(config, TIMEOUT_KEY)), wakeup, on_silence, on_signal)
+        previous = {s: signal.getsignal(s) for s in WATCHED_SIGNALS} if wakeup is not None else {}
+        quiet_handlers(previous)
+        watch.start()
+        try:
+            if cluster.connect is not None:
+                cluster.connect(launcher)
+                quiet_handlers(previous)
+            yield
+        finally:
+            watch.finished.set()
+            watch.join(timeout=PROBE_TIMEOUT_S + 1)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def quiet_handlers(signals) -> None:
+    for signum in signals:
+        signal.signal(signum, lambda number, frame: None)
