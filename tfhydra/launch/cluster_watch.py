@@ -50,6 +50,7 @@ class Cluster:
     name: str  # "the Ray head at hydra.launcher.ray.init.address=127.0.0.1:6379"
     ask: Callable[[], str | None]  # None: it answers; else why not, in words
     jobs_end_with_us: bool  # Ray ends a driver's tasks with it; SLURM's jobs run on without the launching process
+    then: str  # what becomes of the jobs, and how the sweep goes on, said after the silence
     connect: Callable[[Any], None] | None = None  # the launcher's own client started, before its launch (Ray's)
 
 
@@ -65,10 +66,17 @@ def watched_cluster(config: DictConfig) -> Cluster | None:
             f"the Ray head at hydra.launcher.ray.init.address={address}",
             partial(grpc_problem, host.strip("[]"), int(port), PROBE_TIMEOUT_S, "it does not answer as a Ray head"),
             jobs_end_with_us=True,
+            then="the state each job saved last is kept: the same command continues the sweep",
             connect=connect_ray,
         )
     if kind == "submitit_slurm":
-        return Cluster("the SLURM controller (scontrol ping)", slurm_controller_silence, jobs_end_with_us=False)
+        return Cluster(
+            "the SLURM controller (scontrol ping)",
+            slurm_controller_silence,
+            jobs_end_with_us=False,
+            then="its jobs may still run on their nodes (squeue shows them once it answers): the same command "
+            "continues the sweep once they have ended",
+        )
     return None
 
 
@@ -127,7 +135,7 @@ class ClusterWatch(threading.Thread):
         if now - self.silent_since >= self.timeout and not self.finished.is_set():
             said = (
                 f"{self.cluster.name} has not answered for {now - self.silent_since:.0f} s ({problem}); "
-                f"{TIMEOUT_KEY}={self.timeout:g}"
+                f"{TIMEOUT_KEY}={self.timeout:g}; {self.cluster.then}"
             )
             self._end(partial(self.on_silence, said), 1)
 

@@ -149,8 +149,7 @@ class Batch:
 
     def end_silent(self, said: str) -> None:
         """The cluster stopped answering (tfhydra/launch/cluster_watch.py; `said` names it, its address and the
-        key): the unfinished jobs recorded failed with that, then as `end_lost`."""
-        said = f"{said}; the state each job saved last is kept: the same command continues the sweep"
+        key, and how the sweep goes on): the unfinished jobs recorded failed with that, then as `end_lost`."""
         self._end_failed(f"lost by the launcher: {said}", said)
 
     def end_stopped(self, signum: int, jobs_end_with_us: bool) -> None:
