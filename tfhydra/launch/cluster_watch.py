@@ -39,6 +39,7 @@ from tfhydra.sweep.kind import launcher_kind
 log = logging.getLogger("tfhydra")
 PROBE_EVERY_S = 3  # how often the cluster is asked
 PROBE_TIMEOUT_S = 3  # how long one question may take (a hung server: the connect succeeds, no answer comes)
+LEFT_GRACE_S = 10  # SLURM: every job ended, one interrupted, none queued for this long: submitit waits for good
 TIMEOUT_KEY = "sweep.cluster_timeout"
 WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -52,6 +53,7 @@ class Cluster:
     jobs_end_with_us: bool  # Ray ends a driver's tasks with it; SLURM's jobs run on without the launching process
     then: str  # what becomes of the jobs, and how the sweep goes on, said after the silence
     connect: Callable[[Any], None] | None = None  # the launcher's own client started, before its launch (Ray's)
+    queued: Callable[[list[dict]], bool] | None = None  # does the queue hold these jobs (SLURM's, without sacct)
 
 
 def watched_cluster(config: DictConfig) -> Cluster | None:
@@ -76,6 +78,7 @@ def watched_cluster(config: DictConfig) -> Cluster | None:
             jobs_end_with_us=False,
             then="its jobs may still run on their nodes (squeue shows them once it answers): the same command "
             "continues the sweep once they have ended",
+            queued=slurm_still_queued,
         )
     return None
 
@@ -102,14 +105,30 @@ def slurm_controller_silence() -> str | None:
     return None if done.returncode == 0 and " is UP" in said else f"scontrol ping: {said or done.returncode}"
 
 
+def slurm_still_queued(places: list[dict]) -> bool:
+    """Does SLURM's queue still hold one of these jobs (records' `scheduler`: job_id, array_job_id, array_task_id)?
+    A requeued job (pre-empted, at its time limit) is back in the queue under the same ids."""
+    try:
+        done = subprocess.run(["squeue", "-h", "-o", "%A %i"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # not known: as if queued
+    if done.returncode != 0:
+        return True
+    queued = set(done.stdout.split())
+    ids = {str(p.get("job_id")) for p in places} | {f"{p.get('array_job_id')}_{p.get('array_task_id')}" for p in places}
+    return bool(ids & queued)
+
+
 class ClusterWatch(threading.Thread):
-    def __init__(self, cluster: Cluster, timeout: float, wakeup, on_silence, on_signal):
+    """`batch` (tfhydra/launch/lost_jobs.py: Batch) records and ends the sweep: `end_silent(said)`,
+    `end_stopped(signum, jobs_end_with_us)`, and for SLURM `ended_places()` / `end_waiting()` (below)."""
+
+    def __init__(self, cluster: Cluster, timeout: float, wakeup, batch: Any):
         super().__init__(name="tfhydra-cluster-watch", daemon=True)
-        self.cluster, self.timeout, self.wakeup = cluster, timeout, wakeup
-        self.on_silence: Callable[[str], None] = on_silence
-        self.on_signal: Callable[[int, bool], None] = on_signal
+        self.cluster, self.timeout, self.wakeup, self.batch = cluster, timeout, wakeup, batch
         self.finished = threading.Event()
         self.silent_since: float | None = None
+        self.left_since: float | None = None
 
     def run(self) -> None:
         next_probe = time.monotonic()
@@ -119,7 +138,7 @@ class ClusterWatch(threading.Thread):
             else:
                 taken = [s for s in signals_in(self.wakeup, 0.5) if s in WATCHED_SIGNALS]
                 if taken and not self.finished.is_set():
-                    self._end(partial(self.on_signal, taken[0], self.cluster.jobs_end_with_us), 128 + taken[0])
+                    self._end(partial(self.batch.end_stopped, taken[0], self.cluster.jobs_end_with_us), 128 + taken[0])
             if time.monotonic() >= next_probe:
                 next_probe = time.monotonic() + PROBE_EVERY_S
                 self._probe()
@@ -130,6 +149,7 @@ class ClusterWatch(threading.Thread):
         now = time.monotonic()
         if problem is None:
             self.silent_since = None
+            self._check_left(now)
             return
         self.silent_since = self.silent_since or asked
         if now - self.silent_since >= self.timeout and not self.finished.is_set():
@@ -137,7 +157,21 @@ class ClusterWatch(threading.Thread):
                 f"{self.cluster.name} has not answered for {now - self.silent_since:.0f} s ({problem}); "
                 f"{TIMEOUT_KEY}={self.timeout:g}; {self.cluster.then}"
             )
-            self._end(partial(self.on_silence, said), 1)
+            self._end(partial(self.batch.end_silent, said), 1)
+
+    def _check_left(self, now: float) -> None:
+        """SLURM without accounting: submitit learns that a job ended without a result (cancelled, its record says
+        `interrupted`) only from `sacct`, and waits for it for good. Every job of the batch has recorded its end,
+        one was interrupted, and SLURM's queue holds none of them (a requeued job is back in it) for LEFT_GRACE_S:
+        the sweep ends as submitit's error would end it with accounting (the summary, one line)."""
+        queued = self.cluster.queued
+        places = self.batch.ended_places() if queued is not None else None
+        if queued is None or places is None or queued(places):
+            self.left_since = None
+            return
+        self.left_since = self.left_since or now
+        if now - self.left_since >= LEFT_GRACE_S and not self.finished.is_set():
+            self._end(self.batch.end_waiting, 1)
 
     def _end(self, ending: Callable[[], None], code: int) -> None:
         """Record and say it (the ending prints its one line and raises SystemExit), then end the process."""
@@ -153,7 +187,7 @@ class ClusterWatch(threading.Thread):
 
 
 @contextlib.contextmanager
-def watching(config: DictConfig, launcher: Any, on_silence, on_signal) -> Iterator[None]:
+def watching(config: DictConfig, launcher: Any, batch: Any) -> Iterator[None]:
     """While the block runs (`launcher`'s launch of one batch), its cluster is watched and SIGTERM/SIGINT end the
     sweep from the watch (Python's handlers do nothing; the watch reads the wake-up descriptor). The signals'
     previous handlers are given back at the end."""
@@ -162,7 +196,7 @@ def watching(config: DictConfig, launcher: Any, on_silence, on_signal) -> Iterat
         yield
         return
     with signal_wakeup() as wakeup:
-        watch = ClusterWatch(cluster, float(OmegaConf.select(config, TIMEOUT_KEY)), wakeup, on_silence, on_signal)
+        watch = ClusterWatch(cluster, float(OmegaConf.select(config, TIMEOUT_KEY)), wakeup, batch)
         previous = {s: signal.getsignal(s) for s in WATCHED_SIGNALS} if wakeup is not None else {}
         quiet_handlers(previous)
         watch.start()

@@ -66,7 +66,7 @@ class GuardedLauncher:
         from tfhydra.launch.cluster_watch import watching
 
         batch = Batch(self.config, job_overrides, initial_job_idx)
-        with watching(self.config, self.launcher, on_silence=batch.end_silent, on_signal=batch.end_stopped):
+        with watching(self.config, self.launcher, batch):
             try:
                 return self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx)
             except Exception as error:
@@ -172,6 +172,27 @@ class Batch:
             flush=True,
         )
         sys.exit(128 + signum)
+
+    def ended_places(self) -> list[dict] | None:
+        """Where each job of the batch ran (its record's `scheduler`) when every one has recorded its end and one
+        was interrupted (stopped by a signal: submitit has no result of it, where a job that raised leaves one);
+        None otherwise (a job without a record, or still running, or none interrupted)."""
+        from tfhydra.record import Status, read_record
+
+        records = [read_record(d) if d else None for d in (job_dir(self.sweep_dir, n) for n, _ in self.jobs)]
+        if any(r is None or not r.status.finished or not r.scheduler for r in records):
+            return None
+        ended = [r for r in records if r is not None and r.scheduler]
+        return [r.scheduler or {} for r in ended] if any(r.status == Status.INTERRUPTED for r in ended) else None
+
+    def end_waiting(self) -> None:
+        """Every job ended and left the queue, and the launcher still waits (SLURM without accounting): the
+        summary and its one line, as after the launcher's own return."""
+        from tfhydra.sweep.callback import finish_sweep
+
+        log.error("the launcher still waits for jobs that have ended and left SLURM's queue (no sacct)")
+        finish_sweep(self.config)
+        sys.exit(0)
 
     def _end_failed(self, recorded: str, said: str) -> None:
         from tfhydra.sweep.callback import finish_sweep
