@@ -17,6 +17,13 @@ from tb_server import free_port
 SWEPT_KEYS_ENV = "TFHYDRA_SWEPT_KEYS"
 
 
+class HeadAddress(str):
+    """The head's host:port, which also knows the process group of the head's processes (its GCS, raylet and
+    the workers they start): tests/launch/test_sweep_cluster.py stops and continues it."""
+
+    process_group: int
+
+
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
     """A one-node Ray cluster on 127.0.0.1, started like a user starts one (`ray start --head`), in a directory
@@ -56,7 +63,9 @@ def ray_cluster(tmp_path_factory):
         while "Ray runtime started" not in (home / "head.log").read_text():
             assert head.poll() is None and time.monotonic() < deadline, (home / "head.log").read_text()[-3000:]
             time.sleep(0.5)
-        yield f"127.0.0.1:{port}"
+        address = HeadAddress(f"127.0.0.1:{port}")
+        address.process_group = head.pid  # start_new_session: the group is the head's pid
+        yield address
     finally:
         head.send_signal(signal.SIGTERM)  # `ray start --block` stops the cluster's processes when it ends
         try:

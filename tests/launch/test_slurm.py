@@ -152,8 +152,9 @@ def test_a_job_signalled_at_its_time_limit_saves_its_state_is_requeued_and_resum
 def test_a_job_cancelled_mid_run_keeps_its_state_and_the_sweep_resumed_on_slurm_completes_it(slurm_cluster, tmp_path):
     """`scancel` sends SIGTERM (then SIGKILL after KillWait): the job saves its state and records `interrupted`.
     submitit learns of a cancelled job from SLURM's accounting (`sacct`), which this one-node cluster has not (no
-    slurmdbd), so its launching command waits as it would for a lost controller: the user stops it with Ctrl-C,
-    and `tfhydra-sweep resume` on the cluster continues the cancelled job from its saved state."""
+    slurmdbd), and waits for it for good: tfhydra's watch sees every job ended (their records) and gone from
+    `squeue`, and ends the sweep with its summary and one line 10 s later (tfhydra/launch/cluster_watch.py:
+    LEFT_GRACE_S); `tfhydra-sweep resume` on the cluster continues the cancelled job from its saved state."""
     sweep = start_sweep(tmp_path, slurm_cluster, "optimizer.lr=1e-3,5e-4", *LONG)
     job, other = tmp_path / "sweep" / "1_optimizer.lr=0.0005", tmp_path / "sweep" / "0_optimizer.lr=0.001"
     wait_for_epochs(job, 2, sweep)
@@ -162,8 +163,11 @@ def test_a_job_cancelled_mid_run_keeps_its_state_and_the_sweep_resumed_on_slurm_
     cancelled = read_run_record(job)
     assert 2 <= cancelled["epochs_run"] < EPOCHS and "interrupted by SIGTERM: state saved" in cancelled["error"]
     wait_for(lambda: status(other) == "completed", sweep, seconds=600)
-    sweep.send_signal(signal.SIGINT)  # the user's Ctrl-C in the terminal the sweep was started from
-    finish(sweep, seconds=60)
+    ended = time.monotonic()
+    code, _, err = finish(sweep, seconds=120)
+    print(f"the sweep ended {time.monotonic() - ended:.1f} s after its last job")
+    assert code == 1, err[-3000:]
+    assert err.strip().splitlines()[-1] == "Error: 1 of 2 jobs did not complete: 1_optimizer.lr=0.0005 (interrupted)"
     completed = read_run_record(other)
     resumed = subprocess.run(
         [sys.executable, "-m", "tfhydra.sweep", "resume", str(tmp_path / "sweep"), "hydra/launcher=submitit_slurm"],
@@ -179,3 +183,36 @@ def test_a_job_cancelled_mid_run_keeps_its_state_and_the_sweep_resumed_on_slurm_
     assert record["resumed"]["kind"] == "saved_state" and record["resumed"]["epoch"] == cancelled["epochs_run"]
     assert read_run_record(other) == completed  # the completed job is kept, not trained again
     assert "2 jobs (2 completed)" in resumed.stdout
+
+
+def test_a_slurm_controller_that_stops_answering_ends_the_sweep_in_one_line_within_its_deadline(
+    slurm_cluster, tmp_path
+):
+    """slurmctld SIGSTOPped while a job trains (a hung controller: submitit's `squeue`/`sacct` wait on it for
+    good): with sweep.cluster_timeout=6 the launching command records the job lost and ends in one line. The job
+    itself runs on under slurmd; it is cancelled once the controller continues."""
+    longer = ["model=mlp", "debug=fast", "trainer.epochs=400"]  # still training when the command ends
+    sweep = start_sweep(tmp_path, slurm_cluster, "optimizer.lr=1e-3", "sweep.cluster_timeout=6", *longer)
+    controller = int((Path(slurm_cluster["SLURM_CONF"]).parent / "slurmctld.pid").read_text())
+    try:
+        wait_for(lambda: any((tmp_path / "sweep").glob("0_*")), sweep)
+        (job,) = (tmp_path / "sweep").glob("0_*")  # one job: named after all its overrides (nothing is swept)
+        wait_for_epochs(job, 1, sweep)
+        os.kill(controller, signal.SIGSTOP)
+        stopped = time.monotonic()
+        code, _, err = finish(sweep, seconds=60)
+        elapsed = time.monotonic() - stopped
+        record = read_run_record(job)
+    finally:
+        os.kill(controller, signal.SIGCONT)
+        subprocess.run(["scancel", "--full", "--user=root"], env=slurm_cluster, capture_output=True, timeout=30)
+    print(f"exit {code} {elapsed:.1f} s after the stop")
+    assert code == 1 and elapsed < 6 + 10, (code, elapsed, err[-3000:])
+    assert "Traceback" not in err and [line for line in err.splitlines() if line.startswith("Error:")] == [
+        f"Error: 1 of 1 jobs did not complete: {job.name} lost by the launcher (the SLURM controller "
+        f"(scontrol ping) has not answered for {err.split('has not answered for ')[1].split(' ')[0]} s (scontrol "
+        "ping gave no answer within 3 s); sweep.cluster_timeout=6; its jobs may still run on their nodes (squeue "
+        "shows them once it answers): the same command continues the sweep once they have ended)"
+    ], err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("Error: 1 of 1 jobs")
+    assert record["status"] == "failed" and "the SLURM controller (scontrol ping) has not answered" in record["error"]

@@ -5,13 +5,19 @@ threads from what the launcher reserves per job, and the swept keys carried in e
 (a Ray worker inherits neither the launching shell's environment nor its directory)."""
 
 import csv
+import os
+import re
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import read_run_record, run_cli
+from conftest import ROOT, TESTS, read_run_record, run_cli
 from ray_head import SWEPT_KEYS_ENV, ray_cluster  # noqa: F401  (a fixture: a Ray head on 127.0.0.1)
+from run_processes import wait_for
 
 QUICK = ["model=mlp", "debug=fast"]
 FAIL_AT_5E4 = "trainer.callbacks=[{_target_: sweep_code.FailAtLearningRate, lr: 0.0005}]"
@@ -145,3 +151,77 @@ def test_the_slurm_launcher_requeues_at_the_time_limit_unless_told_not_to(tmp_pa
     assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     refused = run_cli("hydra/launcher=submitit_slurm", "hydra.launcher.max_num_timeout=many", *printed, cwd=tmp_path)
     assert refused.returncode == 1 and "max_num_timeout" in refused.stderr.strip().splitlines()[-1]
+
+
+def start_sweep(root: Path, *overrides: str) -> subprocess.Popen:
+    """A sweep in a process of its own (the test signals the cluster and the process while it waits)."""
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "RAY_AUTH_MODE": "disabled"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), "-m", *overrides, f"hydra.sweep.dir={root / 'sweep'}", *QUICK],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(root / "stderr").open("w"),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ending", ["silence", "sigterm"])
+def test_a_ray_head_stopped_mid_sweep_ends_it_in_one_line_within_its_deadline_or_at_sigterm(
+    ray_cluster,  # noqa: F811  (pytest passes the fixture imported from ray_head)
+    tmp_path,
+    ending,
+):
+    """The head's processes (its GCS, raylet and the jobs' workers) SIGSTOPped once the jobs started, as a hung
+    machine: its port still accepts connections, and `ray.get` in the launching command waits for good. With
+    sweep.cluster_timeout=6 the sweep ends on its own; with the default 300, SIGTERM 1 s after the stop ends it."""
+    timeout = ["sweep.cluster_timeout=6"] if ending == "silence" else []
+    lrs = "optimizer.lr=1e-3,5e-4" if ending == "silence" else "optimizer.lr=1e-3"
+    address = f"hydra.launcher.ray.init.address={ray_cluster}"
+    sweep = start_sweep(tmp_path, "hydra/launcher=ray", address, lrs, *timeout, "trainer.epochs=50")
+    try:
+        started = wait_for(sweep, lambda: any(p.is_dir() for p in (tmp_path / "sweep").glob("*_optimizer.lr=*")))
+        assert started, (tmp_path / "stderr").read_text()[-3000:]
+        os.killpg(ray_cluster.process_group, signal.SIGSTOP)
+        stopped = time.monotonic()
+        if ending == "sigterm":
+            time.sleep(1)
+            sweep.send_signal(signal.SIGTERM)
+            stopped = time.monotonic()
+        code = sweep.wait(timeout=60)
+        elapsed = time.monotonic() - stopped
+        print(f"{ending}: exit {code} {elapsed:.1f} s after the {'stop' if ending == 'silence' else 'SIGTERM'}")
+    finally:
+        os.killpg(ray_cluster.process_group, signal.SIGCONT)
+        sweep.kill() if sweep.poll() is None else None
+    stderr = (tmp_path / "stderr").read_text()
+    said = [line for line in stderr.splitlines() if line.startswith(("Error:", "Stopped:"))]
+    assert "Traceback" not in stderr and len(said) == 1 and said[0] == stderr.strip().splitlines()[-1], stderr[-3000:]
+    dirs = sorted((tmp_path / "sweep").glob("*_optimizer.lr=*"))
+    records = [read_run_record(d) for d in dirs]
+    if ending == "silence":
+        assert code == 1 and elapsed < 6 + 10, (code, elapsed)  # the deadline, a probe's cycle, the summary
+        started = [d.name for d in dirs]
+        unstarted = "".join(f"; {n} (not started)" for n in "01" if not any(d.startswith(n) for d in started))
+        assert re.fullmatch(
+            re.escape(f"Error: 2 of 2 jobs did not complete: {', '.join(started) or 'a job'} lost by the launcher (")
+            + re.escape(f"the Ray head at {address} has not answered for ")
+            + r"\d+"
+            + re.escape(
+                f" s (something listens on {ray_cluster} but it does not answer as a Ray head (no HTTP/2 answer "
+                f"within 3 s)); sweep.cluster_timeout=6; "
+                f"the state each job saved last is kept: the same command continues the sweep){unstarted}"
+            ),
+            said[0],
+        ), said
+        assert records and all(r["status"] == "failed" and "sweep.cluster_timeout=6" in r["error"] for r in records)
+        assert "2 jobs: 2 failed." in (tmp_path / "sweep" / "summary.md").read_text()
+    else:
+        assert code == 128 + signal.SIGTERM and elapsed < 10, (code, elapsed)
+        assert said == [
+            "Stopped: SIGTERM: the sweep's running jobs were stopped with it; resume with: "
+            f"tfhydra-sweep resume {tmp_path / 'sweep'}"
+        ]
+        assert [r["status"] for r in records] == ["interrupted"], records

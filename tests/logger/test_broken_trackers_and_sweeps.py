@@ -101,7 +101,9 @@ def test_mlflow_s_own_logging_is_silent_inside_tfhydra_s_calls_and_restored_afte
     monkeypatch.chdir(tmp_path)  # MLflow makes the URI form's "file:" folders in the working directory
     mlflow_store(tmp_path / "mlflow.db")
     capfd.readouterr()
-    node = OmegaConf.create({"tracking_uri": f"sqlite:///file:{tmp_path / 'mlflow.db'}?mode=ro&uri=true"})
+    node = OmegaConf.create(
+        {"tracking_uri": f"sqlite:///file:{tmp_path / 'mlflow.db'}?mode=ro&uri=true", "timeout": 60}
+    )
     paths = RunPaths(tmp_path / "run")
     tracker = MLflowTracker(node, paths, RunInfo(name="run", config={"optimizer": {"lr": 0.1}}, tags={}))
     level = logging.getLogger("mlflow").level

@@ -361,7 +361,8 @@ def test_an_unfinished_run_continues_only_with_its_config(tmp_path):
     assert not is_complete(run) and kept_record(run) is None
     check_continuable(run, _job())  # the same config
     check_continuable(run, _job(["trainer.epochs=5"]))  # what a resumed run may change
-    check_continuable(run, _job(["data.service.timeout=90", "data.service.progress_timeout=900"]))  # deadlines too
+    deadlines = ["data.service.timeout=90", "data.service.progress_timeout=900", "sweep.cluster_timeout=30"]
+    check_continuable(run, _job(deadlines))  # deadlines too
     with pytest.raises(ConfigError, match="its saved config differs in optimizer.lr"):
         check_continuable(run, _job(["optimizer.lr=0.5"]))
 

@@ -16,11 +16,11 @@ Workers must reach the data the run names (the same paths, or gs:// ...).
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from urllib.parse import urlparse
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.platform.grpc_probe import grpc_problem
 
 CONNECT_TIMEOUT_S = 5  # an unreachable dispatcher fails the run in seconds, not after gRPC's long retries
 MODES = ("distributed_epoch", "parallel_epochs")
@@ -44,42 +44,10 @@ def dispatcher_host_port(address) -> tuple[str, int]:
     return parsed.hostname, port
 
 
-# The client's half of HTTP/2's connection preface (RFC 9113 3.4) and an empty SETTINGS frame: a gRPC server (the
-# dispatcher) answers with its own SETTINGS frame at once; anything else listening there does not.
-HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-SETTINGS_FRAME = 4
-
-
 def probe(host: str, port: int, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
-    """None if a gRPC server answers at host:port within `timeout` seconds, else what is wrong, in words.
-
-    A TCP connect alone is not an answer: anything listening accepts it, and TensorFlow would then wait on the
-    gRPC channel for good. Once connected, the client preface must be answered by a SETTINGS frame (9-byte
-    header: 3 bytes length, 1 byte type)."""
-    try:
-        connection = socket.create_connection((host, port), timeout=timeout)
-    except OSError as error:
-        return f"cannot connect to {host}:{port} within {timeout:g} s ({error.strerror or error})"
-    wrong = f"something listens on {host}:{port} but it is not a tf.data service dispatcher"
-    header = b""
-    with connection:
-        try:
-            connection.sendall(HTTP2_PREFACE)
-            while len(header) < 9:
-                chunk = connection.recv(9 - len(header))
-                if not chunk:
-                    break
-                header += chunk
-        except TimeoutError:
-            return f"{wrong} (no HTTP/2 answer within {timeout:g} s)"
-        except OSError as error:
-            return f"{wrong} ({error.strerror or error})"
-    if not header:
-        return f"{wrong} (it closed the connection)"
-    if len(header) < 9 or header[3] != SETTINGS_FRAME:
-        said = header.decode("ascii", "replace").splitlines()[0].strip()
-        return f"{wrong} (it answered {said!r}, not HTTP/2)"
-    return None
+    """None if a gRPC server answers at host:port within `timeout` seconds (tfhydra/platform/grpc_probe.py: a TCP
+    connect alone is not an answer), else what is wrong, in words."""
+    return grpc_problem(host, port, timeout, "it is not a tf.data service dispatcher")
 
 
 def check_reachable(address: str) -> None:

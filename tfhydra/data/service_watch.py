@@ -29,17 +29,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import os
-import select
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.service import CONNECT_TIMEOUT_S, dispatcher_host_port, probe
+from tfhydra.platform.deadline import exit_now, signal_wakeup, signals_in
 
 log = logging.getLogger("tfhydra")
 SIGNAL_GRACE_S = 5  # a Python signal handler runs within milliseconds unless the main thread sits in C++
@@ -101,14 +99,7 @@ class ServiceWatch(threading.Thread):
         if self.wakeup is None:
             self.finished.wait(wait)
             return
-        readable, _, _ = select.select([self.wakeup], [], [], wait)
-        if not readable:
-            return
-        try:
-            received = self.wakeup.recv(64)
-        except OSError:
-            return
-        for signum in received:
+        for signum in signals_in(self.wakeup, wait):
             if signum in WATCHED:
                 self.seen[signum] += 1
                 self.signalled = self.signalled or (signum, time.monotonic())
@@ -175,13 +166,7 @@ class ServiceWatch(threading.Thread):
         except BaseException as failed:  # noqa: BLE001  (the process ends whatever happens; the line below says why)
             log.warning("the record could not be written: %s", failed)
         finally:
-            for handler in logging.getLogger("tfhydra").handlers + logging.getLogger().handlers:
-                with contextlib.suppress(Exception):
-                    handler.flush()
-            with contextlib.suppress(Exception):
-                sys.stdout.flush()
-            os.write(2, f"{line}\n".encode())
-            os._exit(code)
+            exit_now(line, code)
 
 
 @contextlib.contextmanager
@@ -193,20 +178,11 @@ def watch_service(cfg_service, stop, end: Ending) -> Iterator[ServiceWatch | Non
     if not address:
         yield None
         return
-    wakeup: socket.socket | None = None
-    previous = -1  # set_wakeup_fd's previous descriptor (-1: none), restored at the end
-    if threading.current_thread() is threading.main_thread():
-        wakeup, writer = socket.socketpair()
-        writer.setblocking(False)
-        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    watch = ServiceWatch(address, cfg_service, stop, end, wakeup)
-    watch.start()
-    try:
-        yield watch
-    finally:
-        watch.finished.set()
-        watch.join(timeout=CONNECT_TIMEOUT_S + 1)
-        if wakeup is not None:
-            signal.set_wakeup_fd(previous)
-            writer.close()
-            wakeup.close()
+    with signal_wakeup() as wakeup:
+        watch = ServiceWatch(address, cfg_service, stop, end, wakeup)
+        watch.start()
+        try:
+            yield watch
+        finally:
+            watch.finished.set()
+            watch.join(timeout=CONNECT_TIMEOUT_S + 1)

@@ -9,6 +9,10 @@ lost one as failed with the launcher's reason, writes the summary and ends the c
 and exit 1 (tfhydra/sweep/callback.py: `finish_sweep`). The sweep's later batches are not launched: a cluster
 that loses jobs is for the user to look at, and the same command continues the sweep (completed jobs are kept).
 
+A cluster that stops answering while its jobs run (a Ray head, a SLURM controller) ends the same way once
+`sweep.cluster_timeout` passes (tfhydra/launch/cluster_watch.py watches it beside the launch), and SIGTERM/SIGINT
+during the launch end the command within seconds with a `Stopped:` line and the command that resumes.
+
 Hydra gives no hook between a sweeper and its launcher, so the guard wraps `Plugins.instantiate_launcher`
 while the command runs; the launchers themselves and the config (multirun.yaml) are unchanged.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,13 +63,19 @@ class GuardedLauncher:
         return getattr(self.launcher, name)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
-        try:
-            return self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx)
-        except Exception as error:
-            if not is_lost_job(error):
-                raise
-            end_with_lost_jobs(self.config, job_overrides, initial_job_idx, error)
-            raise  # not reached: end_with_lost_jobs exits
+        from tfhydra.launch.cluster_watch import watching
+
+        batch = Batch(self.config, job_overrides, initial_job_idx)
+        with watching(self.config, self.launcher, batch):
+            try:
+                return self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx)
+            except Exception as error:
+                if not is_lost_job(error):
+                    raise
+                wait_for_batch(error)
+                disconnect_ray()
+                batch.end_lost(launcher_reason(error))
+                raise  # not reached: end_lost exits
 
 
 def is_lost_job(error: BaseException) -> bool:
@@ -122,24 +133,75 @@ def job_dir(sweep_dir: Path, number: int) -> Path | None:
     )
 
 
-def end_with_lost_jobs(
-    config: DictConfig, job_overrides: Sequence[Sequence[str]], first: int, error: BaseException
-) -> None:
-    """Record the batch's lost jobs (those whose record is missing or still says running), then the summary,
-    the sweep's trackers and the one error line (SystemExit: Hydra lets it through)."""
-    from tfhydra.sweep.callback import finish_sweep
-    from tfhydra.sweep.trial import record_lost
+class Batch:
+    """The jobs of one launch, and how the sweep ends when they are lost or the command is stopped."""
 
-    wait_for_batch(error)
-    disconnect_ray()
-    reason = launcher_reason(error)
-    sweep_dir = Path(str(config.hydra.sweep.dir))
-    lost = []
-    for number, overrides in enumerate(job_overrides, first):
-        directory = job_dir(sweep_dir, number)
-        if directory is None:
-            lost.append(f"{number} ({' '.join(overrides)}, not started)")
-        elif record_lost(directory, list(overrides), reason):
-            lost.append(directory.name)
-    log.error("the launcher lost %s: %s", ", ".join(lost) or "a job", reason)
-    finish_sweep(config, lost_line=f"{', '.join(lost) or 'a job'} lost by the launcher ({reason})")
+    def __init__(self, config: DictConfig, job_overrides: Sequence[Sequence[str]], first: int) -> None:
+        self.config, self.jobs = config, list(enumerate(job_overrides, first))
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+
+    def end_lost(self, reason: str) -> None:
+        """The launcher said a job was lost (`reason`, its words): the lost jobs recorded, the summary, the
+        sweep's trackers and the one error line (SystemExit: Hydra lets it through)."""
+        from tfhydra.sweep.trial import KILLED
+
+        self._end_failed(f"{KILLED}: {reason}", reason)
+
+    def end_silent(self, said: str) -> None:
+        """The cluster stopped answering (tfhydra/launch/cluster_watch.py; `said` names it, its address and the
+        key, and how the sweep goes on): the unfinished jobs recorded failed with that, then as `end_lost`."""
+        self._end_failed(f"lost by the launcher: {said}", said)
+
+    def end_stopped(self, signum: int, jobs_end_with_us: bool) -> None:
+        """SIGTERM/SIGINT while the launcher waits: jobs that end with this process (Ray's) recorded interrupted,
+        then the `Stopped:` line with the command that resumes, and exit 128 + the signal."""
+        from tfhydra.record import Status
+        from tfhydra.sweep.trial import record_lost
+
+        name = signal.Signals(signum).name
+        if jobs_end_with_us:
+            for number, overrides in self.jobs:
+                directory = job_dir(self.sweep_dir, number)
+                if directory is not None:
+                    said = f"interrupted by {name} (the launching command)"
+                    record_lost(directory, list(overrides), said, Status.INTERRUPTED)
+        where = "were stopped with it" if jobs_end_with_us else "go on on the cluster until they end or are cancelled"
+        print(
+            f"Stopped: {name}: the sweep's running jobs {where}; resume with: tfhydra-sweep resume {self.sweep_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.exit(128 + signum)
+
+    def ended_places(self) -> list[dict] | None:
+        """Where each job of the batch ran (its record's `scheduler`) when every one has recorded its end and one
+        was interrupted (stopped by a signal: submitit has no result of it, where a job that raised leaves one);
+        None otherwise (a job without a record, or still running, or none interrupted)."""
+        from tfhydra.record import Status, read_record
+
+        records = [read_record(d) if d else None for d in (job_dir(self.sweep_dir, n) for n, _ in self.jobs)]
+        if any(r is None or not r.status.finished or not r.scheduler for r in records):
+            return None
+        ended = [r for r in records if r is not None and r.scheduler]
+        return [r.scheduler or {} for r in ended] if any(r.status == Status.INTERRUPTED for r in ended) else None
+
+    def end_waiting(self) -> None:
+        """Every job ended and left the queue, and the launcher still waits (SLURM without accounting): the
+        summary and its one line, as after the launcher's own return."""
+        from tfhydra.sweep.callback import finish_sweep
+
+        log.error("the launcher still waits for jobs that have ended and left SLURM's queue (no sacct)")
+        finish_sweep(self.config)
+        sys.exit(0)
+
+    def _end_failed(self, recorded: str, said: str) -> None:
+        from tfhydra.sweep.callback import finish_sweep
+        from tfhydra.sweep.trial import record_lost
+
+        lost = []  # the jobs Hydra made a directory for; the summary names the others `<n> (not started)`
+        for number, overrides in self.jobs:
+            directory = job_dir(self.sweep_dir, number)
+            if directory is not None and record_lost(directory, list(overrides), recorded):
+                lost.append(directory.name)
+        log.error("the launcher lost %s: %s", ", ".join(lost) or "a job", said)
+        finish_sweep(self.config, lost_line=f"{', '.join(lost) or 'a job'} lost by the launcher ({said})")

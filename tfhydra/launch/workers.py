@@ -192,12 +192,12 @@ def lost_job_return(sweep_dir: Path, idx: int, overrides: Sequence[str], process
     from hydra.core.utils import JobReturn, JobStatus
 
     from tfhydra.launch.lost_jobs import job_dir
-    from tfhydra.sweep.trial import record_lost
+    from tfhydra.sweep.trial import KILLED, record_lost
 
     directory = job_dir(Path(sweep_dir), idx)
     reason = f"the worker process {process.pid} running it ended with exit code {process.exitcode}"
     if directory is not None:
-        record_lost(directory, list(overrides), reason)
+        record_lost(directory, list(overrides), f"{KILLED}: {reason}")
     log.error("job %d (%s): %s", idx, " ".join(overrides), reason)
     result = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
     result.return_value = math.nan

@@ -9,7 +9,7 @@ import importlib.util
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.config.schema import Rule, integer, is_int
+from tfhydra.config.schema import Rule, integer, is_int, number
 
 # logger option -> (modules it imports, the extra that installs them). MLflow's SQLite store (the default)
 # needs SQLAlchemy and Alembic, which mlflow-skinny does not bring.
@@ -59,6 +59,7 @@ RULES: dict[str, Rule] = {
     "logging.update_freq": Rule(
         "'epoch', 'batch' or an integer >= 1", lambda v: v in ("epoch", "batch") or (is_int(v) and v >= 1)
     ),
+    "logger.mlflow.timeout": number(0),
     "logger.mlflow.experiment_name": Rule("a non-empty name", lambda v: isinstance(v, str) and v.strip() != ""),
     "logger.wandb.mode": Rule(
         "null ($WANDB_MODE, else offline), offline, online or disabled",

@@ -21,12 +21,24 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.logger.trackers import LOGGERS, TRACKER_STATUS, RunInfo, Tracker, flatten, quiet_loggers, read_json_map
+from tfhydra.logger.trackers import (
+    LOGGERS,
+    TRACKER_STATUS,
+    RunInfo,
+    Tracker,
+    flatten,
+    quiet_loggers,
+    quietly,
+    read_json_map,
+)
+from tfhydra.platform.deadline import NoAnswer, within
 from tfhydra.record import Status
 from tfhydra.record.report import write_json
 from tfhydra.record.rundir import RunPaths, SweepPaths
@@ -128,9 +140,13 @@ def parent_run() -> dict | None:
 
 class MLflowTracker(Tracker):
     name = "mlflow"
+    address: str  # the tracking URI: the job's own, or the sweep's parent run's
 
     def __init__(self, node: DictConfig, paths: RunPaths, info: RunInfo) -> None:
         self.node, self.paths, self.info = node, paths, info
+        parent = parent_run()
+        self.address = parent["tracking_uri"] if parent else tracking_uri(node, paths.root)
+        self.deadline = float(node.timeout)  # logger.mlflow.timeout: one call's longest wait (trackers.py's guard)
         # an MlflowClient once started: mlflow (an optional extra) is imported then, not by this module
         self.client: Any = None
         self.run_id: str | None = None
@@ -141,8 +157,7 @@ class MLflowTracker(Tracker):
     def start(self, saved: dict) -> dict:
         from mlflow.entities import Param
 
-        parent = parent_run()
-        uri = parent["tracking_uri"] if parent else tracking_uri(self.node, self.paths.root)
+        parent, uri = parent_run(), self.address
         self.client = client(uri)
         run = self.existing(saved.get("run_id")) if saved.get("tracking_uri") == uri else None
         logged = 0
@@ -223,64 +238,79 @@ def start_sweep_run(node: DictConfig, sweep_dir: Path, overrides: list[str]) -> 
     """The sweep's parent run (continued when the sweep is run again into its directory); None when it cannot
     be made, said once: the jobs are then runs of their own."""
     paths = SweepPaths(sweep_dir)
-    try:
-        with quiet_mlflow():  # MLflow's own tracebacks: the warning below says it
-            uri = tracking_uri(node, paths.root / "job")  # where its jobs' runs would go: the same store
-            mlflow_client = client(uri)
-            saved = read_json_map(paths.trackers).get("mlflow") or {}
-            run = None
-            if saved.get("run_id") and saved.get("tracking_uri") == uri:
-                try:
-                    run = mlflow_client.get_run(saved["run_id"])
-                    mlflow_client.update_run(run.info.run_id, status="RUNNING")
-                except Exception:  # noqa: BLE001  (deleted, or another store: a new parent run)
-                    run = None
-            if run is None:
-                experiment = experiment_id(
-                    mlflow_client, node.get("experiment_name") or "tfhydra", artifact_root(node, uri)
-                )
-                tags = {
-                    "mlflow.runName": paths.root.name,
-                    "sweep": paths.root.name,
-                    "status": Status.RUNNING.value,
-                    "sweep_dir": str(paths.root.absolute()),
-                    "overrides": " ".join(overrides)[:5000],
-                    **{str(k): str(v) for k, v in (node.get("tags") or {}).items()},
-                }
-                run = mlflow_client.create_run(experiment, tags=tags, run_name=paths.root.name)
-            parent = {"run_id": run.info.run_id, "tracking_uri": uri, "experiment_id": run.info.experiment_id}
-            paths.root.mkdir(parents=True, exist_ok=True)
-            write_json(paths.trackers, {"mlflow": parent})
-            return parent
-    except Exception as error:  # noqa: BLE001  (the sweep runs without a parent run)
-        log.warning(
-            "logger.mlflow: starting the sweep's parent run failed (%s: %s); its jobs are runs of their own",
-            type(error).__name__,
-            " ".join(str(error).split())[:300],
-        )
+    uri = tracking_uri(node, paths.root / "job")  # where its jobs' runs would go: the same store
+    parent = sweep_call(
+        node, "starting the sweep's parent run", uri, partial(open_sweep_run, node, paths, uri, overrides)
+    )
+    if parent is None:
+        log.warning("logger.mlflow: the sweep's jobs are runs of their own")
         return None
+    paths.root.mkdir(parents=True, exist_ok=True)
+    write_json(paths.trackers, {"mlflow": parent})
+    return parent
 
 
-def end_sweep_run(sweep_dir: Path, succeeded: bool) -> None:
+def open_sweep_run(node: DictConfig, paths: SweepPaths, uri: str, overrides: list[str]) -> dict:
+    mlflow_client = client(uri)
+    saved = read_json_map(paths.trackers).get("mlflow") or {}
+    run = None
+    if saved.get("run_id") and saved.get("tracking_uri") == uri:
+        try:
+            run = mlflow_client.get_run(saved["run_id"])
+            mlflow_client.update_run(run.info.run_id, status="RUNNING")
+        except Exception:  # noqa: BLE001  (deleted, or another store: a new parent run)
+            run = None
+    if run is None:
+        experiment = experiment_id(mlflow_client, node.get("experiment_name") or "tfhydra", artifact_root(node, uri))
+        tags = {
+            "mlflow.runName": paths.root.name,
+            "sweep": paths.root.name,
+            "status": Status.RUNNING.value,
+            "sweep_dir": str(paths.root.absolute()),
+            "overrides": " ".join(overrides)[:5000],
+            **{str(k): str(v) for k, v in (node.get("tags") or {}).items()},
+        }
+        run = mlflow_client.create_run(experiment, tags=tags, run_name=paths.root.name)
+    return {"run_id": run.info.run_id, "tracking_uri": uri, "experiment_id": run.info.experiment_id}
+
+
+def end_sweep_run(node: DictConfig, sweep_dir: Path, succeeded: bool) -> None:
     """FINISHED when every job completed (or was pruned), else FAILED; the summary files as artefacts."""
     paths = SweepPaths(sweep_dir)
     parent = read_json_map(paths.trackers).get("mlflow")
-    if not parent:
-        return
+    if parent:
+        sweep_call(
+            node,
+            "ending the sweep's parent run",
+            parent["tracking_uri"],
+            partial(close_sweep_run, paths, parent, succeeded),
+        )
+
+
+def close_sweep_run(paths: SweepPaths, parent: dict, succeeded: bool) -> bool:
+    mlflow_client = client(parent["tracking_uri"])
+    for path in (paths.summary_csv, paths.summary_md, paths.summary_png, paths.multirun):
+        if path.is_file():
+            mlflow_client.log_artifact(parent["run_id"], str(path))
+    mlflow_client.set_tag(parent["run_id"], "status", (Status.COMPLETED if succeeded else Status.FAILED).value)
+    mlflow_client.set_terminated(parent["run_id"], "FINISHED" if succeeded else "FAILED")
+    return True
+
+
+def sweep_call(node: DictConfig, action: str, uri: str, call: Callable[[], Any]) -> Any:
+    """A call for the sweep's parent run, in the launching process: waited on for `logger.mlflow.timeout` at most
+    (tfhydra/platform/deadline.py); a failure or no answer is one warning and None (the jobs' runs are kept)."""
+    seconds = float(node.timeout)
     try:
         with quiet_mlflow():  # MLflow's own tracebacks: the warning below says it
-            mlflow_client = client(parent["tracking_uri"])
-            for path in (paths.summary_csv, paths.summary_md, paths.summary_png, paths.multirun):
-                if path.is_file():
-                    mlflow_client.log_artifact(parent["run_id"], str(path))
-            mlflow_client.set_tag(parent["run_id"], "status", (Status.COMPLETED if succeeded else Status.FAILED).value)
-            mlflow_client.set_terminated(parent["run_id"], "FINISHED" if succeeded else "FAILED")
-    except Exception as error:  # noqa: BLE001  (the jobs' runs are kept: one warning, the sweep ends as it would)
+            return within(seconds, quietly(quiet_mlflow, call))
+    except NoAnswer:
+        log.warning("logger.mlflow: %s: %s gave no answer within logger.mlflow.timeout=%g s", action, uri, seconds)
+    except Exception as error:  # noqa: BLE001  (the sweep goes on as it would)
         log.warning(
-            "logger.mlflow: ending the sweep's parent run failed (%s: %s)",
-            type(error).__name__,
-            " ".join(str(error).split())[:300],
+            "logger.mlflow: %s failed (%s: %s)", action, type(error).__name__, " ".join(str(error).split())[:300]
         )
+    return None
 
 
 def parent_handover(parent: dict) -> str:

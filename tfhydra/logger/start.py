@@ -5,6 +5,8 @@ this module imports them, so registration runs one way (trackers.py is their bas
 
 from __future__ import annotations
 
+from typing import Any
+
 from omegaconf import DictConfig
 
 from tfhydra.logger import mlflow_run, wandb_run  # noqa: F401  (they register their builders)
@@ -12,10 +14,13 @@ from tfhydra.logger.trackers import LOGGERS, RunInfo, Trackers
 from tfhydra.record.rundir import RunPaths
 
 
-def start_trackers(cfg_logger: DictConfig | None, paths: RunPaths, info: RunInfo) -> Trackers:
-    """The trackers `logger` selects (TensorBoard is the trainer's callback: not here), started."""
+def start_trackers(cfg_logger: DictConfig | None, paths: RunPaths, info: RunInfo, stop: Any = None) -> Trackers:
+    """The trackers `logger` selects (TensorBoard is the trainer's callback: not here), started. `stop`: the run's
+    StopOnSignal, whose taken signal ends a wait on a tracker's server (trackers.py's guard)."""
     nodes = cfg_logger if isinstance(cfg_logger, DictConfig) else {}
     trackers = Trackers(
-        [LOGGERS.get(name)(node, paths, info) for name, node in nodes.items() if name in LOGGERS.names()], paths
+        [LOGGERS.get(name)(node, paths, info) for name, node in nodes.items() if name in LOGGERS.names()],
+        paths,
+        stop=stop,
     )
     return trackers.start(info.resume) if trackers.trackers else trackers

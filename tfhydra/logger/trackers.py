@@ -17,6 +17,7 @@ import contextlib
 import csv
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,6 +27,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from tfhydra.config.registry import Registry
+from tfhydra.platform.deadline import NoAnswer, SignalWhileWaiting, within
 from tfhydra.record import Status
 from tfhydra.record.report import write_json
 from tfhydra.record.rundir import RunPaths
@@ -50,9 +52,13 @@ class RunInfo:
 
 
 class Tracker:
-    """One tracker's run. Subclasses implement the four calls; `Trackers` guards them."""
+    """One tracker's run. Subclasses implement the four calls; `Trackers` guards them. A tracker that talks to a
+    server says where (`address`) and how long one call may wait for it (`deadline`, seconds; None: unbounded,
+    called in the caller's thread)."""
 
     name = ""
+    address: str | None = None
+    deadline: float | None = None
 
     def start(self, saved: dict) -> dict:
         """Start or continue (`saved`: what the last start returned) the tracker run; returns what to keep in
@@ -72,19 +78,43 @@ class Tracker:
         return contextlib.nullcontext()
 
 
+# names -> [how many calls hold them quiet, their levels before the first]: a call given up on (deadline.py) goes on
+# in its thread and may log later (urllib3's retries), so the loggers stay quiet until the last holder ends.
+_QUIET: dict[tuple[str, ...], list] = {}
+_QUIET_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def quiet_loggers(names: tuple[str, ...]):
-    """The Python loggers `names` (and their children) say nothing while the block runs; their levels are
-    put back after, so a user's own MLflow or W&B logging outside tfhydra's calls is untouched."""
+    """The Python loggers `names` (and their children) say nothing while the block runs, in any thread, until the
+    last block holding them ends; their levels are put back then, so a user's own MLflow or W&B logging outside
+    tfhydra's calls is untouched."""
     loggers = [logging.getLogger(name) for name in names]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL + 1)
+    with _QUIET_LOCK:
+        held = _QUIET.setdefault(names, [0, []])
+        if held[0] == 0:
+            held[1] = [logger.level for logger in loggers]
+            for logger in loggers:
+                logger.setLevel(logging.CRITICAL + 1)
+        held[0] += 1
     try:
         yield
     finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
+        with _QUIET_LOCK:
+            held[0] -= 1
+            if held[0] == 0:
+                for logger, level in zip(loggers, held[1], strict=True):
+                    logger.setLevel(level)
+
+
+def quietly(quiet: Callable[[], contextlib.AbstractContextManager], call: Callable[[], Any]) -> Callable[[], Any]:
+    """`call` inside `quiet()` where it runs: in a bounded call's own thread, which may outlive the wait."""
+
+    def run() -> Any:
+        with quiet():
+            return call()
+
+    return run
 
 
 @dataclass
@@ -95,17 +125,29 @@ class Trackers:
     paths: RunPaths | None = None
     saved: dict = field(default_factory=dict)  # tracker name -> what its start returned (trackers.json)
     failed: set = field(default_factory=set)
+    stop: Any = None  # the run's StopOnSignal (duck-typed: `signum`, a signal taken and not yet acted on)
 
     @property
     def active(self) -> bool:
         return any(t.name not in self.failed for t in self.trackers)
 
     def guarded(self, tracker: Tracker, action: str, call: Callable[[], Any]) -> Any:
+        """`call`, waited on for at most the tracker's deadline; whatever it raises is one warning and the tracker
+        is left alone from then on. A signal handler's exception (Interrupted, Ctrl-C) drops it too, and goes on
+        up: the run's ending must not wait for a tracker that did not answer."""
         if tracker.name in self.failed:
             return None
         try:
-            with getattr(tracker, "quiet", contextlib.nullcontext)():  # a duck-typed tracker may have none
-                return call()
+            quiet = getattr(tracker, "quiet", contextlib.nullcontext)  # a duck-typed tracker may have none
+            with quiet():  # here too: what it imports to be quiet is imported before the deadline counts
+                return within(
+                    getattr(tracker, "deadline", None),
+                    quietly(quiet, call),
+                    lambda: getattr(self.stop, "signum", None),
+                )
+        except (NoAnswer, SignalWhileWaiting) as waited:
+            self.failed.add(tracker.name)
+            log.warning("%s", unanswered(tracker, action, waited))
         except Exception as error:  # noqa: BLE001  (whatever a tracker raises, training goes on)
             self.failed.add(tracker.name)
             log.warning(
@@ -116,7 +158,10 @@ class Trackers:
                 " ".join(str(error).split())[:300],
                 tracker.name,
             )
-            return None
+        except BaseException:
+            self.failed.add(tracker.name)
+            raise
+        return None
 
     def start(self, resume: bool) -> Trackers:
         kept = read_json_map(self.paths.trackers) if resume and self.paths else {}
@@ -165,6 +210,17 @@ class Trackers:
                 log.warning(
                     "%s cannot be written (%s): a resumed run will start new tracker runs", self.paths.trackers, error
                 )
+
+
+def unanswered(tracker: Tracker, action: str, waited: NoAnswer | SignalWhileWaiting) -> str:
+    """The one line for a tracker call given up on: the tracker, its address, and the key of its deadline."""
+    where = f"logger.{tracker.name}: {action}: {tracker.address or 'its server'}"
+    if isinstance(waited, NoAnswer):
+        return (
+            f"{where} gave no answer within logger.{tracker.name}.timeout={waited.seconds:g} s; the run goes on "
+            f"without {tracker.name} (its run stays RUNNING there: the same command resumes it)"
+        )
+    return f"{where} was still waited on when {waited} came: given up, so the run stops at once, without {tracker.name}"
 
 
 def read_json_map(path: Path) -> dict:

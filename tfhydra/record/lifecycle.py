@@ -38,6 +38,7 @@ RESUMABLE_CHANGES = (
     "export.",
     "data.service.timeout",
     "data.service.progress_timeout",
+    "sweep.cluster_timeout",
 )
 
 

@@ -151,7 +151,8 @@ class PhaseRunner:
             directory = scratch.enter_context(tempfile.TemporaryDirectory(prefix="tfhydra-worker-"))
             self.target = RunPaths(Path(directory), checkpoints_root=self.paths.root)
         elif self.final:
-            self.trackers = start_trackers(self.cfg.get("logger"), self.paths, run_info(self.cfg, self.paths))
+            info = run_info(self.cfg, self.paths)
+            self.trackers = start_trackers(self.cfg.get("logger"), self.paths, info, self.stop)
 
     def train_and_export(self) -> None:
         """The recipe: seeds, data, model, compression, optimizer, training, export; each room's section into

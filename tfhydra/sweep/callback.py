@@ -183,8 +183,9 @@ def tracker_handover(config: DictConfig) -> list[str]:
 def end_tracker_runs(config: DictConfig, succeeded: bool) -> None:
     from tfhydra.logger import mlflow_run
 
-    if mlflow_run.selected(config) is not None:
-        mlflow_run.end_sweep_run(Path(config.hydra.sweep.dir), succeeded)
+    node = mlflow_run.selected(config)
+    if node is not None:
+        mlflow_run.end_sweep_run(node, Path(config.hydra.sweep.dir), succeeded)
 
 
 def join_ray_cluster(config: DictConfig) -> None:

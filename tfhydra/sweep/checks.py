@@ -15,6 +15,7 @@ RULES: dict[str, Rule] = {
     "sweep.screen.epochs": optional(integer(1)),
     "sweep.promote": optional(integer(1)),
     "sweep.decide": choice(True, False),  # decide mode (tfhydra/sweep/decide.py) fills the three above
+    "sweep.cluster_timeout": number(0),  # tfhydra/launch/cluster_watch.py
 }
 
 

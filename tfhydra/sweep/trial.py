@@ -141,17 +141,16 @@ def record_failure(run_dir: Path, cfg: DictConfig, overrides: list[str], error: 
     record_stopped(run_dir, error, record, status=Status.FAILED, wall_seconds=seconds)
 
 
-def record_lost(run_dir: Path, overrides: list[str], reason: str) -> bool:
-    """A job its launcher lost (killed by SIGKILL on a cluster: tfhydra/launch/lost_jobs.py) recorded as failed
-    with the launcher's reason; False when its record says it ended on its own (completed, failed ...)."""
+KILLED = "lost by the launcher (killed on the cluster? out of memory, a lost node, SIGKILL)"
+
+
+def record_lost(run_dir: Path, overrides: list[str], said: str, status: Status = Status.FAILED) -> bool:
+    """A job its launcher lost (killed by SIGKILL on a cluster, or a cluster that stopped answering:
+    tfhydra/launch/lost_jobs.py) recorded with `status` and why (`said`: the launcher's reason after `KILLED`, or
+    the watch's words); False when its record says it ended on its own (completed, failed ...)."""
     record = read_record(run_dir)
     if record is not None and record.status.finished:
         return False
     record = record or RunRecord(run_dir=str(run_dir), overrides=overrides, **provenance())
-    record_stopped(
-        run_dir,
-        f"lost by the launcher (killed on the cluster? out of memory, a lost node, SIGKILL): {reason}",
-        record,
-        status=Status.FAILED,
-    )
+    record_stopped(run_dir, said, record, status=status)
     return True
