@@ -20,7 +20,11 @@ MLP with the task's head, loss, metrics and monitor written out by hand (TASKS),
 
 import os
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+# Run as a script: tf_keras. Imported for its helpers: the importer's Keras (benchmarks/keras3_reference.py chose
+# Keras 3 before importing this), else tf_keras.
+if __name__ == "__main__":
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse  # noqa: E402
@@ -30,7 +34,11 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import tf_keras as keras  # noqa: E402
+
+if os.environ["TF_USE_LEGACY_KERAS"] == "1":
+    import tf_keras as keras
+else:
+    import keras
 
 # What `conf/task/<name>.yaml` gives tfhydra, written as a Keras user would: the head's activation, the loss, the
 # metrics (the same classes, names and thresholds) and the monitor that picks the best epoch.

@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,33 +79,42 @@ def write_data(task: str, path: Path, train_size: int, seed: int = 0) -> Path:
 
 
 def run_hand(task: str, data: Path, args) -> dict:
+    reference = [sys.executable, str(ROOT / "benchmarks" / "keras_reference.py"), "--task", task]
+    return run_reference(
+        [
+            *reference,
+            *("--data", "npz", "--path", str(data), "--epochs", str(args.epochs)),
+            *("--batch-size", str(args.batch_size), "--dropout", str(args.dropout)),
+        ]
+    )
+
+
+def run_tfhydra(task: str, data: Path, args) -> dict:
+    return run_train(
+        [
+            *(f"task={task}", "model=mlp", "model.units=[64,32]"),
+            *("data=npz", f"data.path={data}", "data.x_val=x_val", "data.y_val=y_val"),
+            *(f"model.dropout={args.dropout}", f"data.batch_size={args.batch_size}", f"trainer.epochs={args.epochs}"),
+        ]
+    )
+
+
+def run_reference(command: list[str]) -> dict:
+    """A hand-written script's process, `--equal-work` into a fresh directory: the figures of its JSON line."""
     cpu_before = children_cpu_seconds()
     with tempfile.TemporaryDirectory() as run_dir:
-        reference = [sys.executable, str(ROOT / "benchmarks" / "keras_reference.py"), "--task", task]
-        start, wall, result = timed(
-            [
-                *reference,
-                *("--data", "npz", "--path", str(data), "--epochs", str(args.epochs)),
-                *("--batch-size", str(args.batch_size), "--dropout", str(args.dropout), "--equal-work", run_dir),
-            ]
-        )
+        start, wall, result = timed([*command, "--equal-work", run_dir])
     if result.returncode:
         raise SystemExit(f"reference failed:\n{result.stderr[-2000:]}")
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     return sample(figures, start, wall, children_cpu_seconds() - cpu_before)
 
 
-def run_tfhydra(task: str, data: Path, args) -> dict:
+def run_train(overrides: list[str]) -> dict:
+    """`python train.py` with these overrides into a fresh run directory: the figures of its metrics.json."""
     cpu_before = children_cpu_seconds()
     with tempfile.TemporaryDirectory() as run_dir:
-        start, wall, result = timed(
-            [
-                *(sys.executable, str(ROOT / "train.py"), f"task={task}", "model=mlp", "model.units=[64,32]"),
-                *("data=npz", f"data.path={data}", "data.x_val=x_val", "data.y_val=y_val"),
-                *(f"model.dropout={args.dropout}", f"data.batch_size={args.batch_size}"),
-                *(f"trainer.epochs={args.epochs}", f"hydra.run.dir={run_dir}"),
-            ]
-        )
+        start, wall, result = timed([sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={run_dir}"])
         if result.returncode:
             raise SystemExit(f"tfhydra failed:\n{result.stderr[-2000:]}")
         record = json.loads((Path(run_dir) / "metrics.json").read_text())
@@ -126,23 +136,34 @@ def sample(figures: dict, start: float, wall: float, cpu: float) -> dict:
 
 
 def measure(task: str, data: Path, args) -> dict[str, list[dict]]:
-    """`args.rounds` pairs, A,B then B,A, so drift on a shared machine (load, caches) falls on both sides."""
-    samples: dict[str, list[dict]] = {"A": [], "B": []}
-    runs = {"A": lambda: run_hand(task, data, args), "B": lambda: run_tfhydra(task, data, args)}
-    for round_ in range(args.rounds):
-        for side in ("A", "B") if round_ % 2 == 0 else ("B", "A"):
+    return alternate(
+        {"A": lambda: run_hand(task, data, args), "B": lambda: run_tfhydra(task, data, args)}, args.rounds, task
+    )
+
+
+def alternate(runs: dict[str, Callable[[], dict]], rounds: int, label: str) -> dict[str, list[dict]]:
+    """`rounds` rounds of every side, in order then reversed (A,B / B,A; A,B,C / C,B,A), so drift on a shared machine
+    (load, caches) falls on every side alike."""
+    samples: dict[str, list[dict]] = {side: [] for side in runs}
+    for round_ in range(rounds):
+        for side in list(runs) if round_ % 2 == 0 else list(runs)[::-1]:
             samples[side].append(runs[side]())
-            last = samples[side][-1]
-            print(f"{task} {side} {round_ + 1}/{args.rounds}: {last['wall']:.2f} s", file=sys.stderr, flush=True)
+            print(
+                f"{label} {side} {round_ + 1}/{rounds}: {samples[side][-1]['wall']:.2f} s", file=sys.stderr, flush=True
+            )
     return samples
+
+
+def pair_ratios(over: list[dict], under: list[dict], figures) -> dict[str, dict[str, float]]:
+    """Per round, `over`'s figure / `under`'s, as min, median and max over the rounds."""
+    spread = {figure: sorted(b[figure] / a[figure] for a, b in zip(under, over, strict=True)) for figure in figures}
+    return {k: {"min": v[0], "median": statistics.median(v), "max": v[-1]} for k, v in spread.items()}
 
 
 def summarise(task: str, samples: dict[str, list[dict]]) -> dict:
     """Per-pair ratios B/A (min, median, max), medians of each side, and whether the two reached the same
     metrics (the medians of the validation figure at the kept epoch and of every test figure)."""
     case = CASES[task]
-    pairs = list(zip(samples["A"], samples["B"], strict=True))
-    ratios = {figure: sorted(b[figure] / a[figure] for a, b in pairs) for figure in (*TIMES, "first_step")}
     median = {
         side: {figure: statistics.median(s[figure] for s in runs) for figure in TIMES} for side, runs in samples.items()
     }
@@ -157,7 +178,7 @@ def summarise(task: str, samples: dict[str, list[dict]]) -> dict:
     gaps = {name: abs(metrics["B"][name] - metrics["A"][name]) for name in metrics["A"]}
     return {
         "task": task,
-        "ratios": {k: {"min": v[0], "median": statistics.median(v), "max": v[-1]} for k, v in ratios.items()},
+        "ratios": pair_ratios(samples["B"], samples["A"], (*TIMES, "first_step")),
         "median": median,
         "metrics": metrics,
         "comparable": all(gap <= case.tolerance for gap in gaps.values()),
@@ -193,18 +214,11 @@ def task_rows(summary: dict) -> list[str]:
     lines = [
         f"### {summary['task']}",
         "",
-        "| figure | A: Keras script (median) | B: tfhydra (median) | B/A per pair: min | median | max |",
-        "|---|---|---|---|---|---|",
+        *ratio_table(median, ratios, ("A", "B"), ("A: Keras script", "B: tfhydra"), "pair"),
+        "",
+        "| metric (median) | A | B |",
+        "|---|---|---|",
     ]
-    for figure, label in TIMES.items():
-        r = ratios[figure]
-        lines.append(
-            f"| {label} | {median['A'][figure]:,.2f} | {median['B'][figure]:,.2f} | {r['min']:.2f}x | "
-            f"{r['median']:.2f}x | {r['max']:.2f}x |"
-        )
-    r = ratios["first_step"]
-    lines.append(f"| process start to first step | | | {r['min']:.2f}x | {r['median']:.2f}x | {r['max']:.2f}x |")
-    lines += ["", "| metric (median) | A | B |", "|---|---|---|"]
     lines += [f"| {name} | {metrics['A'][name]:.4f} | {metrics['B'][name]:.4f} |" for name in metrics["A"]]
     throughput, wall = ratios["throughput"]["median"], ratios["wall"]["median"]
     return [
@@ -221,6 +235,24 @@ def task_rows(summary: dict) -> list[str]:
         ),
         "",
     ]
+
+
+def ratio_table(median: dict, ratios: dict, sides: tuple[str, str], labels: tuple[str, str], per: str) -> list[str]:
+    """A markdown table: each side's medians of TIMES (`sides`: under, over) and the per-`per` ratios over/under of
+    TIMES and of the time to the first step, as min, median and max."""
+    under, over = sides
+    lines = [
+        f"| figure | {labels[0]} (median) | {labels[1]} (median) | {over}/{under} per {per}: min | median | max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for figure, label in TIMES.items():
+        r = ratios[figure]
+        lines.append(
+            f"| {label} | {median[under][figure]:,.2f} | {median[over][figure]:,.2f} | {r['min']:.2f}x | "
+            f"{r['median']:.2f}x | {r['max']:.2f}x |"
+        )
+    r = ratios["first_step"]
+    return [*lines, f"| process start to first step | | | {r['min']:.2f}x | {r['median']:.2f}x | {r['max']:.2f}x |"]
 
 
 def main() -> None:

@@ -135,7 +135,10 @@ for name, (shape, dtype, vocab) in builders.items():
         "params": model.count_params(),
         "output": list(model(x).shape),
     }
-print(json.dumps(built))
+import tfhydra.runner.job  # every room a run imports (the compression room's `none` included)
+from tfhydra.model.memory import estimated_bytes
+estimated_bytes(cfg.model, spec, 32, slots=2)  # the memory check restores the random states it drew from
+print(json.dumps({"models": built, "tf_keras_loaded": "tf_keras" in sys.modules}))
 """
 
 
@@ -158,7 +161,7 @@ def built_on_keras3() -> dict:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_every_model_builder_builds_a_keras3_model(built_on_keras3, name):
-    built = built_on_keras3[name]
+    built = built_on_keras3["models"][name]
     assert built["keras3"] and built["version"].startswith("3.")
     assert built["params"] > 0 and built["output"] == [2, 3]
 
@@ -248,6 +251,10 @@ def test_accumulate_steps_on_keras3_trains_the_weights_of_the_larger_batch():
         assert found[how]["distance"] < 1e-5, (how, found[how])
         assert found[how]["updates"] == [4, 4]  # updates, not batches: the schedule's steps
     assert found["fit"]["unaccumulated"] > 1e-3  # the check can fail: 16 updates of 16 are another training
+def test_a_keras3_process_does_not_import_tf_keras_beside_keras3(built_on_keras3):
+    """tf_keras's import (0.2 s of CPU) is no part of a keras=3 run: not through the compression room, the
+    picture callbacks or the memory check (docs/performance.md, "Keras 3")."""
+    assert built_on_keras3["tf_keras_loaded"] is False
 
 
 @pytest.mark.parametrize(

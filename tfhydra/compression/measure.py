@@ -8,7 +8,8 @@ ranges are never pruned or clustered, and would dilute the figures.
 from __future__ import annotations
 
 import numpy as np
-import tf_keras as keras
+
+from tfhydra.platform.keras_lib import keras
 
 
 def kernels(model: keras.Model) -> dict[str, np.ndarray]:

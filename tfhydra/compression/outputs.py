@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import tf_keras as keras
-
 from tfhydra.compression.toolkit import quantization_api, sparsity_api
+from tfhydra.platform.keras_lib import keras
 
 
 def fixed_outputs(model: keras.Model, supported: Callable[[keras.layers.Layer], bool]) -> set[str]:

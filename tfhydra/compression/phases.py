@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import tf_keras as keras
 from omegaconf import DictConfig
 
 from tfhydra.compression.plan import saved_run_config
 from tfhydra.compression.schemes import build_scheme
 from tfhydra.config.contracts import Compression, Phase
 from tfhydra.config.errors import ConfigError
+from tfhydra.platform.keras_lib import keras
 from tfhydra.record.rundir import RunPaths
 
 log = logging.getLogger("tfhydra")

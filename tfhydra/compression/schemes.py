@@ -4,6 +4,10 @@ Every scheme but `none` needs a Sequential or Functional model: tfmot clones the
 graph of layers, which a subclassed model does not have. A model tfmot refuses is one
 ConfigError line naming the layer, raised when the scheme is applied, before training.
 Keys and examples: docs/compression.md.
+
+`keras` in this room is the run's (tfhydra/platform/keras_lib.py): tf_keras for every scheme but `none`, since
+`keras=3` with a scheme is refused before anything runs. A `keras=3` run reaches `none` and the sparsity figures
+only, and so never imports tf_keras beside Keras 3 (0.2 s of CPU, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import math
 import re
 from collections.abc import Iterator
 
-import tf_keras as keras
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.outputs import annotated, fixed_outputs, keeping_policy, prunable
@@ -23,6 +26,7 @@ from tfhydra.compression.toolkit import clustering_api, combine, quantization_ap
 from tfhydra.config.contracts import Compression, Phase
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
+from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.private_api import is_functional
 
 COMPRESSIONS = Registry("compression")

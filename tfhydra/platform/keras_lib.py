@@ -42,6 +42,17 @@ def variable_tag(variable: Any) -> str:
     return variable.path if KERAS3 else variable.name.replace(":", "_")
 
 
+def clear_session() -> None:
+    """A new Keras session (layer names, graphs) for the next job in this process, as tf_keras makes it: Keras 3's
+    `clear_session` also runs a full garbage collection unless told not to, 0.2 s of CPU at the start of every run
+    in a process that has loaded TensorFlow (docs/performance.md); a sweep's worker collects between jobs itself
+    (tfhydra/launch/worker_process.py)."""
+    if KERAS3:
+        keras.backend.clear_session(free_memory=False)
+    else:
+        keras.backend.clear_session()
+
+
 def fit_steps_per_execution(requested: int, strategy: Any) -> int:
     """The steps of one compiled call of `fit`: as asked, except Keras 3 over several replicas, whose multi-step
     train function fails there ("You must feed a value for placeholder tensor", keras-team/keras#19246, open), so it

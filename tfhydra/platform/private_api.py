@@ -89,7 +89,13 @@ def is_trackable(value: Any) -> bool:
 
 def keras_seed_generator() -> Any:
     """tf_keras' global seed generator (`tf_keras.src.backend._SEED_GENERATOR.generator`, None until seeded): what an
-    initializer without a seed draws from; the memory estimate restores it after its symbolic build."""
+    initializer without a seed draws from; the memory estimate restores it after its symbolic build. None under
+    Keras 3, which has no such generator (an unseeded initializer or Dropout draws its seed from Python's `random`
+    when made, which the estimate restores itself): a keras=3 run then imports no tf_keras (docs/performance.md)."""
+    from tfhydra.platform.keras_lib import KERAS3
+
+    if KERAS3:
+        return None
     from tf_keras.src import backend
 
     return getattr(backend._SEED_GENERATOR, "generator", None)

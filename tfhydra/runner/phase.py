@@ -37,7 +37,7 @@ from tfhydra.model.build import model_inputs
 from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer import plateau_callback
-from tfhydra.platform.keras_lib import keras, keras_record
+from tfhydra.platform.keras_lib import clear_session, keras_record
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
 from tfhydra.platform.terminal import QUIET, shown_path
@@ -107,7 +107,7 @@ class PhaseRunner:
         """The phase, whatever way it ends: completed, diverged, failed (export included) and interrupted each
         write the record (the chief's), then the trackers end with its status. Returns `returned(record)`."""
         try:
-            keras.backend.clear_session()  # jobs of one sweep may share this process
+            clear_session()  # jobs of one sweep may share this process
             limit_gpu_memory()  # both before the runtime starts: the first job of a process sets what all keep
             self.record.threads = set_threads(self.cfg.trainer.threads or self.threads)
             self.record.worker = worker_record(self.record.threads)

@@ -4,7 +4,8 @@ per directory, made on the first picture (a run that draws none opens no file), 
 from __future__ import annotations
 
 import tensorflow as tf
-import tf_keras as keras
+
+from tfhydra.platform.keras_lib import keras
 
 
 class SummaryCallback(keras.callbacks.Callback):
