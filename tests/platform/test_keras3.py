@@ -251,6 +251,8 @@ def test_accumulate_steps_on_keras3_trains_the_weights_of_the_larger_batch():
         assert found[how]["distance"] < 1e-5, (how, found[how])
         assert found[how]["updates"] == [4, 4]  # updates, not batches: the schedule's steps
     assert found["fit"]["unaccumulated"] > 1e-3  # the check can fail: 16 updates of 16 are another training
+
+
 def test_a_keras3_process_does_not_import_tf_keras_beside_keras3(built_on_keras3):
     """tf_keras's import (0.2 s of CPU) is no part of a keras=3 run: not through the compression room, the
     picture callbacks or the memory check (docs/performance.md, "Keras 3")."""
