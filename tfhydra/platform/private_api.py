@@ -92,9 +92,9 @@ def keras_seed_generator() -> Any:
     initializer without a seed draws from; the memory estimate restores it after its symbolic build. None under
     Keras 3, which has no such generator (an unseeded initializer or Dropout draws its seed from Python's `random`
     when made, which the estimate restores itself): a keras=3 run then imports no tf_keras (docs/performance.md)."""
-    from tfhydra.platform.keras_lib import KERAS3
+    from tfhydra.platform.keras_env import held_major  # not keras_lib, which asks this module
 
-    if KERAS3:
+    if held_major() == 3:
         return None
     from tf_keras.src import backend
 
