@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(ROOT / "benchmarks"))  # after tests/: its combinations.py is not the tests' own
 import keras3_tax  # noqa: E402
 
 

@@ -123,4 +123,7 @@ def test_a_search_going_the_other_way_from_the_runs_ranking_is_one_line_before_a
     "overrides", [[], ["trainer.monitor=val_loss", "trainer.monitor_mode=min", "hydra.sweeper.direction=minimize"]]
 )
 def test_a_search_going_the_runs_way_passes_the_preflight(overrides):
-    assert check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna", *overrides], multirun=True) == "tfhydra"
+    assert (
+        check_overrides(CONFIG_DIR, "config", ["hparams_search=optuna", *overrides], multirun=True).launcher
+        == "tfhydra"
+    )

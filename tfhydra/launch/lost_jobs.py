@@ -23,6 +23,7 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,7 @@ class Batch:
     def __init__(self, config: DictConfig, job_overrides: Sequence[Sequence[str]], first: int) -> None:
         self.config, self.jobs = config, list(enumerate(job_overrides, first))
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        self.launched = time.time()  # a record older than this is an earlier launch's (a resumed sweep)
 
     def end_lost(self, reason: str) -> None:
         """The launcher said a job was lost (`reason`, its words): the lost jobs recorded, the summary, the
@@ -179,7 +181,10 @@ class Batch:
         None otherwise (a job without a record, or still running, or none interrupted)."""
         from tfhydra.record import Status, read_record
 
-        records = [read_record(d) if d else None for d in (job_dir(self.sweep_dir, n) for n, _ in self.jobs)]
+        dirs = [job_dir(self.sweep_dir, n) for n, _ in self.jobs]
+        if any(d is None or not _written_since(d, self.launched) for d in dirs):
+            return None  # a job of this launch has not recorded anything yet (a resumed job's record is older)
+        records = [read_record(d) if d else None for d in dirs]
         if any(r is None or not r.status.finished or not r.scheduler for r in records):
             return None
         ended = [r for r in records if r is not None and r.scheduler]
@@ -205,3 +210,13 @@ class Batch:
                 lost.append(directory.name)
         log.error("the launcher lost %s: %s", ", ".join(lost) or "a job", said)
         finish_sweep(self.config, lost_line=f"{', '.join(lost) or 'a job'} lost by the launcher ({said})")
+
+
+def _written_since(job: Path, moment: float) -> bool:
+    """Has the job's record been written at or after `moment` (wall-clock seconds)?"""
+    from tfhydra.record.rundir import RunPaths
+
+    try:
+        return RunPaths(job).metrics.stat().st_mtime >= moment
+    except OSError:
+        return False
