@@ -69,20 +69,10 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, timeout: floa
     the command sweeps with joblib's launcher, or TFHYDRA_TEST_FORK=0 is set."""
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None) if not (env or {}).get("HYDRA_FULL_ERROR") else None
-    keras = _keras_of(args)
-    # joblib's loky workers hang when their sweep is forked from the server (seen: two sweeps past 300 s): real ones
-    forkable = set(env or {}) <= FORK_SAFE_ENV and "hydra/launcher=joblib" not in args and keras in _CLI_SERVERS
-    if forkable and os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
-        return _CLI_SERVERS[keras].run(list(args), cwd=cwd, env=full_env, timeout=timeout)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    server = _server_for(args) if set(env or {}) <= FORK_SAFE_ENV else None
+    if server is not None:
+        return server.run(list(args), cwd=cwd, env=full_env, timeout=timeout)
+    return _real_process([str(ROOT / "train.py"), *args], cwd, full_env, timeout)
 
 
 def run_module(
@@ -90,10 +80,16 @@ def run_module(
 ) -> subprocess.CompletedProcess:
     """`python -m MODULE ARGS` (tfhydra.evaluate, tfhydra.predict) with exactly `env`, forked from the same server
     as `run_cli` unless TFHYDRA_TEST_FORK=0: a test of the tool's answers, not of its start-up."""
-    if os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
-        return _CLI_SERVERS["2"].run(list(args), cwd=cwd, env=env, timeout=timeout, module=module)
+    server = _server_for(())
+    if server is not None:
+        return server.run(list(args), cwd=cwd, env=env, timeout=timeout, module=module)
+    return _real_process(["-m", module, *args], cwd, env, timeout)
+
+
+def _real_process(command: list[str], cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """`python COMMAND` as a process of its own, its output captured."""
     return subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, *command],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -101,6 +97,16 @@ def run_module(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def _server_for(args) -> _ForkServer | None:
+    """The test server a command with these overrides is forked from (the one holding its Keras), or None for a
+    real process: TFHYDRA_TEST_FORK=0, a sweep over several Keras, or joblib's launcher (its loky workers hang when
+    their sweep is forked from the server; seen: two sweeps past 300 s)."""
+    keras = _keras_of(args)
+    if os.environ.get("TFHYDRA_TEST_FORK", "1") == "0" or "hydra/launcher=joblib" in args:
+        return None
+    return _CLI_SERVERS.get(keras)
 
 
 # Variables no module the servers preload reads at import (TensorFlow, tf_keras or Keras 3, tfhydra's rooms):
@@ -112,12 +118,10 @@ FORK_SAFE_ENV = {"HF_HUB_OFFLINE", "HYDRA_FULL_ERROR", "SLURM_CONF"}
 def start_cli(*args: str, cwd: Path, env: dict, stderr: Path) -> ForkedProcess | subprocess.Popen:
     """`python train.py ARGS` started as a process of its own (stdout to /dev/null, stderr to a file), forked from
     the test server on the same terms as `run_cli`; `env` is the whole environment."""
-    keras = _keras_of(args)
     stderr.write_text("")
-    forkable = keras in _CLI_SERVERS and "hydra/launcher=joblib" not in args
-    if forkable and os.environ.get("TFHYDRA_TEST_FORK", "1") != "0":
-        streams = {"stdout": os.devnull, "stderr": str(stderr)}
-        return _CLI_SERVERS[keras].start(list(args), cwd, env, streams)
+    server = _server_for(args)
+    if server is not None:
+        return server.start(list(args), cwd, env, {"stdout": os.devnull, "stderr": str(stderr)})
     with stderr.open("w") as err:
         return subprocess.Popen(
             [sys.executable, str(ROOT / "train.py"), *args],
