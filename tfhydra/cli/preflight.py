@@ -124,23 +124,18 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             majors = _one_keras(majors, cfg.keras)  # before the plan, which imports what `_target_`s name
             if number == 0 and multirun:
                 launcher = sweep_checks.check_plugins(cfg, parsed)
-            if number == 0:  # after its plan, which checks the sweep section's values
+            if number == 0:
                 _check_config_read_back(cfg)  # the other jobs differ in swept values, each checked above
-                plan_run(cfg, defaults)
+            plan_run(cfg, defaults)  # once per job: the pre-flight's costliest check after composing
+            if number == 0:  # after its plan, which checks the sweep section's values
                 hydra_calls = _hydra_calls(cfg)
                 stages = sweep_checks.check_stages_command(cfg, parsed, multirun)
-            _check_job(cfg, defaults, job, number, swept, multirun, stage=PROMOTE if stages else None)
+            _check_job(cfg, job, number, swept, multirun, stage=PROMOTE if stages else None)
             if stages is not None:  # its screen job too: the screen's epochs and share of the data
                 screen = screen_job(job, stages)
-                _check_job(
-                    with_values(defaults, [o for o in screen if not is_group_choice(o)], groups),
-                    defaults,
-                    screen,
-                    number,
-                    swept,
-                    multirun,
-                    stage=SCREEN,
-                )
+                screen_cfg = with_values(defaults, [o for o in screen if not is_group_choice(o)], groups)
+                plan_run(screen_cfg, defaults)
+                _check_job(screen_cfg, screen, number, swept, multirun, stage=SCREEN)
     _warn_unread_additions(parsed)
     return Checked(launcher, hydra_calls)
 
@@ -244,18 +239,14 @@ def _one_keras(majors: set[int], major: int) -> set[int]:
 
 def _check_job(
     cfg: DictConfig,
-    defaults: DictConfig,
     job: list[str],
     number: int,
     swept: set[str],
     multirun: bool,
     stage: str | None = None,
 ) -> None:
-    """One job of the command: its plan, its directories, and (a sweep run again) the directory it would use.
+    """One planned job of the command: its directories, and (a sweep run again) the directory it would use.
     `stage`: a staged sweep's screen job (`screen`) or a setting's full job (`promote`), in its stage's folder."""
-    from tfhydra.runner.plan import plan_run
-
-    plan_run(cfg, defaults)
     _check_output_dirs(cfg, multirun)
     _check_run_dir(cfg, multirun, first=number == 0)
     if multirun and expands_grid(cfg):

@@ -88,7 +88,13 @@ def choice(*options: Any) -> Rule:
 
 
 def is_target(v: Any) -> bool:
-    return isinstance(v, (dict, DictConfig)) and "_target_" in v
+    return isinstance(v, dict) and "_target_" in v or has_target(v)
+
+
+def has_target(node: Any) -> bool:
+    """A DictConfig with a `_target_` key, looked up in its keys: `"_target_" in node` on a struct config raises and
+    formats an error inside OmegaConf for every node without one (measured: a tenth of the pre-flight's time)."""
+    return isinstance(node, DictConfig) and "_target_" in node.keys()
 
 
 def optional(rule: Rule) -> Rule:
@@ -155,16 +161,18 @@ def _in_target_node(cfg: DictConfig, key: str) -> bool:
     parts = key.split(".")
     for end in range(1, len(parts)):
         node = OmegaConf.select(cfg, ".".join(parts[:end]), default=None)
-        if isinstance(node, DictConfig) and "_target_" in node:
+        if has_target(node):
             return True
     return False
 
 
 def check_types(cfg: DictConfig, defaults: DictConfig, rules: dict[str, Rule], prefix: str = "") -> None:
     """Refuse a leaf whose type differs from its default's (keys with a rule are checked there)."""
+    if has_target(cfg):  # a _target_ node's keys are its callable's
+        return
     for key in defaults:
         path = f"{prefix}{key!s}"
-        if path == "hydra" or key == "_target_" or "_target_" in cfg:  # a _target_ node's keys are its callable's
+        if path == "hydra" or key == "_target_":
             continue
         if key not in cfg:
             raise ConfigError(
@@ -318,7 +326,7 @@ def validate(cfg: DictConfig, defaults: DictConfig | None = None, rules: dict[st
 def nodes_with_target(node: Any, path: str = ""):
     """(dotted path, node) of every node with a `_target_` (the hydra section left out)."""
     if isinstance(node, DictConfig):
-        if "_target_" in node:
+        if has_target(node):
             yield path, node
         for key in node:
             if path == "" and key == "hydra":
