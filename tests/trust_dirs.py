@@ -40,13 +40,10 @@ def trusted_targets() -> set[str]:
 
 def write_run(run: Path, overrides=RUN_OVERRIDES, status: str = "completed") -> Path:
     """A run directory with `.hydra/` as Hydra writes it for `overrides`, a record of `status`, placeholder files."""
-    import tfhydra
     from tfhydra.record import RunRecord
 
-    cfg = tfhydra.compose(list(overrides))
-    job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     (run / ".hydra").mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(job, run / ".hydra" / "config.yaml")
+    (run / ".hydra" / "config.yaml").write_text(_job_yaml(overrides))
     (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(list(overrides)))
     (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"job": {"num": 0}}}))
     RunRecord(status=status, run_dir=str(run), overrides=list(overrides)).write(run)
@@ -54,6 +51,21 @@ def write_run(run: Path, overrides=RUN_OVERRIDES, status: str = "completed") -> 
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         (run / name).write_bytes(b"placeholder")
     return run
+
+
+_JOB_YAML: dict[tuple, str] = {}
+
+
+def _job_yaml(overrides) -> str:
+    """`.hydra/config.yaml`'s text for `overrides` (as OmegaConf.save writes it), composed once per process and
+    project: the property tests write a run per drawn case, and the composition is their setup, not what they test."""
+    key = (tuple(overrides), os.getcwd(), os.environ.get("TFHYDRA_CONFIG_DIR"))
+    if key not in _JOB_YAML:
+        import tfhydra
+
+        cfg = tfhydra.compose(list(overrides))
+        _JOB_YAML[key] = OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
+    return _JOB_YAML[key]
 
 
 def write_sweep(sweep: Path, task=SWEEP_TASK, hydra=None, extra=None) -> Path:
