@@ -7,14 +7,13 @@ processes on the loopback interface; each needs a fresh process, so they go thro
 import json
 import os
 import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from cluster_workers import free_ports, start_the_cluster_again, stop_a_cluster_after_one_epoch
-from conftest import ROOT, TESTS, assert_failed_record, last_line, read_run_record, run_cli
+from cluster_workers import free_ports, start_the_cluster_again, start_workers, stop_a_cluster_after_one_epoch
+from conftest import assert_failed_record, last_line, read_run_record, run_cli
+from run_processes import kill
 
 import tfhydra
 
@@ -73,35 +72,16 @@ def consecutive_free_ports(count):
 
 
 def run_two_workers(tmp_path, environments, *args):
-    """Two `train.py` worker processes (worker `i` in tmp_path/worker<i> with environments[i]) to the end."""
-    processes = []
+    """Two `train.py` workers (worker `i` in tmp_path/worker<i> with environments[i], forked from the test server as
+    tests/cluster_workers.py starts them) to the end."""
+    processes = start_workers(tmp_path, [*ONE_STEP, *args], environments, attempt=1)
     try:
-        for index, environment in enumerate(environments):
-            env = {**os.environ, "PYTHONPATH": str(TESTS), **environment}
-            processes.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        str(ROOT / "train.py"),
-                        *ONE_STEP,
-                        *args,
-                        f"hydra.run.dir={tmp_path / f'worker{index}'}",
-                    ],
-                    cwd=ROOT,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        errors = [p.communicate(timeout=300)[1] for p in processes]
+        codes = [p.wait(timeout=300) for p in processes]
     finally:
         for p in processes:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert [p.returncode for p in processes] == [0, 0], [e[-1500:] for e in errors]
+            kill(p)
+    errors = [(tmp_path / f"worker{i}.1.stderr").read_text()[-1500:] for i in range(len(processes))]
+    assert codes == [0, 0], errors
 
 
 def assert_two_workers_match_one_process(tmp_path):
