@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
+from conftest import ROOT, TESTS, ForkedProcess, last_line, read_run_record, run_cli, start_cli
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.record.rundir import LOCK_FILE
@@ -123,7 +123,18 @@ def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path
 # ---- two runs into one directory ------------------------------------------------------------------------------------
 
 
-def waiting_run(run_dir: Path, marks: Path, *extra: str) -> tuple[subprocess.Popen, list[str]]:
+def started_and_waiting(argv: list[str], marks: Path) -> ForkedProcess | subprocess.Popen:
+    """`python train.py ARGV` (forked from the test server as `start_cli` does, stderr in marks/first.stderr), once
+    its WaitForFile callback says training started: it then waits until `marks/go` exists."""
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    process = start_cli(*argv, cwd=ROOT, env=env, stderr=marks / "first.stderr")
+    while not (marks / "started").exists():
+        assert process.poll() is None, (marks / "first.stderr").read_text()[-2000:]
+        time.sleep(0.1)
+    return process
+
+
+def waiting_run(run_dir: Path, marks: Path, *extra: str) -> tuple[ForkedProcess | subprocess.Popen, list[str]]:
     """`python train.py` into `run_dir`, held at the start of training until `marks/go` exists."""
     argv = [
         "model=mlp",
@@ -133,19 +144,7 @@ def waiting_run(run_dir: Path, marks: Path, *extra: str) -> tuple[subprocess.Pop
         *extra,
         f"hydra.run.dir={run_dir}",
     ]
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *argv],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
-    )
-    while not (marks / "started").exists():
-        assert process.poll() is None, process.communicate()[1][-2000:]
-        time.sleep(0.1)
-    return process, argv
+    return started_and_waiting(argv, marks), argv
 
 
 @pytest.mark.slow
@@ -168,8 +167,8 @@ def test_two_runs_into_one_directory_the_second_is_refused_the_first_intact(tmp_
         assert snapshot(run) == before  # not even .hydra/ or train.log was touched
     finally:
         (tmp_path / "go").touch()
-        out, err = first.communicate(timeout=600)
-    assert first.returncode == 0, err[-2000:]
+        first.wait(timeout=600)
+    assert first.returncode == 0, (tmp_path / "first.stderr").read_text()[-2000:]
     record = read_run_record(run)
     assert record["status"] == "completed" and record["epochs_run"] == 1 and record["worker"]["pid"] == first.pid
     assert record["overrides"] == argv[:-1]  # the first's, not the second's
@@ -187,7 +186,7 @@ def test_a_run_killed_while_training_leaves_a_lock_the_same_command_takes_over(t
     run = tmp_path / "run"
     first, argv = waiting_run(run, tmp_path)
     first.send_signal(signal.SIGKILL)
-    first.communicate()
+    first.wait(timeout=60)
     assert (run / LOCK_FILE).read_text().split() == [str(first.pid), "run"]
     (tmp_path / "go").touch()
     again = run_cli(*argv)
@@ -217,19 +216,8 @@ def test_a_second_sweep_or_a_run_into_a_running_sweep_is_refused(tmp_path):
         wait,
         f"hydra.sweep.dir={sweep}",
     ]
-    first = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *argv],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
-    )
+    first = started_and_waiting(argv, marks)
     try:
-        while not (marks / "started").exists():
-            assert first.poll() is None, first.communicate()[1][-2000:]
-            time.sleep(0.1)
         before = snapshot(sweep)
         second = run_cli("-m", "model=mlp", "trainer.epochs=2", "optimizer.lr=0.001,0.002", f"hydra.sweep.dir={sweep}")
         assert second.returncode == 1 and second.stderr.strip() == (
@@ -246,8 +234,8 @@ def test_a_second_sweep_or_a_run_into_a_running_sweep_is_refused(tmp_path):
         assert outside_jobs(snapshot(sweep)) == outside_jobs(before)  # (the first sweep's jobs go on meanwhile)
     finally:
         (marks / "go").touch()
-        out, err = first.communicate(timeout=900)
-    assert first.returncode == 0, err[-2000:]
+        first.wait(timeout=900)
+    assert first.returncode == 0, (marks / "first.stderr").read_text()[-2000:]
     for name in ("0_optimizer.lr=0.001", "1_optimizer.lr=0.002"):
         record = read_run_record(sweep / name)
         assert record["status"] == "completed" and record["epochs_run"] == 1
