@@ -63,6 +63,18 @@ def test_the_option_keys_take_their_values():
     assert one_step(optimizer)[0] == pytest.approx(0.01)
 
 
+@pytest.mark.parametrize("name", sorted(KERAS_CLASSES))
+def test_an_added_key_the_class_does_not_take_is_one_line_naming_it(name):
+    """Found by the run property (`+optimizer.extra=1e-127`): tf_keras raised "kwargs should be empty"."""
+    cfg = compose_config([f"optimizer={name}", "+optimizer.extra=0.5"])
+    with pytest.raises(ConfigError) as refused:
+        build_optimizer(cfg.optimizer, STEPS, EPOCHS, {"clipnorm": 1.0})
+    line = str(refused.value)
+    assert line.startswith(f"optimizer.extra=0.5: not an argument of {KERAS_CLASSES[name]}") and "\n" not in line
+    accepted = line.split("accepted: one of ", 1)[1].split(", ")
+    assert "weight_decay" in accepted and "clipnorm" not in accepted and "learning_rate" not in accepted
+
+
 def test_a_target_optimizer_gets_the_rate_and_the_schedule():
     schedule = compose_config(["optimizer.schedule.name=cosine"]).optimizer.schedule
     node = OmegaConf.create({"_target_": "tf_keras.optimizers.Adamax", "lr": LR, "schedule": schedule})

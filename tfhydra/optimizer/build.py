@@ -102,10 +102,29 @@ def keras_optimizer(class_name: str):
     def build(cfg, learning_rate, **clipping) -> keras.optimizers.Optimizer:
         given = cast(dict, OmegaConf.to_container(cfg))  # the optimizer node: a DictConfig
         arguments = {str(k): v for k, v in given.items() if k not in ("name", "lr", "schedule")}
-        return getattr(keras.optimizers, class_name)(learning_rate=learning_rate, **arguments, **clipping)
+        optimizer_class = getattr(keras.optimizers, class_name)
+        check_arguments(optimizer_class, arguments, set(clipping))
+        return optimizer_class(learning_rate=learning_rate, **arguments, **clipping)
 
     build.__doc__ = f"tf_keras.optimizers.{class_name} with the option's keys as its arguments."
     return build
+
+
+def check_arguments(optimizer_class, arguments: dict, set_elsewhere: set[str]) -> None:
+    """`+optimizer.momentum2=0.9` reaches the Keras class as a keyword it does not take: one line naming the key and
+    the class's own arguments (tf_keras says only "kwargs should be empty", with a traceback). Those the trainer
+    sets (clipping, EMA) and the learning rate are not the option's to give."""
+    import inspect
+
+    own = [
+        name
+        for name, p in inspect.signature(optimizer_class).parameters.items()
+        if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name not in {"learning_rate", "name", *set_elsewhere}
+    ]
+    for key, value in arguments.items():
+        if key not in own:
+            why = f"not an argument of {optimizer_class.__name__} (optimizer.lr is the rate)"
+            raise ConfigError(f"optimizer.{key}", value, own, why)
 
 
 for _name, _class in KERAS_CLASSES.items():
