@@ -18,7 +18,7 @@ import os
 
 import pytest
 from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, ListConfig
 
@@ -207,6 +207,9 @@ def _cap_sizes(node) -> None:
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    # a failure is reported as drawn, not shrunk: each example trains a run, and stop 50's CI spent five minutes
+    # shrinking one (as tests/properties/test_combinations.py does)
+    phases=[Phase.explicit, Phase.generate],
 )
 @given(argv=overrides())
 def test_accepted_cases_run_or_fail_in_one_line(argv, tmp_path_factory):
