@@ -180,7 +180,9 @@ def test_a_ray_head_stopped_mid_sweep_ends_it_in_one_line_within_its_deadline_or
     timeout = ["sweep.cluster_timeout=6"] if ending == "silence" else []
     lrs = "optimizer.lr=1e-3,5e-4" if ending == "silence" else "optimizer.lr=1e-3"
     address = f"hydra.launcher.ray.init.address={ray_cluster}"
-    sweep = start_sweep(tmp_path, "hydra/launcher=ray", address, lrs, *timeout, "trainer.epochs=50")
+    # Longer than the test on any machine: the jobs must still be training when the head stops (with 50 epochs of
+    # debug=fast's two steps, a fast machine finished job 0 before the deadline and the line said "1 of 2")
+    sweep = start_sweep(tmp_path, "hydra/launcher=ray", address, lrs, *timeout, "trainer.epochs=5000")
     try:
         started = wait_for(sweep, lambda: any(p.is_dir() for p in (tmp_path / "sweep").glob("*_optimizer.lr=*")))
         assert started, (tmp_path / "stderr").read_text()[-3000:]
