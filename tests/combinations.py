@@ -119,9 +119,24 @@ def trains_twice(case: Case) -> bool:
 
 
 def command(case: Case, where: Path) -> list[str]:
+    """The case's `python train.py` arguments."""
     target = f"hydra.sweep.dir={where}" if case.sweep else f"hydra.run.dir={where}"
     sweep = ["-m", "trainer.seed=choice(0)"] if case.sweep else []  # a one-job grid
-    return [sys.executable, str(ROOT / "train.py"), *sweep, *case.overrides(), target]
+    return [*sweep, *case.overrides(), target]
+
+
+def start_process(*args: str, cwd: Path, env: dict, stderr: Path) -> subprocess.Popen:
+    """`python train.py ARGS` as a process of its own, stderr to a file (benchmarks/combinations.py); the tests
+    pass conftest's `start_cli`, the same command forked from a server that has imported TensorFlow once."""
+    with stderr.open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def run_dir_of(case: Case, where: Path) -> Path | None:
@@ -152,17 +167,10 @@ def _record(run: Path | None) -> dict | None:
         return None
 
 
-def run_once(case: Case, where: Path, timeout: float = 900) -> tuple[int, str, bool]:
+def run_once(case: Case, where: Path, start=start_process, timeout: float = 900) -> tuple[int, str, bool]:
     """Run the case's command, sending its fault once an epoch is recorded; (exit code, stderr, fault sent)."""
-    process = subprocess.Popen(
-        command(case, where),
-        cwd=ROOT,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    errors = where.parent / f"{where.name}.stderr"
+    process = start(*command(case, where), cwd=ROOT, env=_env(), stderr=errors)
     sent = False
     if case.fault in ("sigterm", "sigkill"):
         deadline = time.monotonic() + timeout
@@ -172,13 +180,18 @@ def run_once(case: Case, where: Path, timeout: float = 900) -> tuple[int, str, b
                 sent = True
                 break
             time.sleep(0.01)
-    _, stderr = process.communicate(timeout=timeout)
-    return process.returncode, stderr, sent
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    return process.returncode, errors.read_text(errors="replace"), sent
 
 
-def check_case(case: Case, where: Path) -> str:
-    """Run the case and assert the contract (module docstring); returns what happened, for the log."""
-    code, stderr, sent = run_once(case, where)
+def check_case(case: Case, where: Path, start=start_process) -> str:
+    """Run the case and assert the contract (module docstring); returns what happened, for the log. `start`
+    starts `python train.py ARGS` (`start_process`'s signature)."""
+    code, stderr, sent = run_once(case, where, start)
     assert "Traceback" not in stderr, f"{case}: a traceback\n{stderr[-3000:]}"
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     run = run_dir_of(case, where)
@@ -193,7 +206,7 @@ def check_case(case: Case, where: Path) -> str:
             assert last.startswith("Stopped: ") or case.sweep, f"{case}: last line {last!r}"
         else:
             assert record is None or record["status"] in ("running", "interrupted"), f"{case}: {record['status']}"
-        again, stderr, _ = run_once(Case(**{**case.__dict__, "fault": "none"}), where)
+        again, stderr, _ = run_once(Case(**{**case.__dict__, "fault": "none"}), where, start)
         assert again == 0 and "Traceback" not in stderr, f"{case}: the same command again: {stderr[-3000:]}"
         record = _record(run_dir_of(case, where))
         assert record["status"] == "completed", f"{case}: after the resume {record['status']}"

@@ -2,7 +2,8 @@
 tests/combinations.py says the contract.
 
 Bounded in CI: TFHYDRA_COMBINATION_CASES drawn cases (default 4; each is one to two real runs of 3 epochs) from
-SEED (TFHYDRA_COMBINATION_SEED draws others). benchmarks/combinations.py runs as many as you like.
+SEED (TFHYDRA_COMBINATION_SEED draws others). Each `python train.py` is forked from the tests' server
+(conftest's `start_cli`), which has imported TensorFlow once. benchmarks/combinations.py runs as many as you like.
 Pinned cases: the combinations issue 35 found broken (a blow-up with the default histograms, recovered under EMA in
 the custom loop, and in a sweep), SIGTERM under pruning, and one the property found (gradients under mirrored).
 """
@@ -13,7 +14,7 @@ import os
 
 import combinations
 import pytest
-from conftest import counts_cases
+from conftest import counts_cases, start_cli
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 pytestmark = pytest.mark.slow
@@ -31,7 +32,7 @@ SEED = int(os.environ.get("TFHYDRA_COMBINATION_SEED") or 3294585354)
 @settings(max_examples=CASES, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate])
 @given(case=combinations.strategies())
 def test_drawn_features_with_a_fault_keep_the_run_contract(tmp_path_factory, case):
-    outcome = combinations.check_case(case, tmp_path_factory.mktemp("combination") / "out")
+    outcome = combinations.check_case(case, tmp_path_factory.mktemp("combination") / "out", start_cli)
     print(f"{case} -> {outcome}")
 
 
@@ -53,6 +54,7 @@ def test_a_killed_pruning_run_under_mirrored_resumes(tmp_path):
             fault="sigkill",
         ),
         tmp_path / "out",
+        start_cli,
     )
 
 
@@ -76,4 +78,4 @@ def test_a_killed_pruning_run_under_mirrored_resumes(tmp_path):
     ],
 )
 def test_the_combinations_issue_35_found(tmp_path, case):
-    combinations.check_case(case, tmp_path / "out")
+    combinations.check_case(case, tmp_path / "out", start_cli)
