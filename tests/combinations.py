@@ -20,10 +20,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from conftest import start_process
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -125,20 +126,6 @@ def command(case: Case, where: Path) -> list[str]:
     return [*sweep, *case.overrides(), target]
 
 
-def start_process(*args: str, cwd: Path, env: dict, stderr: Path) -> subprocess.Popen:
-    """`python train.py ARGS` as a process of its own, stderr to a file (benchmarks/combinations.py); the tests
-    pass conftest's `start_cli`, the same command forked from a server that has imported TensorFlow once."""
-    with stderr.open("w") as err:
-        return subprocess.Popen(
-            [sys.executable, str(ROOT / "train.py"), *args],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-        )
-
-
 def run_dir_of(case: Case, where: Path) -> Path | None:
     """The run's directory: `where` itself, or the sweep's one job directory once it exists."""
     if not case.sweep:
@@ -190,7 +177,8 @@ def run_once(case: Case, where: Path, start=start_process, timeout: float = 900)
 
 def check_case(case: Case, where: Path, start=start_process) -> str:
     """Run the case and assert the contract (module docstring); returns what happened, for the log. `start`
-    starts `python train.py ARGS` (`start_process`'s signature)."""
+    starts `python train.py ARGS` (conftest's `start_process` by default, as benchmarks/combinations.py runs it;
+    the tests pass `start_cli`, the same command forked from the server that has imported TensorFlow once)."""
     code, stderr, sent = run_once(case, where, start)
     assert "Traceback" not in stderr, f"{case}: a traceback\n{stderr[-3000:]}"
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""

@@ -122,6 +122,12 @@ def start_cli(*args: str, cwd: Path, env: dict, stderr: Path) -> ForkedProcess |
     server = _server_for(args)
     if server is not None:
         return server.start(list(args), cwd, env, {"stdout": os.devnull, "stderr": str(stderr)})
+    return start_process(*args, cwd=cwd, env=env, stderr=stderr)
+
+
+def start_process(*args: str, cwd: Path, env: dict, stderr: Path) -> subprocess.Popen:
+    """`python train.py ARGS` as a process of its own (stdout to /dev/null, stderr to a file); also what
+    benchmarks/combinations.py starts outside pytest, where no fork server runs."""
     with stderr.open("w") as err:
         return subprocess.Popen(
             [sys.executable, str(ROOT / "train.py"), *args],
