@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 QUICK = ["model=mlp", "debug=fast"]
 EPOCHS = 60
 LONG = ["model=mlp", "debug=fast", f"trainer.epochs={EPOCHS}"]  # two steps an epoch: about 20 s, signalled mid-run
+REQUEUE_GUARD_S = 2  # a requeued job is started this long after it shows as pending (release_requeued)
 
 
 @pytest.fixture(scope="module")
@@ -96,18 +97,35 @@ def array_task(env: dict, index: int) -> str:
 
 
 def release_requeued(env: dict, task: str, seconds: float = 120) -> None:
-    """SLURM holds a requeued job for two minutes (its reason: BeginTime); the test starts it at once, as an
-    administrator may (`scontrol update StartTime=now`), to keep the test's time down."""
+    """SLURM holds a requeued job for two minutes (its reason: BeginTime); the test starts it sooner, as an
+    administrator may (`scontrol update StartTime=now`), to keep the test's time down. Not in the second its
+    earlier instance was killed: slurmd refuses a job whose credential is no newer than that kill, in whole
+    seconds (slurmd.log: "Job 6 already killed, do not launch batch job"; slurmctld.log: "Killing non-startable
+    batch JobId=6: Job credential revoked"), and the job leaves the queue failed. The hold is SLURM's guard
+    against that; the kill came before the job showed as pending, so a start one second later is past it."""
     deadline = time.monotonic() + seconds
     while not any(f"{j['array_job']}_{j['array_task']}" == task and j["state"] == "PENDING" for j in squeue(env)):
         assert time.monotonic() < deadline, f"{task} was not requeued: {squeue(env)}"
         time.sleep(0.5)
+    time.sleep(REQUEUE_GUARD_S)
     subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], env=env, check=True)
 
 
 def finish(sweep: subprocess.Popen, seconds: float = 600) -> tuple[int, str, str]:
     out, err = sweep.communicate(timeout=seconds)
     return sweep.returncode, out, err
+
+
+def what_happened(root: Path, out: str, err: str) -> str:
+    """A failure's evidence: the launching command's output (its log lines are on stdout), each job's status and
+    error, and the end of each job's own submitit logs (what the job printed on the node, run by run)."""
+    said = [f"stdout: {out[-2000:]}", f"stderr: {err[-2000:]}"]
+    for job in sorted((root / "sweep").glob("[0-9]*")):
+        found = json.loads((job / "metrics.json").read_text()) if (job / "metrics.json").exists() else {}
+        said.append(f"{job.name}: {found.get('status')} {found.get('error')}")
+    for log in sorted((root / "submitit").glob("*/*_log.*")):
+        said.append(f"{log.name}: " + "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
+    return "\n".join(said)
 
 
 def test_a_slurm_sweep_is_one_job_array_whose_records_and_summary_say_where_each_job_ran(slurm_cluster, tmp_path):
@@ -138,7 +156,7 @@ def test_a_job_signalled_at_its_time_limit_saves_its_state_is_requeued_and_resum
     subprocess.run(["scancel", "--signal=USR2", task], env=slurm_cluster, check=True)
     release_requeued(slurm_cluster, task)
     code, out, err = finish(sweep)
-    assert code == 0, err[-3000:]
+    assert code == 0, what_happened(tmp_path, out, err)
     record = read_run_record(job)
     assert record["status"] == "completed" and record["epochs_run"] == EPOCHS
     assert record["scheduler"]["restarts"] == 1  # the same SLURM job, requeued once (SLURM_RESTART_COUNT)
