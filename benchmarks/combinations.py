@@ -27,7 +27,7 @@ def main() -> int:
     print(f"seed {seed}", flush=True)
     rng, failures = random.Random(seed), []
     for number in range(args.cases):
-        case = _draw(rng)  # the same dimensions as combinations.strategies(), drawn with a seeded random
+        case = combinations.draw(rng)  # by the property's rules (combinations.strategies()), seeded
         with tempfile.TemporaryDirectory() as folder:
             try:
                 print(
@@ -41,24 +41,6 @@ def main() -> int:
                 failures.append((case, traceback.format_exc()))
     print(f"{args.cases - len(failures)} passed, {len(failures)} failed (seed {seed})")
     return 1 if failures else 0
-
-
-def _draw(rng: random.Random) -> combinations.Case:
-    pick = rng.choice
-    return combinations.Case(
-        loop=pick(["fit", "custom"]),
-        precision=pick(["fp32", "mixed"]),
-        strategy=pick(["default", "mirrored"]),
-        ema=pick([False, True]),
-        recovery=pick([0, 3]),
-        histograms=pick([False, True]),
-        gradients=pick([False, True]),
-        images=pick([False, True]),
-        compression=pick(["none", "prune"]),
-        data=pick(["digits", "synthetic"]),
-        sweep=pick([False, True]),
-        fault=pick(combinations.FAULTS),
-    )
 
 
 if __name__ == "__main__":
