@@ -108,6 +108,37 @@ def test_a_regression_task_on_keras3_records_its_metrics_from_keras3(tmp_path):
     assert {"rmse", "mae", "r2"} <= set(record["test"]["metrics"])
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("task", ["regression", "multilabel"])
+def test_metrics_that_build_at_their_first_update_train_on_keras3_over_two_replicas(tmp_path, task):
+    """R2Score, F1Score and multi-label AUC make their variables at their first update: inside Keras 3's replicated
+    train step every such run failed ("You must feed a value for placeholder tensor", found by
+    benchmarks/combinations.py). Made before training (tfhydra/platform/keras_lib.py), they count both replicas'
+    examples: one target's R2 gives its validation values' variance alike at every epoch, and the test split's
+    macro F1 is the mean of the per-label F1s tfhydra computes itself."""
+    if task == "regression":  # one target: y = 3a - 2b + noise, variance about 13
+        x = np.random.default_rng(0).normal(size=(320, 3))
+        y = 3 * x[:, 0] - 2 * x[:, 1] + np.random.default_rng(1).normal(scale=0.2, size=320)
+        np.savetxt(tmp_path / "y.csv", np.column_stack([x, y]), delimiter=",", header="a,b,c,y", comments="")
+        data = ["data=csv", f"data.path={tmp_path / 'y.csv'}", "data.label=y"]
+    else:
+        data = ["data=synthetic", "data.num_classes=4", "data.train_size=128", "data.val_size=64", "data.shape=[8]"]
+    strategy = ["strategy=mirrored", "strategy.logical_cpus=2"]
+    run_dir = tmp_path / "run"
+    result = run_cli("keras=3", f"task={task}", "model=mlp", *strategy, *data, *SHORT, f"hydra.run.dir={run_dir}")
+    record = completed_on_keras3(run_dir, result)
+    assert record["replicas"] == 2 and len(record["history"]) == 2
+    if task == "regression":  # R2 = 1 - mse / variance, so variance = mse / (1 - R2)
+        variances = [e["val_rmse"] ** 2 / (1 - e["val_r2"]) for e in record["history"]]
+        assert variances[1] == pytest.approx(variances[0], rel=1e-3) and 8 < variances[0] < 20, variances
+    else:
+        test = record["test"]
+        labels = test["per_label"].values()
+        assert test["metrics"]["f1"] == pytest.approx(np.mean([label["f1"] for label in labels]), abs=1e-4)
+        assert test["metrics"]["auc"] == pytest.approx(np.mean([label["auc"] for label in labels]), abs=0.01)
+
+
 BUILDERS = {  # each conf/model option on data it accepts (DataSpec arguments)
     "cnn": ((16, 16, 1), "float32", None),
     "mlp": ((8, 8), "float32", None),

@@ -65,6 +65,27 @@ def fit_steps_per_execution(requested: int, strategy: Any) -> int:
     return requested
 
 
+def build_metric_variables(metrics: list, strategy: Any, outputs: int) -> None:
+    """Keras 3 over several replicas: a metric that makes its variables at its first update (R2Score, F1Score, AUC
+    with multi_label) would make them inside the replicated train step, which fails there ("You must feed a value
+    for placeholder tensor", the family of keras-team/keras#19246). One eager update on a zero batch, in the
+    strategy's scope where the model's were made, makes them before training; `reset_state` forgets the batch.
+    tf_keras' metrics make theirs when made. A metric named by a string (`accuracy`) Keras makes inside `fit`:
+    not reached here."""
+    if not KERAS3 or strategy.num_replicas_in_sync < 2:
+        return
+    import numpy as np
+
+    from tfhydra.platform.private_api import metric_built
+
+    zeros = np.zeros((1, outputs), "float32")
+    with strategy.scope():
+        for metric in metrics:
+            if isinstance(metric, keras.metrics.Metric) and not metric_built(metric):
+                metric.update_state(zeros, zeros)
+                metric.reset_state()
+
+
 def snapshot(variable: Any) -> Any:
     """A variable's current value as a tensor that later assignments leave alone (tf_keras: `read_value`; a Keras 3
     variable has none: its TensorFlow variable read through `tf.identity`)."""

@@ -194,6 +194,13 @@ def build_compiled_metrics(model: Any, y_pred: Any, y_true: Any) -> None:
         model.compiled_metrics.build(y_pred, y_true)
 
 
+def metric_built(metric: Any) -> bool:
+    """Whether a Keras 3 metric that makes its variables at its first update (R2Score, FBetaScore and F1Score, AUC
+    with multi_label: `_built`, set by their own `_build`) has made them; True for any other metric. Keras has no
+    public way to ask (tfhydra/platform/keras_lib.py: build_metric_variables)."""
+    return bool(getattr(metric, "_built", True))
+
+
 def compiled_metrics(model: Any) -> Any:
     """The compiled metrics' container, whose `update_state(y, y_pred)` and `metrics` the custom loop uses: tf_keras'
     public `compiled_metrics`; Keras 3's trainer keeps it as `_compile_metrics` (None without metrics), and its

@@ -12,7 +12,7 @@ from tfhydra.config.contracts import Phase
 from tfhydra.model import build_model
 from tfhydra.model.freeze import freeze_layers
 from tfhydra.optimizer import build_optimizer
-from tfhydra.platform.keras_lib import fit_steps_per_execution
+from tfhydra.platform.keras_lib import build_metric_variables, fit_steps_per_execution
 from tfhydra.precision.build import float32_output
 from tfhydra.record.rundir import RunPaths
 from tfhydra.trainer.ema import ema_options
@@ -42,12 +42,14 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
         accumulate = cfg.trainer.accumulate_steps
         optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options, accumulate)
         optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
+        metrics = build_metrics(cfg.trainer.metrics)
         model.compile(
             optimizer=optimizer,
             loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing),
-            metrics=build_metrics(cfg.trainer.metrics),
+            metrics=metrics,
             steps_per_execution=fit_steps_per_execution(cfg.trainer.steps_per_execution, strategy),
             jit_compile=cfg.trainer.jit_compile is True,
             run_eagerly=cfg.trainer.run_eagerly,
         )
+    build_metric_variables(metrics, strategy, model.output_shape[-1])
     return model, compression
