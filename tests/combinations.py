@@ -105,10 +105,11 @@ TASKS_OF = {"digits": ("classification",), "synthetic": TASKS}
 def strategies():
     """Hypothesis' strategy of cases: the task is drawn last, among those the drawn source gives labels for.
 
-    Not drawn: a second training call on a pruned model under mirrored (recovery after a blow-up, or the resume
-    after a signal), an open bug of every task that test_a_killed_pruning_run_under_mirrored_resumes pins (the
-    first pruned step of the second call fails in TensorFlow: `You must feed a value for placeholder tensor
-    'cond/else/_1/cond/Placeholder_7'`, seen in both loops under classification and binary)."""
+    Not drawn: a pruned model under mirrored in the custom loop, an open bug that
+    test_a_pruning_run_under_mirrored_in_the_custom_loop_completes pins (the Model Optimization Toolkit's mask
+    update fails at the first epoch's end: `TypeError: tuple indices must be integers or slices, not
+    MirroredVariable`). Until 2026-12-06 it left out a pruned model under mirrored trained twice instead: that
+    failure was recovery's under mirrored, fixed (tfhydra/platform/private_api.py: make_current_rate_variable)."""
     from hypothesis import strategies as st
 
     # DRAWN's dimensions in its order; the yes/no ones as st.booleans(), as CI's seed has always drawn them
@@ -138,8 +139,8 @@ def as_run(case: Case) -> Case:
 
 
 def open_bug(case: Case) -> bool:
-    """The open bug strategies() does not draw: a pruned model under mirrored trained a second time."""
-    return case.strategy == "mirrored" and case.compression == "prune" and trains_twice(case)
+    """The open bug strategies() does not draw: a pruned model under mirrored in the custom loop."""
+    return case.strategy == "mirrored" and case.compression == "prune" and case.loop == "custom"
 
 
 def trains_twice(case: Case) -> bool:

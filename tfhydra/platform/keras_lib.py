@@ -151,9 +151,13 @@ def with_learning_rate(optimizer: Any, rate: Any) -> Any:
     """`optimizer` with `rate` (a schedule) as its learning rate, every other setting as built. tf_keras' setter
     keeps the optimizer checkpointable; Keras 3's drops the rate variable it replaces from the optimizer's variable
     list, which TensorFlow's checkpoint then refuses to save ("A list element was replaced ... deleted"), so a
-    Keras 3 optimizer (not built yet) is made again from its config with `rate`."""
+    Keras 3 optimizer (not built yet) is made again from its config with `rate`. Called in the strategy's scope:
+    tf_keras' variable for the schedule's current rate is made here, beside the optimizer's own (private_api)."""
     if not KERAS3:
+        from tfhydra.platform.private_api import make_current_rate_variable
+
         optimizer.learning_rate = rate
+        make_current_rate_variable(optimizer)
         return optimizer
     return type(optimizer).from_config({**optimizer.get_config(), "learning_rate": rate})
 

@@ -248,6 +248,15 @@ def learning_rate_of(optimizer: Any) -> Any:
     return optimizer._learning_rate
 
 
+def make_current_rate_variable(optimizer: Any) -> None:
+    """tf_keras: the variable that holds a schedule's current rate (`_current_learning_rate`), made as the
+    optimizer's constructor makes it (`_build_learning_rate`). The public setter that replaces a number with a
+    schedule does not make it, so the first `apply_gradients` made it inside the train step: under a distribution
+    strategy that fails in both loops ("You must feed a value for placeholder tensor"), elsewhere it costs a trace."""
+    if not hasattr(optimizer, "_current_learning_rate"):
+        optimizer._build_learning_rate(optimizer._learning_rate)
+
+
 def moving_average_of(optimizer: Any, variable: Any) -> Any:
     """The EMA average the optimizer keeps for `variable` (`_model_variables_moving_average`, `_index_dict`,
     `_var_key`; Keras 3: `_get_variable_index`): neither Keras has a public accessor, and the averaged weights
