@@ -65,20 +65,23 @@ def fit_steps_per_execution(requested: int, strategy: Any) -> int:
     return requested
 
 
-def build_metric_variables(metrics: list, strategy: Any, outputs: int) -> None:
+def build_metric_variables(metrics: list, strategy: Any, model: Any) -> None:
     """Keras 3 over several replicas: a metric that makes its variables at its first update (R2Score, F1Score, AUC
     with multi_label) would make them inside the replicated train step, which fails there ("You must feed a value
     for placeholder tensor", the family of keras-team/keras#19246). One eager update on a zero batch, in the
     strategy's scope where the model's were made, makes them before training; `reset_state` forgets the batch.
-    tf_keras' metrics make theirs when made. A metric named by a string (`accuracy`) Keras makes inside `fit`:
-    not reached here."""
+    tf_keras' metrics make theirs when made. A metric named by a string (`accuracy`) Keras makes inside `fit`, and a
+    model without one output of a known width (a subclassed one) is left to it: neither is reached here."""
     if not KERAS3 or strategy.num_replicas_in_sync < 2:
+        return
+    outputs = getattr(model, "outputs", None) or []
+    if len(outputs) != 1 or outputs[0].shape[-1] is None:
         return
     import numpy as np
 
     from tfhydra.platform.private_api import metric_built
 
-    zeros = np.zeros((1, outputs), "float32")
+    zeros = np.zeros((1, outputs[0].shape[-1]), "float32")
     with strategy.scope():
         for metric in metrics:
             if isinstance(metric, keras.metrics.Metric) and not metric_built(metric):

@@ -51,5 +51,5 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
             jit_compile=cfg.trainer.jit_compile is True,
             run_eagerly=cfg.trainer.run_eagerly,
         )
-    build_metric_variables(metrics, strategy, model.output_shape[-1])
+    build_metric_variables(metrics, strategy, model)
     return model, compression
