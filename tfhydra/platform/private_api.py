@@ -252,7 +252,8 @@ def make_current_rate_variable(optimizer: Any) -> None:
     """tf_keras: the variable that holds a schedule's current rate (`_current_learning_rate`), made as the
     optimizer's constructor makes it (`_build_learning_rate`). The public setter that replaces a number with a
     schedule does not make it, so the first `apply_gradients` made it inside the train step: under a distribution
-    strategy that fails in both loops ("You must feed a value for placeholder tensor"), elsewhere it costs a trace."""
+    strategy that fails in both loops ("You must feed a value for placeholder tensor"); elsewhere the first trace
+    made it (a tf.function that makes variables is traced again: trainer/loops.py, make_step_variables)."""
     if not hasattr(optimizer, "_current_learning_rate"):
         optimizer._build_learning_rate(optimizer._learning_rate)
 
