@@ -18,12 +18,21 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra_plugins.tfhydra_launcher.slurm_schema import store_preemptible_slurm
 
 
+def store_tfhydra_schemas() -> None:
+    """tfhydra's option schemas (`schema/<group>/<option>`, named by the defaults lists of its conf/), stored once a
+    process composes with tfhydra's configs: the run plan's module holds them, TensorFlow-free."""
+    import importlib
+
+    importlib.import_module("tfhydra.runner.plan").store_schemas()
+
+
 class TfhydraConfSearchPathPlugin(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         project = sys.modules.get("tfhydra.config.project")
         if project is None:
             return
         store_preemptible_slurm()
+        store_tfhydra_schemas()
         path = f"file://{project.CONFIG_DIR}"
         if all(element.path != path for element in search_path.get_path()):
             search_path.append(provider="tfhydra", path=path)

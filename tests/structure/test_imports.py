@@ -114,11 +114,11 @@ def violations(files: dict[str, set[str]]) -> list[str]:
             elif here == there == "groups":
                 found.append(f"{module} imports {target}: group rooms never import each other")
             elif (room, other) == ("sweep", "runner") or (
-                (room, other) == ("runner", "sweep") and target != "tfhydra.sweep.checks"
+                (room, other) == ("runner", "sweep") and target not in ("tfhydra.sweep.checks", "tfhydra.sweep.schemas")
             ):
                 found.append(
                     f"{module} imports {target}: the runner and the sweep room must not import each other "
-                    "(the run plan reads sweep/checks.py alone)"
+                    "(the run plan reads sweep/checks.py and sweep/schemas.py alone)"
                 )
             elif (room, other) == ("sweep", "launch"):
                 found.append(f"{module} imports {target}: the sweep room never imports the launch room")

@@ -19,7 +19,13 @@ from typing import NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfhydra.config.composition import check_group_values, compose_choices, is_group_choice, with_values
+from tfhydra.config.composition import (
+    check_group_values,
+    compose_choices,
+    in_user_words,
+    is_group_choice,
+    with_values,
+)
 from tfhydra.config.errors import ConfigError, short_list, suggestion
 from tfhydra.config.keras_choice import choose_keras
 from tfhydra.record.rundir import STAGES, check_creatable
@@ -104,7 +110,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
     launcher, hydra_calls = None, None
     from tfhydra.config.hydra_api import initialize
     from tfhydra.config.project import CONFIG_DIR
-    from tfhydra.runner.plan import plan_run
+    from tfhydra.runner.plan import RULES, plan_run
     from tfhydra.sweep.stages import screen_job
 
     with initialize(config_dir):
@@ -117,23 +123,26 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
         for number, job in enumerate(jobs):
             choices = tuple(o for o in job if is_group_choice(o))
             if choices not in composed:
-                composed[choices] = compose_choices(compose, config_name, list(choices), groups)
+                composed[choices] = compose_choices(compose, config_name, list(choices), groups, RULES)
             defaults = composed[choices]
             _check_keys_exist(defaults, job)
-            cfg = with_values(defaults, [o for o in job if not is_group_choice(o)], groups)
+            cfg = with_values(defaults, [o for o in job if not is_group_choice(o)], groups, RULES)
             majors = _one_keras(majors, cfg.keras)  # before the plan, which imports what `_target_`s name
             if number == 0 and multirun:
                 launcher = sweep_checks.check_plugins(cfg, parsed)
             if number == 0:
                 _check_config_read_back(cfg)  # the other jobs differ in swept values, each checked above
-            plan_run(cfg, defaults)  # once per job: the pre-flight's costliest check after composing
+            try:
+                plan_run(cfg, defaults)  # once per job: the pre-flight's costliest check after composing
+            except ConfigError as error:
+                raise in_user_words(error, job) from None
             if number == 0:  # after its plan, which checks the sweep section's values
                 hydra_calls = _hydra_calls(cfg)
                 stages = sweep_checks.check_stages_command(cfg, parsed, multirun)
             _check_job(cfg, job, number, swept, multirun, stage=PROMOTE if stages else None)
             if stages is not None:  # its screen job too: the screen's epochs and share of the data
                 screen = screen_job(job, stages)
-                screen_cfg = with_values(defaults, [o for o in screen if not is_group_choice(o)], groups)
+                screen_cfg = with_values(defaults, [o for o in screen if not is_group_choice(o)], groups, RULES)
                 plan_run(screen_cfg, defaults)
                 _check_job(screen_cfg, screen, number, swept, multirun, stage=SCREEN)
     _warn_unread_additions(parsed)

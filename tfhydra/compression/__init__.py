@@ -10,6 +10,7 @@ checks_models.py (which scheme tfmot can apply to which built-in model, no Tenso
 
 This package's import stays TensorFlow-free so the run plan can read plan.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562).
+schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

@@ -7,12 +7,14 @@ traceback. Here each becomes one ConfigError: the key or file, the bad value, an
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import yaml
 from omegaconf import DictConfig
 
 from tfhydra.config.errors import ConfigError, suggestion
+from tfhydra.config.schema import Rule
+from tfhydra.config.typed import type_error
 
 
 def is_group_choice(override: str) -> bool:
@@ -20,12 +22,16 @@ def is_group_choice(override: str) -> bool:
     return "." not in key
 
 
-def compose_choices(compose, config_name: str, overrides: list[str], groups: list[str]) -> DictConfig:
-    with composition_errors(overrides, groups):
+def compose_choices(
+    compose, config_name: str, overrides: list[str], groups: list[str], rules: Mapping[str, Rule] | None = None
+) -> DictConfig:
+    with composition_errors(overrides, groups, rules):
         return compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
 
 
-def with_values(defaults: DictConfig, overrides: list[str], groups: list[str]) -> DictConfig:
+def with_values(
+    defaults: DictConfig, overrides: list[str], groups: list[str], rules: Mapping[str, Rule] | None = None
+) -> DictConfig:
     """`defaults` (composed from the group choices) with the key=value overrides applied by Hydra's own
     function, as its compose does after the defaults list: one composition per set of group choices
     instead of two per job (about 0.1 s each)."""
@@ -37,18 +43,27 @@ def with_values(defaults: DictConfig, overrides: list[str], groups: list[str]) -
 
     cfg = copy.deepcopy(defaults)
     if overrides:
-        with composition_errors(overrides, groups):
+        with composition_errors(overrides, groups, rules):
             apply_overrides(OverridesParser.create().parse_overrides(overrides), cfg)
     return cfg
 
 
 @contextlib.contextmanager
-def composition_errors(overrides: list[str], groups: list[str]) -> Iterator[None]:
-    """Hydra's composition errors, as one ConfigError line naming the override."""
+def composition_errors(
+    overrides: list[str], groups: list[str], rules: Mapping[str, Rule] | None = None
+) -> Iterator[None]:
+    """Hydra's composition errors, as one ConfigError line naming the override. A value a schema's type refuses
+    is said with that key's rule from `rules` (each room's `RULES`), as the rules say a value of the right type."""
     from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
+    from omegaconf.errors import ValidationError
 
     try:
         yield
+    except ValidationError as error:
+        refusal = type_error(error, rules)
+        if refusal is None:
+            raise
+        raise refusal from None
     except MissingConfigException as error:
         group, _, option = (error.missing_cfg_file or "").rpartition("/")
         options = error.options or group_options(group)  # Hydra lists none for an option of a list (logger=[a,b])
@@ -64,6 +79,9 @@ def composition_errors(overrides: list[str], groups: list[str]) -> Iterator[None
             group or "config", option, accepted, f"no such {group or 'config'} option{suggestion(option, options)}"
         ) from None
     except ConfigCompositionException as error:
+        refusal = type_error(error, rules) or deletion_error(error)
+        if refusal is not None:
+            raise refusal from None
         bad = next((o for o in overrides if f"'{o.split('=', 1)[0].lstrip('+~')}'" in str(error)), None)
         if bad is not None:
             key, _, value = bad.partition("=")
@@ -86,6 +104,32 @@ def composition_errors(overrides: list[str], groups: list[str]) -> Iterator[None
             "a YAML file Hydra can compose (a mapping of keys to values)",
             f"not readable YAML ({getattr(error, 'problem', None) or type(error).__name__})",
         ) from None
+
+
+def in_user_words(error: ConfigError, overrides: list[str]) -> ConfigError:
+    """`error` quoting a number as the command line spelt it (`compression.target_sparsity=1.0`, `optimizer.lr=-1`):
+    a schema's float field holds both as floats, and the line should say what the user typed."""
+    if type(error) is not ConfigError or not isinstance(error.value, float):
+        return error
+    typed = next((o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+") == error.key), None)
+    return error if typed is None else ConfigError(error.key, typed, error.accepted, error.problem)
+
+
+def deletion_error(error: Exception) -> ConfigError | None:
+    """`~trainer.loss`: a schema's key cannot be deleted (OmegaConf refuses it while Hydra composes); said as the
+    run plan says a deleted key. None: not that refusal."""
+    from omegaconf.errors import ConfigTypeError
+
+    cause = error.__cause__
+    if not isinstance(cause, ConfigTypeError) or "deletion" not in str(cause) or not getattr(cause, "full_key", None):
+        return None
+    path = str(cause.full_key)
+    return ConfigError(
+        f"~{path}",
+        None,
+        f"{path} set to a value (tfhydra reads it; override it instead of deleting it)",
+        "a key tfhydra needs was deleted",
+    )
 
 
 def check_group_values(parsed: list, groups: list[str]) -> None:

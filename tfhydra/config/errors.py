@@ -26,7 +26,19 @@ def _show(value: Any) -> str:
         return "true" if value else "false"  # as YAML and the command line spell it
     if isinstance(value, str):
         return value if value and " " not in value else repr(value)
+    if isinstance(value, (float, list)):
+        return _number_text(value)
     return str(value)
+
+
+def _number_text(value: Any) -> str:
+    """A schema's float field holds `optimizer.lr=-1` as -1.0 and `multipliers=[1,0.1]` as [1.0, 0.1]: an integral
+    float is said as the integer it was most likely typed as (the pre-flight quotes the command line's own text)."""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_number_text(item) for item in value) + "]"
+    return repr(value)
 
 
 def nearest(name: Any, options: Iterable[Any], count: int, cutoff: float) -> list[str]:
@@ -55,9 +67,10 @@ def short_list(name: Any, options: Iterable[Any], where: str, limit: int = 10) -
     """`one of a, b, c` for a short list; for a long one the nearest few, how many more, and where to see all
     (a 70-name list in one line is noise)."""
     options = [str(o) for o in options]
-    if len(options) <= limit:
+    shown = nearest(name, options, count=5, cutoff=0.3)
+    if len(options) <= limit or (not shown and len(options) <= 2 * limit):  # near nothing: all, if that is short
         return "one of " + ", ".join(options)
-    shown = nearest(name, options, count=5, cutoff=0.3) or options[:5]
+    shown = shown or options[:5]
     return f"one of {', '.join(shown)} and {len(options) - len(shown)} more ({where})"
 
 

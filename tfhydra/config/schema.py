@@ -6,8 +6,10 @@ Two layers:
   names, in its TensorFlow-free checks module (`RULES` in tfhydra/<room>/checks.py); tfhydra/runner/plan.py gathers
   them. A rule applies wherever its key exists, so `model.dropout` covers every model option that has a
   `dropout` key, except inside a node with `_target_`, whose keys are the user's callable's arguments.
-- `check_types`: every other leaf must keep the type of its default in `conf/`
-  (`optimizer.lr=abc` is refused because the default `lr` is a float).
+- types: every built-in option and section has a dataclass schema in its room's checks module (`SCHEMAS`), stored in
+  Hydra's ConfigStore under `schema/` (tfhydra/runner/plan.py `store_schemas`) and named by its YAML's defaults list,
+  so Hydra refuses `optimizer.lr=abc` while it composes; tfhydra/config/typed.py says that refusal as the key's
+  rule would (docs/design.md, "Typed configs").
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from typing import Any, TypeGuard
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.platform.private_api import config_node, list_nodes, node_value, resolve_node
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,14 @@ def choice(*options: Any) -> Rule:
 
     return Rule(
         "one of " + ", ".join(map(_show, options)),
-        lambda v: v in options and type(v) in {type(o) for o in options},
+        lambda v: v in options and _plain_type(v) in {type(o) for o in options},
         options=options,
     )
+
+
+def _plain_type(v: Any) -> type:
+    """A schema's Choice member (a str Enum) is the string it names."""
+    return str if isinstance(v, str) else type(v)
 
 
 def is_target(v: Any) -> bool:
@@ -147,13 +153,19 @@ def check_rules(cfg: DictConfig, rules: dict[str, Rule]) -> None:
         if value is _ABSENT or _in_target_node(cfg, key):
             continue
         if not rule.ok(value):
-            accepted, problem = rule.accepted, rule.problem(value)
-            if rule.options and isinstance(value, str):
-                from tfhydra.config.errors import short_list, suggestion
+            raise rule_error(key, value, rule)
 
-                accepted = short_list(value, rule.options, f"all of them: {key} in {rule.source or 'its room'}")
-                problem += suggestion(value, rule.options)
-            raise ConfigError(key, _plain(value), accepted, problem)
+
+def rule_error(key: str, value: Any, rule: Rule) -> ConfigError:
+    """The one line for a value `rule` refuses: the accepted values (a long choice shortened to the nearest), the
+    problem."""
+    accepted, problem = rule.accepted, rule.problem(value)
+    if rule.options and isinstance(value, str):
+        from tfhydra.config.errors import short_list, suggestion
+
+        accepted = short_list(value, rule.options, f"all of them: {key} in {rule.source or 'its room'}")
+        problem += suggestion(value, rule.options)
+    return ConfigError(key, _plain(value), accepted, problem)
 
 
 def _in_target_node(cfg: DictConfig, key: str) -> bool:
@@ -166,12 +178,17 @@ def _in_target_node(cfg: DictConfig, key: str) -> bool:
     return False
 
 
-def check_types(cfg: DictConfig, defaults: DictConfig, rules: dict[str, Rule], prefix: str = "") -> None:
-    """Refuse a leaf whose type differs from its default's (keys with a rule are checked there)."""
-    if has_target(cfg):  # a _target_ node's keys are its callable's
+def check_deleted(cfg: DictConfig, defaults: DictConfig) -> None:
+    """A key of the composed defaults that the command line deleted (`~trainer.loss`) is one line: tfhydra reads
+    every key of its sections. Keys inside a `_target_` node are its callable's, and may go."""
+    _check_deleted(cfg, OmegaConf.to_container(defaults, resolve=False), "")
+
+
+def _check_deleted(cfg: Any, defaults: Any, prefix: str) -> None:
+    if not isinstance(defaults, dict) or not isinstance(cfg, DictConfig) or has_target(cfg):
         return
-    for key in defaults:
-        path = f"{prefix}{key!s}"
+    for key, default in defaults.items():
+        path = f"{prefix}{key}"
         if path == "hydra" or key == "_target_":
             continue
         if key not in cfg:
@@ -181,43 +198,8 @@ def check_types(cfg: DictConfig, defaults: DictConfig, rules: dict[str, Rule], p
                 f"{path} set to a value (tfhydra reads it; override it instead of deleting it)",
                 "a key tfhydra needs was deleted",
             )
-        if path in rules:
-            continue
-        expected, given = config_node(defaults, key), config_node(cfg, key)
-        if isinstance(expected, DictConfig):
-            if isinstance(given, DictConfig):
-                check_types(given, expected, rules, path + ".")
-                continue
-            raise ConfigError(path, _plain(cfg[key]), "a mapping of keys (use dotted keys to set one)", "wrong type")
-        default = OmegaConf.to_container(expected) if isinstance(expected, ListConfig) else node_value(expected)
-        value = OmegaConf.to_container(given) if isinstance(given, (ListConfig, DictConfig)) else node_value(given)
-        if default is None or value is None or _same_kind(default, value):
-            continue
-        raise ConfigError(path, _plain(value), f"{_kind(default)} (default {_plain(default)})", "wrong type")
-
-
-def _same_kind(default: Any, value: Any) -> bool:
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, float):
-        return is_number(value)
-    if isinstance(default, list):
-        return (
-            isinstance(value, list) and all(_same_kind(default[0], v) for v in value)
-            if default
-            else isinstance(value, list)
-        )
-    return type(default) is type(value)
-
-
-def _kind(default: Any) -> str:
-    if isinstance(default, bool):
-        return "true or false"
-    if isinstance(default, list) and default:
-        return f"a list of {_kind(default[0]).replace('a ', '', 1)}s"
-    return {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}.get(
-        type(default), type(default).__name__
-    )
+        if isinstance(default, dict):
+            _check_deleted(OmegaConf.select(cfg, str(key), throw_on_missing=False), default, path + ".")
 
 
 def _plain(value: Any) -> Any:
@@ -237,34 +219,41 @@ def config_differences(a, b, prefix: str = "") -> list[str]:
     return [] if plain[0] == plain[1] else [prefix.rstrip(".")]
 
 
-def check_interpolations(node: Any, path: str = "") -> None:
+def check_interpolations(cfg: DictConfig) -> None:
     """Every `${...}` resolves: OmegaConf would raise deep inside the job, with a traceback, at first use."""
     from omegaconf.errors import OmegaConfBaseException
 
-    if isinstance(node, (DictConfig, ListConfig)):
-        keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
-        for key in keys:
+    for path, raw in leaves(OmegaConf.to_container(cfg, resolve=False)):
+        if not (isinstance(raw, str) and "${" in raw):
+            continue
+        try:
+            OmegaConf.select(cfg, path, throw_on_resolution_failure=True)
+        except OmegaConfBaseException as error:
+            reason = " ".join(str(error).split("\n")[0].split())
+            raise ConfigError(
+                path,
+                raw,
+                "a value, or an interpolation such as ${trainer.monitor} that names an "
+                "existing key (or a set environment variable for ${oc.env:...})",
+                f"cannot resolve it ({reason})",
+            ) from None
+
+
+def leaves(value: Any, path: str = ""):
+    """(dotted path, value) of every leaf of plain data (OmegaConf.to_container's), the hydra section left out; a
+    list item's path is `key[i]`, as OmegaConf.select reads it."""
+    if isinstance(value, dict):
+        if not value and path:
+            yield path, value
+        for key, item in value.items():
             if path == "" and key == "hydra":
                 continue
-            child = (
-                f"{path}.{key!s}"
-                if path and isinstance(node, DictConfig)
-                else (f"{path}[{key!s}]" if isinstance(node, ListConfig) else str(key))
-            )
-            try:
-                value = config_node(node, key)
-                resolve_node(value)
-            except OmegaConfBaseException as error:
-                raw = node_value(config_node(node, key)) if config_node(node, key) is not None else None
-                reason = " ".join(str(error).split("\n")[0].split())
-                raise ConfigError(
-                    child,
-                    raw,
-                    "a value, or an interpolation such as ${trainer.monitor} that names an "
-                    "existing key (or a set environment variable for ${oc.env:...})",
-                    f"cannot resolve it ({reason})",
-                ) from None
-            check_interpolations(value, child)
+            yield from leaves(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list) and value:
+        for i, item in enumerate(value):
+            yield from leaves(item, f"{path}[{i}]")
+    else:
+        yield path, value
 
 
 # The sections every run reads: a group may be replaced (`~model +model._target_=...`) but not left out.
@@ -317,21 +306,26 @@ def validate(cfg: DictConfig, defaults: DictConfig | None = None, rules: dict[st
     check_sections(cfg)
     check_interpolations(cfg)
     if defaults is not None:
-        check_types(cfg, defaults, rules)
+        check_deleted(cfg, defaults)
     check_rules(cfg, rules)
     for path, node in nodes_with_target(cfg):
         check_target_installed(node, path)
 
 
-def nodes_with_target(node: Any, path: str = ""):
+def nodes_with_target(cfg: DictConfig):
     """(dotted path, node) of every node with a `_target_` (the hydra section left out)."""
-    if isinstance(node, DictConfig):
-        if has_target(node):
-            yield path, node
-        for key in node:
+    for path in _target_paths(OmegaConf.to_container(cfg, resolve=False)):
+        yield path, (cfg if path == "" else OmegaConf.select(cfg, path))
+
+
+def _target_paths(value: Any, path: str = ""):
+    if isinstance(value, dict):
+        if "_target_" in value:
+            yield path
+        for key, item in value.items():
             if path == "" and key == "hydra":
                 continue
-            yield from nodes_with_target(config_node(node, key), f"{path}.{key!s}" if path else str(key))
-    elif isinstance(node, ListConfig):
-        for i, _item in enumerate(list_nodes(node)):
-            yield from nodes_with_target(config_node(node, i), f"{path}[{i}]")
+            yield from _target_paths(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _target_paths(item, f"{path}[{i}]")

@@ -15,6 +15,7 @@ holds what the run plan checks (no TensorFlow).
 
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow is
 loaded; the names below are looked up on first use (PEP 562), which also registers every source.
+schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ run again: the SavedModel, loaded with the TensorFlow Text ops a keras-hub token
 through LiteRT, for tfhydra-predict and tfhydra-evaluate). This
 package's import stays TensorFlow-free so the run plan can read checks.py; `export_model` is looked up on first use
 (PEP 562).
+schemas.py: the `export:` section's type (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

@@ -11,4 +11,6 @@ mlflow_run.py and wandb_run.py (imported lazily: mlflow and wandb are optional e
 callback that hands each epoch over), start.py (starts the trackers the `logger` list selects; importing the
 implementations registers them). This package's import stays TensorFlow-free, and names nothing: the
 run plan reads checks.py, the job imports start.py and callback.py.
+schemas.py: the `logging:` section's and the logger options' types (dataclasses, named by conf/'s YAML;
+docs/design.md "Typed configs").
 """

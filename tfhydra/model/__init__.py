@@ -13,6 +13,7 @@ data checks), seed.py / resnet.py / sequence.py / applications.py / hub.py (the 
 checks.py (the options' ranges and choices, `model.weights`' pre-flight), freeze.py (`model.freeze`: which layers
 train), weights.py (`model.weights`: a local file loaded into the built model), memory.py (the model's memory
 estimated before it is allocated).
+schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

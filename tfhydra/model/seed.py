@@ -5,11 +5,12 @@ from __future__ import annotations
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, classifier_head, require_features, require_images
+from tfhydra.model.schemas import CnnModelConfig, MlpModelConfig
 from tfhydra.platform.keras_lib import keras
 
 
 @MODELS.register("cnn")
-def build_cnn(cfg, spec: DataSpec) -> keras.Model:
+def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
     """The seed Sequential CNN."""
     height, width, _ = require_images(spec, "cnn")
     for depth in range(1, len(cfg.filters) + 1):
@@ -32,7 +33,7 @@ def build_cnn(cfg, spec: DataSpec) -> keras.Model:
 
 
 @MODELS.register("mlp")
-def build_mlp(cfg, spec: DataSpec) -> keras.Model:
+def build_mlp(cfg: MlpModelConfig, spec: DataSpec) -> keras.Model:
     """The seed functional-API MLP; flattens any float example (images or feature vectors)."""
     require_features(spec, "mlp")
     inputs = keras.Input(spec.input_shape)

@@ -3,6 +3,7 @@
 Rooms: checks.py (what the run plan checks, no TensorFlow), build.py (the registries and builders), accumulate.py
 (trainer.accumulate_steps: N batches per update).
 This package's import stays TensorFlow-free; the names below are looked up on first use (PEP 562).
+schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

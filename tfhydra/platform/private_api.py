@@ -11,7 +11,6 @@ of its Keras base's hooks and flags (`_log_weights` in trainer/histograms.py, `_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 # ---- OmegaConf: a config's nodes as written, without resolving them --------------------------------------------
@@ -26,18 +25,6 @@ def config_node(container: Any, key: Any) -> Any:
 def node_value(node: Any) -> Any:
     """A leaf node's value as written (`_value()`: `${trainer.monitor}` stays a string)."""
     return node._value()
-
-
-def resolve_node(node: Any) -> None:
-    """Resolve one node's interpolation, raising OmegaConf's error for a key that does not exist
-    (`_is_interpolation`, `_dereference_node`): the schema turns it into one line naming the key."""
-    if node._is_interpolation():
-        node._dereference_node()
-
-
-def list_nodes(node: Any) -> Iterator[Any]:
-    """A ListConfig's items unresolved (`_iter_ex(resolve=False)`)."""
-    return node._iter_ex(resolve=False)
 
 
 def omegaconf_resolvers() -> dict:

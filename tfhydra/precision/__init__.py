@@ -1,5 +1,6 @@
 """Precision options: the Keras global dtype policy of a run (build.py: the registry, the policy scope, loss
 scaling). This package's import stays TensorFlow-free; the names below are looked up on first use (PEP 562).
+schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

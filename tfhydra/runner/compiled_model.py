@@ -5,8 +5,6 @@ recovery scaling, compiled with the loss and metrics. tfhydra/runner/phase.py's 
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
 from tfhydra.compression.phases import compress_model
 from tfhydra.config.contracts import Phase
 from tfhydra.model import build_model
@@ -15,12 +13,13 @@ from tfhydra.optimizer import build_optimizer
 from tfhydra.platform.keras_lib import build_metric_variables, fit_steps_per_execution
 from tfhydra.precision.build import float32_output
 from tfhydra.record.rundir import RunPaths
+from tfhydra.runner.run_config import RunConfig, as_dict_config
 from tfhydra.trainer.ema import ema_options
 from tfhydra.trainer.objectives import build_loss, build_metrics
 from tfhydra.trainer.recovery import scale_for_recovery
 
 
-def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPaths):
+def build_model_and_optimizer(cfg: RunConfig, strategy, datasets, paths: RunPaths):
     """Inside the strategy's scope: the model from the data's spec, its compression, the optimizer, compiled.
     Returns (the model to train, its Compression)."""
     with strategy.scope():
@@ -31,7 +30,7 @@ def build_model_and_optimizer(cfg: DictConfig, strategy, datasets, paths: RunPat
             cfg.trainer.epochs,
             paths.tensorboard_compression if cfg.logging.tensorboard else None,
         )
-        compression = compress_model(cfg.compression, model, datasets.spec, phase, paths)
+        compression = compress_model(as_dict_config(cfg).compression, model, datasets.spec, phase, paths)
         model = compression.model
         options = {
             "clipnorm": cfg.trainer.clip_norm,

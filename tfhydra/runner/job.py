@@ -28,6 +28,7 @@ from tfhydra.runner.hydra_files import hydra_run_dir, under_hydra, without_hydra
 from tfhydra.runner.phase import OwnPhase, PhaseRunner
 from tfhydra.runner.phase_report import returned
 from tfhydra.runner.plan import plan_run
+from tfhydra.runner.run_config import RunConfig, as_dict_config, as_run_config
 from tfhydra.trust.locks import check_free, writing
 
 log = logging.getLogger("tfhydra")
@@ -47,19 +48,20 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
     start_job()  # the wait a user sees starts at the command's start (its first job) or at this job's
     mark("tensorflow")  # imported with this module
     plan = plan_run(cfg)
+    run_cfg = as_run_config(cfg)  # read through its schema's types from here on
     paths = RunPaths(Path(run_dir)) if run_dir is not None else RunPaths(hydra_run_dir())
     own = OwnPhase(started, plan.phases, tuple(callbacks))
     if under_hydra():  # the command's Hydra callback holds the run's (or its sweep's) directory: tfhydra/trust/locks.py
-        return run_phases(cfg, plan, paths, threads, own)
+        return run_phases(run_cfg, plan, paths, threads, own)
     job_cfg = without_hydra(cfg)  # started from Python: one writer, and .hydra/ kept as Hydra would keep it
     check_free(paths.root)  # as the command's pre-flight: another writer is the answer, not its half-written config
     check_continuable(paths.root, job_cfg, key="run_dir")
     with writing(paths.root, "run"):
         write_hydra_files(paths, job_cfg, cfg)
-        return run_phases(cfg, plan, paths, threads, own)
+        return run_phases(run_cfg, plan, paths, threads, own)
 
 
-def run_phases(cfg: DictConfig, plan, paths: RunPaths, threads: int, own: OwnPhase) -> float:
+def run_phases(cfg: RunConfig, plan, paths: RunPaths, threads: int, own: OwnPhase) -> float:
     """Each earlier phase (a run of its own in phases/, kept once completed), then the run's own phase; each
     starts as tfhydra/record/resume.py decides at its top (fresh, from its saved state, after training, kept)."""
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -69,8 +71,8 @@ def run_phases(cfg: DictConfig, plan, paths: RunPaths, threads: int, own: OwnPha
     for phase in plan.earlier_phases:  # each a complete run in <run>/phases/<i>_<label>; completed ones are kept
         phase_paths = paths.phase(phase.directory)
         log.info("phase %d (%s): %d epoch(s) in %s", phase.index, phase.label, phase.epochs, phase_paths.root)
-        phase_cfg = phase_config(cfg, phase, start, formats=[])
-        train_phase(phase_cfg, phase_paths, threads)
+        phase_cfg = phase_config(as_dict_config(cfg), phase, start, formats=[])
+        train_phase(as_run_config(phase_cfg), phase_paths, threads)
         if not is_complete(phase_paths.root):
             raise RuntimeError(
                 f"phase {phase_paths.root} ended {run_status(phase_paths.root)}: nothing to continue from"
@@ -79,10 +81,10 @@ def run_phases(cfg: DictConfig, plan, paths: RunPaths, threads: int, own: OwnPha
     if plan.earlier_phases:
         final = plan.final_phase
         log.info("phase %d (%s): %d epoch(s) in %s", final.index, final.label, final.epochs, paths.root)
-    return train_phase(phase_config(cfg, plan.final_phase, start), paths, threads, own)
+    return train_phase(as_run_config(phase_config(as_dict_config(cfg), plan.final_phase, start)), paths, threads, own)
 
 
-def train_phase(cfg: DictConfig, paths: RunPaths, threads: int, own: OwnPhase | None = None) -> float:
+def train_phase(cfg: RunConfig, paths: RunPaths, threads: int, own: OwnPhase | None = None) -> float:
     """One phase in `paths`, started as decided once at its top (a kept, completed phase is not rerun); `own`:
     the run's own phase (None: an earlier one, whose config is saved for compression.from_run to read back)."""
     start = start_phase(paths, cfg.trainer.resume)

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.config.errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.data import Reads, build_datasets, limit_steps
@@ -50,6 +48,7 @@ from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.compiled_model import build_model_and_optimizer
 from tfhydra.runner.hydra_files import hydra_overrides
 from tfhydra.runner.phase_report import monitored, phase_records, phase_summaries, returned, run_info
+from tfhydra.runner.run_config import RunConfig, as_dict_config
 from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
 from tfhydra.task import build_task
@@ -84,13 +83,13 @@ class PhaseRunner:
     """Train, export and record one phase in `paths`, started as `start` says (tfhydra/record/resume.py decided it).
     `threads`: the intra-op threads when `trainer.threads` is 0; `own`: None for an earlier phase."""
 
-    def __init__(self, cfg: DictConfig, paths: RunPaths, start: Start, threads: int, own: OwnPhase | None = None):
+    def __init__(self, cfg: RunConfig, paths: RunPaths, start: Start, threads: int, own: OwnPhase | None = None):
         self.cfg, self.paths, self.start, self.threads = cfg, paths, start, threads
         self.own = own or OwnPhase(time.perf_counter())
         self.final = own is not None  # trackers, the test split (measured once: on the weights the run keeps)
         self.record = RunRecord(
             run_dir=str(paths.root),
-            overrides=hydra_overrides(cfg),
+            overrides=hydra_overrides(as_dict_config(cfg)),
             monitor=cfg.trainer.monitor,
             monitor_mode=cfg.trainer.monitor_mode,
             resumed=start.as_record(),
@@ -152,7 +151,7 @@ class PhaseRunner:
             self.target = RunPaths(Path(directory), checkpoints_root=self.paths.root)
         elif self.final:
             info = run_info(self.cfg, self.paths)
-            self.trackers = start_trackers(self.cfg.get("logger"), self.paths, info, self.stop)
+            self.trackers = start_trackers(as_dict_config(self.cfg).get("logger"), self.paths, info, self.stop)
 
     def train_and_export(self) -> None:
         """The recipe: seeds, data, model, compression, optimizer, training, export; each room's section into
@@ -192,7 +191,7 @@ class PhaseRunner:
 
     def build_model(self, datasets):
         """The model, its compression and optimizer (checked to fit before Keras allocates a weight)."""
-        check_model_fits(self.cfg, datasets.spec)  # a model too big is one line
+        check_model_fits(as_dict_config(self.cfg), datasets.spec)  # a model too big is one line
         model, compression = build_model_and_optimizer(self.cfg, self.strategy, datasets, self.target)
         mark("model")
         self.record.update(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.logger.trackers import RunInfo
@@ -16,9 +16,10 @@ from tfhydra.platform.terminal import figure
 from tfhydra.record import RunRecord, Status, read_record, test_name
 from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.hydra_files import under_hydra, without_hydra
+from tfhydra.runner.run_config import RunConfig, as_dict_config
 
 
-def run_info(cfg: DictConfig, paths: RunPaths) -> RunInfo:
+def run_info(cfg: RunConfig, paths: RunPaths) -> RunInfo:
     """What the experiment trackers are told about this run: its config, and tags for model, data and sweep."""
     sweep = None
     if under_hydra():
@@ -34,7 +35,7 @@ def run_info(cfg: DictConfig, paths: RunPaths) -> RunInfo:
     }
     return RunInfo(
         name=paths.root.name,
-        config=cast(dict, OmegaConf.to_container(without_hydra(cfg), resolve=True)),
+        config=cast(dict, OmegaConf.to_container(without_hydra(as_dict_config(cfg)), resolve=True)),
         tags=tags,
         resume=bool(cfg.trainer.resume),
         sweep=sweep,

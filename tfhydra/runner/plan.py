@@ -19,17 +19,28 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from tfhydra.compression import plan as compression_plan
+from tfhydra.compression import schemas as compression_schemas
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.config.schema import Rule, validate
 from tfhydra.data import checks as data_checks
+from tfhydra.data import schemas as data_schemas
 from tfhydra.export import checks as export_checks
+from tfhydra.export import schemas as export_schemas
 from tfhydra.logger import checks as logger_checks
+from tfhydra.logger import schemas as logger_schemas
 from tfhydra.model import checks as model_checks
+from tfhydra.model import schemas as model_schemas
 from tfhydra.optimizer import checks as optimizer_checks
+from tfhydra.optimizer import schemas as optimizer_schemas
+from tfhydra.precision import schemas as precision_schemas
 from tfhydra.strategy import checks as strategy_checks
+from tfhydra.strategy import schemas as strategy_schemas
 from tfhydra.sweep import checks as sweep_checks
+from tfhydra.sweep import schemas as sweep_schemas
 from tfhydra.task import checks as task_checks
+from tfhydra.task import schemas as task_schemas
 from tfhydra.trainer import checks as trainer_checks
+from tfhydra.trainer import schemas as trainer_schemas
 
 
 def _source(room) -> str:
@@ -54,6 +65,40 @@ RULES: dict[str, Rule] = {
     key: dataclasses.replace(rule, source=_source(room)) for room in ROOMS for key, rule in room.RULES.items()
 }
 GROUP_CHECKS = tuple(check for room in ROOMS for check in getattr(room, "CHECKS", ()))
+# Each option's and section's schema, by its name under `schema/` in Hydra's ConfigStore (`model/cnn`, `trainer`).
+SCHEMAS: dict[str, type] = {
+    name: schema
+    for room in (
+        data_schemas,
+        task_schemas,
+        model_schemas,
+        optimizer_schemas,
+        precision_schemas,
+        trainer_schemas,
+        strategy_schemas,
+        compression_schemas,
+        export_schemas,
+        logger_schemas,
+        sweep_schemas,
+    )
+    for name, schema in room.SCHEMAS.items()
+}
+
+
+def store_schemas() -> None:
+    """Put every schema in Hydra's ConfigStore as `schema/<name>`, where conf/'s defaults lists name them: under a
+    group of its own, so `--help` and the groups' option lists do not show them. Called before Hydra composes
+    tfhydra's configs (hydra_plugins/tfhydra_conf, once a process has imported tfhydra); storing again replaces
+    the same nodes."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    if "tfhydra-schemas" in store.repo.get("schema", {}):
+        return
+    for name, schema in SCHEMAS.items():
+        group, _, option = f"schema/{name}".rpartition("/")
+        store.store(group=group, name=option, node=schema)
+    store.store(group="schema", name="tfhydra-schemas", node={})  # the mark that they are stored
 
 
 @dataclass(frozen=True)

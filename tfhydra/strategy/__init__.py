@@ -2,6 +2,7 @@
 
 Rooms: checks.py (what the run plan checks, no TensorFlow), build.py (the registry and builders).
 This package's import stays TensorFlow-free; the names below are looked up on first use (PEP 562).
+schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ The rest of the room (how its jobs run as processes is tfhydra/launch/'s):
 - rerun.py: a sweep run again into its directory (a job directory kept, continued or refused);
 - summary.py and summary_render.py: summary.csv/.md/.png.
 Nothing here imports TensorFlow: a sweep's launching process never needs it.
+schemas.py: the `sweep:` section's type (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ conf/task/'s defaults), the splits, the record, predict and evaluate ask. No oth
 Rooms: base.py (the `Task` type, its registry and the label kinds found in a column or array), classification.py,
 binary.py, multilabel.py, regression.py (one task each), build.py (`build_task`), checks.py (what the run plan
 checks, no TensorFlow). This package's import stays TensorFlow-free; the names below are looked up on first use.
+schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

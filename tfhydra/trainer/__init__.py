@@ -12,6 +12,7 @@ predicted against true), summaries.py (their file writers), figures.py (labelled
 
 This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow
 is loaded; the names below are looked up on first use (PEP 562).
+schemas.py: the `trainer:` section's type (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
 """
 
 from __future__ import annotations

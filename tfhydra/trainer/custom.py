@@ -20,13 +20,16 @@ from tfhydra.platform.keras_lib import gradients_to_apply, keras, scaled_loss, t
 from tfhydra.platform.private_api import compiled_metrics, is_trackable, random_layer_states
 from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.restore import restore_newest_readable
+from tfhydra.trainer.schemas import TrainerConfig
 from tfhydra.trainer.state import KEEP, stop_for
 
 log = logging.getLogger("tfhydra")
 
 
 @LOOPS.register("custom")
-def custom_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context: LoopContext) -> None:
+def custom_loop(
+    cfg_trainer: TrainerConfig, model: keras.Model, datasets, callbacks: list, context: LoopContext
+) -> None:
     CustomLoop(cfg_trainer, model, datasets, context).run(callbacks)
 
 
@@ -36,7 +39,7 @@ class CustomLoop:
     `epoch` and `step` are variables in the checkpoint, so a resumed run continues where the last save left
     it: mid-epoch (every `trainer.save_every` steps) or at an epoch's end."""
 
-    def __init__(self, cfg_trainer, model: keras.Model, datasets, context: LoopContext) -> None:
+    def __init__(self, cfg_trainer: TrainerConfig, model: keras.Model, datasets, context: LoopContext) -> None:
         self.cfg, self.model, self.datasets, self.context = cfg_trainer, model, datasets, context
         self.strategy, self.steps_per_epoch = context.strategy, datasets.steps_per_epoch
         # One iterator over all epochs (repeat after batch keeps epoch boundaries), so its
