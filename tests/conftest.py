@@ -21,10 +21,17 @@ FAST = ["trainer.epochs=1", "logging.histogram_freq=0"]
 
 
 def compose_config(overrides=()):
-    """The DictConfig `python train.py <overrides>` would run (also for module-scoped fixtures)."""
+    """The DictConfig `python train.py <overrides>` would run (also for module-scoped fixtures); a value a schema's
+    type refuses is the ConfigError the command prints (tfhydra/config/composition.py)."""
     from hydra import compose, initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    from tfhydra.config.composition import composition_errors
+    from tfhydra.runner.plan import RULES
+
+    with (
+        initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"),
+        composition_errors(list(overrides), [], RULES),
+    ):
         return compose(config_name="config", overrides=list(overrides))
 
 

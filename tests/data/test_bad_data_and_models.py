@@ -463,7 +463,7 @@ def test_a_scheme_or_model_of_your_own_is_not_judged_here(compose_cfg):
 
     for node in ("compression", "model"):
         cfg = compose_cfg(["model=lstm", "compression=quantize"])
-        with open_dict(cfg):
+        with open_dict(cfg[node]):  # a schema's node is closed until opened itself (as `+compression._target_=` does)
             cfg[node]["_target_"] = "user_code.something"
         check_model_support(cfg)
 

@@ -155,14 +155,14 @@ def test_any_address_text_is_a_host_and_port_or_the_keys_one_line(address):
         assert host and 0 <= port <= 65535
 
 
-@pytest.mark.parametrize("value", [[], [1], 5050, {"a": 1}])
+@pytest.mark.parametrize("value", ["[]", "[1]", "5050", "{a:1}"])
 def test_an_address_that_is_not_text_is_refused_by_the_plan(compose_cfg, value):
+    """A list or a mapping is refused by the schema's type while composing; a number is taken as its text
+    (docs/design.md, "Typed configs") and refused by the plan as no grpc://host:port."""
     from tfhydra.data.checks import check_streaming
 
-    cfg = compose_cfg([])
-    cfg.data.service.address = value
     with pytest.raises(ConfigError, match="^data.service.address="):
-        check_streaming(cfg)
+        check_streaming(compose_cfg([f"data.service.address={value}"]))
 
 
 @pytest.mark.slow

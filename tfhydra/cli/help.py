@@ -165,7 +165,7 @@ def described_keys(cfg: DictConfig, dirs: list[Path]) -> list[Described]:
         description = found.get(key, "")
         if not description and key.endswith(".name") and key.count(".") == 1:  # the option's own name
             description = f"the {key.split('.')[0]} option (set it with {key.split('.')[0]}=...)"
-        kind = "null" if value is None else type(value).__name__.replace("str", "string")
+        kind = "null" if value is None else "string" if isinstance(value, str) else type(value).__name__  # a choice too
         keys.append(Described(key, kind, _show(value), description))
     return keys
 

@@ -145,6 +145,6 @@ def sweep_stages(cfg: DictConfig, settings: int | None) -> Stages | None:
 def record_decision(config: DictConfig, stages: Stages) -> None:
     """Write the decided values into the sweep's config before multirun.yaml is saved from it, so the summary
     (rebuilt from disk at any time) reads the same stages and the sentence that says why."""
-    with open_dict(config):
+    with open_dict(config.sweep):  # `decided` is no key of the schema: the sweep's own node is opened for it
         config.sweep.screen.fraction, config.sweep.screen.epochs = stages.fraction, stages.epochs
         config.sweep.promote, config.sweep.decided = stages.promote, stages.why
