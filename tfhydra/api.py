@@ -33,7 +33,7 @@ _FLAGS = {
 def compose(overrides=(), config_dir=None):
     """The config `tfhydra-train <overrides>` would run, checked by the same pre-flight (one ConfigError
     for the first mistake), with its `hydra` node: `run(compose([...]), run_dir=...)` then records the
-    overrides in `.hydra/` like the command line does. For notebooks and scripts (README, "From Python").
+    overrides in `.hydra/` like the command line does. For notebooks and scripts (docs/notebook.md).
 
     `config_dir` is a project's own config directory (tfhydra/config/project.py); without one, `./conf` or
     `$TFHYDRA_CONFIG_DIR` is used as the command does, and tfhydra's own configs otherwise."""

@@ -26,7 +26,7 @@ def digits_labels():
 def test_a_one_split_source_holds_out_disjoint_validation_and_test_fixed_across_seeds():
     labels = digits_labels()
     held = hold_out(labels, data_cfg(), seed=42)
-    assert (len(held.train), len(held.validation), len(held.test)) == (1077, 360, 360)  # docs/data.md, README
+    assert (len(held.train), len(held.validation), len(held.test)) == (1077, 360, 360)  # docs/data.md
     assert (
         len(np.concatenate([held.train, held.validation, held.test]))
         == len(np.unique(np.concatenate([held.train, held.validation, held.test])))

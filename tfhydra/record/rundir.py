@@ -1,7 +1,7 @@
 """The one map of a run directory and of a sweep directory: every path tfhydra writes or reads inside them.
 
 No other module spells a path inside a run (`"checkpoints" / "best.weights.h5"`, `"metrics.json"`):
-they ask `RunPaths(run_dir)` or `SweepPaths(sweep_dir)`. The layout (README, "The run contract"):
+they ask `RunPaths(run_dir)` or `SweepPaths(sweep_dir)`. The layout (docs/record.md, "The run directory"):
 
     <run>/  .hydra/{config,overrides,hydra}.yaml  train.log  metrics.json
             tensorboard/{train,validation}/   checkpoints/{best,last}.weights.h5  checkpoints/history.json
