@@ -182,8 +182,9 @@ def final_activation(tensor: Any) -> str | None:
         if found is None:
             return None
         layer, inputs = found
-        if isinstance(layer, keras.Model):
-            tensor = symbolic_output(layer)
+        if isinstance(layer, keras.Model):  # a nested model: its own output, unless that is this very tensor
+            inner = symbolic_output(layer)  # (tf_keras: a subclassed model called on an Input)
+            tensor = None if inner is tensor else inner
         else:
             activation = activation_of(layer)
             if activation != "pass":
