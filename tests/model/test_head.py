@@ -204,6 +204,15 @@ def test_what_a_model_outputs_is_read_through_passing_layers_nested_models_and_o
     assert found is not None and (found.shape, found.dtype, found.activation) == ((3,), "float32", None)
 
 
+def test_a_subclassed_model_called_on_an_input_is_read_by_its_width():
+    """tf_keras gives it an output made by the model itself: the walk stops there, the activation unknown."""
+    import user_code
+
+    spec = spec_of("classification")
+    found = output_of(user_code.build_subclassed_net(spec), spec)
+    assert found is not None and (found.shape, found.activation) == ((3,), None)
+
+
 def test_a_built_in_model_fits_every_task(compose_cfg):
     from tfhydra.model import build_model
 
