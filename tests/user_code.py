@@ -15,6 +15,26 @@ def build_tiny_model(spec, units: int = 8):
     return keras.Model(inputs, outputs, name=f"tiny{units}")
 
 
+def build_headed_model(spec, units: int = 16):
+    """The own-model builder docs/models.md and the README show: any body, ended by the task's head, so the same
+    builder trains every task (classes, 0/1, multi-hot rows, numbers; standardised or not)."""
+    from tfhydra.model.head import task_head
+
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Dense(units, activation="relu")(keras.layers.Flatten()(inputs))
+    for layer in task_head(spec):
+        x = layer(x)
+    return keras.Model(inputs, x, name="headed")
+
+
+def build_linear_model(spec, units: int = 16):
+    """A user's regression model ending in a Dense of its own (no task_head): under `task.standardize=true` tfhydra
+    appends the targets' scaling to it."""
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Dense(units, activation="relu")(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(spec.outputs)(x), name="linear")
+
+
 def not_a_model(spec):
     return "not a model"
 

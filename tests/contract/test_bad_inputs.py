@@ -297,6 +297,27 @@ BAD_INPUTS = [
         where=JOB,
     ),
     bad(
+        "head-does-not-fit-task",  # issue 55: the docs' softmax head under a regression trained nothing, "completed"
+        [
+            "~model",
+            "+model._target_=user_code.build_tiny_model",
+            "task=regression",
+            "task.standardize=true",
+            "data=csv",
+            "data.path={tmp}/t.csv",
+            "data.label=x1",
+            "data.features=[x2,x3]",
+            ONE,
+        ],
+        [
+            "model._target_=user_code.build_tiny_model: its output (1 wide, softmax) does not fit the task's head "
+            "(1 wide, linear: predictions, standardised targets scaled back): a softmax over one output is always 1.0",
+            "`for layer in task_head(spec): x = layer(x)`, with `from tfhydra.model.head import task_head`",
+        ],
+        table,
+        where=JOB,
+    ),
+    bad(
         "callback-import",
         ["trainer.callbacks=[{_target_:nope.Cb}]"],
         ["trainer.callbacks[0]._target_=nope.Cb", "cannot import"],

@@ -131,13 +131,13 @@ def test_every_head_ends_in_float32_under_mixed_precision():
     import tf_keras as keras
 
     from tfhydra.config.contracts import Head
-    from tfhydra.model.base import classifier_head
+    from tfhydra.model.head import task_head
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         for head in (Head(3), Head(1, "sigmoid"), Head(2, "linear", "predictions", (2.0, 3.0), (10.0, -1.0))):
             model = keras.Sequential(
-                [keras.Input((4,)), *classifier_head(DataSpec((4,), 3, ("a", "b", "c"), 4, 2, head=head))]
+                [keras.Input((4,)), *task_head(DataSpec((4,), 3, ("a", "b", "c"), 4, 2, head=head))]
             )
             out = model(np.ones((2, 4), np.float32))
             assert out.dtype == "float32" and out.shape == (2, head.units) and model.layers[-1].name == head.output
@@ -146,7 +146,7 @@ def test_every_head_ends_in_float32_under_mixed_precision():
     standardized = keras.Sequential(
         [
             keras.Input((1,)),
-            *classifier_head(DataSpec((1,), 1, ("y",), 4, 2, head=Head(1, "linear", "predictions", (2.0,), (10.0,)))),
+            *task_head(DataSpec((1,), 1, ("y",), 4, 2, head=Head(1, "linear", "predictions", (2.0,), (10.0,)))),
         ]
     )
     standardized.layers[0].set_weights([np.ones((1, 1), np.float32), np.zeros(1, np.float32)])

@@ -60,7 +60,7 @@ PICTURES = ("confusion", "scatter", "none")
 @dataclass(frozen=True)
 class Head:
     """The model's output layer as the run's task decides it (tfhydra/task/): every model builder ends with it
-    (tfhydra/model/base.py `output_head`), so no builder knows which task it trains for.
+    (tfhydra/model/head.py `task_head`), so no builder knows which task it trains for.
 
     `signature`: the key of the output in the SavedModel's signatures. `scale`/`offset` (regression with
     `task.standardize`): the outputs are `dense * scale + offset`, fixed

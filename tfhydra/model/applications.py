@@ -16,7 +16,8 @@ import tensorflow as tf
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model.base import MODELS, classifier_head, require_images
+from tfhydra.model.base import MODELS, require_images
+from tfhydra.model.head import task_head
 from tfhydra.platform.keras_lib import keras
 
 # Arguments the builder sets itself; everything else in an application's signature may go in `arch_args`.
@@ -134,6 +135,6 @@ def build_keras_app(cfg, spec: DataSpec) -> keras.Model:
     x = base(ArchPreprocessing(cfg.arch, name="preprocess")(inputs))
     if cfg.dropout > 0:
         x = keras.layers.Dropout(cfg.dropout, name="head_dropout")(x)
-    for layer in classifier_head(spec):
+    for layer in task_head(spec):
         x = layer(x)
     return keras.Model(inputs, x, name=cfg.arch)

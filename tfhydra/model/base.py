@@ -1,38 +1,17 @@
-"""The model room's base: its registry, the classifier head every builder ends with, and the checks that the
-data suits a builder. Builders (seed.py, resnet.py, sequence.py, applications.py) import this module;
-tfhydra/model/__init__.py imports them, so registration runs one way."""
+"""The model room's base: its registry and the checks that the data suits a builder. Builders (seed.py, resnet.py,
+sequence.py, applications.py, hub.py) import this module, and head.py for the task's head they end with;
+tfhydra/model/build.py imports them, so registration runs one way."""
 
 from __future__ import annotations
 
-from tfhydra.config.contracts import DataSpec, Head
+from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
-from tfhydra.platform.keras_lib import keras
 
 MODELS = Registry("model")
 
 IMAGES = "image data: float examples of shape (height, width, channels)"
 TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_size (e.g. data=text_csv)"
-
-
-def classifier_head(spec: DataSpec) -> list[keras.layers.Layer]:
-    """The output layers the run's task chose (`spec.head`, tfhydra/task/; None: a softmax over the classes): a
-    Dense, then a float32 activation, so the output stays float32 under mixed precision. A head with a scale
-    (regression with task.standardize) ends in a fixed `outputs * scale + offset` instead, in the targets' units."""
-    head = spec.head or Head(spec.num_classes)
-    dense = keras.layers.Dense(head.units, name="logits" if head.activation != "linear" else "outputs")
-    return [dense, output_layer(spec)]
-
-
-def output_layer(spec: DataSpec) -> keras.layers.Layer:
-    """The head's last, weightless, float32 layer over `spec.outputs` logits: the task's activation, or a
-    regression's fixed `outputs * scale + offset`. A model with a Dense of its own (keras-hub's classifier) ends
-    with this alone."""
-    head = spec.head or Head(spec.num_classes)
-    if head.scale is not None:
-        offset = list(head.offset) if head.offset is not None else 0.0
-        return keras.layers.Rescaling(list(head.scale), offset, dtype="float32", name=head.output)
-    return keras.layers.Activation(head.activation, dtype="float32", name=head.output)
 
 
 def is_token_data(spec: DataSpec) -> bool:

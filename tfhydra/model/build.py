@@ -1,6 +1,7 @@
 """`build_model`: the registered builder of `model.name` (or the user's `_target_`), checked to return a
-model of the run's Keras (tfhydra/platform/keras_lib.py), then filled from `model.weights` when that is a file.
-Importing this module imports every builder, which registers itself in `MODELS`."""
+model of the run's Keras (tfhydra/platform/keras_lib.py) whose output fits the run's task (tfhydra/model/head.py),
+then filled from `model.weights` when that is a file. Importing this module imports every builder, which registers
+itself in `MODELS`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.model import applications, hub, resnet, seed, sequence  # noqa: F401  (the builders register themselves)
 from tfhydra.model.base import MODELS
 from tfhydra.model.freeze import KEY as FREEZE
+from tfhydra.model.head import fit_to_task
 from tfhydra.model.weights import KEY as WEIGHTS
 from tfhydra.model.weights import is_file_setting, load_weights_file
 from tfhydra.platform.keras_lib import MODEL_ACCEPTED, keras
@@ -19,7 +21,8 @@ __all__ = ["MODELS", "build_model", "model_inputs"]
 
 
 def build_model(cfg_model, spec: DataSpec) -> keras.Model:
-    """The model of `model.name` (or the user's `_target_`), filled from `model.weights` when it is a file.
+    """The model of `model.name` (or the user's `_target_`), checked to fit the task's head and ending in a
+    regression's standardisation (tfhydra/model/head.py `fit_to_task`), filled from `model.weights` when it is a file.
 
     `model.freeze` and `model.weights` are tfhydra's keys: a `_target_` builder is handed neither, a built-in
     builder sees `weights` only as null or `imagenet` (keras_app's download); the file is loaded here, into the
@@ -32,9 +35,17 @@ def build_model(cfg_model, spec: DataSpec) -> keras.Model:
             MODEL_ACCEPTED,
             f"the builder returned {type(model).__name__}",
         )
+    model = fit_to_task(model, spec, model_option(cfg_model))
     if is_file_setting(cfg_model.get(WEIGHTS)):
         load_weights_file(model, str(cfg_model.get(WEIGHTS)))
     return model
+
+
+def model_option(cfg_model: DictConfig) -> tuple[str, str]:
+    """The (key, value) a line about the built model names: `model._target_=pkg.build` or `model=cnn`."""
+    if "_target_" in cfg_model:
+        return "model._target_", str(cfg_model.get("_target_"))
+    return "model", str(cfg_model.get("name"))
 
 
 def builder_node(cfg_model: DictConfig) -> DictConfig:

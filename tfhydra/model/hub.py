@@ -27,8 +27,9 @@ from pathlib import Path
 
 from tfhydra.config.contracts import RAW_TEXT, DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model.base import IMAGES, MODELS, describe_data, output_layer
+from tfhydra.model.base import IMAGES, MODELS, describe_data
 from tfhydra.model.checks import HUB_INSTALL, PRESET_ACCEPTED, preset_problem
+from tfhydra.model.head import output_layer
 from tfhydra.platform.keras_lib import keras
 
 TEXT_OR_IMAGES = f"raw text: one string per example (data=text_csv), or {IMAGES}"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model.base import MODELS, classifier_head, require_images
+from tfhydra.model.base import MODELS, require_images
+from tfhydra.model.head import task_head
 from tfhydra.platform.keras_lib import keras
 
 
@@ -64,7 +65,7 @@ def build_resnet(cfg, spec: DataSpec) -> keras.Model:
             stride = 2 if stage > 0 and block == 0 else 1
             x = basic_block(x, cfg.width * 2**stage, stride, name=f"stage{stage + 1}_block{block + 1}")
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
-    for layer in classifier_head(spec):
+    for layer in task_head(spec):
         x = layer(x)
     return keras.Model(inputs, x, name=f"resnet{2 * sum(blocks) + 2}")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model.base import MODELS, classifier_head, require_features, require_images
+from tfhydra.model.base import MODELS, require_features, require_images
+from tfhydra.model.head import task_head
 from tfhydra.model.schemas import CnnModelConfig, MlpModelConfig
 from tfhydra.platform.keras_lib import keras
 
@@ -29,7 +30,7 @@ def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
             keras.layers.MaxPooling2D(cfg.pool_size),
         ]
     layers += [keras.layers.Flatten(), keras.layers.Dense(cfg.dense_units, activation=cfg.activation)]
-    return keras.Sequential(layers + classifier_head(spec), name="cnn")
+    return keras.Sequential(layers + task_head(spec), name="cnn")
 
 
 @MODELS.register("mlp")
@@ -42,6 +43,6 @@ def build_mlp(cfg: MlpModelConfig, spec: DataSpec) -> keras.Model:
         x = keras.layers.Dense(units, activation=cfg.activation)(x)
         if i < len(cfg.units) - 1 and cfg.dropout > 0:
             x = keras.layers.Dropout(cfg.dropout)(x)
-    for layer in classifier_head(spec):
+    for layer in task_head(spec):
         x = layer(x)
     return keras.Model(inputs, x, name="mlp")

@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model.base import MODELS, classifier_head, require_tokens
+from tfhydra.model.base import MODELS, require_tokens
+from tfhydra.model.head import task_head
 from tfhydra.platform.keras_lib import keras
 
 RECURRENT_CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
@@ -27,7 +28,7 @@ def token_inputs(spec: DataSpec, model: str, embedding_dim: int, mask_zero: bool
 
 
 def classify(inputs, x, spec: DataSpec, name: str) -> keras.Model:
-    for layer in classifier_head(spec):
+    for layer in task_head(spec):
         x = layer(x)
     return keras.Model(inputs, x, name=name)
 

@@ -206,6 +206,19 @@ class _NoMetrics:
         return None
 
 
+def made_by(tensor: Any) -> tuple[Any, list] | None:
+    """(the layer, Keras 3: the operation, that made a symbolic tensor of a model's graph, the tensors it took), from
+    the tensor's `_keras_history` and the node's `input_tensors`: neither Keras says publicly which layer made a
+    model's output when a layer is used twice, and the head check reads that layer's activation. None: a tensor of
+    no graph (an eager value)."""
+    history = getattr(tensor, "_keras_history", None)
+    if not history:
+        return None
+    layer, node_index = history[0], history[1]
+    taken = layer._inbound_nodes[node_index].input_tensors
+    return layer, list(taken) if isinstance(taken, (list, tuple)) else [taken]
+
+
 def nested_layers(model: Any) -> list:
     """Every layer inside `model` at any depth (wrappers and nested models too): tf_keras' public `submodules`
     (its tf.Module's); a Keras 3 model is no tf.Module, its own walk is `_flatten_layers`."""
