@@ -1,11 +1,61 @@
-"""The journeys' installs work from a venv inside the checkout, where the README makes it (issue 56), as from one
-elsewhere; and the wheel is built from the checkout's source, without that venv, its runs, builds or caches."""
+"""A newcomer's first hour in the checkout (issue 56): nothing the README's set-up, a run, the example notebook or
+the tools write makes the checkout dirty, so a run's record says `"dirty": false` on a clean clone. The journeys'
+installs work from a venv inside the checkout, where the README makes it, and the wheel is built from the source
+without that venv."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
-from installs import copy_source, outer_site_dirs
+from installs import ROOT, copy_source, outer_site_dirs
+
+# What the README's set-up (.venv, pip's egg-info), a run (outputs/), the example notebook run from its folder
+# (examples/outputs/, examples/my_project/) and the tools write; and the source beside them, which must stay seen.
+WRITTEN = [
+    ".venv/bin/python",
+    "tfhydra.egg-info/PKG-INFO",
+    "build/lib/tfhydra/__init__.py",
+    "outputs/2026-12-07/10-00-00.000000/metrics.json",
+    "outputs/multirun/2026-12-07/10-00-00.000000/multirun.yaml",
+    "examples/outputs/2026-12-07/10-00-00.000000/metrics.json",
+    "examples/my_project/mymodels.py",
+    "examples/my_project/conf/model/tiny.yaml",
+    "tfhydra/__pycache__/api.cpython-311.pyc",
+    ".pytest_cache/v/cache/lastfailed",
+    ".hypothesis/constants/abc",
+    ".ruff_cache/CACHEDIR.TAG",
+    ".mypy_cache/3.10/tfhydra/api.meta.json",
+]
+SOURCE = [
+    "README.md",
+    "train.py",
+    "tfhydra/api.py",
+    "tfhydra/compression/outputs.py",
+    "conf/config.yaml",
+    "examples/quickstart.ipynb",
+    "outputs/.gitkeep",
+    "tests/conftest.py",
+    "docs/models.md",
+]
+
+
+def ignored(paths: list[str]) -> list[str]:
+    """The paths git's ignore rules match (tracked or not: the rules alone, `--no-index`)."""
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--no-index", "--stdin"],
+        input="\n".join(paths) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode in (0, 1), f"git check-ignore failed (is {ROOT} a git checkout?): {done.stderr}"
+    return done.stdout.splitlines()
+
+
+def test_what_the_set_up_runs_the_notebook_and_the_tools_write_is_ignored_and_the_source_is_not():
+    assert [p for p in WRITTEN if p not in ignored(WRITTEN)] == []
+    assert ignored(SOURCE) == []
 
 
 def files_below(folder: Path) -> list[str]:
