@@ -1,10 +1,11 @@
-"""A newcomer's first hour in the checkout (issue 56): nothing the README's set-up, a run, the example notebook or
-the tools write makes the checkout dirty, so a run's record says `"dirty": false` on a clean clone. The journeys'
-installs work from a venv inside the checkout, where the README makes it, and the wheel is built from the source
-without that venv."""
+"""A newcomer's first hour in the checkout (issue 56): the README's set-up is what CI runs, and nothing the set-up,
+a run, the example notebook or the tools write makes the checkout dirty, so the first run's record says
+`"dirty": false` (.ci/run checks that record, and `git status` after the tests). The journeys' installs work from a
+venv inside the checkout, where the README makes it, and the wheel is built from the source without that venv."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -56,6 +57,25 @@ def ignored(paths: list[str]) -> list[str]:
 def test_what_the_set_up_runs_the_notebook_and_the_tools_write_is_ignored_and_the_source_is_not():
     assert [p for p in WRITTEN if p not in ignored(WRITTEN)] == []
     assert ignored(SOURCE) == []
+
+
+def readme_commands() -> list[str]:
+    """The command lines of the README's bash blocks, their comments cut."""
+    blocks = re.findall(r"^```bash\n(.*?)^```$", (ROOT / "README.md").read_text(), flags=re.MULTILINE | re.DOTALL)
+    lines = (re.sub(r"\s+#.*$", "", line).strip() for block in blocks for line in block.splitlines())
+    return [line for line in lines if line]
+
+
+def test_ci_runs_the_readmes_set_up_and_test_command_as_written():
+    commands = readme_commands()
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    venv = {c for c in commands if re.match(r"python3? -m venv ", c)}
+    dev_install = {c for c in commands if c == 'pip install -e ".[dev]"'}
+    assert len(venv) == len(dev_install) == 1 and not (venv | dev_install) - set(ci), (venv, dev_install)
+    # the README's fullest test command (`pytest`, or `pytest -m "slow or not slow"`) begins CI's, which adds workers
+    readme_test = max((c for c in commands if c == "pytest" or c.startswith("pytest ")), key=len)
+    ci_tests = [line for line in ci if line == "pytest" or line.startswith("pytest ")]
+    assert len(ci_tests) == 1 and ci_tests[0].startswith(readme_test), (readme_test, ci_tests)
 
 
 def files_below(folder: Path) -> list[str]:
