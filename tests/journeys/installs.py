@@ -2,9 +2,10 @@
 interpreter, each holding tfhydra one way (an editable install of this checkout, or a wheel built from it).
 
 A nested venv does not download TensorFlow again: a `.pth` file in it names the site-packages directories of
-the environment running the tests (the outer venv's, or the system's in CI without one), as plain paths, so
-their own `.pth` files (an editable tfhydra of the outer environment) are not run. `--system-site-packages`
-cannot do this from inside a venv: it would see the base interpreter's packages, not the venv's.
+the environment running the tests (the outer venv's, in the checkout as the README makes it or elsewhere, or the
+system's without one), as plain paths, so their own `.pth` files (an editable tfhydra of the outer environment)
+are not run. `--system-site-packages` cannot do this from inside a venv: it would see the base interpreter's
+packages, not the venv's.
 """
 
 from __future__ import annotations
@@ -41,15 +42,18 @@ def write_project(directory: Path, units: int = 8, config: str | None = None) ->
     return directory
 
 
-def outer_site_dirs() -> list[str]:
-    """The site-packages directories this interpreter imports from (a venv's own and any it shares)."""
-    return [
-        p
-        for p in sys.path
-        if Path(p).is_dir()
-        and Path(p).name in ("site-packages", "dist-packages")
-        and not Path(p).resolve().is_relative_to(ROOT)
-    ]
+def outer_site_dirs(path: list[str] | None = None) -> list[str]:
+    """The site directories this interpreter imports from (`path`: sys.path), a venv's own and any it shares,
+    wherever that venv lives: the README makes it inside the checkout (<checkout>/.venv), and CI follows the README.
+
+    What must not be shared is the checkout's source (the checkout and tests/ are on sys.path under pytest or
+    PYTHONPATH): through it the nested venv would import tfhydra and its hydra_plugins from the checkout instead of
+    from the install under test. No source folder is a site directory, so keeping site directories alone keeps the
+    source out; a site directory inside the checkout is a venv's, and without it the nested venv has no pip."""
+    return [p for p in (sys.path if path is None else path) if Path(p).name in SITE_DIRS and Path(p).is_dir()]
+
+
+SITE_DIRS = ("site-packages", "dist-packages")
 
 
 def nested_venv(environment: Path) -> Path:
@@ -115,12 +119,7 @@ def editable_install(environment: Path) -> Path:
 def wheel_install(environment: Path, wheels: Path) -> Path:
     """bin/ of a fresh venv holding the wheel `pip wheel` builds from a copy of this checkout: a build without
     isolation writes build/ and *.egg-info into its source, and tests running beside this one watch the checkout."""
-    source = wheels / "source"
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(".git", "outputs", "tests", "build", "*.egg-info", "__pycache__", ".*_cache"),
-    )
+    source = copy_source(ROOT, wheels / "source")
     subprocess.run(
         [
             sys.executable,
@@ -142,6 +141,25 @@ def wheel_install(environment: Path, wheels: Path) -> Path:
     bin_dir = nested_venv(environment)
     pip_install(bin_dir, str(wheel))
     return bin_dir
+
+
+# What a checkout holds that is not tfhydra's source: git's own directory, what runs, builds and tools write there,
+# and the tests (the wheel ships none of them).
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", "outputs", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "tests"
+)
+
+
+def copy_source(checkout: Path, destination: Path) -> Path:
+    """`destination`: a copy of the checkout's source, without NOT_SOURCE and without any virtualenv in it (a
+    directory holding pyvenv.cfg, whatever its name: the README's .venv is 3.4 GB the wheel never reads)."""
+
+    def skipped(directory: str, names: list[str]) -> set[str]:
+        venvs = {name for name in names if Path(directory, name, "pyvenv.cfg").is_file()}
+        return set(NOT_SOURCE(directory, names)) | venvs
+
+    shutil.copytree(checkout, destination, ignore=skipped)
+    return destination
 
 
 def run_in(bin_dir: Path, command: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -21,15 +21,23 @@ from conftest import ROOT, run_cli
 
 ALLOWED = ["home/.keras/keras.json", "home/.keras/datasets/*", "home/.cache/matplotlib/fontlist-*.json"]
 # Python's and the tools' own, not tfhydra's; tfhydra.egg-info is pip's record of the editable install, which the
-# user-project journey (tests/journeys) re-makes while this test may be running beside it.
-SKIPPED = {"__pycache__", ".pytest_cache", ".git", "tfhydra.egg-info"}
+# user-project journey (tests/journeys) re-makes while this test may be running beside it; the tools' caches
+# (Hypothesis', which property tests beside this one write; mypy's and ruff's, which an editor may); and a
+# virtualenv in the checkout (the README's .venv, 80,000 files), skipped by its pyvenv.cfg.
+SKIPPED = {"__pycache__", ".pytest_cache", ".git", "tfhydra.egg-info", ".hypothesis", ".mypy_cache", ".ruff_cache"}
 
 
 def snapshot(root: Path, skip_top=()) -> dict[str, tuple[int, int]]:
     """{path relative to root: (size, mtime)} of every file under root."""
     files = {}
     for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIPPED and not (Path(folder) == root and d in skip_top)]
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in SKIPPED
+            and not (Path(folder) == root and d in skip_top)
+            and not (Path(folder, d) / "pyvenv.cfg").is_file()
+        ]
         for name in names:
             path = Path(folder) / name
             try:
