@@ -34,6 +34,35 @@ def test_registering_a_name_twice_is_refused():
         things.register("a")(lambda cfg: None)
 
 
+def test_a_registry_imports_the_modules_that_fill_it_on_its_first_lookup(tmp_path, monkeypatch):
+    """mmengine's `Registry(..., locations=[...])`: making the registry imports nothing; the first lookup imports
+    every location, whose builders register themselves; a location that fails is tried again at the next lookup."""
+    import importlib
+    import sys
+
+    (tmp_path / "things_base.py").write_text(
+        "from tfhydra.config.registry import Registry\n"
+        "THINGS = Registry('thing', locations=['things_square', 'things_cube'])\n"
+    )
+    (tmp_path / "things_square.py").write_text(
+        "from things_base import THINGS\n\n@THINGS.register('square', exponent=2)\ndef square(cfg):\n    return 2\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("things_base", "things_square", "things_cube"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    from things_base import THINGS
+
+    assert "things_square" not in sys.modules
+    with pytest.raises(ModuleNotFoundError, match="things_cube"):
+        THINGS.names()
+    (tmp_path / "things_cube.py").write_text("from things_base import THINGS\nTHINGS.register('cube')(print)\n")
+    importlib.invalidate_caches()  # the directory listing the finder keeps
+    assert THINGS.names() == ["cube", "square"] and THINGS.traits("square") == {"exponent": 2}
+    assert THINGS.build(OmegaConf.create({"name": "square"})) == 2
+    for name in ("things_base", "things_square", "things_cube"):
+        sys.modules.pop(name, None)
+
+
 def test_target_builder_gets_node_keys_and_context():
     things = Registry("thing")
     node = OmegaConf.create({"_target_": "builtins.dict", "units": 8})
