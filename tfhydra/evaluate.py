@@ -216,14 +216,14 @@ def evaluate_run(
     )  # before TensorFlow is imported: a bad directory is a quick error
     contained(RunPaths(run_dir).evaluations, run_dir)  # where the result goes, checked before the work
     note = recorded_before_test_split(run_dir)
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.export.served import TFLITE, served_export
     from tfhydra.record.report import write_json
     from tfhydra.trainer.objectives import build_loss, build_metrics
 
     if split == "train":  # every training example once: no shuffle, no augmentation, no dropped batch
         cfg.data.shuffle_buffer, cfg.data.augment, cfg.data.drop_remainder = 0, [], False
-    from tfhydra.task import build_task
+    from tfhydra.task.build import build_task
 
     datasets = build_datasets(cfg.data, cfg.trainer.seed, task=build_task(cfg.task))  # the labels as the run read them
     measured, raw_examples, count = chosen_split(datasets, split, run_dir)

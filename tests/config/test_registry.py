@@ -97,12 +97,12 @@ def test_model_registry_matches_model_yaml_files():
     """conf/model/*.yaml maps one-to-one onto registered builders (same for every group)."""
     from conftest import CONFIG_DIR
 
-    from tfhydra.compression import COMPRESSIONS
-    from tfhydra.data import DATA
-    from tfhydra.model import MODELS
-    from tfhydra.optimizer import OPTIMIZERS
+    from tfhydra.compression.schemes import COMPRESSIONS
+    from tfhydra.data.source import DATA
+    from tfhydra.model.base import MODELS
+    from tfhydra.optimizer.build import OPTIMIZERS
     from tfhydra.precision.build import PRECISIONS
-    from tfhydra.strategy import STRATEGIES
+    from tfhydra.strategy.build import STRATEGIES
 
     for group, registry in [
         ("model", MODELS),
@@ -137,14 +137,12 @@ def test_every_registry_has_the_names_its_room_declares():
     from tfhydra.data.checks import AUGMENTATION_NAMES
     from tfhydra.export.base import EXPORT_FORMATS
     from tfhydra.export.checks import FORMATS
-    from tfhydra.export.write import export_model  # noqa: F401  (imports every writer)
-    from tfhydra.logger.start import start_trackers  # noqa: F401  (imports every tracker)
     from tfhydra.logger.trackers import LOGGERS
     from tfhydra.optimizer.build import SCHEDULES
     from tfhydra.optimizer.checks import SCHEDULE_NAMES
     from tfhydra.runner.plan import RULES
+    from tfhydra.trainer.base import LOOPS
     from tfhydra.trainer.checks import LOOP_NAMES
-    from tfhydra.trainer.loops import LOOPS
 
     pairs = {
         "trainer.loop": (LOOPS.names(), LOOP_NAMES),

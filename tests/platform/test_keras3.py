@@ -327,7 +327,7 @@ def test_a_keras3_model_in_a_keras2_run_is_refused_naming_keras3():
     from omegaconf import OmegaConf
 
     from tfhydra.config.contracts import DataSpec
-    from tfhydra.model import build_model
+    from tfhydra.model.build import build_model
 
     node = OmegaConf.create({"_target_": "user_code.build_keras3_model", "units": 4})
     with pytest.raises(tfhydra.ConfigError) as refused:

@@ -126,7 +126,7 @@ def runs(tmp_path_factory):
 def evaluate_classes(run_dir, split: str = "validation") -> tuple[list[str], object]:
     """(the class names the served model gives on the run's `split` (validation or test), as tfhydra-evaluate feeds
     it, the composed config). Evaluate prints metrics, not classes: this is its input path with argmax."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.evaluate import _takes, load_run_config, load_served_model
     from tfhydra.record import load_record
 

@@ -39,7 +39,7 @@ def classes(result: subprocess.CompletedProcess) -> list[tuple[str, int]]:
 @pytest.fixture(scope="module")
 def tflite_run(tmp_path_factory):
     """A 1-epoch digits run that exported only model.tflite, and its validation split as the pipeline feeds it."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.evaluate import load_run_config
 
     run_dir = tmp_path_factory.mktemp("tflite") / "run"

@@ -231,7 +231,7 @@ def test_a_search_sweep_without_multirun_yaml_takes_its_swept_keys_from_what_dif
 def test_limited_steps_cut_both_splits_and_repeat_the_training_data():
     import tensorflow as tf
 
-    from tfhydra.data import build_datasets, limit_steps
+    from tfhydra.data.pipeline import build_datasets, limit_steps
 
     cfg = OmegaConf.load(CONFIG_DIR / "tfhydra.yaml").data
     cfg = OmegaConf.merge(

@@ -39,9 +39,9 @@ def tflite_only(run_dir, where):
 
 def measured_split(run_dir, split="test"):
     """(the model's inputs, the labels, the raw examples as stored) of a split, read as the run read them."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.evaluate import load_run_config
-    from tfhydra.task import build_task
+    from tfhydra.task.build import build_task
 
     cfg = load_run_config(run_dir, [])
     datasets = build_datasets(cfg.data, cfg.trainer.seed, task=build_task(cfg.task))

@@ -1,6 +1,6 @@
 """The model room's base: its registry, the classifier head every builder ends with, and the checks that the
-data suits a builder. Builders (seed.py, resnet.py, sequence.py, applications.py) import this module;
-tfhydra/model/__init__.py imports them, so registration runs one way."""
+data suits a builder. Builders (seed.py, resnet.py, sequence.py, applications.py, hub.py) import this module;
+`MODELS` names their modules and imports them on its first lookup, so registration runs one way."""
 
 from __future__ import annotations
 
@@ -9,7 +9,16 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
 from tfhydra.platform.keras_lib import keras
 
-MODELS = Registry("model")
+MODELS = Registry(  # the builders, each in its module, imported on the first lookup
+    "model",
+    locations=[
+        "tfhydra.model.seed",
+        "tfhydra.model.resnet",
+        "tfhydra.model.sequence",
+        "tfhydra.model.applications",
+        "tfhydra.model.hub",
+    ],
+)
 
 IMAGES = "image data: float examples of shape (height, width, channels)"
 TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_size (e.g. data=text_csv)"

@@ -239,7 +239,7 @@ def read_run(run_dir: Path, trusted: bool = False, project: Path | None = None) 
         composed=False,
     )
     data = cast(dict, OmegaConf.to_container(config.data, resolve=False))  # the data node: a DictConfig
-    from tfhydra.task import task_of_record
+    from tfhydra.task.build import task_of_record
 
     record = load_record(run_dir)
     spec = record.data or {}
