@@ -102,8 +102,8 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     from tfhydra import CONFIG_DIR
     from tfhydra.cli.preflight import check_overrides
     from tfhydra.export.served import served_export
-    from tfhydra.trust import completed_run, run_overrides, trusted_warning
     from tfhydra.trust.allowlist import trusted_hydra
+    from tfhydra.trust.readers import completed_run, run_overrides, trusted_warning
 
     check_evaluate_overrides(overrides)
     if trust_run:
@@ -195,7 +195,7 @@ def chosen_split(datasets, split: str, run_dir: Path):
 def recorded_before_test_split(run_dir: Path) -> str | None:
     """A run recorded before the three splits (schema_version < 2) may have trained or validated on what is now
     the test split: said on stderr and in the result, then measured as asked."""
-    from tfhydra.record import read_record
+    from tfhydra.record.run_record import read_record
 
     record = read_record(run_dir)
     if record is None or not record.before_test_split:

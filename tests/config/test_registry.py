@@ -117,7 +117,7 @@ def test_model_registry_matches_model_yaml_files():
 
 
 def test_sweep_job_dirname_keeps_only_swept_overrides_and_is_one_folder():
-    from tfhydra.sweep import job_dirname
+    from tfhydra.config.jobnames import job_dirname
 
     argv = ["-m", "optimizer.lr=1e-3,5e-4", "trainer.epochs=1", "data.path=/a/b,/c/d"]
     assert (

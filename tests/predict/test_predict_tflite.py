@@ -52,7 +52,7 @@ def tflite_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_tflite_only_run_is_predicted_and_evaluated_through_litert(tflite_run, tmp_path):
-    from tfhydra.record import load_record
+    from tfhydra.record.run_record import load_record
 
     run_dir, x, y = tflite_run
     np.save(tmp_path / "x.npy", x)

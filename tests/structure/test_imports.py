@@ -323,8 +323,8 @@ def test_no_module_imports_itself_through_others():
 
 def test_the_circle_rule_sees_a_circle():
     graph = module_graph()
-    graph["tfhydra.record.rundir"] = graph["tfhydra.record.rundir"] | {"tfhydra.record"}  # record imports rundir
-    assert ["tfhydra.record", "tfhydra.record.rundir"] in circles(graph)
+    graph["tfhydra.record.rundir"] = graph["tfhydra.record.rundir"] | {"tfhydra.record"}  # the face: run_record, rundir
+    assert any({"tfhydra.record", "tfhydra.record.rundir"} <= set(circle) for circle in circles(graph))
 
 
 def sizes() -> tuple[list[str], list[str]]:

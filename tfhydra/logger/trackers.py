@@ -28,8 +28,8 @@ from omegaconf import DictConfig
 
 from tfhydra.config.registry import Registry
 from tfhydra.platform.deadline import NoAnswer, SignalWhileWaiting, within
-from tfhydra.record import Status
 from tfhydra.record.report import write_json
+from tfhydra.record.run_record import Status
 from tfhydra.record.rundir import RunPaths
 from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 

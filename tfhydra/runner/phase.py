@@ -43,10 +43,10 @@ from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_thre
 from tfhydra.platform.startclock import mark, startup
 from tfhydra.platform.terminal import QUIET, shown_path
 from tfhydra.precision.build import loss_scale, policy_scope
-from tfhydra.record import RunRecord, Status, provenance
 from tfhydra.record.lifecycle import record_stopped, resume_command
 from tfhydra.record.report import epoch_summary
 from tfhydra.record.resume import Start, clear_for
+from tfhydra.record.run_record import RunRecord, Status, provenance
 from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.compiled_model import build_model_and_optimizer
 from tfhydra.runner.hydra_files import hydra_overrides
