@@ -459,3 +459,40 @@ def test_the_old_flat_paths_import_the_modules_that_hold_their_code_now():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "old,new",
+    [("tfhydra.errors", "tfhydra.config.errors"), ("tfhydra.launch.launch_errors", "tfhydra.launch.lost_jobs")],
+)
+def test_an_old_path_warns_once_naming_the_new_one_and_answers_the_same_module(old, new):
+    """An old path is deprecated, not copied: the first import says where the module is now and when the old path
+    goes, in one DeprecationWarning attributed to the importing line; the module is the one that holds the code,
+    and it keeps its own name (its `__spec__`)."""
+    import importlib
+    import warnings
+
+    import tfhydra
+
+    module = importlib.import_module(new)
+    parent, _, name = old.rpartition(".")
+    kept = sys.modules.pop(old, None), getattr(sys.modules[parent], name, None)  # as in a fresh process
+    if kept[1] is not None:
+        delattr(sys.modules[parent], name)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = importlib.import_module(old)
+            again = importlib.import_module(old)
+    finally:
+        sys.modules.pop(old, None)
+        vars(sys.modules[parent]).pop(name, None)
+        if kept[0] is not None:
+            sys.modules[old] = kept[0]
+        if kept[1] is not None:
+            setattr(sys.modules[parent], name, kept[1])
+    assert first is again is module and module.__spec__.name == new
+    message = f"{old} is deprecated and will be removed in tfhydra 0.4; import {new} instead"
+    assert [(w.category, str(w.message), w.filename) for w in caught] == [(DeprecationWarning, message, __file__)]
+    version = tuple(int(part) for part in tfhydra.__version__.split(".")[:2])
+    assert version < (0, 4), "tfhydra 0.4 removes the old paths: delete _MOVED from tfhydra/__init__.py"
