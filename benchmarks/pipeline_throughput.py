@@ -69,7 +69,7 @@ def pipeline_rate(cfg_data, seed: int = 0) -> tuple[float, float, int]:
     """
     import tensorflow as tf
 
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     start = time.perf_counter()
     datasets = build_datasets(cfg_data, seed)
@@ -90,8 +90,8 @@ def model_rate(cfg, seconds: float = 4.0) -> float:
     import tensorflow as tf
     import tf_keras as keras
 
-    from tfhydra.data import build_datasets
-    from tfhydra.model import build_model
+    from tfhydra.data.pipeline import build_datasets
+    from tfhydra.model.build import build_model
 
     datasets = build_datasets(cfg.data, 0)
     batch = next(iter(datasets.prefetched(datasets.train)))

@@ -281,8 +281,8 @@ def last_line(text: str) -> str:
 
 
 def read_run_record(run_dir: Path) -> dict:
-    """A run's metrics.json, read through the run record (tfhydra/record/__init__.py), as a plain dict."""
-    from tfhydra.record import load_record
+    """A run's metrics.json, read through the run record (tfhydra/record/run_record.py), as a plain dict."""
+    from tfhydra.record.run_record import load_record
 
     return load_record(run_dir).as_dict()
 

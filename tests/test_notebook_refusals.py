@@ -16,7 +16,7 @@ from conftest import compose_config, run_cli
 from omegaconf import OmegaConf
 
 import tfhydra
-from tfhydra.record import RunRecord, Status
+from tfhydra.record.run_record import RunRecord, Status
 from tfhydra.record.rundir import RunPaths
 from tfhydra.trust.bounded import MAX_DEPTH, check_yaml_shape
 

@@ -40,7 +40,7 @@ def trusted_targets() -> set[str]:
 
 def write_run(run: Path, overrides=RUN_OVERRIDES, status: str = "completed") -> Path:
     """A run directory with `.hydra/` as Hydra writes it for `overrides`, a record of `status`, placeholder files."""
-    from tfhydra.record import RunRecord
+    from tfhydra.record.run_record import RunRecord
 
     (run / ".hydra").mkdir(parents=True, exist_ok=True)
     (run / ".hydra" / "config.yaml").write_text(_job_yaml(overrides))

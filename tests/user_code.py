@@ -105,7 +105,7 @@ def token_source(
     """
     import numpy as np
 
-    from tfhydra.data import source_from_arrays
+    from tfhydra.data.source import source_from_arrays
 
     rng = np.random.default_rng(seed)
     keywords = rng.permutation(np.arange(1, vocab_size))[: 3 * num_classes].reshape(num_classes, 3)
@@ -423,7 +423,7 @@ def declared_source(seed: int, label_kind: str = "multi_hot", declare=None, rows
     the kind declared (default `label_kind`), so a test can declare the wrong one."""
     import numpy as np
 
-    from tfhydra.data import source_from_arrays
+    from tfhydra.data.source import source_from_arrays
 
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(rows, 6)).astype(np.float32)

@@ -175,7 +175,7 @@ def path_argument(value: Any, name: str) -> Path | None:
 def pinned(overrides: list[str], key: str, folder: Path) -> list[str]:
     """`overrides` with `key` (hydra.run.dir, hydra.sweep.dir) set to `folder`, as the command line would set it:
     a directory argument goes through the pre-flight as the same override would, and is refused in the same line."""
-    from tfhydra.sweep import override_quoted
+    from tfhydra.sweep.handover import override_quoted
 
     mine = [o for o in overrides if o.lstrip("+").split("=", 1)[0] != key]
     return [*mine, f"{key}={override_quoted(str(folder))}"]

@@ -102,8 +102,8 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     from tfhydra import CONFIG_DIR
     from tfhydra.cli.preflight import check_overrides
     from tfhydra.export.served import served_export
-    from tfhydra.trust import completed_run, run_overrides, trusted_warning
     from tfhydra.trust.allowlist import trusted_hydra
+    from tfhydra.trust.readers import completed_run, run_overrides, trusted_warning
 
     check_evaluate_overrides(overrides)
     if trust_run:
@@ -195,7 +195,7 @@ def chosen_split(datasets, split: str, run_dir: Path):
 def recorded_before_test_split(run_dir: Path) -> str | None:
     """A run recorded before the three splits (schema_version < 2) may have trained or validated on what is now
     the test split: said on stderr and in the result, then measured as asked."""
-    from tfhydra.record import read_record
+    from tfhydra.record.run_record import read_record
 
     record = read_record(run_dir)
     if record is None or not record.before_test_split:
@@ -216,14 +216,14 @@ def evaluate_run(
     )  # before TensorFlow is imported: a bad directory is a quick error
     contained(RunPaths(run_dir).evaluations, run_dir)  # where the result goes, checked before the work
     note = recorded_before_test_split(run_dir)
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.export.served import TFLITE, served_export
     from tfhydra.record.report import write_json
     from tfhydra.trainer.objectives import build_loss, build_metrics
 
     if split == "train":  # every training example once: no shuffle, no augmentation, no dropped batch
         cfg.data.shuffle_buffer, cfg.data.augment, cfg.data.drop_remainder = 0, [], False
-    from tfhydra.task import build_task
+    from tfhydra.task.build import build_task
 
     datasets = build_datasets(cfg.data, cfg.trainer.seed, task=build_task(cfg.task))  # the labels as the run read them
     measured, raw_examples, count = chosen_split(datasets, split, run_dir)

@@ -21,7 +21,7 @@ from typing import Any
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.platform.terminal import shown_path
-from tfhydra.record import RunRecord, Status, load_record, read_record
+from tfhydra.record.run_record import RunRecord, Status, load_record, read_record
 from tfhydra.record.rundir import RunPaths, SweepPaths
 
 log = logging.getLogger("tfhydra")
@@ -32,7 +32,7 @@ LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # Hydra's, 
 
 @dataclass(frozen=True)
 class Result:
-    """A run as it stands on disk: its directory and its record (metrics.json, tfhydra/record/__init__.py).
+    """A run as it stands on disk: its directory and its record (metrics.json, tfhydra/record/run_record.py).
 
     `status`, `best` (the best epoch's figures, the epoch numbered from 1), `best_epoch`, `metrics` (the best
     epoch's figures without its number), `history` (every epoch's figures, in order), `load_model()`."""
@@ -123,7 +123,7 @@ def load_result(run_dir: str | Path) -> Result:
     """The `Result` of a run directory (one `train` or a sweep made, or the command): its record read back. A
     directory that holds no readable record is one ConfigError naming `run_dir` and why."""
     from tfhydra.api import RUN_ACCEPTED, no_record, path_argument
-    from tfhydra.record import RecordError
+    from tfhydra.record.run_record import RecordError
 
     folder = path_argument(run_dir, "run_dir")
     if folder is None:

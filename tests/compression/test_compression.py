@@ -44,7 +44,7 @@ def train(run_dir, overrides):
 
 @pytest.fixture(scope="module")
 def validation():
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     cfg = compose([])
     return build_datasets(cfg.data, cfg.trainer.seed).validation
@@ -313,8 +313,8 @@ def test_from_run_of_another_model_config_is_refused(baseline, tmp_path):
 
 
 def test_pruning_schedule_in_epochs_uses_the_real_steps_and_reaches_its_target():
-    from tfhydra.compression import Phase
     from tfhydra.compression.schemes import pruning_schedule
+    from tfhydra.config.contracts import Phase
 
     phase = Phase(steps_per_epoch=45, epochs=10)
 

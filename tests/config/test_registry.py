@@ -34,6 +34,35 @@ def test_registering_a_name_twice_is_refused():
         things.register("a")(lambda cfg: None)
 
 
+def test_a_registry_imports_the_modules_that_fill_it_on_its_first_lookup(tmp_path, monkeypatch):
+    """mmengine's `Registry(..., locations=[...])`: making the registry imports nothing; the first lookup imports
+    every location, whose builders register themselves; a location that fails is tried again at the next lookup."""
+    import importlib
+    import sys
+
+    (tmp_path / "things_base.py").write_text(
+        "from tfhydra.config.registry import Registry\n"
+        "THINGS = Registry('thing', locations=['things_square', 'things_cube'])\n"
+    )
+    (tmp_path / "things_square.py").write_text(
+        "from things_base import THINGS\n\n@THINGS.register('square', exponent=2)\ndef square(cfg):\n    return 2\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("things_base", "things_square", "things_cube"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    from things_base import THINGS
+
+    assert "things_square" not in sys.modules
+    with pytest.raises(ModuleNotFoundError, match="things_cube"):
+        THINGS.names()
+    (tmp_path / "things_cube.py").write_text("from things_base import THINGS\nTHINGS.register('cube')(print)\n")
+    importlib.invalidate_caches()  # the directory listing the finder keeps
+    assert THINGS.names() == ["cube", "square"] and THINGS.traits("square") == {"exponent": 2}
+    assert THINGS.build(OmegaConf.create({"name": "square"})) == 2
+    for name in ("things_base", "things_square", "things_cube"):
+        sys.modules.pop(name, None)
+
+
 def test_target_builder_gets_node_keys_and_context():
     things = Registry("thing")
     node = OmegaConf.create({"_target_": "builtins.dict", "units": 8})
@@ -68,12 +97,12 @@ def test_model_registry_matches_model_yaml_files():
     """conf/model/*.yaml maps one-to-one onto registered builders (same for every group)."""
     from conftest import CONFIG_DIR
 
-    from tfhydra.compression import COMPRESSIONS
-    from tfhydra.data import DATA
-    from tfhydra.model import MODELS
-    from tfhydra.optimizer import OPTIMIZERS
+    from tfhydra.compression.schemes import COMPRESSIONS
+    from tfhydra.data.source import DATA
+    from tfhydra.model.base import MODELS
+    from tfhydra.optimizer.build import OPTIMIZERS
     from tfhydra.precision.build import PRECISIONS
-    from tfhydra.strategy import STRATEGIES
+    from tfhydra.strategy.build import STRATEGIES
 
     for group, registry in [
         ("model", MODELS),
@@ -88,7 +117,7 @@ def test_model_registry_matches_model_yaml_files():
 
 
 def test_sweep_job_dirname_keeps_only_swept_overrides_and_is_one_folder():
-    from tfhydra.sweep import job_dirname
+    from tfhydra.config.jobnames import job_dirname
 
     argv = ["-m", "optimizer.lr=1e-3,5e-4", "trainer.epochs=1", "data.path=/a/b,/c/d"]
     assert (
@@ -108,14 +137,12 @@ def test_every_registry_has_the_names_its_room_declares():
     from tfhydra.data.checks import AUGMENTATION_NAMES
     from tfhydra.export.base import EXPORT_FORMATS
     from tfhydra.export.checks import FORMATS
-    from tfhydra.export.write import export_model  # noqa: F401  (imports every writer)
-    from tfhydra.logger.start import start_trackers  # noqa: F401  (imports every tracker)
     from tfhydra.logger.trackers import LOGGERS
     from tfhydra.optimizer.build import SCHEDULES
     from tfhydra.optimizer.checks import SCHEDULE_NAMES
     from tfhydra.runner.plan import RULES
+    from tfhydra.trainer.base import LOOPS
     from tfhydra.trainer.checks import LOOP_NAMES
-    from tfhydra.trainer.loops import LOOPS
 
     pairs = {
         "trainer.loop": (LOOPS.names(), LOOP_NAMES),

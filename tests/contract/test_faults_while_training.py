@@ -180,7 +180,7 @@ def test_restore_best_says_which_epoch_it_exports(tmp_path):
     import tensorflow as tf
     import tf_keras as keras
 
-    from tfhydra.record import RunRecord
+    from tfhydra.record.run_record import RunRecord
     from tfhydra.record.rundir import RunPaths
     from tfhydra.trainer.weights import restore_best
 

@@ -60,8 +60,8 @@ def test_tensorboard_has_scalars_histograms_and_graph(finished_run):
 def test_best_checkpoint_is_what_was_exported(finished_run):
     """The SavedModel reloads and predicts exactly what the best checkpoint's weights predict."""
     cfg, run_dir, _, _ = finished_run
-    from tfhydra.data import build_datasets
-    from tfhydra.model import build_model
+    from tfhydra.data.pipeline import build_datasets
+    from tfhydra.model.build import build_model
 
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
     model = build_model(cfg.model, datasets.spec)

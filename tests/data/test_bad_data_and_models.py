@@ -25,7 +25,7 @@ SYNTHETIC = ["data=synthetic", "data.train_size=256", "data.val_size=8", "data.s
 
 
 def build(compose_cfg, overrides, seed=0):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     return build_datasets(compose_cfg(overrides).data, seed=seed)
 
@@ -158,7 +158,7 @@ if mode == "raw":
     iterator = iter(tf.data.Dataset.range(100000).cache(target))
 else:
     from conftest import compose_config
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     iterator = iter(build_datasets(compose_config(overrides).data, seed=0).train)
 next(iterator)
 print("reading", flush=True)
@@ -475,8 +475,8 @@ def test_the_refused_schemes_are_exactly_those_the_toolkit_fails_on(tmp_path, co
     epoch: it fails exactly where check_model_support refuses (so a new tfmot release shows up here)."""
     from tfhydra.compression.schemes import build_scheme
     from tfhydra.config.contracts import Phase
-    from tfhydra.data import build_datasets
-    from tfhydra.model import build_model
+    from tfhydra.data.pipeline import build_datasets
+    from tfhydra.model.build import build_model
 
     path = data_files.write_text_csv(tmp_path / "t.csv", n=32)
     datasets = build_datasets(
@@ -523,7 +523,7 @@ def test_cli_quantize_of_the_lstm_is_answered_by_the_pre_flight(tmp_path):
 @pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
 def test_the_transformer_gives_finite_probabilities_for_padding_only(compose_cfg, positions):
     from tfhydra.config.contracts import DataSpec
-    from tfhydra.model import build_model
+    from tfhydra.model.build import build_model
 
     spec = DataSpec((16,), 3, ("a", "b", "c"), 8, 8, dtype="int64", vocab_size=50)
     model = build_model(compose_cfg(["model=transformer", f"model.positions={positions}"]).model, spec)

@@ -24,7 +24,8 @@ def records(tmp_path, n=32, prefix="train", seed=0):
 
 def built(compose_cfg, tmp_path, *overrides, val=8, epochs=None, steps=None, validation_steps=None):
     """The run's datasets as the job builds them: 32 train, `val` validation and 8 test records; batches of 8."""
-    from tfhydra.data import Reads, build_datasets
+    from tfhydra.data.caching import Reads
+    from tfhydra.data.pipeline import build_datasets
 
     splits = (records(tmp_path), records(tmp_path, val, "val", 1), records(tmp_path, 8, "test", 2))
     cfg = compose_cfg(

@@ -1,6 +1,6 @@
 import numpy as np
 
-from tfhydra.data import build_datasets
+from tfhydra.data.pipeline import build_datasets
 
 
 def labels_of(dataset):

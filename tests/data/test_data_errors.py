@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.data import build_datasets
+from tfhydra.data.pipeline import build_datasets
 from tfhydra.runner.plan import check_config as validate
 
 

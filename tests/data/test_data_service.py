@@ -102,7 +102,7 @@ def records(tmp_path):
 
 
 def test_distributed_epoch_sees_each_training_example_once_per_epoch(service, tmp_path, compose_cfg, monkeypatch):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     monkeypatch.setenv("TFHYDRA_CACHE_DIR", str(tmp_path / "c"))
     datasets = build_datasets(compose_cfg([*records(tmp_path), f"data.service.address={service}"]).data, 0)
@@ -116,7 +116,7 @@ def test_distributed_epoch_sees_each_training_example_once_per_epoch(service, tm
 
 
 def test_an_unreachable_service_is_one_line(tmp_path, compose_cfg, monkeypatch):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     monkeypatch.setenv("TFHYDRA_CACHE_DIR", str(tmp_path / "c"))
     port = free_port()

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.data import build_datasets
 from tfhydra.data.keras_datasets import KERAS_DATASETS
+from tfhydra.data.pipeline import build_datasets
 
 PLAIN = ["data.shuffle_buffer=0", "data.cache=false"]  # file order, nothing kept between builds
 

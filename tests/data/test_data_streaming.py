@@ -44,7 +44,7 @@ def tfrecord_cfg(compose_cfg, pattern, *extra):
 
 
 def build(cfg):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     return build_datasets(cfg.data, 0)
 

@@ -46,7 +46,7 @@ def test_what_is_not_an_image_header_has_no_size(tmp_path):
 
 def test_a_huge_image_is_refused_before_it_is_decoded(tmp_path, compose_cfg):
     """A 20000 x 20000 PNG is a few hundred kB on disk and 1.2 GB decoded: refused by its header."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     root = data_files.write_image_folder(tmp_path / "pets", per_class=4, size=(8, 8))
     huge = root / "train" / next(p.name for p in (root / "train").iterdir()) / "huge.png"
@@ -61,7 +61,7 @@ def test_a_huge_image_is_refused_before_it_is_decoded(tmp_path, compose_cfg):
 
 
 def test_images_of_several_sizes_without_an_image_size_are_refused(tmp_path, compose_cfg):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     root = data_files.write_image_folder(tmp_path / "pets", per_class=4, size=(8, 8))
     other = sorted((root / "train").rglob("*.png"))[-1]

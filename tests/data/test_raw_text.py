@@ -7,7 +7,7 @@ import numpy as np
 from data_files import write_text_csv
 
 from tfhydra.config.contracts import PREPARED, RAW_TEXT
-from tfhydra.data import build_datasets
+from tfhydra.data.pipeline import build_datasets
 from tfhydra.task.build import build_task
 
 

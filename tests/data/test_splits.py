@@ -72,7 +72,7 @@ def marked_npz(path, test_images, test_labels):
 
 @pytest.mark.slow
 def test_npz_tests_on_exactly_x_test_and_validates_on_a_share_of_x_train(tmp_path, compose_cfg):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     marker = np.full((100, 8, 8), 255, np.uint8)  # every test image is the marker: all pixels 255
     marker[:, 0, 0] = np.arange(100)  # ... and numbered, so order and identity can be checked

@@ -47,7 +47,7 @@ def data_dir(tmp_path_factory):
 
 
 def test_a_prepared_tfds_dataset_goes_through_the_shared_pipeline(data_dir, compose_cfg, tmp_path, monkeypatch):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     monkeypatch.setenv("TFHYDRA_CACHE_DIR", str(tmp_path))
     cfg = compose_cfg(
@@ -109,7 +109,7 @@ def test_a_prepared_tfds_dataset_goes_through_the_shared_pipeline(data_dir, comp
 
 
 def test_a_tfds_dataset_that_is_not_prepared_names_the_data_dir_and_the_command(compose_cfg, tmp_path):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     cfg = compose_cfg(["data=tfds", "data.dataset=tfhydra_toy_images", f"data.data_dir={tmp_path}"])
     with pytest.raises(ConfigError) as error:
@@ -125,7 +125,7 @@ def test_a_tfds_dataset_that_is_not_prepared_names_the_data_dir_and_the_command(
 @pytest.mark.parametrize("name, hint", [("mnistt", " (did you mean mnist or "), ("no_such_dataset_at_all", ";")])
 def test_an_unknown_tfds_name_is_not_told_to_build_it(compose_cfg, tmp_path, name, hint):
     """Issue 35: `tfds build` cannot build a name TFDS does not have; the answer is the nearest names."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     cfg = compose_cfg(["data=tfds", f"data.dataset={name}", f"data.data_dir={tmp_path}"])
     with pytest.raises(ConfigError) as error:

@@ -35,7 +35,7 @@ def compose(overrides):
 
 def trained(run_dir, overrides):
     """(run directory, its record, its validation split as arrays, the exported Keras model's predictions)."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     cfg = compose(overrides)
     tfhydra.run(cfg, run_dir=run_dir)
@@ -116,7 +116,7 @@ def test_tflite_accuracy_is_measured_by_litert_and_equals_keras(cnn):
 
 def test_without_litert_tf_lite_interpreter_measures_the_same_accuracy(cnn, monkeypatch, caplog):
     run_dir, record, _, _ = cnn
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     cfg = compose([])
     validation = build_datasets(cfg.data, cfg.trainer.seed).validation
@@ -236,7 +236,7 @@ def test_onnx_without_its_packages_is_refused_in_one_line(monkeypatch):
 
 
 def test_onnx_is_an_accepted_export_format():
-    from tfhydra.export.write import EXPORT_FORMATS  # importing the writer registers every format
+    from tfhydra.export.base import EXPORT_FORMATS  # its first lookup imports every writer
 
     assert "onnx" in EXPORT_FORMATS.names()
     assert OmegaConf.select(compose(["export.formats=[onnx]"]), "export.formats") == ["onnx"]

@@ -39,7 +39,7 @@ def predictions_agree(cfg, run_dir) -> tuple[float, np.ndarray, np.ndarray]:
     pipeline's inputs predict the same class, the raw validation examples, the Keras model's classes)."""
     import tf_keras as keras
 
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
     trained = keras.models.load_model(str(run_dir / "export" / "keras" / "model.keras"), safe_mode=True)

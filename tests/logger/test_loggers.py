@@ -244,7 +244,7 @@ def test_a_resumed_tracker_gets_only_the_epochs_it_does_not_have(tmp_path):
 )
 def test_every_record_status_has_a_tracker_status(status, expected):
     from tfhydra.logger.trackers import TRACKER_STATUS
-    from tfhydra.record import STATUSES
+    from tfhydra.record.run_record import STATUSES
 
     assert set(TRACKER_STATUS) == set(STATUSES) - {"not started"} and TRACKER_STATUS[status] == expected
 

@@ -214,7 +214,7 @@ def test_a_subclassed_model_called_on_an_input_is_read_by_its_width():
 
 
 def test_a_built_in_model_fits_every_task(compose_cfg):
-    from tfhydra.model import build_model
+    from tfhydra.model.build import build_model
 
     node = compose_cfg(["model=mlp", "model.units=[8]"]).model
     for task in HEADS:
@@ -224,7 +224,7 @@ def test_a_built_in_model_fits_every_task(compose_cfg):
 
 
 def test_build_model_names_the_users_target(compose_cfg):
-    from tfhydra.model import build_model
+    from tfhydra.model.build import build_model
 
     node = compose_cfg(["~model", "+model._target_=user_code.build_tiny_model"]).model
     with pytest.raises(ConfigError, match=r"^model._target_=user_code.build_tiny_model: its output \(1 wide, softmax"):

@@ -3,9 +3,10 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.data import DataSpec
-from tfhydra.model import MODELS, build_model
+from tfhydra.model.base import MODELS
+from tfhydra.model.build import build_model
 
 DIGITS = DataSpec((28, 28, 1), 10, tuple("0123456789"), 1437, 360)
 

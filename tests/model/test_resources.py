@@ -19,7 +19,7 @@ SPEC = DataSpec((28, 28, 1), 10, tuple(str(i) for i in range(10)), 1000, 200)
 
 @pytest.mark.parametrize("overrides", [["model=mlp"], ["model=cnn"], ["model=mlp", "model.units=[512,256]"]])
 def test_the_estimate_counts_the_parameters_keras_builds(compose_cfg, overrides):
-    from tfhydra.model import build_model
+    from tfhydra.model.build import build_model
     from tfhydra.model.memory import check_model_fits, estimated_bytes
 
     cfg = compose_cfg(overrides)
@@ -90,7 +90,7 @@ def test_the_estimate_leaves_the_seeded_initial_weights_as_they_were():
     import tf_keras as keras
     from omegaconf import OmegaConf
 
-    from tfhydra.model import build_model
+    from tfhydra.model.build import build_model
     from tfhydra.model.memory import estimated_bytes
 
     cfg = OmegaConf.create({"name": "mlp", "units": [16], "dropout": 0.0, "activation": "relu"})

@@ -16,8 +16,7 @@ from omegaconf import OmegaConf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.project import CONFIG_DIR
-from tfhydra.optimizer import OPTIMIZERS, build_optimizer
-from tfhydra.optimizer.build import KERAS_CLASSES
+from tfhydra.optimizer.build import KERAS_CLASSES, OPTIMIZERS, build_optimizer
 
 LR, STEPS, EPOCHS = 3e-3, 2, 2
 COSINE_AFTER_ONE_STEP = LR * 0.5 * (1 + math.cos(math.pi * 1 / (STEPS * EPOCHS)))  # CosineDecay, no warm-up

@@ -155,7 +155,7 @@ builders = json.loads(sys.argv[1])
 built = {}
 for name, (shape, dtype, vocab) in builders.items():
     cfg = tfhydra.compose(["keras=3", f"model={name}"])  # chooses Keras 3 before TensorFlow loads
-    from tfhydra.model import build_model
+    from tfhydra.model.build import build_model
     import keras, numpy as np, tensorflow as tf
     spec = DataSpec(tuple(shape), 3, ("a", "b", "c"), 1, 1, dtype=dtype, vocab_size=vocab)
     model = build_model(cfg.model, spec)
@@ -327,7 +327,7 @@ def test_a_keras3_model_in_a_keras2_run_is_refused_naming_keras3():
     from omegaconf import OmegaConf
 
     from tfhydra.config.contracts import DataSpec
-    from tfhydra.model import build_model
+    from tfhydra.model.build import build_model
 
     node = OmegaConf.create({"_target_": "user_code.build_keras3_model", "units": 4})
     with pytest.raises(tfhydra.ConfigError) as refused:

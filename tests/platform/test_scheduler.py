@@ -8,7 +8,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from tfhydra.platform import command
 from tfhydra.platform.scheduler import SLURM_VARIABLES, scheduler, where
-from tfhydra.sweep import handover_overrides
+from tfhydra.sweep.handover import handover_overrides
 
 SLURM_JOB = {
     "SLURM_JOB_ID": "41",

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tfhydra.platform.terminal import figure
-from tfhydra.record import RunRecord
+from tfhydra.record.run_record import RunRecord
 
 
 @pytest.mark.parametrize(

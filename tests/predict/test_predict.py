@@ -126,9 +126,9 @@ def runs(tmp_path_factory):
 def evaluate_classes(run_dir, split: str = "validation") -> tuple[list[str], object]:
     """(the class names the served model gives on the run's `split` (validation or test), as tfhydra-evaluate feeds
     it, the composed config). Evaluate prints metrics, not classes: this is its input path with argmax."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.evaluate import _takes, load_run_config, load_served_model
-    from tfhydra.record import load_record
+    from tfhydra.record.run_record import load_record
 
     cfg = load_run_config(run_dir, [])
     datasets = build_datasets(cfg.data, cfg.trainer.seed)
@@ -371,8 +371,8 @@ def test_a_huge_png_among_good_files_is_named_undecoded_and_the_peak_memory_stay
         f"peak RSS {among_rss / 2**20:.0f} MiB with it, {alone_rss / 2**20:.0f} MiB without"
     )
 
-    from tfhydra.predict import parse_arguments
-    from tfhydra.predict import predict as predict_in_process
+    from tfhydra.predict.cli import parse_arguments
+    from tfhydra.predict.cli import predict as predict_in_process
 
     capsys.readouterr()
     summary, skipped = predict_in_process(parse_arguments([str(run_dir), str(mixed), "--max-pixels", "784"]))
@@ -423,7 +423,7 @@ def test_image_folders_rules_refuse_image_files_before_decoding(tmp_path):
 
 def test_the_pixel_limit_is_the_runs_else_image_folders_default(compose_cfg):
     from tfhydra.config.errors import ConfigError
-    from tfhydra.predict import parse_arguments
+    from tfhydra.predict.cli import parse_arguments
     from tfhydra.predict.layout import Run
 
     recorded = Run(Path("run"), {"name": "image_folder", "max_pixels": 1234}, ("a", "b"), 8)

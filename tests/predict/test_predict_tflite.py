@@ -39,7 +39,7 @@ def classes(result: subprocess.CompletedProcess) -> list[tuple[str, int]]:
 @pytest.fixture(scope="module")
 def tflite_run(tmp_path_factory):
     """A 1-epoch digits run that exported only model.tflite, and its validation split as the pipeline feeds it."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.evaluate import load_run_config
 
     run_dir = tmp_path_factory.mktemp("tflite") / "run"
@@ -52,7 +52,7 @@ def tflite_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_tflite_only_run_is_predicted_and_evaluated_through_litert(tflite_run, tmp_path):
-    from tfhydra.record import load_record
+    from tfhydra.record.run_record import load_record
 
     run_dir, x, y = tflite_run
     np.save(tmp_path / "x.npy", x)

@@ -149,7 +149,7 @@ SOURCES = {
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_any_damaged_file_works_or_is_one_line(source, tmp_path_factory, compose_cfg):
     from tfhydra.config.errors import one_line_tensorflow_errors
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.runner.plan import plan_run
 
     @counts_cases()

@@ -269,7 +269,7 @@ def test_predict_reads_no_code_from_a_run(attack):
     from tfhydra.predict.layout import read_run
 
     def read(run):
-        from tfhydra.record import RunRecord, load_record
+        from tfhydra.record.run_record import RunRecord, load_record
 
         record = load_record(run)  # predict names the classes from the record's data spec
         RunRecord(**{**record.as_dict(), "data": {"class_names": ["a", "b"]}}).write(run)

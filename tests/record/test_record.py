@@ -1,4 +1,4 @@
-"""The run record (tfhydra/record/__init__.py): its fields as documented, versions, where a result came from,
+"""The run record (tfhydra/record/run_record.py): its fields as documented, versions, where a result came from,
 and a record for every way a run ends."""
 
 import json
@@ -10,7 +10,15 @@ import pytest
 from conftest import ROOT, last_line, read_run_record, run_cli
 
 import tfhydra
-from tfhydra.record import FIELDS, SCHEMA_VERSION, RecordError, RunRecord, load_record, read_record, run_status
+from tfhydra.record.run_record import (
+    FIELDS,
+    SCHEMA_VERSION,
+    RecordError,
+    RunRecord,
+    load_record,
+    read_record,
+    run_status,
+)
 
 
 def documented_fields() -> set[str]:
@@ -98,7 +106,7 @@ def test_a_run_from_python_keeps_hydra_files_provenance_and_evaluates(tmp_path):
 
 
 def test_a_record_outside_git_says_so(tmp_path):
-    from tfhydra.record import git_state
+    from tfhydra.record.run_record import git_state
 
     assert git_state(tmp_path) is None
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)

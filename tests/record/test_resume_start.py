@@ -4,7 +4,6 @@ log line, what a fresh start clears, and history.json's one reader and writer. F
 import json
 import logging
 
-from tfhydra.record import RunRecord, Status
 from tfhydra.record.resume import (
     AFTER_TRAINING,
     FRESH,
@@ -17,6 +16,7 @@ from tfhydra.record.resume import (
     start_phase,
     write_history,
 )
+from tfhydra.record.run_record import RunRecord, Status
 from tfhydra.record.rundir import RunPaths
 
 
@@ -124,7 +124,7 @@ def test_history_has_one_format_one_reader_and_one_writer(tmp_path, caplog):
 
 
 def test_an_older_record_without_resumed_reads(tmp_path):
-    from tfhydra.record import load_record
+    from tfhydra.record.run_record import load_record
 
     (tmp_path / "metrics.json").write_text(json.dumps({"schema_version": 2, "status": "completed"}))
     assert load_record(tmp_path).resumed is None

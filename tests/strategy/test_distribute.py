@@ -285,8 +285,8 @@ def test_low_precision_trains_with_float32_output(tmp_path, compose_cfg, precisi
 
 
 def test_fp32_job_after_a_mixed_job_in_one_process_is_float32(tmp_path, compose_cfg):
-    from tfhydra.data import build_datasets
-    from tfhydra.model import build_model
+    from tfhydra.data.pipeline import build_datasets
+    from tfhydra.model.build import build_model
 
     base = ["data=synthetic", "data.train_size=64", "data.val_size=32", "trainer.epochs=1", "logging.histogram_freq=0"]
     tfhydra.run(compose_cfg(["precision=mixed", *base]), run_dir=tmp_path / "mixed")
@@ -301,8 +301,8 @@ def test_fp32_job_after_a_mixed_job_in_one_process_is_float32(tmp_path, compose_
 def test_user_model_with_float16_output_gets_a_float32_cast(compose_cfg):
     import tf_keras as keras
 
-    from tfhydra.data import DataSpec
-    from tfhydra.model import build_model
+    from tfhydra.config.contracts import DataSpec
+    from tfhydra.model.build import build_model
     from tfhydra.precision.build import float32_output, policy_scope
 
     cfg = compose_cfg(["~model", "+model._target_=user_code.build_tiny_model", "precision=mixed"])

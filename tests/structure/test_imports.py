@@ -8,6 +8,11 @@ import each other; the runner and the sweep room do not import each other; the s
 launch room (the run plan reads the sweep section's checks, sweep/checks.py, and nothing else of the sweep room);
 and what the run plan reads must not import TensorFlow. A new folder must say which layer it is
 in (LAYERS), so a room cannot be added without a place in the order.
+
+An import is every import line (lazy ones inside functions too), and an import by string (`import_module(
+"tfhydra.x.y")`, `preload_job("tfhydra.runner.job")`); a circle counts the package faces Python runs on the way
+(importing `tfhydra.trust.bounded` runs `tfhydra/trust/__init__.py`). A face below `tfhydra/__init__.py` defines
+nothing and imports no TensorFlow; every registry names the modules of its room that fill it.
 """
 
 import ast
@@ -76,7 +81,47 @@ def imports_of(path: Path) -> set[str]:
                 package = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
                 base = ".".join([*package, base] if base else package)
             found |= {f"{base}.{alias.name}" if is_submodule(f"{base}.{alias.name}") else base for alias in node.names}
+    found |= string_imports(tree)
     return {name for name in found if name == "tfhydra" or name.startswith("tfhydra.")}
+
+
+# Functions that import the module a string names: a call of one with a literal tfhydra path is an import arrow.
+STRING_IMPORTERS = {"import_module", "__import__", "preload_job"}
+
+
+def string_imports(tree: ast.AST) -> set[str]:
+    """The tfhydra modules imported by string: `importlib.import_module("tfhydra.x.y")`, `__import__(...)`,
+    `preload_job("tfhydra.runner.job")`, and an f-string's literal start (`import_module(f"tfhydra.data.{name}")`
+    names the package `tfhydra.data`), each read as the longest module path its literal spells."""
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        literal = literal_start(node.args[0])
+        if name in STRING_IMPORTERS and literal.startswith("tfhydra."):
+            parts = literal.split(".")
+            while len(parts) > 1 and not (parts[-1].isidentifier() and is_submodule(".".join(parts))):
+                parts.pop()
+            found.add(".".join(parts))
+    return found
+
+
+def literal_start(node: ast.expr) -> str:
+    """The text a string expression is known to start with: a literal whole, an f-string up to its first field."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        start = ""
+        for part in node.values:
+            if not (isinstance(part, ast.Constant) and isinstance(part.value, str)):
+                break
+            start += part.value
+        return start
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return literal_start(node.left)
+    return ""
 
 
 def is_submodule(name: str) -> bool:
@@ -282,8 +327,26 @@ def module_graph() -> dict[str, set[str]]:
                     name = name.rpartition(".")[0]
                 if name and name != module:
                     edges.add(name)
-        graph[module] = edges
+        graph[module] = edges | (string_imports(ast.parse(path.read_text())) - {module, "tfhydra"})
     return graph
+
+
+def through_faces(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """`graph` with the imports Python makes without a line saying so: importing `tfhydra.trust.bounded` runs
+    `tfhydra/trust/__init__.py` first, so an arrow to a module of a package is also an arrow to the package's face,
+    unless the importing module is in that package itself (its face has run before it). tfhydra/__init__.py is
+    every module's own package, so it is never such a face."""
+    faced = {}
+    for module, targets in graph.items():
+        edges = set(targets)
+        for target in targets:
+            parts = target.split(".")
+            for depth in range(2, len(parts)):
+                package = ".".join(parts[:depth])
+                if module != package and not module.startswith(package + "."):
+                    edges.add(package)
+        faced[module] = edges
+    return faced
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -318,13 +381,52 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_module_imports_itself_through_others():
-    assert circles(module_graph()) == []
+    """No circle, the package faces a module runs on its way included (a circle through two faces is a module
+    that finds the other half-imported, depending on which face a process imports first)."""
+    assert circles(through_faces(module_graph())) == []
 
 
 def test_the_circle_rule_sees_a_circle():
     graph = module_graph()
-    graph["tfhydra.record.rundir"] = graph["tfhydra.record.rundir"] | {"tfhydra.record"}  # record imports rundir
-    assert ["tfhydra.record", "tfhydra.record.rundir"] in circles(graph)
+    graph["tfhydra.record.rundir"] = graph["tfhydra.record.rundir"] | {"tfhydra.record"}  # the face: run_record, rundir
+    assert any({"tfhydra.record", "tfhydra.record.rundir"} <= set(circle) for circle in circles(graph))
+
+
+@pytest.mark.parametrize(
+    "planted,members",
+    [
+        # `from tfhydra.record import x` in trust/ and `from tfhydra.trust import y` in record/
+        (
+            {"tfhydra.trust.bounded": "tfhydra.record", "tfhydra.record.run_record": "tfhydra.trust"},
+            {"tfhydra.record", "tfhydra.trust", "tfhydra.trust.bounded"},
+        ),
+        # no line names a face: trust/allowlist.py reading record/rundir.py runs the record face, which hands on
+        # run_record.py, which reads through trust/bounded.py and so runs the trust face, which hands on allowlist.py
+        (
+            {"tfhydra.trust.allowlist": "tfhydra.record.rundir"},
+            {"tfhydra.record", "tfhydra.record.run_record", "tfhydra.trust", "tfhydra.trust.allowlist"},
+        ),
+    ],
+)
+def test_the_circle_rule_sees_a_circle_through_package_faces(planted, members):
+    graph = module_graph()
+    for module, target in planted.items():
+        graph[module] = graph[module] | {target}
+    assert any(members <= set(circle) for circle in circles(through_faces(graph)))
+
+
+def test_an_import_by_string_is_an_arrow():
+    tree = ast.parse(
+        "import importlib\n"
+        "importlib.import_module('tfhydra.runner.job')\n"
+        "def f(family):\n    return importlib.import_module(f'tfhydra.data.{family}')\n"
+        "preload_job('tfhydra.runner.job')\n"
+        "importlib.import_module('json')\n"
+    )
+    assert string_imports(tree) == {"tfhydra.runner.job", "tfhydra.data"}
+    files = tfhydra_files()
+    files["tfhydra.platform.startup"] = files["tfhydra.platform.startup"] | string_imports(tree)
+    assert any(v.startswith("tfhydra.platform.startup imports tfhydra.runner.job") for v in violations(files))
 
 
 def sizes() -> tuple[list[str], list[str]]:
@@ -459,3 +561,113 @@ def test_the_old_flat_paths_import_the_modules_that_hold_their_code_now():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "old,new",
+    [("tfhydra.errors", "tfhydra.config.errors"), ("tfhydra.launch.launch_errors", "tfhydra.launch.lost_jobs")],
+)
+def test_an_old_path_warns_once_naming_the_new_one_and_answers_the_same_module(old, new):
+    """An old path is deprecated, not copied: the first import says where the module is now and when the old path
+    goes, in one DeprecationWarning attributed to the importing line; the module is the one that holds the code,
+    and it keeps its own name (its `__spec__`)."""
+    import importlib
+    import warnings
+
+    import tfhydra
+
+    module = importlib.import_module(new)
+    parent, _, name = old.rpartition(".")
+    kept = sys.modules.pop(old, None), getattr(sys.modules[parent], name, None)  # as in a fresh process
+    if kept[1] is not None:
+        delattr(sys.modules[parent], name)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = importlib.import_module(old)
+            again = importlib.import_module(old)
+    finally:
+        sys.modules.pop(old, None)
+        vars(sys.modules[parent]).pop(name, None)
+        if kept[0] is not None:
+            sys.modules[old] = kept[0]
+        if kept[1] is not None:
+            setattr(sys.modules[parent], name, kept[1])
+    assert first is again is module and module.__spec__.name == new
+    message = f"{old} is deprecated and will be removed in tfhydra 0.4; import {new} instead"
+    assert [(w.category, str(w.message), w.filename) for w in caught] == [(DeprecationWarning, message, __file__)]
+    version = tuple(int(part) for part in tfhydra.__version__.split(".")[:2])
+    assert version < (0, 4), "tfhydra 0.4 removes the old paths: delete _MOVED from tfhydra/__init__.py"
+
+
+# ---- faces hand names on, registries know their modules (issue 54) ------------------------------------------------
+
+
+def face_statements(source: str) -> list[str]:
+    """What a package's `__init__.py` holds besides its docstring, imports and `__all__`: a function, a class, any
+    other statement (a face hands names on; logic lives in a named module)."""
+    found = []
+    for index, node in enumerate(ast.parse(source).body):
+        if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            continue
+        found.append(f"line {node.lineno}: {getattr(node, 'name', type(node).__name__)}")
+    return found
+
+
+def test_no_package_face_below_the_public_one_defines_anything():
+    faces = sorted(p for p in PACKAGE.rglob("__init__.py") if p != PACKAGE / "__init__.py")
+    found = {str(p.relative_to(ROOT)): face_statements(p.read_text()) for p in faces}
+    assert {face: statements for face, statements in found.items() if statements} == {}
+
+
+def test_the_face_rule_sees_what_a_face_must_not_hold():
+    source = (
+        '"""doc"""\nfrom __future__ import annotations\nimport importlib\nfrom x import y\n__all__ = ["y"]\n'
+        "_LAZY = {}\ndef __getattr__(name):\n    pass\nclass Record:\n    pass\n"
+    )
+    assert face_statements(source) == ["line 6: Assign", "line 7: __getattr__", "line 9: Record"]
+
+
+def test_importing_every_face_imports_no_tensorflow():
+    """A face hands on only names whose modules import no TensorFlow: `import tfhydra.model` (or any room) is cheap,
+    and what needs TensorFlow is imported from its module (`from tfhydra.model.build import build_model`)."""
+    faces = sorted(".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py"))
+    code = (
+        f"import sys; import {', '.join(faces)}; "
+        "bad = [m for m in ('tensorflow', 'tf_keras', 'keras') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def registry_locations() -> dict[str, list[str]]:
+    """`module:GROUP` -> the `locations` of each `Registry(...)` made in tfhydra/ (mmengine's registry: the modules
+    whose builders register there, imported on the first lookup); a registry that names none maps to []."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Registry":
+                group = ast.literal_eval(node.args[0])
+                named = [k.value for k in node.keywords if k.arg == "locations"]
+                found[f"{module}:{group}"] = ast.literal_eval(named[0]) if named else []
+    return found
+
+
+def test_every_registry_names_the_modules_of_its_own_room_that_fill_it():
+    """Each registry lists its builders' modules (literal paths, so this test and a reader see them), every one a
+    module of the registry's own room: a registry never imports another room by string."""
+    found = registry_locations()
+    assert len(found) == 11, sorted(found)
+    wrong = {
+        where: location
+        for where, locations in found.items()
+        for location in locations or ["(none)"]
+        if not is_submodule(location) or room_of(location) != room_of(where.split(":")[0])
+    }
+    assert wrong == {}

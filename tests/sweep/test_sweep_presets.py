@@ -42,7 +42,7 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes_with_a_share_of_the_cor
     sweep = only_sweep(tmp_path)
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]  # named in the worker processes too
-    from tfhydra.sweep import available_cores
+    from tfhydra.platform.runtime import available_cores
 
     records = [metrics_of(sweep / job) for job in jobs]
     assert [r["threads"] for r in records] == [max(1, available_cores() // 2)] * 2  # trainer.threads=0: auto

@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
 
-from tfhydra.record import Status
 from tfhydra.record.monitor import Monitor
+from tfhydra.record.run_record import Status
 from tfhydra.sweep.jobs import Job
 from tfhydra.sweep.stages import Stages, promoted, screen_job
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from conftest import read_run_record, run_cli
 
-from tfhydra.record import RunRecord, Status
 from tfhydra.record.monitor import Monitor
+from tfhydra.record.run_record import RunRecord, Status
 from tfhydra.sweep.jobs import recorded_best
 from tfhydra.sweep.stages import Stages, promoted, screen_jobs
 from tfhydra.sweep.summary import summarize

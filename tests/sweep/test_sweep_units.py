@@ -14,7 +14,7 @@ from tb_events import read_events
 
 
 def test_job_dirnames_keep_only_swept_overrides_and_never_nest_folders(monkeypatch):
-    from tfhydra.sweep import SWEPT_KEYS_ENV, job_dirname
+    from tfhydra.config.jobnames import SWEPT_KEYS_ENV, job_dirname
 
     monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
     argv = ["-m", "optimizer.lr=1e-3,5e-4", "data.batch_size=32,64", "trainer.epochs=2"]
@@ -36,8 +36,9 @@ def test_a_job_config_carries_its_swept_keys_and_an_absolute_sweep_dir(monkeypat
     """What the sweep callback adds to hydra.overrides.hydra, composed as a launcher composes each job: the
     job's directory is named from its own config, in a process with neither the variable nor the command line
     (a Ray worker)."""
+    from tfhydra.config.jobnames import SWEPT_KEYS_ENV, current_swept_keys
     from tfhydra.platform.command import command_handover
-    from tfhydra.sweep import SWEPT_KEYS_ENV, current_swept_keys, handover_overrides
+    from tfhydra.sweep.handover import handover_overrides
     from tfhydra.sweep.kind import launcher_kind
 
     monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
@@ -89,7 +90,8 @@ def as_hydra_job():
     "n_jobs, expected", [(2, lambda cores: max(1, cores // 2)), (-1, lambda cores: 1), (1, lambda cores: 0)]
 )
 def test_threads_default_to_cores_divided_by_parallel_jobs_under_joblib(as_hydra_job, n_jobs, expected):
-    from tfhydra.sweep import auto_threads, available_cores, parallel_jobs
+    from tfhydra.platform.runtime import available_cores
+    from tfhydra.sweep.kind import auto_threads, parallel_jobs
 
     as_hydra_job(hydra_job_config(["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}"]))
     assert parallel_jobs() == (n_jobs if n_jobs > 0 else available_cores())
@@ -101,7 +103,7 @@ def test_threads_default_to_cores_divided_by_parallel_jobs_under_joblib(as_hydra
 def test_a_job_that_raises_before_training_is_recorded_and_returns_nan(as_hydra_job, tmp_path, monkeypatch):
     """A ConfigError only a builder can see (no complete batch) is the job's one-line error, not the sweep's end."""
     from tfhydra.config.errors import ConfigError
-    from tfhydra.sweep import SWEPT_KEYS_ENV
+    from tfhydra.config.jobnames import SWEPT_KEYS_ENV
     from tfhydra.sweep.trial import run_trial
 
     monkeypatch.setenv(SWEPT_KEYS_ENV, json.dumps(["data.batch_size"]))
@@ -231,7 +233,7 @@ def test_a_search_sweep_without_multirun_yaml_takes_its_swept_keys_from_what_dif
 def test_limited_steps_cut_both_splits_and_repeat_the_training_data():
     import tensorflow as tf
 
-    from tfhydra.data import build_datasets, limit_steps
+    from tfhydra.data.pipeline import build_datasets, limit_steps
 
     cfg = OmegaConf.load(CONFIG_DIR / "tfhydra.yaml").data
     cfg = OmegaConf.merge(
@@ -396,7 +398,7 @@ def test_the_summary_ranks_only_the_jobs_of_the_recorded_command(tmp_path):
 def test_threads_follow_the_cpus_a_cluster_launcher_reserves_per_job(as_hydra_job, launcher, expected):
     """submitit's launchers (local mode and SLURM) give each job `cpus_per_task` CPUs, Ray's gives each task
     `ray.remote.num_cpus`: that many threads."""
-    from tfhydra.sweep import auto_threads
+    from tfhydra.sweep.kind import auto_threads
 
     as_hydra_job(hydra_job_config(launcher))
     assert auto_threads() == expected

@@ -39,9 +39,9 @@ def tflite_only(run_dir, where):
 
 def measured_split(run_dir, split="test"):
     """(the model's inputs, the labels, the raw examples as stored) of a split, read as the run read them."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.evaluate import load_run_config
-    from tfhydra.task import build_task
+    from tfhydra.task.build import build_task
 
     cfg = load_run_config(run_dir, [])
     datasets = build_datasets(cfg.data, cfg.trainer.seed, task=build_task(cfg.task))
@@ -130,7 +130,7 @@ def test_evaluate_measures_a_regressions_savedmodel_and_tflite_file_in_the_targe
     assert lite["metrics"]["r2"] == pytest.approx(r2, abs=1e-4)
 
     # tfhydra-predict on the TFLite file: the model's inputs in, the target's units out, as the Keras model says
-    from tfhydra.predict import main as predict
+    from tfhydra.predict.cli import main as predict
 
     np.save(folder / "features.npy", x[:8])
     assert predict([str(folder / "lite"), str(folder / "features.npy"), "--output", str(folder / "out.csv")]) == 0
@@ -178,7 +178,7 @@ def test_evaluate_and_predict_on_a_multilabel_export_give_its_metrics_and_labels
         assert figures["loss"] == pytest.approx(crossentropy, rel=1e-3) and figures["auc"] > 0.9
 
     # tfhydra-predict on the SavedModel: the images as stored in, every label's probability and those over 0.5 out
-    from tfhydra.predict import main as predict
+    from tfhydra.predict.cli import main as predict
 
     np.save(folder / "images.npy", raw[:6])
     assert predict([str(run), str(folder / "images.npy"), "--output", str(folder / "out.jsonl")]) == 0

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.source import class_labels
-from tfhydra.task import build_task, task_of_record
+from tfhydra.task.build import build_task, task_of_record
 
 NO_CLASSES = OmegaConf.create({"class_names": None, "num_classes": None})
 

@@ -9,7 +9,7 @@ from conftest import read_run_record
 from sklearn.metrics import f1_score, roc_auc_score
 
 import tfhydra
-from tfhydra.task.build import TASKS
+from tfhydra.task.base import TASKS
 from tfhydra.task.multilabel import Multilabel
 
 NAMES = ["cat", "dog", "bird", "rare"]

@@ -62,7 +62,7 @@ def test_regression_on_a_csv_learns_in_the_targets_units_and_predict_writes_them
     (predicted,) = (v.numpy() for v in outputs.values())
     assert predicted.shape == (50, 1) and np.abs(predicted[:, 0] - y[:50]).mean() < 0.25 * y.std()
 
-    from tfhydra.predict import main as predict
+    from tfhydra.predict.cli import main as predict
 
     write_csv(tmp_path / "new.csv", ["a", "b", "c"], x[:5])
     assert predict([str(run), str(tmp_path / "new.csv"), "--output", str(tmp_path / "out.csv")]) == 0
@@ -105,7 +105,7 @@ def test_binary_on_a_csv_trains_one_sigmoid_output_and_records_auc(compose_cfg, 
     assert figures["keras_test_accuracy"] == pytest.approx(record["test"]["metrics"]["accuracy"], abs=1e-6)
     assert figures["artefacts"]["export/tflite/model.tflite"]["test_accuracy"] == figures["keras_test_accuracy"]
 
-    from tfhydra.predict import main as predict
+    from tfhydra.predict.cli import main as predict
 
     write_csv(tmp_path / "new.csv", ["a", "b"], [[2.0, 2.0], [-2.0, -2.0]])
     assert predict([str(tmp_path / "run"), str(tmp_path / "new.csv"), "--output", str(tmp_path / "out.jsonl")]) == 0

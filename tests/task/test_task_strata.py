@@ -44,8 +44,8 @@ def split_targets(datasets) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("strata_bins", [BINS, None])
 def test_each_split_holds_each_quantile_bin_in_proportion(compose_cfg, tmp_path, strata_bins):
-    from tfhydra.data import build_datasets
-    from tfhydra.task import build_task
+    from tfhydra.data.pipeline import build_datasets
+    from tfhydra.task.build import build_task
 
     targets = skewed_csv(tmp_path / "skewed.csv")
     cfg = compose_cfg(

@@ -54,13 +54,13 @@ def test_a_histogram_counts_the_finite_values_only():
 def every_observer(tmp_path):
     """The callbacks a run with every observer on gets (tfhydra/trainer/callbacks.py: build_callbacks, the tracker
     callback, the fit loop's resumable state), its model (seed MLP, EMA) and recorder, for digits."""
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
     from tfhydra.logger.callback import epoch_loggers
     from tfhydra.logger.start import start_trackers
     from tfhydra.logger.trackers import RunInfo
     from tfhydra.record.rundir import RunPaths
     from tfhydra.runner.compiled_model import build_model_and_optimizer
-    from tfhydra.strategy import build_strategy
+    from tfhydra.strategy.build import build_strategy
     from tfhydra.trainer.base import LoopContext
     from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound
     from tfhydra.trainer.loops import backup_callback

@@ -19,7 +19,7 @@ STEPS, VAL_BATCHES = 5, 12  # trainer.steps_per_epoch; digits' 360 validation ex
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_a_models_own_train_and_test_step_run_under_both_loops(loop, tmp_path):
-    from tfhydra.record import load_record
+    from tfhydra.record.run_record import load_record
 
     cfg = tfhydra.compose(
         [

@@ -7,7 +7,7 @@ from conftest import read_run_record
 from run_processes import weights_digest
 
 import tfhydra
-from tfhydra.optimizer import build_optimizer, build_schedule
+from tfhydra.optimizer.build import build_optimizer, build_schedule
 
 FAST = ["logging.histogram_freq=0"]
 
@@ -90,8 +90,8 @@ def test_clipping_reaches_the_custom_loop(tmp_path, compose_cfg):
     )
     import tf_keras as keras
 
-    from tfhydra.data import build_datasets
-    from tfhydra.model import build_model
+    from tfhydra.data.pipeline import build_datasets
+    from tfhydra.model.build import build_model
 
     keras.utils.set_random_seed(cfg.trainer.seed)
     start = build_model(cfg.model, build_datasets(cfg.data, cfg.trainer.seed).spec).get_weights()

@@ -35,7 +35,7 @@ class RunsCode:
 
 
 def test_a_crafted_cifar_cache_runs_no_code(tmp_path, compose_cfg):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     data_files.write_keras_cache(tmp_path / "keras", "cifar10")
     batch = tmp_path / "keras" / "datasets" / "cifar-10-batches-py" / "data_batch_2"
@@ -51,7 +51,7 @@ def test_a_crafted_cifar_cache_runs_no_code(tmp_path, compose_cfg):
 
 
 def test_a_genuine_cifar_cache_still_reads(tmp_path, compose_cfg):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     data_files.write_keras_cache(tmp_path / "keras", "cifar10", n_train=50, n_test=20)
     datasets = build_datasets(compose_cfg(["data=cifar10", f"data.cache_dir={tmp_path / 'keras'}"]).data, 0)
@@ -175,7 +175,7 @@ def npz_with(path: Path, **changes) -> Path:
 
 
 def build(compose_cfg, path: Path, *overrides: str):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     return build_datasets(compose_cfg(["data=npz", f"data.path={path}", *overrides]).data, 0)
 
@@ -227,7 +227,7 @@ def test_unusable_arrays_are_one_line(tmp_path, compose_cfg, changes, fragment):
 
 
 def test_an_empty_label_cell_names_its_line(tmp_path, compose_cfg):
-    from tfhydra.data import build_datasets
+    from tfhydra.data.pipeline import build_datasets
 
     path = data_files.write_csv(tmp_path / "t.csv", n=24)
     lines = path.read_text().splitlines()

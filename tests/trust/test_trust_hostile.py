@@ -68,7 +68,7 @@ def test_the_bomb_is_small_and_huge():
     "text, problem", [(BOMB, f"it expands to more than {MAX_NODES} nodes"), (DEEP, "nest")]
 )  # libyaml's own limit may answer first
 def test_each_reader_of_a_directory_answers_a_bomb_in_one_line(tmp_path, text, problem):
-    from tfhydra.trust import plain_file, run_config, run_overrides, sweep_command
+    from tfhydra.trust.readers import plain_file, run_config, run_overrides, sweep_command
 
     run = trust_dirs.write_run(tmp_path / "run")
     sweep = trust_dirs.write_sweep(tmp_path / "sweep")
@@ -88,7 +88,7 @@ def test_each_reader_of_a_directory_answers_a_bomb_in_one_line(tmp_path, text, p
 
 
 def test_a_record_nested_past_the_recursion_limit_is_a_record_error(tmp_path):
-    from tfhydra.record import RecordError, load_record, read_record
+    from tfhydra.record.run_record import RecordError, load_record, read_record
 
     (tmp_path / "metrics.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(RecordError, match="nests too deep"):
@@ -199,7 +199,7 @@ def test_the_resume_command_refuses_a_slurm_setup_line_in_one_line_and_runs_noth
 
 
 def test_evaluate_refuses_a_recorded_server_address(tmp_path):
-    from tfhydra.trust import run_overrides
+    from tfhydra.trust.readers import run_overrides
 
     run = trust_dirs.write_run(
         tmp_path / "run", trust_dirs.RUN_OVERRIDES + ["data.service.address=grpc://10.0.0.9:5050"]

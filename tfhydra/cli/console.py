@@ -28,7 +28,7 @@ def end_summary() -> None:
     record, so it says what the run directory holds)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from tfhydra.record import read_record
+    from tfhydra.record.run_record import read_record
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     record = read_record(run_dir)

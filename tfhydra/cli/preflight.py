@@ -75,7 +75,8 @@ def check_command_line(
     if not multirun and not any(a.split("=")[0] in _NO_JOB_FLAGS for a in argv):
         from tfhydra.platform.startup import preload_job
 
-        preload_job()  # after the pre-flight: a mistake is answered without TensorFlow's start-up lines
+        # after the pre-flight: a mistake is answered without TensorFlow's start-up lines
+        preload_job("tfhydra.runner.job")
     elif multirun and checked.launcher == "tfhydra":
         from tfhydra.launch.fork_server import start_fork_server
 

@@ -8,28 +8,10 @@ imported on first use), outputs.py (the fixed output layers a scheme keeps as th
 scheme, from an earlier run's model when there is one), measure.py (figures read from the stripped weights),
 checks_models.py (which scheme tfmot can apply to which built-in model, no TensorFlow).
 
-This package's import stays TensorFlow-free so the run plan can read plan.py before TensorFlow is
-loaded; the names below are looked up on first use (PEP 562).
-schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
+This face names nothing, so importing the package (the run plan reads plan.py before TensorFlow is loaded)
+imports no TensorFlow. The names are imported from their module: `from tfhydra.compression.schemes import
+COMPRESSIONS, build_scheme`, `from tfhydra.compression.phases import compress_model`, and the types a scheme
+returns, `from tfhydra.config.contracts import Compression, Phase`.
+schemas.py: the options' types (dataclasses named by conf/'s YAML; docs/design.md
+"Typed configs").
 """
-
-from __future__ import annotations
-
-import importlib
-
-_LAZY = {
-    "Compression": "tfhydra.config.contracts",
-    "Phase": "tfhydra.config.contracts",
-    "COMPRESSIONS": "tfhydra.compression.schemes",
-    "compress_model": "tfhydra.compression.phases",
-    "build_scheme": "tfhydra.compression.schemes",
-}
-
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
-
-
-__all__ = sorted(_LAZY)

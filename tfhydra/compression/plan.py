@@ -192,7 +192,7 @@ def saved_run_config(run: Path, own_phase: bool = False) -> DictConfig:
     settings must be plain values. `own_phase`: `run` is an earlier phase of the run being trained (written by this
     run from the user's own command line, so its callbacks and their `_target_`s are the user's, not a stranger's).
     """
-    from tfhydra.trust import completed_run
+    from tfhydra.trust.readers import completed_run
 
     paths = RunPaths(run)
     saved = completed_run(

@@ -29,7 +29,7 @@ from tfhydra.config.registry import Registry
 from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.private_api import is_functional
 
-COMPRESSIONS = Registry("compression")
+COMPRESSIONS = Registry("compression", locations=["tfhydra.compression.schemes"])  # the schemes below
 log = logging.getLogger("tfhydra")
 
 
@@ -42,7 +42,7 @@ def build_scheme(cfg_compression: DictConfig, model: keras.Model, spec, phase: P
         raise ConfigError(
             "compression._target_",
             cfg_compression.get("_target_"),
-            "a callable returning a tfhydra.compression.Compression",
+            "a callable returning a tfhydra.config.contracts.Compression",
             f"it returned {type(compression).__name__}",
         )
     compression.scheme = cfg_compression.get("name") or cfg_compression.get("_target_")

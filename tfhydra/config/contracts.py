@@ -106,7 +106,7 @@ class DataSpec:
     vocab_size: int | None = None  # token-id sources only: ids are in [0, vocab_size)
     test_size: int = 0  # the test split's examples (tfhydra/data/splits.py); 0: no test split
     # The output layer the run's task chose (tfhydra/task/); None: a softmax over `num_classes` (a source built
-    # without a task, as tfhydra.data.build_datasets alone). `class_names` name the outputs of every task: the
+    # without a task, as tfhydra.data.pipeline.build_datasets alone). `class_names` name the outputs of every task: the
     # classes, the labels of a multi-label task, the targets of a regression.
     head: Head | None = None
 

@@ -1,14 +1,17 @@
 """One Registry type: a config group's name -> builder table.
 
 Builders register at their definition site (`@MODELS.register("cnn")`) and are plain
-functions `build(cfg_node, *context) -> object`. A node with `_target_` bypasses the
-table: Hydra instantiates the dotted path with the node's keys plus the context as
-keyword arguments, so user code needs no change to tfhydra.
+functions `build(cfg_node, *context) -> object`. A registry names the modules that fill it
+(`locations`, as mmengine's `Registry(..., locations=[...])`) and imports them on its first lookup, so no
+module imports another only to have it register, and importing a room's face runs none of its builders'
+modules. A node with `_target_` bypasses the table: Hydra instantiates the dotted path with the node's keys
+plus the context as keyword arguments, so user code needs no change to tfhydra.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from omegaconf import DictConfig
@@ -17,10 +20,26 @@ from tfhydra.config.errors import ConfigError
 
 
 class Registry:
-    def __init__(self, group: str):
+    def __init__(self, group: str, locations: Sequence[str] = ()):
+        """`locations`: the modules whose builders register here (`"tfhydra.model.seed"`), imported on the first
+        `get`, `names`, `traits` or `build`, not when the registry is made: the registry's own module is
+        imported by each of them."""
         self.group = group
+        self.locations = tuple(locations)
+        self._imported = not self.locations
         self._builders: dict[str, Callable[..., Any]] = {}
         self._traits: dict[str, dict[str, Any]] = {}
+
+    def import_locations(self) -> None:
+        """Import every module of `locations` (once; mmengine's `import_from_location`). A module that fails to
+        import raises here, at the lookup, and is tried again at the next. A lookup in one thread while another
+        imports a location (the preload thread, tfhydra/platform/startup.py) waits on Python's import lock for that
+        module, so it sees the whole table; a location module therefore looks nothing up while it is imported."""
+        if self._imported:
+            return
+        for location in self.locations:
+            importlib.import_module(location)
+        self._imported = True
 
     def register(self, name: str, **traits: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """`traits`: what the builder declares about itself for other rooms to ask (a model's `inputs`: what it
@@ -37,13 +56,16 @@ class Registry:
 
     def traits(self, name: str) -> dict[str, Any]:
         """What `name`'s builder declared at registration (empty: nothing; an unknown name too)."""
+        self.import_locations()
         return dict(self._traits.get(name, {}))
 
     def names(self) -> list[str]:
+        self.import_locations()
         return sorted(self._builders)
 
     def get(self, name: str) -> Callable[..., Any]:
         """Like `keras.optimizers.get`: an unknown name lists the valid ones."""
+        self.import_locations()
         try:
             return self._builders[name]
         except KeyError:

@@ -13,34 +13,11 @@ the labels: tfhydra/task/); inputs.py (what the model takes: prepared examples o
 service.py, service_watch.py (what the pipeline decides and reads, and the tf.data service's watchdog); checks.py
 holds what the run plan checks (no TensorFlow).
 
-This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow is
-loaded; the names below are looked up on first use (PEP 562), which also registers every source.
-schemas.py: the options' types (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
+This face names nothing, so importing the package (the run plan reads checks.py before TensorFlow is loaded)
+imports no TensorFlow. The names are imported from their module: `from tfhydra.data.source import DATA, Source,
+source_from_arrays, stratified_split` (`DATA` imports every source's module on its first lookup),
+`from tfhydra.data.pipeline import Datasets, build_datasets, limit_steps`, `from tfhydra.data.caching import
+Reads`, and the spec every source hands on, `from tfhydra.config.contracts import DataSpec`.
+schemas.py: the options' types (dataclasses named by conf/'s YAML; docs/design.md
+"Typed configs").
 """
-
-from __future__ import annotations
-
-import importlib
-
-_LAZY = {
-    "DATA": "source",
-    "DataSpec": "source",
-    "Source": "source",
-    "source_from_arrays": "source",
-    "stratified_split": "source",
-    "Datasets": "pipeline",
-    "build_datasets": "pipeline",
-    "limit_steps": "pipeline",
-    "Reads": "caching",
-}
-
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    for family in ("arrays", "files", "keras_datasets", "tables", "tfrecord", "tfds_source"):  # register the builders
-        importlib.import_module(f"tfhydra.data.{family}")
-    return getattr(importlib.import_module(f"tfhydra.data.{_LAZY[name]}"), name)
-
-
-__all__ = sorted(_LAZY)

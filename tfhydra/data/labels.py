@@ -4,7 +4,8 @@
 The task (tfhydra/task/) decides what a label is (a class index, 0/1, a multi-hot row, numbers); the data room
 reads columns and arrays and hands them to the task's reader, set for the duration of one source's build by
 `reading_labels` (a context variable, so no source builder, and no user `_target_` source, takes a new argument).
-Without a task (tfhydra.data.build_datasets called alone) the labels are class indices, as always. No TensorFlow.
+Without a task (tfhydra.data.pipeline.build_datasets called alone) the labels are class indices, as always. No
+TensorFlow.
 """
 
 from __future__ import annotations

@@ -15,7 +15,17 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
 from tfhydra.data.labels import label_reader
 
-DATA = Registry("data")
+DATA = Registry(  # the sources, one module per family, imported on the first lookup
+    "data",
+    locations=[
+        "tfhydra.data.arrays",
+        "tfhydra.data.files",
+        "tfhydra.data.keras_datasets",
+        "tfhydra.data.tables",
+        "tfhydra.data.tfrecord",
+        "tfhydra.data.tfds_source",
+    ],
+)
 AUTOTUNE = tf.data.AUTOTUNE
 
 

@@ -1,8 +1,8 @@
 """The export room's base: the registry of `export.formats` writers and what they work from.
 
 The writers (savedmodel.py: saved_model and keras; tflite.py; onnx.py) import this module and register
-themselves; write.py imports them, so registration runs one way. Format names are declared once, in
-checks.py (`FORMATS`): the schema reads them, and a test checks them against this registry.
+themselves; `EXPORT_FORMATS` names their modules and imports them on its first lookup. Format names are declared
+once, in checks.py (`FORMATS`): the schema reads them, and a test checks them against this registry.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from omegaconf import DictConfig
 from tfhydra.config.registry import Registry
 from tfhydra.platform.keras_lib import keras
 
-EXPORT_FORMATS = Registry("export.formats")
+EXPORT_FORMATS = Registry(  # the writers, each in its module, imported on the first lookup
+    "export.formats", locations=["tfhydra.export.savedmodel", "tfhydra.export.tflite", "tfhydra.export.onnx"]
+)
 from tfhydra.export.checks import ONNX_MODEL, TFLITE_FLOAT32, TFLITE_MODEL  # noqa: E402,F401  (declared once there)
 
 

@@ -15,7 +15,6 @@ from omegaconf import DictConfig
 
 from tfhydra.config.contracts import Compression
 from tfhydra.config.errors import ConfigError, clip, first_line
-from tfhydra.export import onnx, tflite  # noqa: F401  (the writers register themselves)
 from tfhydra.export.base import EXPORT_FORMATS, Deployment
 from tfhydra.export.measure import accuracy, keras_predict, measure_artefacts
 from tfhydra.export.savedmodel import serving_layout

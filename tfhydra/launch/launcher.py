@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tfhydra.config.jobnames import current_swept_keys
 from tfhydra.launch.placement import cpu_only, launcher_gpus, plan_workers
 from tfhydra.platform.runtime import available_cores
-from tfhydra.sweep import current_swept_keys
 
 log = logging.getLogger("tfhydra")
 

@@ -157,7 +157,7 @@ class Batch:
     def end_stopped(self, signum: int, jobs_end_with_us: bool) -> None:
         """SIGTERM/SIGINT while the launcher waits: jobs that end with this process (Ray's) recorded interrupted,
         then the `Stopped:` line with the command that resumes, and exit 128 + the signal."""
-        from tfhydra.record import Status
+        from tfhydra.record.run_record import Status
         from tfhydra.sweep.trial import record_lost
 
         name = signal.Signals(signum).name
@@ -179,7 +179,7 @@ class Batch:
         """Where each job of the batch ran (its record's `scheduler`) when every one has recorded its end and one
         was interrupted (stopped by a signal: submitit has no result of it, where a job that raised leaves one);
         None otherwise (a job without a record, or still running, or none interrupted)."""
-        from tfhydra.record import Status, read_record
+        from tfhydra.record.run_record import Status, read_record
 
         dirs = [job_dir(self.sweep_dir, n) for n, _ in self.jobs]
         if any(d is None or not _written_since(d, self.launched) for d in dirs):

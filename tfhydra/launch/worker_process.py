@@ -37,7 +37,8 @@ def worker_main(env: dict, tasks: Any, results: Any, launcher: int) -> None:
     from tfhydra.platform.startup import leave_now, preload_job
 
     TAGGED.start()  # every line the worker prints carries its job's tag; TensorFlow's start-up noise dropped
-    preload_job()  # a no-op when the fork server imported it; otherwise it loads while the first job composes
+    # a no-op when the fork server imported it; otherwise it loads while the first job composes
+    preload_job("tfhydra.runner.job")
     _die_with_launcher(launcher)
     try:
         _serve(tasks, results)

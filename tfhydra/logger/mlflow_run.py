@@ -39,8 +39,8 @@ from tfhydra.logger.trackers import (
     read_json_map,
 )
 from tfhydra.platform.deadline import NoAnswer, within
-from tfhydra.record import Status
 from tfhydra.record.report import write_json
+from tfhydra.record.run_record import Status
 from tfhydra.record.rundir import RunPaths, SweepPaths
 
 log = logging.getLogger("tfhydra")

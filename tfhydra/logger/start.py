@@ -1,7 +1,7 @@
 """Starting the experiment trackers a run's `logger` list selects (conf/logger/, docs/loggers.md).
 
 The trackers (mlflow_run.py, wandb_run.py, trackers.py's csv) register themselves in `LOGGERS` on import;
-this module imports them, so registration runs one way (trackers.py is their base)."""
+`LOGGERS` (trackers.py, their base) names their modules and imports them on its first lookup."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from tfhydra.logger import mlflow_run, wandb_run  # noqa: F401  (they register their builders)
 from tfhydra.logger.trackers import LOGGERS, RunInfo, Trackers
 from tfhydra.record.rundir import RunPaths
 

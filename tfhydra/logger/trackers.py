@@ -28,13 +28,17 @@ from omegaconf import DictConfig
 
 from tfhydra.config.registry import Registry
 from tfhydra.platform.deadline import NoAnswer, SignalWhileWaiting, within
-from tfhydra.record import Status
 from tfhydra.record.report import write_json
+from tfhydra.record.run_record import Status
 from tfhydra.record.rundir import RunPaths
 from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
 log = logging.getLogger("tfhydra")
-LOGGERS = Registry("logger")  # option name -> build(node, paths, info) -> Tracker
+# option name -> build(node, paths, info) -> Tracker: csv below, MLflow and W&B in their modules (which import their
+# packages only when a tracker starts: both are optional extras)
+LOGGERS = Registry(
+    "logger", locations=["tfhydra.logger.trackers", "tfhydra.logger.mlflow_run", "tfhydra.logger.wandb_run"]
+)
 # What tfhydra's record statuses are in a tracker's terms (MLflow's RunStatus names): a pruned trial did what
 # its search asked (FINISHED, tagged pruned); a diverged run has no model (FAILED); a signal is KILLED.
 TRACKER_STATUS = {s.value: s.tracker for s in Status if s is not Status.NOT_STARTED}  # tfhydra.record.Status

@@ -25,7 +25,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from tfhydra.logger.trackers import LOGGERS, RunInfo, Tracker, quiet_loggers
-from tfhydra.record import Status
+from tfhydra.record.run_record import Status
 from tfhydra.record.rundir import RunPaths
 
 # W&B's variables for where it writes -> the folder of <run>/wandb/ they point at, when the user set none.

@@ -1,6 +1,6 @@
 """The model room's base: its registry and the checks that the data suits a builder. Builders (seed.py, resnet.py,
 sequence.py, applications.py, hub.py) import this module, and head.py for the task's head they end with;
-tfhydra/model/build.py imports them, so registration runs one way."""
+`MODELS` names their modules and imports them on its first lookup, so registration runs one way."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
 
-MODELS = Registry("model")
+MODELS = Registry(  # the builders, each in its module, imported on the first lookup
+    "model",
+    locations=[
+        "tfhydra.model.seed",
+        "tfhydra.model.resnet",
+        "tfhydra.model.sequence",
+        "tfhydra.model.applications",
+        "tfhydra.model.hub",
+    ],
+)
 
 IMAGES = "image data: float examples of shape (height, width, channels)"
 TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_size (e.g. data=text_csv)"

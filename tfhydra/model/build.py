@@ -1,7 +1,7 @@
 """`build_model`: the registered builder of `model.name` (or the user's `_target_`), checked to return a
 model of the run's Keras (tfhydra/platform/keras_lib.py) whose output fits the run's task (tfhydra/model/head.py),
-then filled from `model.weights` when that is a file. Importing this module imports every builder, which registers
-itself in `MODELS`."""
+then filled from `model.weights` when that is a file. The builders register themselves in `MODELS` (model/base.py),
+which imports their modules on its first lookup."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfhydra.config.contracts import PREPARED, DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model import applications, hub, resnet, seed, sequence  # noqa: F401  (the builders register themselves)
 from tfhydra.model.base import MODELS
 from tfhydra.model.freeze import KEY as FREEZE
 from tfhydra.model.head import fit_to_task

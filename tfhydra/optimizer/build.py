@@ -18,8 +18,8 @@ from tfhydra.config.registry import Registry, instantiate_target
 from tfhydra.optimizer.accumulate import accumulating
 from tfhydra.platform.keras_lib import keras
 
-OPTIMIZERS = Registry("optimizer")
-SCHEDULES = Registry("optimizer.schedule")
+OPTIMIZERS = Registry("optimizer", locations=["tfhydra.optimizer.build"])  # the builders below
+SCHEDULES = Registry("optimizer.schedule", locations=["tfhydra.optimizer.build"])
 
 
 def build_optimizer(

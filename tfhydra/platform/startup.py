@@ -39,19 +39,20 @@ def leave_now() -> None:
     os._exit(0)
 
 
-def preload_job() -> threading.Thread:
-    """Import the job (TensorFlow and every room, about 2 s) in a background thread while Hydra composes the
-    config again and makes the run directory (about 0.4 s), once the pre-flight has passed and a job will run.
+def preload_job(module: str) -> threading.Thread:
+    """Import `module`, the job (the callers up the layers name tfhydra.runner.job: TensorFlow and every room, about
+    2 s), in a background thread while Hydra composes the config again and makes the run directory (about 0.4 s),
+    once the pre-flight has passed and a job will run. The ground floor names no room above it: the caller does.
 
     The import releases the GIL while it loads TensorFlow's shared libraries and reads files, so the two
-    overlap on a machine with two cores (docs/performance.md). `tfhydra.run`'s own `import tfhydra.runner.job`
+    overlap on a machine with two cores (docs/performance.md). The job's own import of the module (`tfhydra.run`'s)
     then waits on the import lock until this one is done. A failure here is left for that import to
     report. Not for sweeps: their launching process never needs TensorFlow (jobs may run elsewhere).
     """
 
     def load() -> None:
         try:
-            importlib.import_module("tfhydra.runner.job")
+            importlib.import_module(module)
         except BaseException:  # noqa: BLE001  (tfhydra.run imports it again and reports the error)
             pass
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 from tfhydra.config.registry import Registry
 from tfhydra.platform.keras_lib import keras, loss_scale_of
 
-PRECISIONS = Registry("precision")
+PRECISIONS = Registry("precision", locations=["tfhydra.precision.build"])  # the builders below
 log = logging.getLogger("tfhydra")
 _warned_cpu = False
 

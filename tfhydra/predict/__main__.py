@@ -1,7 +1,7 @@
-"""`python -m tfhydra.predict RUN_DIR INPUT...` (tfhydra/predict/__init__.py)."""
+"""`python -m tfhydra.predict RUN_DIR INPUT...` (tfhydra/predict/cli.py)."""
 
 import sys
 
-from tfhydra.predict import main
+from tfhydra.predict.cli import main
 
 sys.exit(main())

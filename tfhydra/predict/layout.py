@@ -168,7 +168,7 @@ class Run:
         if is_int(recorded) and recorded >= 1:
             return int(recorded), "the run's data.max_pixels; --max-pixels N sets another"
         from tfhydra.config.project import CONFIG_DIR
-        from tfhydra.trust import plain_file  # the one YAML reader, here of tfhydra's own conf/
+        from tfhydra.trust.readers import plain_file  # the one YAML reader, here of tfhydra's own conf/
 
         default = (plain_file(CONFIG_DIR / "data" / "image_folder.yaml", CONFIG_DIR) or {})["max_pixels"]
         return int(default), "data.max_pixels of conf/data/image_folder.yaml; --max-pixels N sets another"
@@ -223,8 +223,8 @@ def read_run(run_dir: Path, trusted: bool = False, project: Path | None = None) 
 
     from tfhydra.evaluate import RUN_ACCEPTED
     from tfhydra.export.served import served_export
-    from tfhydra.record import load_record
-    from tfhydra.trust import completed_run, trusted_warning
+    from tfhydra.record.run_record import load_record
+    from tfhydra.trust.readers import completed_run, trusted_warning
 
     if trusted:
         print(trusted_warning("--trust-run", run_dir), file=sys.stderr, flush=True)
@@ -239,7 +239,7 @@ def read_run(run_dir: Path, trusted: bool = False, project: Path | None = None) 
         composed=False,
     )
     data = cast(dict, OmegaConf.to_container(config.data, resolve=False))  # the data node: a DictConfig
-    from tfhydra.task import task_of_record
+    from tfhydra.task.build import task_of_record
 
     record = load_record(run_dir)
     spec = record.data or {}

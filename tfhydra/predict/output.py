@@ -86,7 +86,7 @@ class PredictionWriter:
     classification `class_1, probability_1, ..., class_k, probability_k`; docs/tasks.md lists the others."""
 
     def __init__(self, output: str | None, fmt: str, extra_columns: list[str], top_k: int, class_names=(), task=None):
-        from tfhydra.task import task_of_record
+        from tfhydra.task.build import task_of_record
 
         self.output, self.format, self.extra_columns, self.top_k = output, fmt, list(extra_columns), top_k
         self.class_names = tuple(class_names)

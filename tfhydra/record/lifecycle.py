@@ -24,7 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.record import RunRecord, Status, provenance, read_record, run_status
+from tfhydra.record.run_record import RunRecord, Status, provenance, read_record, run_status
 from tfhydra.record.rundir import STAGES, RunPaths, SweepPaths
 
 log = logging.getLogger("tfhydra")
@@ -56,7 +56,7 @@ def check_continuable(run_dir: Path, job: DictConfig, key: str = "hydra.run.dir"
     """Never write into a finished run (Hydra would overwrite its .hydra/ before the job starts),
     and continue an unfinished one only with the config it was started with."""
     from tfhydra.config.schema import config_differences
-    from tfhydra.trust import run_config
+    from tfhydra.trust.readers import run_config
 
     if is_complete(run_dir):
         raise ConfigError(
@@ -86,7 +86,7 @@ def check_sweep_job_dir(cfg: DictConfig, job_dir: Path) -> None:
     rewritten. A completed job must match exactly (it is kept as it is); an unfinished one may differ only
     in what a resumed run may change (RESUMABLE_CHANGES)."""
     from tfhydra.config.schema import config_differences
-    from tfhydra.trust import run_config
+    from tfhydra.trust.readers import run_config
 
     if not RunPaths(job_dir).config.is_file():
         return

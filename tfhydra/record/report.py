@@ -1,5 +1,5 @@
 """Files a run or sweep leaves, written atomically (temporary file, then rename): the run record
-(tfhydra/record/__init__.py), `history.json`, summaries, evaluations, weights and exports.
+(tfhydra/record/run_record.py), `history.json`, summaries, evaluations, weights and exports.
 
 A reader (a user, `tensorboard`, the sweep summary of a sweep still running) or a kill at any
 moment then sees the previous complete file or the new complete file, never half of one.

@@ -67,7 +67,7 @@ class RunPaths:
 
     @property
     def metrics(self) -> Path:
-        """The run record (tfhydra/record/__init__.py is its only reader and writer)."""
+        """The run record (tfhydra/record/run_record.py is its only reader and writer)."""
         return self.root / "metrics.json"
 
     @property

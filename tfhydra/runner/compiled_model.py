@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from tfhydra.compression.phases import compress_model
 from tfhydra.config.contracts import Phase
-from tfhydra.model import build_model
+from tfhydra.model.build import build_model
 from tfhydra.model.freeze import freeze_layers
-from tfhydra.optimizer import build_optimizer
+from tfhydra.optimizer.build import build_optimizer
 from tfhydra.platform.keras_lib import build_metric_variables, fit_steps_per_execution
 from tfhydra.precision.build import float32_output
 from tfhydra.record.rundir import RunPaths

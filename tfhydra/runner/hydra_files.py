@@ -40,9 +40,7 @@ def chosen_run_dir(cfg: DictConfig, key: str = "hydra.run.dir") -> Path:
     setup_globals()  # Hydra's `now` resolver, cached per config: the time is read once
     if OmegaConf.select(cfg, key, default=None) is None:
         from tfhydra.config.project import CONFIG_DIR
-        from tfhydra.trust import (
-            plain_file,
-        )  # the one YAML reader (tests/trust/test_trust.py), here of tfhydra's own conf/
+        from tfhydra.trust.readers import plain_file  # the one YAML reader, here of tfhydra's own conf/
 
         cfg = OmegaConf.create({"hydra": (plain_file(CONFIG_DIR / "tfhydra.yaml", CONFIG_DIR) or {})["hydra"]})
     return Path(OmegaConf.select(cfg, key)).absolute()

@@ -20,9 +20,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.plan import phase_config
 from tfhydra.platform.startclock import mark, start_job
-from tfhydra.record import RunRecord, read_record, run_status
 from tfhydra.record.lifecycle import check_continuable, is_complete
 from tfhydra.record.resume import KEPT, start_phase
+from tfhydra.record.run_record import RunRecord, read_record, run_status
 from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.hydra_files import hydra_run_dir, under_hydra, without_hydra, write_hydra_files
 from tfhydra.runner.phase import OwnPhase, PhaseRunner

@@ -24,35 +24,36 @@ from typing import Any
 
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.config.errors import one_line_tensorflow_errors, run_directory_writes
-from tfhydra.data import Reads, build_datasets, limit_steps
+from tfhydra.data.caching import Reads
+from tfhydra.data.pipeline import build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
 from tfhydra.data.splits import sizes as split_sizes
-from tfhydra.export import export_model
+from tfhydra.export.write import export_model
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
 from tfhydra.logger.trackers import Trackers
 from tfhydra.model.build import model_inputs
 from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
-from tfhydra.optimizer import plateau_callback
+from tfhydra.optimizer.build import plateau_callback
 from tfhydra.platform.keras_lib import clear_session, keras_record
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
 from tfhydra.platform.terminal import QUIET, shown_path
 from tfhydra.precision.build import loss_scale, policy_scope
-from tfhydra.record import RunRecord, Status, provenance
 from tfhydra.record.lifecycle import record_stopped, resume_command
 from tfhydra.record.report import epoch_summary
 from tfhydra.record.resume import Start, clear_for
+from tfhydra.record.run_record import RunRecord, Status, provenance
 from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.compiled_model import build_model_and_optimizer
 from tfhydra.runner.hydra_files import hydra_overrides
 from tfhydra.runner.phase_report import monitored, phase_records, phase_summaries, returned, run_info
 from tfhydra.runner.run_config import RunConfig, as_dict_config
-from tfhydra.strategy import build_strategy, describe_devices, is_chief, shard
+from tfhydra.strategy.build import build_strategy, describe_devices, is_chief, shard
 from tfhydra.strategy.checks import check_replica_batch
-from tfhydra.task import build_task
-from tfhydra.trainer import LoopContext
+from tfhydra.task.build import build_task
+from tfhydra.trainer.base import LoopContext
 from tfhydra.trainer.callbacks import RunRecorder, build_callbacks, loss_bound
 from tfhydra.trainer.debugging import numeric_checks
 from tfhydra.trainer.progress import epoch_progress

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.logger.trackers import RunInfo
 from tfhydra.platform.terminal import figure
-from tfhydra.record import RunRecord, Status, read_record, test_name
+from tfhydra.record.run_record import RunRecord, Status, read_record, test_name
 from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.hydra_files import under_hydra, without_hydra
 from tfhydra.runner.run_config import RunConfig, as_dict_config

@@ -19,7 +19,7 @@ import tensorflow as tf
 from tfhydra.config.errors import ConfigError, first_line
 from tfhydra.config.registry import Registry
 
-STRATEGIES = Registry("strategy")
+STRATEGIES = Registry("strategy", locations=["tfhydra.strategy.build"])  # the builders below
 
 TF_CONFIG_EXAMPLE = (
     'TF_CONFIG=\'{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}\''

@@ -82,7 +82,7 @@ def resume_command(
     sweep's command from its multirun.yaml, read through the trust boundary (tfhydra/trust). The config
     directory is this command's (tfhydra/config/project.py), or with `trusted` the one the sweep recorded."""
     from tfhydra.config.project import project_config_dir
-    from tfhydra.trust import sweep_command
+    from tfhydra.trust.readers import sweep_command
 
     if not sweep_dir.is_dir():
         raise ConfigError(
@@ -128,7 +128,7 @@ def _resume(
     import os
     import shlex
 
-    from tfhydra.trust import trusted_warning
+    from tfhydra.trust.readers import trusted_warning
 
     command = resume_command(sweep_dir, trusted, config_dir, settings)
     if settings:

@@ -25,7 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from tfhydra.record.rundir import SweepPaths
-from tfhydra.sweep import handover_overrides, override_quoted
+from tfhydra.sweep.handover import handover_overrides, override_quoted
 from tfhydra.sweep.kind import launcher_kind
 from tfhydra.trainer.checks import metric_names
 

@@ -34,7 +34,7 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.plugins.hparams import summary_v2 as hp
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from tfhydra.record import Status, test_name
+from tfhydra.record.run_record import Status, test_name
 
 Value = Any  # bool | int | float | str
 

@@ -1,9 +1,9 @@
 """A sweep's jobs as they stand on disk: what each job directory and the sweep's multirun.yaml say.
 
-Read back from each job's `metrics.json` (tfhydra/record/__init__.py), `.hydra/overrides.yaml` and `hydra.yaml` (through
-the trust boundary's plain reader, tfhydra/trust: displayed, never composed), `checkpoints/history.json`, and the
-sweep's `multirun.yaml`. A job killed without a word (SIGKILL leaves a record saying `running`, or none) is
-`interrupted`; a job of the recorded grid without a directory is `not started`.
+Read back from each job's `metrics.json` (tfhydra/record/run_record.py), `.hydra/overrides.yaml` and `hydra.yaml`
+(through the trust boundary's plain reader, tfhydra/trust/readers.py: displayed, never composed),
+`checkpoints/history.json`, and the sweep's `multirun.yaml`. A job killed without a word (SIGKILL leaves a record
+saying `running`, or none) is `interrupted`; a job of the recorded grid without a directory is `not started`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfhydra.config.jobnames import sweep_override_keys
 from tfhydra.platform.scheduler import where
-from tfhydra.record import RunRecord, Status, read_record
 from tfhydra.record.monitor import MODES, Monitor, is_figure
 from tfhydra.record.resume import read_history
+from tfhydra.record.run_record import RunRecord, Status, read_record
 from tfhydra.record.rundir import RunPaths, SweepPaths
-from tfhydra.sweep import sweep_override_keys
 from tfhydra.sweep.kind import expands_grid
-from tfhydra.trust import plain_file
+from tfhydra.trust.readers import plain_file
 
 
 @dataclass

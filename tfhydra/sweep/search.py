@@ -30,8 +30,8 @@ from tfhydra.config.errors import ConfigError, clip
 from tfhydra.config.hydra_api import job_return_value
 from tfhydra.platform.private_api import set_trial_attribute
 from tfhydra.platform.terminal import figure
-from tfhydra.record import Status, read_record
 from tfhydra.record.report import write_atomically
+from tfhydra.record.run_record import Status, read_record
 from tfhydra.record.rundir import SweepPaths
 
 log = logging.getLogger("tfhydra")

@@ -27,10 +27,10 @@ from omegaconf import DictConfig, OmegaConf
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.schema import is_int, is_number
 from tfhydra.platform.terminal import figure
-from tfhydra.record import Status
 from tfhydra.record.monitor import Monitor
+from tfhydra.record.run_record import Status
 from tfhydra.record.rundir import STAGES, SweepPaths
-from tfhydra.sweep import override_quoted
+from tfhydra.sweep.handover import override_quoted
 from tfhydra.sweep.jobs import Job, history, key_of, merge_jobs, rank_jobs, read_sweep_jobs
 
 SCREEN, PROMOTE = STAGES

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfhydra.platform.terminal import figure
-from tfhydra.record import Status, test_name
 from tfhydra.record.monitor import Monitor
 from tfhydra.record.report import write_atomically
+from tfhydra.record.run_record import Status, test_name
 from tfhydra.record.rundir import SweepPaths
 from tfhydra.sweep.jobs import (
     Group,
@@ -35,7 +35,7 @@ from tfhydra.sweep.jobs import (
 )
 from tfhydra.sweep.stages import PROMOTE, Stages, staged_jobs, stages_of
 from tfhydra.sweep.summary_render import SEED_KEY, to_csv, to_markdown, write_plot
-from tfhydra.trust import plain_file
+from tfhydra.trust.readers import plain_file
 
 __all__ = ["Job", "Group", "Summary", "summarize", "write_summary", "seed_groups", "SEED_KEY"]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tfhydra.platform.terminal import figure
-from tfhydra.record import Status, test_name
 from tfhydra.record.monitor import Monitor
 from tfhydra.record.report import atomic_path
+from tfhydra.record.run_record import Status, test_name
 from tfhydra.sweep.jobs import split_override
 
 SEED_KEY = "trainer.seed"

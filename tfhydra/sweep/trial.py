@@ -20,11 +20,11 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.record import RunRecord, Status, provenance, read_record
+from tfhydra.config.jobnames import current_swept_keys
 from tfhydra.record.lifecycle import kept_record, record_stopped
 from tfhydra.record.resume import KEPT, how_it_starts, say
+from tfhydra.record.run_record import RunRecord, Status, provenance, read_record
 from tfhydra.record.rundir import RunPaths
-from tfhydra.sweep import current_swept_keys
 from tfhydra.sweep.hparams import Trial, plain
 from tfhydra.sweep.search import make_pruner, storage_url, trial_number
 

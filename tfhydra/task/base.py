@@ -13,7 +13,15 @@ from tfhydra.config.contracts import CLASSES, DataSpec, Head
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
 
-TASKS = Registry("task")
+TASKS = Registry(  # the tasks, each in its module, imported on the first lookup
+    "task",
+    locations=[
+        "tfhydra.task.classification",
+        "tfhydra.task.binary",
+        "tfhydra.task.multilabel",
+        "tfhydra.task.regression",
+    ],
+)
 
 # Integer labels with more distinct values than this, one of them seen only once, are a numeric target rather
 # than classes (500 rows of 500 prices would be 500 classes no split can stratify): docs/tasks.md.

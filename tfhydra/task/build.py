@@ -1,11 +1,10 @@
 """`build_task`: the registered task of `task.name` (or the user's `_target_`), checked to be a `Task`; and
-`task_of_record`, the task a finished run's record names, for predict and evaluate. Importing this module imports
-every task, which registers itself in `TASKS`."""
+`task_of_record`, the task a finished run's record names, for predict and evaluate. The tasks register themselves in
+`TASKS` (task/base.py), which imports their modules on its first lookup."""
 
 from __future__ import annotations
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.task import binary, classification, multilabel, regression  # noqa: F401  (they register themselves)
 from tfhydra.task.base import TASKS, Task
 
 __all__ = ["TASKS", "Task", "build_task", "task_of_record"]

@@ -10,22 +10,10 @@ shows: histograms.py, gradients.py, pictures.py (examples, confusion matrix, mis
 predicted against true), summaries.py (their file writers), figures.py (labelled pictures with matplotlib), graph.py
 (the Graphs tab).
 
-This package's import stays TensorFlow-free so the run plan can read checks.py before TensorFlow
-is loaded; the names below are looked up on first use (PEP 562).
-schemas.py: the `trainer:` section's type (dataclasses, named by conf/'s YAML; docs/design.md "Typed configs").
+This face names nothing, so importing the package (the run plan reads checks.py before TensorFlow is loaded)
+imports no TensorFlow. The names are imported from their module: `from tfhydra.trainer.base import LOOPS,
+LoopContext` (the loop registry, which imports loops.py and custom.py on its first lookup),
+`from tfhydra.trainer.loops import train`.
+schemas.py: the `trainer:` section's type (dataclasses named by conf/'s YAML; docs/design.md
+"Typed configs").
 """
-
-from __future__ import annotations
-
-import importlib
-
-_LAZY = {"LOOPS": "tfhydra.trainer.loops", "LoopContext": "tfhydra.trainer.loops", "train": "tfhydra.trainer.loops"}
-
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
-
-
-__all__ = sorted(_LAZY)

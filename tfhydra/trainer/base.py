@@ -1,5 +1,5 @@
 """The trainer room's base: the loop registry and what a loop is handed. The loops (loops.py's fit loop,
-custom.py) import it and register themselves; loops.py imports custom.py, so registration runs one way."""
+custom.py) import it and register themselves; `LOOPS` names both modules and imports them on its first lookup."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tfhydra.config.registry import Registry
 from tfhydra.record.rundir import RunPaths
 from tfhydra.trainer.state import StopOnSignal
 
-LOOPS = Registry("trainer.loop")
+LOOPS = Registry("trainer.loop", locations=["tfhydra.trainer.loops", "tfhydra.trainer.custom"])  # fit, custom
 
 
 @dataclass

@@ -12,7 +12,6 @@ import tensorflow as tf
 
 from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.private_api import build_compiled_metrics, optimizer_built
-from tfhydra.trainer import custom  # noqa: F401  (registers "custom")
 from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.ema import check_ema_place
 from tfhydra.trainer.state import ResumableBackup

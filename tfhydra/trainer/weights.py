@@ -13,7 +13,7 @@ import tensorflow as tf
 from tfhydra.config.errors import clip, first_line
 from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.terminal import figure
-from tfhydra.record import RunRecord
+from tfhydra.record.run_record import RunRecord
 from tfhydra.record.rundir import RunPaths
 
 log = logging.getLogger("tfhydra")

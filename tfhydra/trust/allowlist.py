@@ -25,7 +25,7 @@ anything is composed or imported (docs/reliability.md, "The trust model"):
   or `./conf` name them, as for a new run.
 
 Every reader of those files (evaluate, `tfhydra-sweep resume`, `compression.from_run`, the checks of
-an existing run or sweep directory, the sweep summary) reads them through tfhydra/trust/__init__.py;
+an existing run or sweep directory, the sweep summary) reads them through tfhydra/trust/readers.py;
 tests/trust/test_trust.py fails on a module that parses them itself. `--trust-run` / `--trust-sweep` lift the gate,
 loudly.
 """
