@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
-from omegaconf import DictConfig
 
 from tfhydra.config.registry import Registry
+from tfhydra.export.schemas import TfliteConfig
 from tfhydra.platform.keras_lib import keras
 
 EXPORT_FORMATS = Registry(  # the writers, each in its module, imported on the first lookup
@@ -30,7 +30,7 @@ class Deployment:
     model: keras.Model  # stripped, with the best epoch's weights
     float_twin: Callable[[], keras.Model]  # the same weights in float32 layers (the TFLite float32 reference)
     quantization_aware: bool  # the model holds learned int8 ranges: its TFLite file is int8 whatever export asks
-    cfg_tflite: DictConfig  # export.tflite
+    cfg_tflite: TfliteConfig  # export.tflite
     train: tf.data.Dataset  # the training pipeline, batched: int8 calibration examples come from it
     serving: Any = None  # tfhydra.data.source.Serving: the data as stored -> model inputs, in the export
     output_key: str = "output_0"  # the signatures' output key, the task's (tfhydra/config/contracts.py Head)

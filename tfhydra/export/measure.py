@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from omegaconf import DictConfig
 
 from tfhydra.config.contracts import Compression, Head
 from tfhydra.config.errors import ConfigError, clip, first_line
 from tfhydra.export.base import ONNX_MODEL, TFLITE_FLOAT32, TFLITE_MODEL
 from tfhydra.export.onnx import onnx_predict
+from tfhydra.export.schemas import TfliteConfig
 from tfhydra.export.tflite import tflite_interpreter, tflite_predict, tflite_runtime
 from tfhydra.record.rundir import RunPaths
 
@@ -25,7 +25,7 @@ def measure_artefacts(
     paths: RunPaths,
     written: dict[str, str],
     validation: tf.data.Dataset,
-    cfg_tflite: DictConfig,
+    cfg_tflite: TfliteConfig,
     compression: Compression,
     test: tf.data.Dataset | None = None,
     head: Head | None = None,

@@ -11,19 +11,18 @@ import re
 import shutil
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from tfhydra.config.contracts import Compression
 from tfhydra.config.errors import ConfigError, clip, first_line
 from tfhydra.export.base import EXPORT_FORMATS, Deployment
 from tfhydra.export.measure import accuracy, keras_predict, measure_artefacts
 from tfhydra.export.savedmodel import serving_layout
+from tfhydra.export.schemas import ExportConfig
 from tfhydra.platform.keras_lib import keras
 from tfhydra.record.rundir import RunPaths
 
 
 def export_model(
-    cfg_export: DictConfig, compression: Compression, trained: keras.Model, datasets, run_dir: Path
+    cfg_export: ExportConfig, compression: Compression, trained: keras.Model, datasets, run_dir: Path
 ) -> tuple[dict[str, str], dict]:
     """Strip, write every format, measure: ({format: path in the run dir}, metrics.json's `compression` section)."""
     paths = RunPaths(run_dir)
