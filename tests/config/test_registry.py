@@ -116,6 +116,31 @@ def test_model_registry_matches_model_yaml_files():
         assert names == registry.names(), group
 
 
+def test_every_builder_names_the_schema_its_yaml_names():
+    """A registered option's `schema=` is the dataclass stored for `schema/<group>/<name>` (which
+    conf/<group>/<name>.yaml names in its defaults list), and every stored option schema has a builder that names
+    it: one type per option."""
+    from conftest import CONFIG_DIR
+
+    from tfhydra.compression.schemes import COMPRESSIONS
+    from tfhydra.data.source import DATA
+    from tfhydra.logger.trackers import LOGGERS
+    from tfhydra.model.base import MODELS
+    from tfhydra.optimizer.build import OPTIMIZERS
+    from tfhydra.precision.build import PRECISIONS
+    from tfhydra.runner.plan import SCHEMAS
+    from tfhydra.strategy.build import STRATEGIES
+    from tfhydra.task.base import TASKS
+
+    registries = [MODELS, DATA, TASKS, OPTIMIZERS, PRECISIONS, STRATEGIES, COMPRESSIONS, LOGGERS]
+    named = {f"{r.group}/{name}": r.schema(name) for r in registries for name in r.names() if r.schema(name)}
+    options = {name: schema for name, schema in SCHEMAS.items() if "/" in name}
+    assert named == options
+    for name in options:
+        group, option = name.split("/")
+        assert f"/schema/{name}@" in (CONFIG_DIR / group / f"{option}.yaml").read_text(), name
+
+
 def test_sweep_job_dirname_keeps_only_swept_overrides_and_is_one_folder():
     from tfhydra.config.jobnames import job_dirname
 

@@ -22,6 +22,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.outputs import annotated, fixed_outputs, keeping_policy, prunable
 from tfhydra.compression.plan import SHARED_KEYS
+from tfhydra.compression.schemas import (
+    ClusterCompressionConfig,
+    ClusterQuantizeCompressionConfig,
+    CompressionConfig,
+    PruneCompressionConfig,
+    PruneQuantizeCompressionConfig,
+)
 from tfhydra.compression.toolkit import clustering_api, combine, quantization_api, sparsity_api
 from tfhydra.config.contracts import Compression, Phase
 from tfhydra.config.errors import ConfigError
@@ -64,12 +71,12 @@ def cluster_figures(deployable: keras.Model) -> dict:
     return {**sparsity_figures(deployable), "distinct_values": distinct_values(deployable)}
 
 
-@COMPRESSIONS.register("none")
+@COMPRESSIONS.register("none", schema=CompressionConfig)
 def build_none(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     return Compression(model)
 
 
-@COMPRESSIONS.register("prune")
+@COMPRESSIONS.register("prune", schema=PruneCompressionConfig)
 def build_prune(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     require_layer_graph(model, "prune")
     schedule, settled_epoch = pruning_schedule(cfg, phase)
@@ -83,7 +90,7 @@ def build_prune(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     return Compression(pruned, callbacks, strip=sparsity_api.strip_pruning, settled_epoch=settled_epoch)
 
 
-@COMPRESSIONS.register("cluster")
+@COMPRESSIONS.register("cluster", schema=ClusterCompressionConfig)
 def build_cluster(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     require_layer_graph(model, "cluster")
     init = clustering_api.CentroidInitialization[cfg.centroids_init.upper()]
@@ -94,18 +101,18 @@ def build_cluster(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     return Compression(clustered, strip=clustering_api.strip_clustering, measure=cluster_figures)
 
 
-@COMPRESSIONS.register("quantize")
+@COMPRESSIONS.register("quantize", schema=CompressionConfig)
 def build_quantize(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     return quantization_aware("quantize", model, quantization_api.default_8bit.Default8BitQuantizeScheme())
 
 
-@COMPRESSIONS.register("prune_quantize")
+@COMPRESSIONS.register("prune_quantize", schema=PruneQuantizeCompressionConfig)
 def build_prune_quantize(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     """The last phase of prune_quantize: QAT that keeps the zeros of the model pruned in the phase before."""
     return quantization_aware("prune_quantize", model, combine.Default8BitPrunePreserveQuantizeScheme())
 
 
-@COMPRESSIONS.register("cluster_quantize")
+@COMPRESSIONS.register("cluster_quantize", schema=ClusterQuantizeCompressionConfig)
 def build_cluster_quantize(cfg, model: keras.Model, spec, phase: Phase) -> Compression:
     """The last phase of cluster_quantize: QAT that keeps the clusters of the model clustered in the phase before."""
     scheme = combine.Default8BitClusterPreserveQuantizeScheme(preserve_sparsity=False)

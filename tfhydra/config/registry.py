@@ -1,11 +1,12 @@
 """One Registry type: a config group's name -> builder table.
 
-Builders register at their definition site (`@MODELS.register("cnn")`) and are plain
-functions `build(cfg_node, *context) -> object`. A registry names the modules that fill it
-(`locations`, as mmengine's `Registry(..., locations=[...])`) and imports them on its first lookup, so no
-module imports another only to have it register, and importing a room's face runs none of its builders'
-modules. A node with `_target_` bypasses the table: Hydra instantiates the dotted path with the node's keys
-plus the context as keyword arguments, so user code needs no change to tfhydra.
+Builders register at their definition site (`@MODELS.register("cnn", schema=CnnModelConfig)`, as fairseq's
+`register_model(name, dataclass=...)`) and are plain functions `build(cfg_node, *context) -> object`; `schema`
+names the dataclass that types the option's config (its room's schemas.py), which conf/'s YAML names too. A
+registry names the modules that fill it (`locations`, as mmengine's `Registry(..., locations=[...])`) and imports
+them on its first lookup, so no module imports another only to have it register, and importing a room's face runs
+none of its builders' modules. A node with `_target_` bypasses the table: Hydra instantiates the dotted path with
+the node's keys plus the context as keyword arguments, so user code needs no change to tfhydra.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Registry:
         self._imported = not self.locations
         self._builders: dict[str, Callable[..., Any]] = {}
         self._traits: dict[str, dict[str, Any]] = {}
+        self._schemas: dict[str, type] = {}
 
     def import_locations(self) -> None:
         """Import every module of `locations` (once; mmengine's `import_from_location`). A module that fails to
@@ -41,15 +43,20 @@ class Registry:
             importlib.import_module(location)
         self._imported = True
 
-    def register(self, name: str, **traits: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """`traits`: what the builder declares about itself for other rooms to ask (a model's `inputs`: what it
-        takes from the data), so no room tests a builder's name."""
+    def register(
+        self, name: str, schema: type | None = None, **traits: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """`schema`: the dataclass of the option's keys (tests/config/test_registry.py holds it equal to the one
+        stored for `schema/<group>/<name>`); `traits`: what the builder declares about itself for other rooms to
+        ask (a model's `inputs`: what it takes from the data), so no room tests a builder's name."""
 
         def decorate(builder: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._builders:
                 raise ValueError(f"{self.group} builder {name!r} is registered twice")
             self._builders[name] = builder
             self._traits[name] = traits
+            if schema is not None:
+                self._schemas[name] = schema
             return builder
 
         return decorate
@@ -58,6 +65,11 @@ class Registry:
         """What `name`'s builder declared at registration (empty: nothing; an unknown name too)."""
         self.import_locations()
         return dict(self._traits.get(name, {}))
+
+    def schema(self, name: str) -> type | None:
+        """The dataclass `name`'s registration named (None: none, e.g. an option whose keys live elsewhere)."""
+        self.import_locations()
+        return self._schemas.get(name)
 
     def names(self) -> list[str]:
         self.import_locations()

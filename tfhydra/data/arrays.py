@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.labels import BINARY, CLASSES, MULTI_HOT, NUMBERS, label_reader
+from tfhydra.data.schemas import DigitsDataConfig, NpzDataConfig, SyntheticDataConfig
 from tfhydra.data.source import (
     DATA,
     Serving,
@@ -82,7 +83,7 @@ def image_source(
     return source
 
 
-@DATA.register("digits")
+@DATA.register("digits", schema=DigitsDataConfig)
 def build_digits(cfg, seed: int) -> Source:
     images, y = read_digits()
     x = (images / 16.0).astype(np.float32)  # (1797, 8, 8) in [0, 1]
@@ -111,7 +112,7 @@ def read_digits() -> tuple[np.ndarray, np.ndarray]:
     return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(int)
 
 
-@DATA.register("synthetic")
+@DATA.register("synthetic", schema=SyntheticDataConfig)
 def build_synthetic(cfg, seed: int) -> Source:
     if cfg.num_classes is None:
         raise ConfigError("data.num_classes", None, "an integer >= 2", "synthetic data need a number of classes")
@@ -189,7 +190,7 @@ def shifted(patterns: np.ndarray, shift: int, rng: np.random.Generator) -> np.nd
     return moved
 
 
-@DATA.register("npz")
+@DATA.register("npz", schema=NpzDataConfig)
 def build_npz(cfg, seed: int) -> Source:
     """A `.npz` in the Keras mnist.npz layout: `x_test` is the test split, validation is held out of the training
     arrays unless `x_val` names one; without `x_test`, test is held out of them too (tfhydra/data/splits.py)."""

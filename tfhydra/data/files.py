@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError, first_line
+from tfhydra.data.schemas import ImageFolderDataConfig
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, image_size, take_examples
 from tfhydra.data.splits import hold_out, wants_test
 
@@ -56,7 +57,7 @@ def split_or_shipped(train, labels: np.ndarray, shipped: dict, cfg, seed: int):
 # --- image_folder -----------------------------------------------------------------------------------------
 
 
-@DATA.register("image_folder")
+@DATA.register("image_folder", schema=ImageFolderDataConfig)
 def build_image_folder(cfg, seed: int) -> Source:
     """`<path>/train/<class>/*.png` (+ optional `<path>/val/<class>/...`), or `<path>/<class>/*.png`.
 

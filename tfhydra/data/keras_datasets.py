@@ -28,6 +28,7 @@ import numpy as np
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.arrays import image_source, read_npz
+from tfhydra.data.schemas import SCHEMAS
 from tfhydra.data.source import DATA, Source, class_labels
 from tfhydra.data.splits import hold_out, wants_test
 
@@ -239,7 +240,7 @@ def build_keras_dataset(cfg, seed: int) -> Source:
 
 
 for _name in KERAS_DATASETS:
-    DATA.register(_name)(build_keras_dataset)
+    DATA.register(_name, schema=SCHEMAS[f"data/{_name}"])(build_keras_dataset)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.inputs import RAW_TEXT, wanted_inputs
+from tfhydra.data.schemas import CsvDataConfig, TextCsvDataConfig
 from tfhydra.data.source import DATA, Serving, Source, read_labels, source_from_arrays
 from tfhydra.data.splits import hold_out
 
@@ -88,7 +89,7 @@ def split_rows(cfg, path: Path, columns: dict[str, list[str]], seed: int):
     return labels, outputs, hold_out(labels, cfg, seed)
 
 
-@DATA.register("csv")
+@DATA.register("csv", schema=CsvDataConfig)
 def build_csv(cfg, seed: int) -> Source:
     """Numeric feature columns standardised with the training rows' mean and standard deviation."""
     path, columns = read_table(cfg.path, cfg.delimiter)
@@ -146,7 +147,7 @@ def numbers(values: list[str], name: str, path: Path, accepted: str | None = Non
     return result
 
 
-@DATA.register("text_csv")
+@DATA.register("text_csv", schema=TextCsvDataConfig)
 def build_text_csv(cfg, seed: int) -> Source:
     """Token ids from a TextVectorization fitted on the training rows (standardised: lowercase, no punctuation).
 

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError, first_line, suggestion
+from tfhydra.data.schemas import TfdsDataConfig
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Serving, Source, image_size, take_examples
 from tfhydra.data.splits import hold_out, wants_test
 
@@ -86,7 +87,7 @@ def tfds_builder(cfg):
     return tfds, builder
 
 
-@DATA.register("tfds")
+@DATA.register("tfds", schema=TfdsDataConfig)
 def build_tfds(cfg, seed: int) -> Source:
     tfds, builder = tfds_builder(cfg)
     info = builder.info

@@ -26,13 +26,14 @@ from google.protobuf.message import DecodeError
 from tfhydra.config.errors import ConfigError, first_line
 from tfhydra.data.files import float_image
 from tfhydra.data.index import indexed_labels
+from tfhydra.data.schemas import TfrecordDataConfig
 from tfhydra.data.source import AUTOTUNE, DATA, DataSpec, Source, deterministic_reads, image_size, read_labels
 from tfhydra.data.splits import hold_out, wants_test
 
 CYCLE_LENGTH = 16  # shards read at once: enough to hide one file's latency, few enough to bound open files
 
 
-@DATA.register("tfrecord")
+@DATA.register("tfrecord", schema=TfrecordDataConfig)
 def build_tfrecord(cfg, seed: int) -> Source:
     """tf.train.Example records: an encoded image (or raw bytes) and a label feature per record, read by the run's
     task (a class index; `data.label_dtype`/`data.label_length`: floats, or a fixed-length row)."""

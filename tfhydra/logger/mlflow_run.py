@@ -28,6 +28,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfhydra.logger.schemas import MlflowConfig
 from tfhydra.logger.trackers import (
     LOGGERS,
     TRACKER_STATUS,
@@ -226,7 +227,7 @@ class MLflowTracker(Tracker):
         self.client.set_terminated(self.run_id, TRACKER_STATUS.get(status, "FAILED"))
 
 
-@LOGGERS.register("mlflow")
+@LOGGERS.register("mlflow", schema=MlflowConfig)
 def build_mlflow(node: DictConfig, paths: RunPaths, info: RunInfo) -> Tracker:
     return MLflowTracker(node, paths, info)
 

@@ -27,6 +27,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from tfhydra.config.registry import Registry
+from tfhydra.logger.schemas import CsvConfig
 from tfhydra.platform.deadline import NoAnswer, SignalWhileWaiting, within
 from tfhydra.record.report import write_json
 from tfhydra.record.run_record import Status
@@ -283,6 +284,6 @@ class CSVTracker(Tracker):
         pass  # every row is on disk as it is written
 
 
-@LOGGERS.register("csv")
+@LOGGERS.register("csv", schema=CsvConfig)
 def build_csv(node: DictConfig, paths: RunPaths, info: RunInfo) -> Tracker:
     return CSVTracker(paths)

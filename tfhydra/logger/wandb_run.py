@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from tfhydra.logger.schemas import WandbConfig
 from tfhydra.logger.trackers import LOGGERS, RunInfo, Tracker, quiet_loggers
 from tfhydra.record.run_record import Status
 from tfhydra.record.rundir import RunPaths
@@ -125,6 +126,6 @@ def new_id() -> str:
     return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
 
 
-@LOGGERS.register("wandb")
+@LOGGERS.register("wandb", schema=WandbConfig)
 def build_wandb(node: DictConfig, paths: RunPaths, info: RunInfo) -> Tracker:
     return WandbTracker(node, paths, info)

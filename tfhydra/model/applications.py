@@ -18,6 +18,7 @@ from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, require_images
 from tfhydra.model.head import task_head
+from tfhydra.model.schemas import KerasAppModelConfig
 from tfhydra.platform.keras_lib import keras
 
 # Arguments the builder sets itself; everything else in an application's signature may go in `arch_args`.
@@ -88,7 +89,7 @@ class ArchPreprocessing(keras.layers.Layer):
         return {**config, "arch": self.arch}
 
 
-@MODELS.register("keras_app")
+@MODELS.register("keras_app", schema=KerasAppModelConfig)
 def build_keras_app(cfg, spec: DataSpec) -> keras.Model:
     """tf_keras.applications.<arch> without its top, at the data's image size, under our classifier head."""
     height, width, channels = require_images(spec, "keras_app")

@@ -30,13 +30,14 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import IMAGES, MODELS, describe_data
 from tfhydra.model.checks import HUB_INSTALL, PRESET_ACCEPTED, preset_problem
 from tfhydra.model.head import output_layer
+from tfhydra.model.schemas import KerasHubModelConfig
 from tfhydra.platform.keras_lib import keras
 
 TEXT_OR_IMAGES = f"raw text: one string per example (data=text_csv), or {IMAGES}"
 PRESET_KINDS = "text: BERT, DistilBERT, RoBERTa ...; images: ViT, ResNet, EfficientNet ..."
 
 
-@MODELS.register("keras_hub", inputs=RAW_TEXT)
+@MODELS.register("keras_hub", schema=KerasHubModelConfig, inputs=RAW_TEXT)
 def build_keras_hub(cfg, spec: DataSpec) -> keras.Model:
     """The preset's classifier behind its own preprocessor, ending with the run's task's output layer: a
     TextClassifier on raw text, an ImageClassifier on images."""

@@ -11,6 +11,7 @@ from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, require_images
 from tfhydra.model.head import task_head
+from tfhydra.model.schemas import ResnetModelConfig
 from tfhydra.platform.keras_lib import keras
 
 
@@ -37,7 +38,7 @@ def stage_blocks(depth: int | None, blocks_per_stage) -> list[int]:
     return blocks
 
 
-@MODELS.register("resnet")
+@MODELS.register("resnet", schema=ResnetModelConfig)
 def build_resnet(cfg, spec: DataSpec) -> keras.Model:
     """Stem conv, then stages of basic blocks; every stage after the first halves the image and doubles the width."""
     height, width, _ = require_images(spec, "resnet")

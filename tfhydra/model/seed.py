@@ -10,7 +10,7 @@ from tfhydra.model.schemas import CnnModelConfig, MlpModelConfig
 from tfhydra.platform.keras_lib import keras
 
 
-@MODELS.register("cnn")
+@MODELS.register("cnn", schema=CnnModelConfig)
 def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
     """The seed Sequential CNN."""
     height, width, _ = require_images(spec, "cnn")
@@ -33,7 +33,7 @@ def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
     return keras.Sequential(layers + task_head(spec), name="cnn")
 
 
-@MODELS.register("mlp")
+@MODELS.register("mlp", schema=MlpModelConfig)
 def build_mlp(cfg: MlpModelConfig, spec: DataSpec) -> keras.Model:
     """The seed functional-API MLP; flattens any float example (images or feature vectors)."""
     require_features(spec, "mlp")

@@ -14,6 +14,7 @@ from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import MODELS, require_tokens
 from tfhydra.model.head import task_head
+from tfhydra.model.schemas import LstmModelConfig, TransformerModelConfig
 from tfhydra.platform.keras_lib import keras
 
 RECURRENT_CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
@@ -33,7 +34,7 @@ def classify(inputs, x, spec: DataSpec, name: str) -> keras.Model:
     return keras.Model(inputs, x, name=name)
 
 
-@MODELS.register("lstm")
+@MODELS.register("lstm", schema=LstmModelConfig)
 def build_lstm(cfg, spec: DataSpec) -> keras.Model:
     """Embedding -> stacked LSTM/GRU layers (the last returns only its final state) -> head."""
     inputs, x = token_inputs(spec, "lstm", cfg.embedding_dim, cfg.mask_zero)
@@ -111,7 +112,7 @@ class MaskedMeanPooling(keras.layers.Layer):
         return []  # no weights; said so for the Model Optimization Toolkit (see PositionEncoding)
 
 
-@MODELS.register("transformer")
+@MODELS.register("transformer", schema=TransformerModelConfig)
 def build_transformer(cfg, spec: DataSpec) -> keras.Model:
     """Embedding + position encoding -> N pre-norm encoder blocks -> masked mean pool -> head."""
     if cfg.width % cfg.heads:

@@ -16,6 +16,7 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.config.hydra_api import locate
 from tfhydra.config.registry import Registry, instantiate_target
 from tfhydra.optimizer.accumulate import accumulating
+from tfhydra.optimizer.schemas import SCHEMAS
 from tfhydra.platform.keras_lib import keras
 
 OPTIMIZERS = Registry("optimizer", locations=["tfhydra.optimizer.build"])  # the builders below
@@ -128,7 +129,7 @@ def check_arguments(optimizer_class, arguments: dict, set_elsewhere: set[str]) -
 
 
 for _name, _class in KERAS_CLASSES.items():
-    OPTIMIZERS.register(_name)(keras_optimizer(_class))
+    OPTIMIZERS.register(_name, schema=SCHEMAS[f"optimizer/{_name}"])(keras_optimizer(_class))
 
 
 def build_schedule(cfg_schedule: DictConfig, lr: float, steps_per_epoch: int, epochs: int):

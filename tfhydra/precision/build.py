@@ -16,23 +16,24 @@ import tensorflow as tf
 
 from tfhydra.config.registry import Registry
 from tfhydra.platform.keras_lib import keras, loss_scale_of
+from tfhydra.precision.schemas import PrecisionConfig
 
 PRECISIONS = Registry("precision", locations=["tfhydra.precision.build"])  # the builders below
 log = logging.getLogger("tfhydra")
 _warned_cpu = False
 
 
-@PRECISIONS.register("fp32")
+@PRECISIONS.register("fp32", schema=PrecisionConfig)
 def build_fp32(cfg) -> str:
     return "float32"
 
 
-@PRECISIONS.register("mixed")
+@PRECISIONS.register("mixed", schema=PrecisionConfig)
 def build_mixed(cfg) -> str:
     return "mixed_float16"
 
 
-@PRECISIONS.register("bf16")
+@PRECISIONS.register("bf16", schema=PrecisionConfig)
 def build_bf16(cfg) -> str:
     return "mixed_bfloat16"
 

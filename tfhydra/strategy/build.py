@@ -18,6 +18,12 @@ import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError, first_line
 from tfhydra.config.registry import Registry
+from tfhydra.strategy.schemas import (
+    MirroredStrategyConfig,
+    MultiWorkerStrategyConfig,
+    OneDeviceStrategyConfig,
+    StrategyConfig,
+)
 
 STRATEGIES = Registry("strategy", locations=["tfhydra.strategy.build"])  # the builders below
 
@@ -37,12 +43,12 @@ def build_strategy(cfg_strategy) -> tf.distribute.Strategy:
     return STRATEGIES.build(cfg_strategy)
 
 
-@STRATEGIES.register("default")
+@STRATEGIES.register("default", schema=StrategyConfig)
 def build_default(cfg) -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
-@STRATEGIES.register("one_device")
+@STRATEGIES.register("one_device", schema=OneDeviceStrategyConfig)
 def build_one_device(cfg) -> tf.distribute.Strategy:
     device = cfg.device or _first_device()
     known = [d.name for d in tf.config.list_logical_devices()]
@@ -51,7 +57,7 @@ def build_one_device(cfg) -> tf.distribute.Strategy:
     return tf.distribute.OneDeviceStrategy(device)
 
 
-@STRATEGIES.register("mirrored")
+@STRATEGIES.register("mirrored", schema=MirroredStrategyConfig)
 def build_mirrored(cfg) -> tf.distribute.Strategy:
     """All GPUs by default (the CPU if there are none), or `devices`; one replica per device."""
     devices = list(cfg.devices) if cfg.devices else None
@@ -66,7 +72,7 @@ def build_mirrored(cfg) -> tf.distribute.Strategy:
     return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=ops() if ops else None)
 
 
-@STRATEGIES.register("auto")
+@STRATEGIES.register("auto", schema=StrategyConfig)
 def build_auto(cfg) -> tf.distribute.Strategy:
     """mirrored when more than one GPU is visible, else the default strategy."""
     if len(tf.config.list_logical_devices("GPU")) > 1:
@@ -74,7 +80,7 @@ def build_auto(cfg) -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
-@STRATEGIES.register("multi_worker")
+@STRATEGIES.register("multi_worker", schema=MultiWorkerStrategyConfig)
 def build_multi_worker(cfg) -> tf.distribute.Strategy:
     """MultiWorkerMirroredStrategy over the cluster its `cluster_resolver` finds (one process per host, or per
     task): TF_CONFIG, SLURM's `srun` environment or the Kubernetes pods with a label."""

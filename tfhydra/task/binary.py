@@ -8,6 +8,7 @@ import numpy as np
 
 from tfhydra.config.contracts import BINARY, DataSpec, Head
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
+from tfhydra.task.schemas import BinaryTaskConfig
 
 TAKES = "0/1 labels or two class names; task=classification takes more classes"
 
@@ -58,6 +59,6 @@ class Binary(Task):
         return (outputs.reshape(-1) >= self.threshold).astype(np.int64)
 
 
-@TASKS.register("binary")
+@TASKS.register("binary", schema=BinaryTaskConfig)
 def build_binary(node) -> Binary:
     return Binary(**parse_options(node))

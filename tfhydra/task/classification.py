@@ -8,6 +8,7 @@ import numpy as np
 
 from tfhydra.config.contracts import CLASSES, DataSpec, Head
 from tfhydra.task.base import MANY_VALUES, TASKS, Task, as_numbers, found_kind, parse_options, shortest
+from tfhydra.task.schemas import ClassificationTaskConfig
 
 
 class Classification(Task):
@@ -83,6 +84,6 @@ class Classification(Task):
         return outputs.argmax(-1)
 
 
-@TASKS.register("classification")
+@TASKS.register("classification", schema=ClassificationTaskConfig)
 def build_classification(node) -> Classification:
     return Classification(**parse_options(node))

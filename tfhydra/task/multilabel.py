@@ -9,6 +9,7 @@ import numpy as np
 
 from tfhydra.config.contracts import MULTI_HOT, DataSpec, Head
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
+from tfhydra.task.schemas import MultilabelTaskConfig
 
 TAKES = "multi-hot rows of 0/1, one column per label; task=classification or task=binary take one label per example"
 
@@ -82,6 +83,6 @@ def f1(present: np.ndarray, predicted: np.ndarray) -> float:
     return 2 * true_positives / (2 * true_positives + wrong) if true_positives or wrong else 0.0
 
 
-@TASKS.register("multilabel")
+@TASKS.register("multilabel", schema=MultilabelTaskConfig)
 def build_multilabel(node) -> Multilabel:
     return Multilabel(**parse_options(node))

@@ -13,6 +13,7 @@ import numpy as np
 
 from tfhydra.config.contracts import NUMBERS, DataSpec, Head
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
+from tfhydra.task.schemas import RegressionTaskConfig
 
 TAKES = "numbers; task=classification or task=binary take class names"
 
@@ -89,6 +90,6 @@ class Regression(Task):
         return rows
 
 
-@TASKS.register("regression")
+@TASKS.register("regression", schema=RegressionTaskConfig)
 def build_regression(node) -> Regression:
     return Regression(**parse_options(node))
