@@ -176,19 +176,11 @@ class RunRecord:
     def summary(self) -> dict:
         """What a reader opens metrics.json for, first and rounded to 4 significant digits: how the run ended,
         its best epoch by the monitored metric (validation: what chose it) and the test figures of the kept
-        weights. The full-precision figures are the fields below it."""
-        best = self.best or {}
-        test = self.test or {}
-        return {
-            "status": str(self.status),
-            "error": self.error,
-            "best": {"epoch": best.get("epoch"), self.monitor: rounded(best.get(self.monitor))} if best else None,
-            "test": {k: rounded(v) for k, v in (test.get("metrics") or {}).items()} if test else None,
-            "test_examples": test.get("examples"),
-            "epochs_run": self.epochs_run,
-            "examples_per_second": rounded(self.examples_per_second),
-            "wall_seconds": rounded(self.wall_seconds),
-        }
+        weights, the task's headline figures first (tfhydra/record/headline.py). The full-precision figures are the
+        fields below it."""
+        from tfhydra.record.headline import summary_block
+
+        return summary_block(self)
 
     @property
     def best_monitored(self) -> float | None:

@@ -37,6 +37,11 @@ class Task:
     # the figures `per_label` gives each output (the record's `best.per_label` and `test.per_label`); empty: none,
     # and no extra pass over the splits after training
     per_label_metrics: tuple[str, ...] = ()
+    # The figures a person asks of this kind of problem first, as the task's metrics are named (conf/task/; the
+    # validation figure is `val_<name>`): the end line, the record's summary, the sweep summary and the notebook's
+    # Result lead with them (tfhydra/record/headline.py, through the record's `task.headline`). Empty: the
+    # monitored metric alone, as for a user's own task that names none.
+    headline: tuple[str, ...] = ()
 
     def __init__(self, name: str | None = None, threshold: float = 0.5, **options):
         self.name = name or self.name
@@ -65,8 +70,9 @@ class Task:
 
     # The record's, predict's and evaluate's questions
     def record(self) -> dict:
-        """The record's `task` section: what the outputs mean, for predict and evaluate to read back."""
-        return {"name": self.name, "threshold": self.threshold}
+        """The record's `task` section: what the outputs mean, for predict and evaluate to read back, and the
+        figures to show first."""
+        return {"name": self.name, "threshold": self.threshold, "headline": list(self.headline)}
 
     def per_label(self, labels: np.ndarray, outputs: np.ndarray, names: tuple[str, ...]) -> dict | None:
         """{output name: {figure: value}} of the kept weights' `outputs` (float32, one row per example) against

@@ -15,6 +15,7 @@ TAKES = "0/1 labels or two class names; task=classification takes more classes"
 class Binary(Task):
     name = "binary"
     label_kind = BINARY
+    headline = ("auc", "accuracy")
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None

@@ -13,6 +13,7 @@ from tfhydra.task.base import MANY_VALUES, TASKS, Task, as_numbers, found_kind, 
 class Classification(Task):
     name = "classification"
     label_kind = CLASSES
+    headline = ("accuracy",)
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None
@@ -61,7 +62,7 @@ class Classification(Task):
         return Head(spec.num_classes, "softmax", "probabilities")
 
     def record(self) -> dict:
-        return {"name": self.name}
+        return {"name": self.name, "headline": list(self.headline)}
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         ranks = [[f"class_{i}", f"probability_{i}"] for i in range(1, top_k + 1)]

@@ -17,6 +17,7 @@ class Multilabel(Task):
     name = "multilabel"
     label_kind = MULTI_HOT
     per_label_metrics = ("auc", "f1")
+    headline = ("f1", "auc")  # macro F1 at task.threshold, then AUC averaged over the labels
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None

@@ -20,6 +20,7 @@ TAKES = "numbers; task=classification or task=binary take class names"
 class Regression(Task):
     name = "regression"
     label_kind = NUMBERS
+    headline = ("rmse", "r2")  # in the target's units, and against predicting the mean (the loss is the MSE)
 
     def __init__(self, standardize: bool = False, strata_bins: int | None = None, **options):
         super().__init__(**options)
@@ -71,7 +72,7 @@ class Regression(Task):
         )
 
     def record(self) -> dict:
-        return {"name": self.name, "standardize": self.standardize}
+        return {"name": self.name, "standardize": self.standardize, "headline": list(self.headline)}
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         return [f"predicted_{name}" for name in names]  # apart from a carried column of the same name
