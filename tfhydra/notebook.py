@@ -68,9 +68,7 @@ class Result:
 
     @property
     def headline(self) -> dict:
-        """The figures the task is judged by, as the end line leads with them (tfhydra/record/headline.py): the best
-        epoch's on validation (`val_<name>`), then the kept weights' on test (`test_<name>`); for a task that names
-        none, the monitored metric's."""
+        """The task's headline figures (tfhydra/record/headline.py): `val_<name>` at the best epoch, `test_<name>`."""
         record = self.record
         return headline_figures(record.task, record.best, (record.test or {}).get("metrics"), record.monitor)
 

@@ -17,7 +17,8 @@ The rest of the room (what a run leaves on disk, on the ground floor: every room
 - rundir.py: the run directory map (every path a run writes; a sweep job's name: tfhydra/config/jobnames.py);
 - lifecycle.py: a run's status, how it continues, and the one writer of a stopped run's record;
 - resume.py: how a run starts (new, resumed from its saved state, or kept), the one answer the record keeps;
-- report.py: the history and JSON files written atomically; monitor.py: "is epoch B better than A" (name, mode).
+- report.py: the history and JSON files written atomically; monitor.py: "is epoch B better than A" (name, mode);
+- headline.py: what a reader sees first (the task's headline figures, a tie in words, the summary block).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfhydra.record.headline import rounded as rounded  # the face keeps its names (readers import them from here)
+from tfhydra.record.headline import summary_block, test_name
 from tfhydra.record.report import write_json
 from tfhydra.record.rundir import RunPaths
 from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
@@ -178,8 +181,6 @@ class RunRecord:
         its best epoch by the monitored metric (validation: what chose it) and the test figures of the kept
         weights, the task's headline figures first (tfhydra/record/headline.py). The full-precision figures are the
         fields below it."""
-        from tfhydra.record.headline import summary_block
-
         return summary_block(self)
 
     @property
@@ -198,16 +199,6 @@ class RunRecord:
 
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
-
-
-def rounded(value: Any) -> Any:
-    """A figure as people read it (4 significant digits: `0.0010000000474974513` -> `0.001`); else as it is."""
-    return float(f"{value:.4g}") if isinstance(value, float) else value
-
-
-def test_name(monitor: str) -> str:
-    """The test block's name of a validation metric: `val_accuracy` -> `accuracy` (a training metric as it is)."""
-    return monitor[4:] if monitor.startswith("val_") else monitor
 
 
 def read_record(run_dir: str | Path) -> RunRecord | None:

@@ -13,16 +13,36 @@ names: `best.<monitor>`, the test block's metrics, `examples_per_second`. No Ten
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tfhydra.platform.terminal import figure
-from tfhydra.record import rounded, test_name
 from tfhydra.record.monitor import is_figure
 
-if TYPE_CHECKING:
-    from tfhydra.record import RunRecord
-
 VAL = "val_"
+
+
+class Recorded(Protocol):
+    """What the summary block reads of a run record (tfhydra/record/__init__.py `RunRecord`)."""
+
+    status: Any
+    error: str | None
+    monitor: str
+    task: dict | None
+    best: dict | None
+    test: dict | None
+    epochs_run: int
+    examples_per_second: float | None
+    wall_seconds: float | None
+
+
+def rounded(value: Any) -> Any:
+    """A figure as people read it (4 significant digits: `0.0010000000474974513` -> `0.001`); else as it is."""
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
+def test_name(monitor: str) -> str:
+    """The test block's name of a validation metric: `val_accuracy` -> `accuracy` (a training metric as it is)."""
+    return monitor[len(VAL) :] if monitor.startswith(VAL) else monitor
 
 
 def headline(task: Mapping | None, best: Mapping | None, test: Mapping | None) -> tuple[str, ...]:
@@ -120,7 +140,7 @@ def headline_figures(task: Mapping | None, best: Mapping | None, test: Mapping |
     return found
 
 
-def summary_block(record: RunRecord) -> dict:
+def summary_block(record: Recorded) -> dict:
     """The record's `summary` (metrics.json's first block, `RunRecord.summary`): how the run ended, the best epoch
     with the headline's validation figures and the monitored one, the tie it was chosen from (null: none), and the
     kept weights' test figures, headline first; rounded to 4 significant digits."""
