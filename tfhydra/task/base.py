@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from tfhydra.config.contracts import CLASSES, DataSpec, Head
+from tfhydra.config.contracts import CLASSES, DataSpec, Head, LabelSample
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
 
@@ -57,6 +57,13 @@ class Task:
             raise self.refused(where, found_kind(np.asarray(values)))
         numbers = numbers.reshape(len(numbers), -1).astype(np.float32)
         return numbers, tuple(names or columns or (str(i) for i in range(numbers.shape[1])))
+
+    def check_sample(self, sample: LabelSample, cfg_data) -> None:
+        """Refuse, before TensorFlow, labels that cannot fit this task: `sample` holds the labels a source read
+        without TensorFlow (tfhydra/data/label_sample.py), maybe only its first rows (`sample.whole` False), so
+        only what those rows prove is refused (a row that is not a number proves a column is not a numeric
+        target; a class missing from the rows read proves nothing). This base (a user's own task) refuses
+        nothing: its `read_labels` answers in the job."""
 
     def strata(self, labels: np.ndarray) -> np.ndarray | None:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfhydra.config.contracts import NUMBERS, DataSpec, Head
+from tfhydra.config.contracts import NUMBERS, DataSpec, Head, LabelSample
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
 
 TAKES = "numbers; task=classification or task=binary take class names"
@@ -44,6 +44,10 @@ class Regression(Task):
         if len(names) != numbers.shape[1]:
             raise self.refused(where, f"{numbers.shape[1]} targets per row but {len(names)} names (data.class_names)")
         return numbers, names
+
+    def check_sample(self, sample: LabelSample, cfg_data) -> None:
+        """The pre-flight's question (no TensorFlow): a value that is not a finite number is no target, in any rows."""
+        self.read_labels(sample.values, sample.where, cfg_data, columns=sample.columns)
 
     def strata(self, labels: np.ndarray) -> np.ndarray | None:
         """The quantile bin (0..N-1) of each example's first target, N = `task.strata_bins`; None: shuffles.
