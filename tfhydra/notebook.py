@@ -21,6 +21,7 @@ from typing import Any
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.platform.terminal import shown_path
+from tfhydra.record.headline import best_in_words, headline_figures, tested_in_words
 from tfhydra.record.run_record import RunRecord, Status, load_record, read_record
 from tfhydra.record.rundir import RunPaths, SweepPaths
 
@@ -34,8 +35,10 @@ LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # Hydra's, 
 class Result:
     """A run as it stands on disk: its directory and its record (metrics.json, tfhydra/record/run_record.py).
 
-    `status`, `best` (the best epoch's figures, the epoch numbered from 1), `best_epoch`, `metrics` (the best
-    epoch's figures without its number), `history` (every epoch's figures, in order), `load_model()`."""
+    `status`, `headline` (the task's headline figures: `val_rmse`, `val_r2`, `test_rmse`, `test_r2` for a
+    regression), `best` (the best epoch's figures, the epoch numbered from 1, and `tie` when it was chosen from
+    epochs tied on the monitor), `best_epoch`, `metrics` (the best epoch's figures without its number), `history`
+    (every epoch's figures, in order), `load_model()`."""
 
     run_dir: Path
     record: RunRecord
@@ -61,7 +64,13 @@ class Result:
 
     @property
     def metrics(self) -> dict:
-        return {k: v for k, v in self.best.items() if k != "epoch"}
+        return {k: v for k, v in self.best.items() if k not in ("epoch", "tie")}
+
+    @property
+    def headline(self) -> dict:
+        """The task's headline figures (tfhydra/record/headline.py): `val_<name>` at the best epoch, `test_<name>`."""
+        record = self.record
+        return headline_figures(record.task, record.best, (record.test or {}).get("metrics"), record.monitor)
 
     @property
     def monitored(self) -> float | None:
@@ -101,8 +110,11 @@ class Result:
         return self._loaded[chosen]
 
     def __repr__(self) -> str:
-        best = f"best {self.record.monitor}={self.monitored} at epoch {self.best_epoch}" if self.best else "no epoch"
-        return f"Result({self.status}, {best}, run_dir={str(self.run_dir)!r})"
+        record = self.record
+        metrics = (record.test or {}).get("metrics")
+        said = best_in_words(record.task, record.best, metrics, record.monitor) if self.best else "no epoch"
+        tested = tested_in_words(record.task, record.best, metrics, record.monitor) if self.best else ""
+        return f"Result({self.status}, {said}{f', {tested}' if tested else ''}, run_dir={str(self.run_dir)!r})"
 
 
 def _load(format: str, path: str) -> Any:

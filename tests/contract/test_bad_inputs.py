@@ -56,6 +56,12 @@ def table(tmp: Path) -> None:
     data_files.write_csv(tmp / "t.csv", n=24)
 
 
+def numeric_target(tmp: Path) -> None:
+    """A regression table as scikit-learn's diabetes is written out: a float target (151.0, 75.0, ...)."""
+    rows = "".join(f"{i % 7 / 10},{i % 5},{float(25 + 3 * i)}\n" for i in range(40))
+    (tmp / "t.csv").write_text("x1,x2,target\n" + rows)
+
+
 def folder_as_csv(tmp: Path) -> None:
     (tmp / "t.csv").mkdir()
 
@@ -418,6 +424,19 @@ BAD_INPUTS = [
         ["data.label=species", "no such column in {tmp}/t.csv", "one of x1, x2, x3, label"],
         table,
         where=JOB,
+    ),
+    # labels that do not fit the task, read from the file without TensorFlow (a bounded sample: docs/tasks.md)
+    bad(
+        "csv-numeric-target-classification",
+        ["data=csv", "data.path={tmp}/t.csv", "data.label=target", "model=mlp", ONE],
+        ["{tmp}/t.csv (target column)", "40 distinct values", "use task=regression"],
+        numeric_target,
+    ),
+    bad(
+        "csv-class-names-regression",
+        ["data=csv", "data.path={tmp}/t.csv", "task=regression", "model=mlp", ONE],
+        ["{tmp}/t.csv (label column)", "class names", "task=regression takes numbers"],
+        table,
     ),
     # shape and class-count mismatches between data and model
     bad(

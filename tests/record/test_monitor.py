@@ -39,9 +39,59 @@ def test_the_best_of_a_history_is_its_value_and_epoch_from_one():
     assert LOWER.best([0.9, 0.4, 0.6]) == (0.4, 2)
 
 
-def test_ties_go_to_the_earliest_epoch_as_keras_keeps_the_first_of_equal_values():
+def test_ties_without_losses_go_to_the_earliest_epoch():
     assert HIGHER.best([0.5, 0.8, 0.8, 0.8]) == (0.8, 2)
     assert LOWER.best([0.3, 0.2, 0.9, 0.2]) == (0.2, 2)
+
+
+def test_an_exact_tie_goes_to_the_lower_val_loss_then_the_earlier_epoch():
+    """Issue 55: val_accuracy 1.0 from epoch 4 of 6; the epoch that fits validation best is kept, not the first."""
+    epochs = [
+        {"val_accuracy": 0.7, "val_loss": 0.9},
+        {"val_accuracy": 1.0, "val_loss": 0.68},
+        {"val_accuracy": 1.0, "val_loss": 0.2},
+        {"val_accuracy": 0.9, "val_loss": 0.01},  # the lowest loss, but not tied at the best value
+        {"val_accuracy": 1.0, "val_loss": 0.003},
+        {"val_accuracy": 1.0, "val_loss": 0.003},  # a full tie: the earlier stays
+    ]
+    chosen = HIGHER.choose(epochs)
+    assert (chosen.value, chosen.epoch) == (1.0, 5)
+    assert chosen.tie == {"value": 1.0, "epochs": [2, 3, 5, 6], "kept": 5, "by": "val_loss"}
+    assert HIGHER.best_of_epochs(epochs) == (1.0, 5)
+    assert HIGHER.best([e["val_accuracy"] for e in epochs], losses=[e["val_loss"] for e in epochs]) == (1.0, 5)
+
+
+def test_a_tie_the_losses_cannot_break_keeps_the_earliest_and_says_so():
+    same = [{"val_accuracy": 0.8, "val_loss": 0.5}, {"val_accuracy": 0.8, "val_loss": 0.5}]
+    assert HIGHER.choose(same).tie == {"value": 0.8, "epochs": [1, 2], "kept": 1, "by": "earliest"}
+    missing = [{"val_accuracy": 0.8}, {"val_accuracy": 0.8, "val_loss": math.nan}]
+    assert HIGHER.choose(missing).epoch == 1 and HIGHER.choose(missing).tie["by"] == "earliest"
+    # the monitor is the loss itself: nothing else breaks the tie
+    losses = [{"val_loss": 0.3}, {"val_loss": 0.2}, {"val_loss": 0.2}]
+    assert LOWER.choose(losses).tie == {"value": 0.2, "epochs": [2, 3], "kept": 2, "by": "earliest"}
+    # an earliest epoch with the lowest loss was still chosen by the loss over the other tied one
+    assert HIGHER.choose([{"val_accuracy": 1, "val_loss": 0.1}, {"val_accuracy": 1, "val_loss": 0.2}]).tie["by"] == (
+        "val_loss"
+    )
+    assert HIGHER.choose([{"val_accuracy": 0.5}, {"val_accuracy": 0.9}]).tie is None  # no tie: nothing said
+
+
+def test_better_epoch_is_the_one_rule_of_the_checkpoint_and_early_stopping():
+    best = {"val_accuracy": 1.0, "val_loss": 0.5}
+    assert HIGHER.better_epoch({"val_accuracy": 1.0, "val_loss": 0.4}, best)
+    assert not HIGHER.better_epoch({"val_accuracy": 1.0, "val_loss": 0.5}, best)  # a full tie keeps the earlier
+    assert not HIGHER.better_epoch({"val_accuracy": 0.99, "val_loss": 0.0}, best)
+    assert HIGHER.better_epoch({"val_accuracy": 0.5}, None) and not HIGHER.better_epoch({}, None)
+    assert not HIGHER.better_epoch({"val_accuracy": 1.0 + 1e-9, "val_loss": 1.0}, best, margin=1e-3)  # min_delta
+    assert HIGHER.better_epoch({"val_accuracy": 1.0, "val_loss": 0.4}, best, margin=1e-3)  # a tie still breaks
+    assert LOWER.better(0.1, 0.2, margin=0.05) and not LOWER.better(0.18, 0.2, margin=0.05)
+
+
+def test_the_rank_key_breaks_a_tie_between_jobs_by_their_val_loss():
+    jobs = [(0.9778, 0.2), (0.9778, 0.1), (0.99, 0.5), (0.9778, None)]
+    ranked = sorted(jobs, key=lambda j: HIGHER.rank_key(*j))
+    assert ranked == [(0.99, 0.5), (0.9778, 0.1), (0.9778, 0.2), (0.9778, None)]
+    assert LOWER.rank_key(0.2, 0.1) == (0.2, math.inf)  # ranked by the loss: nothing else to break with
 
 
 def test_the_best_from_an_epoch_on_ignores_the_epochs_before_it():
@@ -77,6 +127,18 @@ def test_the_records_best_counts_from_the_settled_epoch_and_stands_in_with_the_l
     assert epoch_summary(epochs, "val_accuracy", "min", from_epoch=2)["best"]["epoch"] == 4
     nan = [{"val_accuracy": math.nan}, {"val_accuracy": None}]
     assert epoch_summary(nan, "val_accuracy", "max")["best"]["epoch"] == 2  # no figure: the last epoch
+
+
+def test_the_records_best_says_the_tie_it_was_chosen_from():
+    epochs = [{"val_accuracy": 1.0, "val_loss": 0.68}, {"val_accuracy": 1.0, "val_loss": 0.003}]
+    best = epoch_summary(epochs, "val_accuracy", "max")["best"]
+    assert best == {
+        "epoch": 2,
+        "val_accuracy": 1.0,
+        "val_loss": 0.003,
+        "tie": {"value": 1.0, "epochs": [1, 2], "kept": 2, "by": "val_loss"},
+    }
+    assert "tie" not in epoch_summary([{"val_accuracy": 0.5}, {"val_accuracy": 0.6}], "val_accuracy", "max")["best"]
 
 
 # ---- the guard: nobody else decides "better" ----------------------------------------------------------------------

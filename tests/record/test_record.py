@@ -176,7 +176,8 @@ def test_the_summary_block_comes_first_rounded_and_is_never_read_back(tmp_path):
         "status": "completed",
         "error": None,
         "best": {"epoch": 17, "val_accuracy": 0.9778},
-        "test": {"loss": 0.1479, "accuracy": 0.975},
+        "tie": None,
+        "test": {"accuracy": 0.975, "loss": 0.1479},  # the monitored metric's first (a record naming no headline)
         "test_examples": 360,
         "epochs_run": 20,
         "examples_per_second": None,

@@ -183,3 +183,98 @@ def test_a_pruning_sweep_summarises_and_promotes_the_exported_epoch(tmp_path):
         f"best job: promote/{promoted_dir.name} ({MONITOR}=" in done.stdout
         and f"at epoch {final['exported']['epoch']}" in done.stdout
     )
+
+
+# ---- ties and the task's headline (issue 55 item 4) ---------------------------------------------------------------
+
+
+def write_epochs(job, num, overrides, epochs, monitor, mode, task=None, test=None):
+    """A completed job whose record chose its best from `epochs` as a run does (tfhydra/record/report.py)."""
+    from tfhydra.record.report import epoch_summary
+
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"job": {"num": num}}}))
+    record = RunRecord(
+        status=Status.COMPLETED,
+        monitor=monitor,
+        monitor_mode=mode,
+        overrides=overrides,
+        history=epochs,
+        task=task,
+        test=None if test is None else {"split": "test", "examples": 10, "metrics": test},
+        wall_seconds=1.0,
+    )
+    record.update(**epoch_summary(epochs, monitor, mode))
+    record.write(job)
+
+
+def basic_sweep(tmp_path, monitor, mode, jobs):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {"monitor": monitor, "monitor_mode": mode},
+                "hydra": {"sweeper": {"_target_": BASIC, "params": None}, "overrides": {"task": ["optimizer.lr=1,2"]}},
+            }
+        )
+    )
+    for num, (epochs, extra) in enumerate(jobs):
+        overrides = [f"optimizer.lr={num + 1}"]
+        write_epochs(sweep / f"{num}_optimizer.lr={num + 1}", num, overrides, epochs, monitor, mode, **extra)
+    return sweep
+
+
+def test_jobs_tied_on_the_monitor_rank_by_their_val_loss_and_the_summary_says_so(tmp_path):
+    tied = [
+        ([{MONITOR: 0.9778, "val_loss": 0.3}], {}),
+        (
+            [{MONITOR: 0.9, "val_loss": 0.5}, {MONITOR: 0.9778, "val_loss": 0.1}, {MONITOR: 0.9778, "val_loss": 0.05}],
+            {},
+        ),
+    ]
+    sweep = basic_sweep(tmp_path, MONITOR, "max", tied)
+    summary = summarize(sweep)
+    assert [(j.name, j.rank, j.best(summary.ranking)) for j in summary.jobs] == [
+        ("1_optimizer.lr=2", 1, (0.9778, 3)),  # its own tie: epochs 2 and 3, the lower val_loss kept
+        ("0_optimizer.lr=1", 2, (0.9778, 1)),
+    ]
+    report = summary.report()
+    assert (
+        "best job: 1_optimizer.lr=2 (val_accuracy=0.9778 at epoch 3 "
+        "(epochs 2, 3 tied at val_accuracy=0.9778: epoch 3 kept, the lowest val_loss))"
+    ) in report
+    note = "jobs 1_optimizer.lr=2, 0_optimizer.lr=1 tie at val_accuracy=0.9778: ranked by the lower val_loss"
+    assert note in report and note in (sweep / "summary.md").read_text()
+
+
+def test_a_regression_sweep_leads_with_rmse_and_r2(tmp_path):
+    task = {"name": "regression", "standardize": True, "headline": ["rmse", "r2"]}
+    jobs = [
+        (
+            [{"val_loss": 9.0, "val_rmse": 3.0, "val_r2": 0.5}],
+            {"task": task, "test": {"loss": 10.0, "rmse": 3.2, "r2": 0.45}},
+        ),
+        (
+            [{"val_loss": 4.0, "val_rmse": 2.0, "val_r2": 0.8}],
+            {"task": task, "test": {"loss": 4.4, "rmse": 2.1, "r2": 0.78}},
+        ),
+    ]
+    sweep = basic_sweep(tmp_path, "val_loss", "min", jobs)
+    summary = summarize(sweep)
+    assert summary.headline == ("rmse", "r2")
+    assert (
+        "best job: 1_optimizer.lr=2 (val_rmse=2 val_r2=0.8 at epoch 1, chosen by val_loss=4; "
+        "test rmse=2.1 r2=0.78, not used to choose)"
+    ) in summary.report()
+    rows = list(csv.DictReader((sweep / "summary.csv").open()))
+    header = list(rows[0])
+    assert header[3:9] == ["best_val_rmse", "best_val_r2", "test_rmse", "test_r2", "best_val_loss", "best_epoch"]
+    assert [(r["rank"], r["best_val_rmse"], r["test_r2"], r["best_val_loss"], r["test_loss"]) for r in rows] == [
+        ("1", "2.0", "0.78", "4.0", "4.4"),
+        ("2", "3.0", "0.45", "9.0", "10.0"),
+    ]
+    markdown = (sweep / "summary.md").read_text()
+    assert "| status | val_rmse | val_r2 | test rmse | test r2 | best val_loss |" in markdown
+    assert "| completed | 2 | 0.8 | 2.1 | 0.78 | 4 | 1 |" in markdown

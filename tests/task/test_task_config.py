@@ -62,7 +62,7 @@ def test_a_users_own_task_trains_by_target(compose_cfg, tmp_path):
     )
     tfhydra.run(cfg, run_dir=tmp_path)
     record = read_run_record(tmp_path)
-    assert record["status"] == "completed" and record["task"] == {"name": "counts", "threshold": 0.5}
+    assert record["status"] == "completed" and record["task"] == {"name": "counts", "threshold": 0.5, "headline": []}
     assert record["data"]["head"] == {
         "units": 2, "activation": "exponential", "output": "rates", "scale": None, "offset": None, "pictures": "none"
     }  # fmt: skip

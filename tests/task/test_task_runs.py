@@ -48,9 +48,17 @@ def test_regression_on_a_csv_learns_in_the_targets_units_and_predict_writes_them
     run = tmp_path / "run"
     tfhydra.run(cfg, run_dir=run)
     record = read_run_record(run)
-    assert record["status"] == "completed" and record["task"] == {"name": "regression", "standardize": True}
+    assert record["status"] == "completed" and record["task"] == {
+        "name": "regression",
+        "standardize": True,
+        "headline": ["rmse", "r2"],
+    }
     test = record["test"]["metrics"]
     assert {"loss", "rmse", "mae", "r2"} <= set(test) and {"val_rmse", "val_mae", "val_r2"} <= set(record["best"])
+    # the summary leads with the task's headline, RMSE and R² (issue 55 item 4), the monitor's key kept
+    summary = json.loads((run / "metrics.json").read_text())["summary"]
+    assert list(summary["best"]) == ["epoch", "val_rmse", "val_r2", "val_loss"]
+    assert list(summary["test"])[:2] == ["rmse", "r2"]
     assert test["rmse"] < 0.25 * y.std() and test["r2"] > 0.9, test  # std of the target: about 3.6
     head = record["data"]["head"]
     assert head["units"] == 1 and head["offset"][0] == pytest.approx(100, abs=1)  # fitted on the training rows
@@ -97,7 +105,10 @@ def test_binary_on_a_csv_trains_one_sigmoid_output_and_records_auc(compose_cfg, 
     )
     tfhydra.run(cfg, run_dir=tmp_path / "run")
     record = read_run_record(tmp_path / "run")
-    assert record["task"] == {"name": "binary", "threshold": 0.5} and record["monitor"] == "val_auc"
+    assert (
+        record["task"] == {"name": "binary", "threshold": 0.5, "headline": ["auc", "accuracy"]}
+        and record["monitor"] == "val_auc"
+    )
     assert record["data"]["head"]["units"] == 1 and record["data"]["head"]["activation"] == "sigmoid"
     assert record["test"]["metrics"]["auc"] > 0.9 and record["best"]["val_accuracy"] > 0.8, record["test"]
     # The export's own figures: 0/1 agreement at 0.5 of the one sigmoid output, in Keras and in LiteRT

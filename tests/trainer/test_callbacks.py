@@ -15,7 +15,7 @@ import tf_keras as keras
 from callback_harness import attached, tiny_model
 from conftest import compose_config
 
-from tfhydra.trainer.callbacks import BestCheckpoint, RunRecorder, best_so_far, read_history
+from tfhydra.trainer.callbacks import BestCheckpoint, EarlyStopping, RunRecorder, best_so_far, read_history
 from tfhydra.trainer.progress import EpochProgress
 from tfhydra.trainer.state import Interrupted, ResumableBackup, StopOnSignal
 
@@ -83,8 +83,9 @@ def test_a_resumed_recorder_forgets_the_epochs_after_the_state_it_resumed_from(t
 def test_a_damaged_history_is_read_as_none(tmp_path):
     (tmp_path / "history.json").write_text('{"epochs": 3')
     assert read_history(tmp_path / "history.json") is None
-    assert best_so_far([{"val_loss": 0.3}, {"val_loss": 0.2}, {}], "val_loss", "min") == 0.2
-    assert best_so_far([{"acc": 0.3}, {"acc": 0.9}], "acc", "max", from_epoch=1) == 0.9
+    assert best_so_far([{"val_loss": 0.3}, {"val_loss": 0.2}, {}], "val_loss", "min") == {"val_loss": 0.2}
+    assert best_so_far([{"acc": 0.3}, {"acc": 0.9}], "acc", "max", from_epoch=1) == {"acc": 0.9}
+    assert best_so_far([{"acc": 0.9}], "acc", "max", from_epoch=1) is None
 
 
 # ---- BestCheckpoint --------------------------------------------------------------------------------------------
@@ -92,11 +93,7 @@ def test_a_damaged_history_is_read_as_none(tmp_path):
 
 def test_best_checkpoint_keeps_only_new_bests_from_its_first_epoch_and_leaves_no_partial_file(tmp_path):
     best = tmp_path / "best.weights.h5"
-    callback = attached(
-        BestCheckpoint(
-            str(best), monitor="val_loss", mode="min", save_best_only=True, save_weights_only=True, from_epoch=1
-        )
-    )
+    callback = attached(BestCheckpoint(str(best), monitor="val_loss", mode="min", save_weights_only=True, from_epoch=1))
     kernel = callback.model.trainable_variables[0]
     for epoch, (val_loss, value) in enumerate([(0.1, 1.0), (0.5, 2.0), (0.3, 3.0), (0.4, 4.0)]):
         kernel.assign(np.full(kernel.shape, value, np.float32))
@@ -107,19 +104,73 @@ def test_best_checkpoint_keeps_only_new_bests_from_its_first_epoch_and_leaves_no
     assert float(restored.trainable_variables[0][0, 0]) == 3.0  # epoch 2: the best from epoch 1 on (0.1 came before)
 
 
+def weights_saved(path) -> float:
+    restored = tiny_model()
+    restored.load_weights(str(path))
+    return float(restored.trainable_variables[0][0, 0])
+
+
+def test_best_checkpoint_breaks_an_exact_tie_by_the_lower_val_loss_then_keeps_the_earlier(tmp_path):
+    """Issue 55: a saturated val_accuracy keeps the epoch with the lowest val_loss, as the record says."""
+    best = tmp_path / "best.weights.h5"
+    callback = attached(BestCheckpoint(str(best), monitor="val_accuracy", mode="max", save_weights_only=True))
+    kernel = callback.model.trainable_variables[0]
+    history = [(0.9, 0.5), (1.0, 0.68), (1.0, 0.003), (1.0, 0.003), (0.95, 0.001)]
+    for epoch, (accuracy, loss) in enumerate(history):
+        kernel.assign(np.full(kernel.shape, float(epoch + 1), np.float32))
+        callback.on_epoch_end(epoch, {"val_accuracy": accuracy, "val_loss": loss})
+    assert weights_saved(best) == 3.0  # epoch 3: tied at 1.0, the lowest val_loss; epoch 4 ties it fully
+    from tfhydra.record.report import epoch_summary
+
+    logs = [{"val_accuracy": a, "val_loss": v} for a, v in history]
+    assert epoch_summary(logs, "val_accuracy", "max")["best"]["epoch"] == 3  # the record keeps the same epoch
+
+
+def test_a_resumed_best_checkpoint_must_beat_the_best_so_far_and_its_val_loss(tmp_path):
+    best = tmp_path / "best.weights.h5"
+    so_far = best_so_far([{"val_accuracy": 1.0, "val_loss": 0.2}], "val_accuracy", "max")
+    callback = attached(
+        BestCheckpoint(str(best), monitor="val_accuracy", mode="max", save_weights_only=True, best=so_far)
+    )
+    callback.on_epoch_end(1, {"val_accuracy": 1.0, "val_loss": 0.3})  # tied, a higher loss: not a best
+    assert not best.exists()
+    callback.on_epoch_end(2, {"val_accuracy": 1.0, "val_loss": 0.1})
+    assert best.is_file() and callback.best_logs["val_loss"] == 0.1
+
+
+def test_early_stopping_waits_while_a_tie_is_broken_by_a_lower_val_loss():
+    stopping = attached(EarlyStopping("val_accuracy", "max", patience=2), epochs=10)
+    stopping.on_train_begin()
+    for epoch, loss in enumerate([0.5, 0.4, 0.3, 0.2]):  # val_accuracy saturated, val_loss still falling
+        stopping.on_epoch_end(epoch, {"val_accuracy": 1.0, "val_loss": loss})
+        assert not stopping.model.stop_training
+    stopping.on_epoch_end(4, {"val_accuracy": 1.0, "val_loss": 0.2})  # a full tie: waiting
+    assert not stopping.model.stop_training
+    stopping.on_epoch_end(5, {"val_accuracy": 0.9, "val_loss": 0.1})
+    assert stopping.model.stop_training and stopping.stopped_epoch == 5 and stopping.best_epoch == 3
+
+
+def test_early_stopping_counts_min_delta_as_keras_does():
+    stopping = attached(EarlyStopping("val_loss", "min", patience=1, min_delta=0.1), epochs=10)
+    stopping.on_train_begin()
+    stopping.on_epoch_end(0, {"val_loss": 1.0})
+    stopping.on_epoch_end(1, {"val_loss": 0.95})  # better, by less than min_delta: no improvement
+    assert stopping.model.stop_training and stopping.best == 1.0
+
+
 @pytest.mark.parametrize("name", ["augment=[{name_random_flip,mode_horizontal}]", "{epoch}", "{", "}}{"])
 def test_best_checkpoint_in_a_directory_whose_name_holds_braces(tmp_path, name):
     """A sweep over a dict value names its job directory with braces; Keras formats checkpoint paths with them."""
     best = tmp_path / name / "checkpoints" / "best.weights.h5"
     best.parent.mkdir(parents=True)
-    callback = attached(BestCheckpoint(str(best), monitor="loss", save_best_only=True, save_weights_only=True))
+    callback = attached(BestCheckpoint(str(best), monitor="loss", save_weights_only=True))
     callback.on_epoch_end(0, {"loss": 0.5})
     assert best.is_file() and [p.name for p in best.parent.iterdir()] == ["best.weights.h5"]
 
 
 def test_best_checkpoint_discards_a_partial_file_when_the_write_fails(tmp_path, monkeypatch):
     best = tmp_path / "best.weights.h5"
-    callback = attached(BestCheckpoint(str(best), monitor="loss", save_best_only=True, save_weights_only=True))
+    callback = attached(BestCheckpoint(str(best), monitor="loss", save_weights_only=True))
     callback.on_epoch_end(0, {"loss": 0.5})
     before = best.read_bytes()
 

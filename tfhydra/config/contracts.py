@@ -52,6 +52,22 @@ class LabelReader(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class LabelSample:
+    """Labels a source read without TensorFlow, for the run plan to ask the run's task whether they fit it before a
+    run directory exists (tfhydra/data/label_sample.py reads them, tfhydra/task/checks.py asks): `values` as stored
+    (a CSV's cells as strings, an npz array's values), `where` (the file and column or array, as the job's errors
+    name it), `columns` (the CSV columns of a 2-D `values`), `whole` (every row: False when the read stopped at its
+    cap, so only what a part of the rows proves may be refused) and `train_rows` (how many of the rows read the
+    training split would hold)."""
+
+    values: np.ndarray
+    where: str
+    columns: tuple[str, ...]
+    whole: bool
+    train_rows: int
+
+
 # What TensorBoard pictures a head's outputs (tfhydra/trainer/pictures.py): `confusion`: the confusion matrix and
 # the most confident mistakes (classes); `scatter`: predicted against true values (numbers); `none`.
 PICTURES = ("confusion", "scatter", "none")

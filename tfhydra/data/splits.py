@@ -63,6 +63,17 @@ def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False,
     return HeldOut(np.sort(rest), np.sort(validation), np.sort(test))
 
 
+def training_share(cfg, ships_validation: bool = False, ships_test: bool = False) -> float:
+    """The share of a source's (training) examples `hold_out` leaves to train on: all of them less the test and
+    validation shares it holds out (a shipped split holds out nothing here)."""
+    test = float(cfg.test_fraction) if not ships_test and wants_test(cfg) else 0.0
+    if ships_validation:
+        return 1.0 - test
+    if ships_test or not wants_test(cfg):  # validation is a share of the training split
+        return 1.0 - float(cfg.val_fraction)
+    return 1.0 - test - float(cfg.val_fraction)  # both shares of all the examples
+
+
 def _split(labels: np.ndarray | None, among: np.ndarray, fraction: float, seed: int, key: str):
     """(kept, held out) indices from `among`, every class in both (`labels` None: a seeded shuffle)."""
     if not 0 < fraction < 1:

@@ -5,7 +5,8 @@
 - rundir.py: the run directory map (every path a run writes; a sweep job's name: tfhydra/config/jobnames.py);
 - lifecycle.py: a run's status, how it continues, and the one writer of a stopped run's record;
 - resume.py: how a run starts (new, resumed from its saved state, or kept), the one answer the record keeps;
-- report.py: the history and JSON files written atomically; monitor.py: "is epoch B better than A" (name, mode).
+- report.py: the history and JSON files written atomically; monitor.py: "is epoch B better than A" (name, mode);
+- headline.py: what a reader sees first (the task's headline figures, a tie in words, the summary block).
 
 This face only hands the run record's names on, so a tool reading metrics.json keeps `from tfhydra.record import
 load_record, Status`; tfhydra's own modules import them from run_record.py. Nothing here imports TensorFlow.

@@ -64,9 +64,11 @@ def _finite(value: Any) -> Any:
 
 
 def epoch_summary(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> dict:
-    """Best and final epoch's metrics (epochs are numbered from 1); the best is one from `from_epoch` (0-based) on."""
+    """Best and final epoch's metrics (epochs are numbered from 1); the best is one from `from_epoch` (0-based) on,
+    with the `tie` it was chosen from when other epochs had exactly its monitored value (record/monitor.py)."""
     if not epochs:
         return {"best": None, "final": None}
-    _, epoch = Monitor(monitor, mode).best_of_epochs(epochs, from_epoch)
-    best = epoch or len(epochs)  # no figure from `from_epoch` on: the last epoch stands for the run
-    return {"best": {"epoch": best, **epochs[best - 1]}, "final": {"epoch": len(epochs), **epochs[-1]}}
+    chosen = Monitor(monitor, mode).choose(epochs, from_epoch)
+    best = chosen.epoch or len(epochs)  # no figure from `from_epoch` on: the last epoch stands for the run
+    tie = {"tie": chosen.tie} if chosen.tie else {}
+    return {"best": {"epoch": best, **epochs[best - 1], **tie}, "final": {"epoch": len(epochs), **epochs[-1]}}

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfhydra.record.headline import rounded as rounded  # the face hands it on (readers import it from there)
+from tfhydra.record.headline import summary_block, test_name
 from tfhydra.record.report import write_json
 from tfhydra.record.rundir import RunPaths
 from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
@@ -170,19 +172,9 @@ class RunRecord:
     def summary(self) -> dict:
         """What a reader opens metrics.json for, first and rounded to 4 significant digits: how the run ended,
         its best epoch by the monitored metric (validation: what chose it) and the test figures of the kept
-        weights. The full-precision figures are the fields below it."""
-        best = self.best or {}
-        test = self.test or {}
-        return {
-            "status": str(self.status),
-            "error": self.error,
-            "best": {"epoch": best.get("epoch"), self.monitor: rounded(best.get(self.monitor))} if best else None,
-            "test": {k: rounded(v) for k, v in (test.get("metrics") or {}).items()} if test else None,
-            "test_examples": test.get("examples"),
-            "epochs_run": self.epochs_run,
-            "examples_per_second": rounded(self.examples_per_second),
-            "wall_seconds": rounded(self.wall_seconds),
-        }
+        weights, the task's headline figures first (tfhydra/record/headline.py). The full-precision figures are the
+        fields below it."""
+        return summary_block(self)
 
     @property
     def best_monitored(self) -> float | None:
@@ -200,16 +192,6 @@ class RunRecord:
 
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
-
-
-def rounded(value: Any) -> Any:
-    """A figure as people read it (4 significant digits: `0.0010000000474974513` -> `0.001`); else as it is."""
-    return float(f"{value:.4g}") if isinstance(value, float) else value
-
-
-def test_name(monitor: str) -> str:
-    """The test block's name of a validation metric: `val_accuracy` -> `accuracy` (a training metric as it is)."""
-    return monitor[4:] if monitor.startswith("val_") else monitor
 
 
 def read_record(run_dir: str | Path) -> RunRecord | None:

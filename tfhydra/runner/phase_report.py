@@ -12,8 +12,8 @@ from omegaconf import OmegaConf
 
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.logger.trackers import RunInfo
-from tfhydra.platform.terminal import figure
-from tfhydra.record.run_record import RunRecord, Status, read_record, test_name
+from tfhydra.record.headline import best_in_words, tested_in_words
+from tfhydra.record.run_record import RunRecord, Status, read_record
 from tfhydra.record.rundir import RunPaths
 from tfhydra.runner.hydra_files import under_hydra, without_hydra
 from tfhydra.runner.run_config import RunConfig, as_dict_config
@@ -79,10 +79,13 @@ def returned(record: RunRecord) -> float:
 
 
 def monitored(record: RunRecord) -> str:
-    """The end line: the chosen epoch's validation figure beside the kept weights' test figure (same metric)."""
-    said = f"best {record.monitor}={figure(record.best_monitored)} at epoch {(record.best or {}).get('epoch')}"
-    test, name = record.test_metric(record.monitor), test_name(record.monitor)
-    if test is not None:
-        return f"{said}; test {name}={figure(test)} ({(record.test or {})['examples']} examples, not used to choose)"
+    """The end line: the chosen epoch's validation figures beside the kept weights' test figures (the same metrics),
+    the task's headline first (tfhydra/record/headline.py: `best val_rmse=60.01 val_r2=0.41 at epoch 12 (chosen by
+    val_loss=3601); test rmse=58.3 r2=0.44 (...)`), and the tie the best epoch was chosen from, if any."""
+    metrics = (record.test or {}).get("metrics") or {}
+    said = best_in_words(record.task, record.best, metrics, record.monitor)
+    test = tested_in_words(record.task, record.best, metrics, record.monitor)
+    if test:
+        return f"{said}; {test} ({(record.test or {})['examples']} examples, not used to choose)"
     none = record.status == Status.COMPLETED and not (record.data or {}).get("test_size")
     return f"{said}; no test split (data.test_fraction=0)" if none else said

@@ -24,6 +24,7 @@ from tfhydra.config.contracts import PhasePlan
 from tfhydra.config.schema import Rule, validate
 from tfhydra.data import checks as data_checks
 from tfhydra.data import schemas as data_schemas
+from tfhydra.data.label_sample import read_label_sample
 from tfhydra.export import checks as export_checks
 from tfhydra.export import schemas as export_schemas
 from tfhydra.logger import checks as logger_checks
@@ -119,12 +120,22 @@ def check_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None:
     validate(cfg, defaults, RULES)
 
 
+def check_labels_fit_task(cfg: DictConfig) -> None:
+    """Labels a source can read without TensorFlow (a CSV's column, an npz array: a bounded sample, data room) that
+    do not fit the run's task (the task room's answer) are one line here, before a run directory exists: a numeric
+    target under task=classification, class names under task=regression (docs/tasks.md)."""
+    sample = read_label_sample(cfg.data)
+    if sample is not None:
+        task_checks.check_label_sample(cfg.task, cfg.data, sample)
+
+
 def plan_run(cfg: DictConfig, defaults: DictConfig | None = None) -> RunPlan:
     """Check `cfg` (raising the first ConfigError) and return its phases. `defaults`: the config the
     command line's group choices compose to, which gives every leaf its expected type."""
     validate(cfg, defaults, RULES)
     for check in GROUP_CHECKS:
         check(cfg)
+    check_labels_fit_task(cfg)
     phases = tuple(compression_plan.plan_phases(cfg))
     if len(phases) > 1:  # each phase builds its own schedule over its own epochs
         for phase in phases:

@@ -16,7 +16,8 @@ from typing import Any
 
 from tfhydra.config.jobnames import sweep_override_keys
 from tfhydra.platform.scheduler import where
-from tfhydra.record.monitor import MODES, Monitor, is_figure
+from tfhydra.record.headline import headline, headline_figures, tie_in_words
+from tfhydra.record.monitor import MODES, TIE_BREAKER, Monitor, is_figure
 from tfhydra.record.resume import read_history
 from tfhydra.record.run_record import RunRecord, Status, read_record
 from tfhydra.record.rundir import RunPaths, SweepPaths
@@ -45,13 +46,24 @@ class Job:
     # that may be exported (after pruning has reached its target); None when the record has no best block
     recorded_best: tuple[float | None, int | None] | None = None
     where: str = ""  # the cluster's job that ran it (`slurm 12_1 on node3`, tfhydra/platform/scheduler.py), or ''
+    losses: list[float | None] = field(default_factory=list)  # val_loss per epoch (the record's): breaks a tie
+    # The task's headline (tfhydra/record/headline.py): its names, and {`val_<name>`: the best epoch's figure,
+    # `test_<name>`: the kept weights' test figure}, shown first in the summary
+    headline: tuple[str, ...] = ()
+    figures: dict = field(default_factory=dict)
+    tie: str | None = None  # the tie among its epochs its record's best was chosen from, in words; None: none
 
     def best(self, monitor: Monitor) -> tuple[float | None, int | None]:
         """(best value, its epoch from 1) of the monitored metric: the record's own choice when it made one for
         this metric; otherwise (killed before its record said, or ranked by another metric) the history's."""
         if self.recorded_best is not None and self.monitor == monitor.name:
             return self.recorded_best
-        return monitor.best(self.history)
+        return monitor.best(self.history, losses=self.losses)
+
+    def best_loss(self, monitor: Monitor) -> float | None:
+        """The val_loss of the epoch `best` names: what breaks an exact tie between jobs (Monitor.rank_key)."""
+        _, epoch = self.best(monitor)
+        return self.losses[epoch - 1] if epoch is not None and 0 < epoch <= len(self.losses) else None
 
     @property
     def final(self) -> float | None:
@@ -163,6 +175,8 @@ def merge_jobs(expected: list[Job], found: list[Job]) -> list[Job]:
 
 
 def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, error: str | None) -> Job:
+    best, tested = record.best if isinstance(record.best, dict) else {}, (record.test or {}).get("metrics")
+    tested = tested if isinstance(tested, dict) else {}
     return Job(
         _job_number(job_dir),
         job_dir.name,
@@ -176,6 +190,10 @@ def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, erro
         before_test_split=record.before_test_split and RunPaths(job_dir).metrics.is_file(),
         recorded_best=recorded_best(record),
         where=where(record.scheduler),
+        losses=[e.get(TIE_BREAKER) if isinstance(e, dict) else None for e in record.history],
+        headline=headline(record.task, best, tested),
+        figures=headline_figures(record.task, best, tested, record.monitor),
+        tie=tie_in_words(best.get("tie"), record.monitor),
     )
 
 
@@ -254,12 +272,13 @@ def swept_keys_of(sweep: Any, jobs: list[Job]) -> set[str]:
 
 
 def rank_jobs(jobs: list[Job], monitor: Monitor) -> list[Job]:
-    """Completed jobs with a monitored value ranked by their record's best (`rank` from 1, ties by job number),
+    """Completed jobs with a monitored value ranked by their record's best (`rank` from 1; an exact tie by the lower
+    val_loss of the best epochs, as between epochs (tfhydra/record/monitor.py), then by job number),
     then the others by job number: the summary's order, and which screen jobs a staged sweep promotes
     (tfhydra/sweep/stages.py)."""
     order = lambda j: (j.num if j.num is not None else 1 << 30, j.name)  # noqa: E731
     scored = [(v, j) for j in jobs if j.status == Status.COMPLETED and (v := j.best(monitor)[0]) is not None]
-    scored.sort(key=lambda vj: (monitor.sort_key(vj[0]), order(vj[1])))
+    scored.sort(key=lambda vj: (monitor.rank_key(vj[0], vj[1].best_loss(monitor)), order(vj[1])))
     ranked = [j for _, j in scored]
     for rank, job in enumerate(ranked, start=1):
         job.rank = rank

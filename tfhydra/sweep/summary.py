@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfhydra.platform.terminal import figure
-from tfhydra.record.monitor import Monitor
+from tfhydra.record.headline import figures_in_words
+from tfhydra.record.monitor import TIE_BREAKER, Monitor
 from tfhydra.record.report import write_atomically
 from tfhydra.record.run_record import Status, test_name
 from tfhydra.record.rundir import SweepPaths
@@ -80,6 +81,14 @@ class Summary:
         return Monitor(self.monitor, self.mode)
 
     @property
+    def headline(self) -> tuple[str, ...]:
+        """The task's headline figures (as the test block names them) the summary shows before the monitored
+        metric's columns: those of the first job whose record names them, less the monitored one (which has its
+        own columns); empty for a task that names none, or whose headline is the monitored metric alone."""
+        names = next((j.headline for j in self.jobs if j.headline), ())
+        return tuple(n for n in names if n != test_name(self.monitor))
+
+    @property
     def best(self) -> Job | None:
         """The best job: of the promoted ones in a staged sweep (the screen ranked settings, not models)."""
         final = PROMOTE if self.stages is not None else None
@@ -110,19 +119,31 @@ class Summary:
         lines = [f"sweep {self.sweep_dir}: {len(self.jobs)} jobs ({self.counts()})", *self.promotion_lines()]
         best = self.best
         if best is not None:
-            value, epoch = best.best(self.ranking)
-            test = (
-                f"; test {test_name(self.monitor)}={figure(best.test)}, not used to choose"
-                if best.test is not None
-                else ""
-            )
-            lines.append(f"best job: {best.name} ({self.monitor}={figure(value)} at epoch {epoch}{test})")
+            lines.append(f"best job: {best.name} ({self.best_in_words(best)})")
             lines.append(f"reproduce: {self.reproduce(best)}")
         else:
             lines.append(f"best job: none (no {'promoted ' if self.stages else ''}job completed)")
         lines.append(f"summary: {self.sweep_dir / 'summary.md'}")
         lines += self.notes
         return "\n".join(lines)
+
+    def best_in_words(self, job: Job) -> str:
+        """A job's chosen epoch, its task's headline first, as a run's end line says it: `val_rmse=60 val_r2=0.41 at
+        epoch 12, chosen by val_loss=3601; test rmse=58 r2=0.44, not used to choose`."""
+        value, epoch = job.best(self.ranking)
+        own = job.monitor == self.monitor  # ranked by another metric than the job's: that one alone
+        names = job.headline if own else ()
+        shown = figures_in_words(job.figures, names, "val_")
+        said = f"{shown or f'{self.monitor}={figure(value)}'} at epoch {epoch}"
+        if shown and self.monitor not in [f"val_{n}" for n in names]:
+            said += f", chosen by {self.monitor}={figure(value)}"
+        if job.tie and own:
+            said += f" ({job.tie})"
+        tests = {n: job.figures[f"test_{n}"] for n in names if f"test_{n}" in job.figures}
+        tested = figures_in_words(tests, names) or (
+            f"{test_name(self.monitor)}={figure(job.test)}" if job.test is not None else ""
+        )
+        return f"{said}; test {tested}, not used to choose" if tested else said
 
     def promotion_lines(self) -> list[str]:
         """A staged sweep: what the screen ran, and which settings it promoted to which jobs."""
@@ -148,6 +169,24 @@ class Summary:
                 f"{len(self.promotions)} of the {len(screened)} screen jobs completed"
             )
         return lines
+
+
+def tie_notes(ranked: list[Job], ranking: Monitor) -> list[str]:
+    """Which ranked jobs (of one stage) tie exactly on their best monitored value, and what ranked them
+    (tfhydra/record/monitor.py: the lower val_loss of their best epochs, then the job number)."""
+    tied: dict[tuple[str | None, float], list[Job]] = {}
+    for job in ranked:
+        value = job.best(ranking)[0]
+        if job.rank is not None and value is not None:
+            tied.setdefault((job.stage, value), []).append(job)
+    notes = []
+    for (_, value), jobs in tied.items():
+        if len(jobs) > 1:
+            losses = {job.best_loss(ranking) for job in jobs}
+            how = "the lower val_loss of their best epochs" if len(losses) > 1 else "job number (equal val_loss)"
+            names = ", ".join(j.name or str(j.num) for j in jobs)
+            notes.append(f"jobs {names} tie at {ranking.name}={figure(value)}: ranked by {how}")
+    return notes
 
 
 def test_notes(jobs: list[Job], monitor: str) -> list[str]:
@@ -193,6 +232,8 @@ def summarize(sweep_dir: str | Path, write: bool = True) -> Summary:
         summary = Summary(
             sweep_dir, monitor, mode, sorted(keys), ranked, stages=stages, promotions=promotions, screened=decided
         )
+    if ranking.name != TIE_BREAKER:  # ranked by the loss itself: a tie goes by job number
+        summary.notes += tie_notes(summary.jobs, ranking)
     summary.notes += test_notes(jobs, monitor)
     if write:
         write_summary(summary)

@@ -33,7 +33,9 @@ def to_csv(summary: Any) -> str:
 
 
 def _csv_header(summary: Any) -> list[str]:
-    """summary.csv's columns: the job's, the swept keys', the groups' (seeds) and the stages' when there are any."""
+    """summary.csv's columns: the job's (the task's headline figures first: `best_val_rmse`, `test_rmse`, ...), the
+    swept keys', the groups' (seeds) and the stages' when there are any. The monitored metric's columns keep their
+    names (`best_<monitor>`, `test_<metric>`)."""
     monitor, test = summary.monitor, f"test_{test_name(summary.monitor)}"
     grouped = [
         f"group_{name}"
@@ -43,6 +45,8 @@ def _csv_header(summary: Any) -> list[str]:
         "rank",
         "job",
         "status",
+        *(f"best_val_{n}" for n in summary.headline),
+        *(f"test_{n}" for n in summary.headline),
         f"best_{monitor}",
         "best_epoch",
         f"final_{monitor}",
@@ -86,6 +90,8 @@ def _csv_row(summary: Any, job: Any, group: Any, partner: Any) -> list:
         _blank(job.rank),
         _blank(job.num),
         job.status,
+        *(_blank(job.figures.get(f"val_{n}")) for n in summary.headline),
+        *(_blank(job.figures.get(f"test_{n}")) for n in summary.headline),
         _blank(best),
         _blank(epoch),
         _blank(job.final),
@@ -111,7 +117,7 @@ def to_markdown(summary: Any, plot: bool) -> str:
         lines += [
             f"{len(summary.jobs)} jobs: {summary.counts()}. {order}; only completed jobs are ranked.",
             "",
-            *_job_table(summary.jobs, ranking),
+            *_job_table(summary.jobs, ranking, headline=summary.headline),
         ]
     else:
         lines += _staged_tables(summary, order)
@@ -153,15 +159,21 @@ def to_markdown(summary: Any, plot: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None) -> list[str]:
-    """One row per job; `partner`: a staged sweep's screen table, {id(screen job): the job it was promoted to};
-    a `where` column when a job ran as a cluster's job."""
+def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None, headline: tuple[str, ...] = ()) -> list[str]:
+    """One row per job, the task's `headline` figures first (validation at the best epoch, then test); `partner`: a
+    staged sweep's screen table, {id(screen job): the job it was promoted to}; a `where` column when a job ran as a
+    cluster's job."""
     monitor, cluster = ranking.name, ran_on_a_cluster(jobs)
     extra = ("| promoted to ", "---|") if partner is not None else ("", "")
+    lead = "".join(f" val_{n} |" for n in headline) + "".join(f" test {n} |" for n in headline)
     lines = [
-        f"| rank | job | overrides | status | best {monitor} | at epoch | final {monitor} | test "
+        f"| rank | job | overrides | status |{lead} best {monitor} | at epoch | final {monitor} | test "
         f"{test_name(monitor)} | epochs | wall time {extra[0]}|" + " where |" * cluster,
-        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|" + extra[1] + "---|" * cluster,
+        "|---:|---|---|---|"
+        + "---:|" * (2 * len(headline))
+        + "---:|---:|---:|---:|---:|---:|"
+        + extra[1]
+        + "---|" * cluster,
     ]
     for job in jobs:
         best, epoch = job.best(ranking)
@@ -170,9 +182,11 @@ def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None) -> lis
         if partner is not None:
             other = partner.get(id(job))
             cell = f" {_cell(other.name or f'job {other.num} (not started)') if other else '—'} |"
+        figures = [job.figures.get(f"val_{n}") for n in headline] + [job.figures.get(f"test_{n}") for n in headline]
         lines.append(
             f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
-            f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {_number(job.test)} | "
+            + "".join(f"{_number(f)} | " for f in figures)
+            + f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {_number(job.test)} | "
             f"{len(job.history)} | "
             f"{_seconds(job.wall_seconds)} |{cell}" + f" {_cell(job.where) or '—'} |" * cluster
         )
@@ -194,7 +208,7 @@ def _staged_tables(summary: Any, order: str) -> list[str]:
         "",
     ]
     lines += (
-        _job_table(promote, ranking)
+        _job_table(promote, ranking, headline=summary.headline)
         if promote
         else [
             "No setting was promoted: no screen job completed."
@@ -206,7 +220,7 @@ def _staged_tables(summary: Any, order: str) -> list[str]:
     if summary.screened:
         lines += ["", f"Promoted settings, best screen first: {settings or 'none'}.", *summary.promotion_lines()[1:]]
     lines += ["", f"## Screen: {stages.describe()} ({len(screen)} jobs)", ""]
-    return lines + _job_table(screen, ranking, {id(s): p for s, p in summary.promotions})
+    return lines + _job_table(screen, ranking, {id(s): p for s, p in summary.promotions}, summary.headline)
 
 
 def write_plot(summary: Any, path: Path) -> str | None:

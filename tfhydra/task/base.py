@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from tfhydra.config.contracts import CLASSES, DataSpec, Head
+from tfhydra.config.contracts import CLASSES, DataSpec, Head, LabelSample
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import Registry
 
@@ -45,6 +45,11 @@ class Task:
     # the figures `per_label` gives each output (the record's `best.per_label` and `test.per_label`); empty: none,
     # and no extra pass over the splits after training
     per_label_metrics: tuple[str, ...] = ()
+    # The figures a person asks of this kind of problem first, as the task's metrics are named (conf/task/; the
+    # validation figure is `val_<name>`): the end line, the record's summary, the sweep summary and the notebook's
+    # Result lead with them (tfhydra/record/headline.py, through the record's `task.headline`). Empty: the
+    # monitored metric alone, as for a user's own task that names none.
+    headline: tuple[str, ...] = ()
 
     def __init__(self, name: str | None = None, threshold: float = 0.5, **options):
         self.name = name or self.name
@@ -61,6 +66,13 @@ class Task:
         numbers = numbers.reshape(len(numbers), -1).astype(np.float32)
         return numbers, tuple(names or columns or (str(i) for i in range(numbers.shape[1])))
 
+    def check_sample(self, sample: LabelSample, cfg_data) -> None:
+        """Refuse, before TensorFlow, labels that cannot fit this task: `sample` holds the labels a source read
+        without TensorFlow (tfhydra/data/label_sample.py), maybe only its first rows (`sample.whole` False), so
+        only what those rows prove is refused (a row that is not a number proves a column is not a numeric
+        target; a class missing from the rows read proves nothing). This base (a user's own task) refuses
+        nothing: its `read_labels` answers in the job."""
+
     def strata(self, labels: np.ndarray) -> np.ndarray | None:
         return None
 
@@ -73,8 +85,9 @@ class Task:
 
     # The record's, predict's and evaluate's questions
     def record(self) -> dict:
-        """The record's `task` section: what the outputs mean, for predict and evaluate to read back."""
-        return {"name": self.name, "threshold": self.threshold}
+        """The record's `task` section: what the outputs mean, for predict and evaluate to read back, and the
+        figures to show first."""
+        return {"name": self.name, "threshold": self.threshold, "headline": list(self.headline)}
 
     def per_label(self, labels: np.ndarray, outputs: np.ndarray, names: tuple[str, ...]) -> dict | None:
         """{output name: {figure: value}} of the kept weights' `outputs` (float32, one row per example) against

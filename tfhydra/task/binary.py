@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfhydra.config.contracts import BINARY, DataSpec, Head
+from tfhydra.config.contracts import BINARY, DataSpec, Head, LabelSample
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
 from tfhydra.task.schemas import BinaryTaskConfig
 
@@ -16,6 +16,7 @@ TAKES = "0/1 labels or two class names; task=classification takes more classes"
 class Binary(Task):
     name = "binary"
     label_kind = BINARY
+    headline = ("auc", "accuracy")
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None
@@ -37,6 +38,16 @@ class Binary(Task):
             if len(names) == 2 and set(texts) <= set(names):
                 return np.array([[names.index(t)] for t in texts], dtype=np.float32), names
         raise self.refused(where, found_kind(values), TAKES)
+
+    def check_sample(self, sample: LabelSample, cfg_data) -> None:
+        """The pre-flight's question (no TensorFlow): numbers must be 0/1 (or one-hot rows of two); class names are
+        left to the job (the first rows may hold one of the two)."""
+        numbers = as_numbers(np.asarray(sample.values))
+        if numbers is None:
+            return
+        pairs = numbers.ndim == 2 and numbers.shape[1] == 2 and bool(np.all(numbers.sum(1) == 1))
+        if not (pairs or numbers.size == len(numbers)) or not np.all((numbers == 0) | (numbers == 1)):
+            raise self.refused(sample.where, found_kind(np.asarray(sample.values)), TAKES)
 
     def strata(self, labels: np.ndarray) -> np.ndarray | None:
         return np.asarray(labels).reshape(-1).astype(np.int64)

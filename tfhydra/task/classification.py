@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfhydra.config.contracts import CLASSES, DataSpec, Head
+from tfhydra.config.contracts import CLASSES, DataSpec, Head, LabelSample
 from tfhydra.task.base import MANY_VALUES, TASKS, Task, as_numbers, found_kind, parse_options, shortest
 from tfhydra.task.schemas import ClassificationTaskConfig
 
@@ -14,6 +14,7 @@ from tfhydra.task.schemas import ClassificationTaskConfig
 class Classification(Task):
     name = "classification"
     label_kind = CLASSES
+    headline = ("accuracy",)
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None
@@ -30,9 +31,25 @@ class Classification(Task):
             return classes(values, where, names)
         return classes(values, where, cfg_data.get("class_names"), cfg_data.get("num_classes"))
 
-    def check_classes(self, values: np.ndarray, where: str, cfg_data) -> None:
+    def check_sample(self, sample: LabelSample, cfg_data) -> None:
+        """The pre-flight's question (no TensorFlow): one label column, of classes (`check_classes`)."""
+        if len(sample.columns) > 1:
+            raise self.refused(
+                sample.where,
+                f"{len(sample.columns)} label columns",
+                "one label column; task=multilabel or task=regression take several",
+            )
+        self.check_classes(sample.values, sample.where, cfg_data, sample.train_rows, sample.whole)
+
+    def check_classes(
+        self, values: np.ndarray, where: str, cfg_data, train_rows: int | None = None, whole: bool = True
+    ) -> None:
         """Labels that are not classes: non-integer numbers, or integers with many distinct values of which some are
-        seen once (a numeric target: task=regression), and multi-hot rows (task=multilabel)."""
+        seen once (a numeric target: task=regression), and multi-hot rows (task=multilabel). `train_rows` (the
+        pre-flight's sample, tfhydra/data/label_sample.py): how many of these rows the training split would hold;
+        more distinct integers than half of them are a numeric target too (most classes would have one training
+        example or none). `whole` False: `values` are a file's first rows, in which a value seen once proves
+        nothing of the file."""
         numbers = as_numbers(values)
         if numbers is None:
             return
@@ -50,7 +67,14 @@ class Classification(Task):
             )
         _, counts = np.unique(flat, return_counts=True)
         fixed = cfg_data.get("class_names") or cfg_data.get("num_classes")
-        if not fixed and len(counts) > MANY_VALUES and counts.min() < 2:
+        if not fixed and train_rows is not None and len(counts) > train_rows / 2:
+            raise self.refused(
+                where,
+                f"{found}{'' if whole else ' (the first rows of the file)'}: more distinct values than half the "
+                f"{train_rows} training rows they give",
+                "classes with two training examples or more each; use task=regression for a numeric target",
+            )
+        if not fixed and whole and len(counts) > MANY_VALUES and counts.min() < 2:
             raise self.refused(
                 where, found, "classes, each seen at least twice; use task=regression for a numeric target"
             )
@@ -62,7 +86,7 @@ class Classification(Task):
         return Head(spec.num_classes, "softmax", "probabilities")
 
     def record(self) -> dict:
-        return {"name": self.name}
+        return {"name": self.name, "headline": list(self.headline)}
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         ranks = [[f"class_{i}", f"probability_{i}"] for i in range(1, top_k + 1)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfhydra.config.contracts import MULTI_HOT, DataSpec, Head
+from tfhydra.config.contracts import MULTI_HOT, DataSpec, Head, LabelSample
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
 from tfhydra.task.schemas import MultilabelTaskConfig
 
@@ -18,6 +18,7 @@ class Multilabel(Task):
     name = "multilabel"
     label_kind = MULTI_HOT
     per_label_metrics = ("auc", "f1")
+    headline = ("f1", "auc")  # macro F1 at task.threshold, then AUC averaged over the labels
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None
@@ -31,6 +32,10 @@ class Multilabel(Task):
         if len(names) != numbers.shape[1]:
             raise self.refused(where, f"{numbers.shape[1]} labels per row but {len(names)} names (data.class_names)")
         return numbers.astype(np.float32), names
+
+    def check_sample(self, sample: LabelSample, cfg_data) -> None:
+        """The pre-flight's question (no TensorFlow): rows of 0/1, one column per label, in any rows."""
+        self.read_labels(sample.values, sample.where, cfg_data, columns=sample.columns)
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
         return Head(spec.num_classes, "sigmoid", "probabilities", pictures="none", signature="probabilities")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfhydra.config.contracts import NUMBERS, DataSpec, Head
+from tfhydra.config.contracts import NUMBERS, DataSpec, Head, LabelSample
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
 from tfhydra.task.schemas import RegressionTaskConfig
 
@@ -21,6 +21,7 @@ TAKES = "numbers; task=classification or task=binary take class names"
 class Regression(Task):
     name = "regression"
     label_kind = NUMBERS
+    headline = ("rmse", "r2")  # in the target's units, and against predicting the mean (the loss is the MSE)
 
     def __init__(self, standardize: bool = False, strata_bins: int | None = None, **options):
         super().__init__(**options)
@@ -44,6 +45,10 @@ class Regression(Task):
         if len(names) != numbers.shape[1]:
             raise self.refused(where, f"{numbers.shape[1]} targets per row but {len(names)} names (data.class_names)")
         return numbers, names
+
+    def check_sample(self, sample: LabelSample, cfg_data) -> None:
+        """The pre-flight's question (no TensorFlow): a value that is not a finite number is no target, in any rows."""
+        self.read_labels(sample.values, sample.where, cfg_data, columns=sample.columns)
 
     def strata(self, labels: np.ndarray) -> np.ndarray | None:
         """The quantile bin (0..N-1) of each example's first target, N = `task.strata_bins`; None: shuffles.
@@ -72,7 +77,7 @@ class Regression(Task):
         )
 
     def record(self) -> dict:
-        return {"name": self.name, "standardize": self.standardize}
+        return {"name": self.name, "standardize": self.standardize, "headline": list(self.headline)}
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         return [f"predicted_{name}" for name in names]  # apart from a carried column of the same name

@@ -196,11 +196,7 @@ def build_callbacks(
     callbacks: list[keras.callbacks.Callback] = [*extra, LearningRateLogger(), recorder, *writers]
     stopping = cfg_trainer.early_stopping
     if stopping.patience > 0:
-        callbacks.append(
-            keras.callbacks.EarlyStopping(
-                monitor=stopping.monitor, mode=stopping.mode, patience=stopping.patience, min_delta=stopping.min_delta
-            )
-        )
+        callbacks.append(EarlyStopping(stopping.monitor, stopping.mode, stopping.patience, stopping.min_delta))
     callbacks += user_callbacks(cfg_trainer.callbacks)
     if cfg_logging.tensorboard:
         callbacks.append(
@@ -219,14 +215,11 @@ def build_callbacks(
             str(paths.best_weights),
             monitor=cfg_trainer.monitor,
             mode=cfg_trainer.monitor_mode,
-            save_best_only=True,
             save_weights_only=True,
             verbose=0,
             from_epoch=recorder.best_from,
             diverged=lambda: recorder.diverged is not None,
-            initial_value_threshold=best_so_far(
-                recorder.epochs, cfg_trainer.monitor, cfg_trainer.monitor_mode, recorder.best_from
-            ),
+            best=best_so_far(recorder.epochs, cfg_trainer.monitor, cfg_trainer.monitor_mode, recorder.best_from),
         )
     )
     if cfg_trainer.ema.decay is not None:  # after the best checkpoint, which keeps the averaged weights
@@ -257,36 +250,81 @@ def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
 
 
 class BestCheckpoint(keras.callbacks.ModelCheckpoint):
-    """ModelCheckpoint that considers only the epochs from `from_epoch` (0-based) on (RunRecorder.best_from),
-    and writes each new best to a temporary file renamed over the old one: a kill mid-write keeps
-    the previous best intact, and a write that fails (a full disk) leaves no partial file taking the space
-    the run's record still needs. An epoch the recorder (before it in the list) found diverged is never a best:
-    its monitored value may still look good (val_accuracy of NaN outputs), and trainer.recovery trains on with
-    this callback's `best`."""
+    """The best epoch's weights, the epoch the record calls best: the Monitor decides (tfhydra/record/monitor.py:
+    an exact tie on the monitored value goes to the lower val_loss, then the earlier epoch), and Keras' checkpoint
+    only writes (as `save_best_only=False`, called for a new best alone). Only the epochs from `from_epoch`
+    (0-based) on count (RunRecorder.best_from). Each new best goes to a temporary file renamed over the old one: a
+    kill mid-write keeps the previous best intact, and a write that fails (a full disk) leaves no partial file
+    taking the space the run's record still needs. An epoch the recorder (before it in the list) found diverged is
+    never a best: its monitored value may still look good (val_accuracy of NaN outputs), and trainer.recovery
+    trains on with this callback's `best_logs`. `best`: the best epoch's logs so far (a resumed run's, which a new
+    epoch must beat, its val_loss included)."""
 
-    def __init__(self, filepath: str, *args, from_epoch: int = 0, diverged=lambda: False, **kwargs):
+    def __init__(
+        self,
+        filepath: str,
+        monitor: str = "val_loss",
+        mode: str = "min",
+        *,
+        from_epoch: int = 0,
+        diverged=lambda: False,
+        best: dict | None = None,
+        **kwargs,
+    ):
         self.final_path = Path(filepath)
         self.partial_path = self.final_path.with_name(".best.partial.weights.h5")
         # Keras formats the path with the epoch and logs (`str.format`): a directory named by a sweep over a
         # dict value (`data.augment=[{name:...}]`) holds braces, which are doubled so they stay literal.
         literal = str(self.partial_path).replace("{", "{{").replace("}", "}}")
-        super().__init__(literal, *args, **kwargs)
+        kwargs.pop("save_best_only", None)  # the Monitor chooses; Keras writes what it is handed
+        super().__init__(literal, monitor=monitor, mode=mode, save_best_only=False, **kwargs)
         self.from_epoch, self.diverged = from_epoch, diverged
+        self.ranking, self.best_logs = Monitor(monitor, mode), best
 
     def on_epoch_end(self, epoch, logs=None):
-        if epoch >= self.from_epoch and not self.diverged():
-            try:
-                super().on_epoch_end(epoch, logs)
-            except BaseException:
-                discard(self.partial_path)
-                raise
-            if self.partial_path.exists():  # this epoch was a new best
-                os.replace(self.partial_path, self.final_path)
+        if epoch < self.from_epoch or self.diverged() or not self.ranking.better_epoch(logs, self.best_logs):
+            return
+        try:
+            super().on_epoch_end(epoch, logs)
+        except BaseException:
+            discard(self.partial_path)
+            raise
+        self.best_logs = dict(logs or {})
+        if self.partial_path.exists():
+            os.replace(self.partial_path, self.final_path)
 
 
-def best_so_far(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> float | None:
-    """A resumed run must not replace the best checkpoint with a worse epoch."""
-    return Monitor(monitor, mode).best_of_epochs(epochs, from_epoch)[0]
+class EarlyStopping(keras.callbacks.EarlyStopping):
+    """Keras' early stopping (`trainer.early_stopping`), waiting as long as the best checkpoint still moves: an
+    improvement is what the Monitor calls better (tfhydra/record/monitor.py), by more than `min_delta`, or an exact
+    tie on the monitored value with a lower val_loss, the epoch the record would then keep."""
+
+    def __init__(self, monitor: str, mode: str, patience: int, min_delta: float = 0.0):
+        super().__init__(monitor=monitor, mode=mode, patience=patience, min_delta=min_delta)
+        self.ranking, self.margin = Monitor(monitor, mode), abs(float(min_delta))
+        self.best_logs: dict | None = None
+        self.wait: int = 0
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self.best_logs = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.get_monitor_value(logs) is None:
+            return
+        self.wait += 1
+        if self.ranking.better_epoch(logs, self.best_logs, self.margin):
+            self.best_logs, self.best, self.best_epoch, self.wait = dict(logs or {}), logs[self.monitor], epoch, 0
+        elif self.wait >= self.patience and epoch > 0:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+
+
+def best_so_far(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> dict | None:
+    """The best epoch's logs a resumed run recorded (None: none yet): a new epoch must beat them, by the monitored
+    value or, at the same value, by the lower val_loss, to replace the best checkpoint."""
+    epoch = Monitor(monitor, mode).choose(epochs, from_epoch).epoch
+    return None if epoch is None else dict(epochs[epoch - 1])
 
 
 CROSSENTROPY_LOSSES = {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy"}
