@@ -114,7 +114,7 @@ def hostile_config(draw) -> dict:
     """A saved config.yaml: the real one with one hostile value put at a path."""
     import tfhydra
 
-    saved = OmegaConf.to_container(_job_config(tfhydra), resolve=False)
+    saved = OmegaConf.to_container(_job_config(tfhydra), resolve=False, enum_to_str=True)  # as .hydra/ holds it
     path = draw(
         st.sampled_from(
             [

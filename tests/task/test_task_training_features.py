@@ -78,7 +78,8 @@ def test_a_regression_sweep_ranks_its_jobs_by_the_lowest_val_loss(tmp_path):
     assert [r["optimizer.lr"] for r in rows] == ["0.03", "0.0001"]  # lowest first
     best = read_run_record(tmp_path / "sweep" / rows[0]["directory"])
     assert best["monitor_mode"] == "min" and best["best"]["val_loss"] == pytest.approx(losses["0.03"])
-    assert f"best job: {rows[0]['directory']} (val_loss=" in result.stdout
+    line = next(line for line in result.stdout.splitlines() if line.startswith("best job: "))
+    assert line.startswith(f"best job: {rows[0]['directory']} (val_rmse=") and ", chosen by val_loss=" in line, line
 
 
 def test_an_optuna_search_minimizes_a_regressions_val_loss_and_maximizes_a_classifications_accuracy():

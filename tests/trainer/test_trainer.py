@@ -153,14 +153,26 @@ def test_learning_rate_is_logged_each_epoch_and_plateau_lowers_it(tmp_path, comp
 
 def test_early_stopping_ends_early(tmp_path, compose_cfg):
     """The run ends at the epoch the rule names: the first with `patience` epochs in a row without a new best of
-    the monitor (val_accuracy, max, min_delta 0), read back from the recorded history."""
-    cfg = compose_cfg(["trainer.epochs=10", "optimizer.lr=1e-9", "trainer.early_stopping.patience=1", *FAST])
+    the monitor (val_loss, min, better by more than min_delta), read back from the recorded history. val_loss:
+    the tie rule (an equal val_accuracy with a lower val_loss is a new best, docs/training.md) would let a run at
+    lr=1e-9, whose val_loss creeps down, wait to its last epoch."""
+    cfg = compose_cfg(
+        [
+            "trainer.epochs=10",
+            "optimizer.lr=1e-9",
+            "trainer.early_stopping.patience=1",
+            "trainer.early_stopping.monitor=val_loss",
+            "trainer.early_stopping.mode=min",
+            "trainer.early_stopping.min_delta=0.5",
+            *FAST,
+        ]
+    )
     tfhydra.run(cfg, run_dir=tmp_path)
     metrics = metrics_of(tmp_path)
-    values = [epoch["val_accuracy"] for epoch in metrics["history"]]
+    values = [epoch["val_loss"] for epoch in metrics["history"]]
     best, waited, stop = values[0], 0, len(values)
     for number, value in enumerate(values[1:], start=2):
-        best, waited = (value, 0) if value > best else (best, waited + 1)
+        best, waited = (value, 0) if value < best - 0.5 else (best, waited + 1)
         if waited >= 1:
             stop = number
             break

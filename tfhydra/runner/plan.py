@@ -94,7 +94,7 @@ def store_schemas() -> None:
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    if "tfhydra-schemas" in store.repo.get("schema", {}):
+    if "tfhydra-schemas.yaml" in store.repo.get("schema", {}):  # stored once a process: Hydra 1.4 warns on a repeat
         return
     for name, schema in SCHEMAS.items():
         group, _, option = f"schema/{name}".rpartition("/")
