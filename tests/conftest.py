@@ -216,7 +216,9 @@ class _ForkServer:
 
         folder = tempfile.mkdtemp(prefix="tfhydra-cli-")
         self.address = os.path.join(folder, "socket")
-        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **self.keras_env}
+        # the server imports tfhydra from the checkout these tests belong to (the editable install's, or a git
+        # worktree's), and nothing else a developer's PYTHONPATH may hold
+        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(ROOT), **self.keras_env}
         self.process = subprocess.Popen(
             [sys.executable, str(TESTS / "cli_fork_server.py"), self.address],
             env=env,
