@@ -21,6 +21,11 @@ import pytest
 
 _DONE = ".shared-run-done"
 
+# Runs many rooms can read (ask for these exact overrides to share one run; add your own where a room needs more):
+# the default job (the seed CNN on the bundled digits) in two epochs with its default exports, and the MLP's.
+DIGITS_CNN = ("trainer.epochs=2", "logging.histogram_freq=1")
+DIGITS_MLP = ("model=mlp", "trainer.epochs=2", "logging.histogram_freq=0")
+
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The directory every xdist worker of this session sees (the base temp directory without xdist)."""
