@@ -1,0 +1,77 @@
+"""Hydra's answers that the property tests ask for again and again, computed once per process.
+
+A drawn case of the pre-flight or trust properties spends most of its time on work that does not depend on what
+was drawn: composing the same group choices (`model=cnn`: forty options, three hundred cases), and listing the
+config groups of the same search path (the allowlist asks Hydra's loader about sixty times a case, each making a
+deep copy of Hydra's config repository; it composes the same trusted configs), and parsing
+tfhydra's own conf/ for the `_target_`s it names. Each is a pure function of its arguments and the search path, so the
+tests keep its first real answer and hand every later case a private copy; everything that depends on the drawn
+value (the override applied, the plan, the allowlist's decision, the readers) still runs for every case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+
+import pytest
+
+_COMPOSED: dict[tuple, object] = {}
+_TRUSTED: dict[tuple, object] = {}
+_GROUPS: dict[tuple, dict[str, list[str]]] = {}
+_TARGETS: dict[tuple, set[str]] = {}
+
+
+def _search_path() -> tuple:
+    """Where Hydra's loader looks for configs now (the answers below are the same wherever it is the same)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    path = GlobalHydra.instance().config_loader().get_search_path().get_path()
+    return tuple((entry.provider, entry.path) for entry in path)
+
+
+@contextlib.contextmanager
+def compositions_kept() -> Iterator[None]:
+    """The pre-flight's composition of a job's group choices (tfhydra/config/composition.py: compose_choices), the
+    allowlist's composition of the trusted configs (tfhydra/trust/allowlist.py: _compose) and its list of groups
+    and options (_group_options), and the `_target_`s the trusted config directories name (tfhydra/trust/readers.py:
+    own_targets, which parses every YAML file of conf/), each made for real the first time its arguments are seen
+    in this process; a refusal is never kept (it is raised again, for real)."""
+    from tfhydra.cli import preflight
+    from tfhydra.config.project import project_config_dir
+    from tfhydra.trust import allowlist, readers
+
+    real_compose, real_trusted, real_groups = preflight.compose_choices, allowlist._compose, allowlist._group_options
+    real_targets = readers.own_targets
+
+    def compose_choices(compose, config_name, overrides, groups, rules=None):
+        key = (_search_path(), config_name, tuple(overrides), tuple(groups), id(rules))
+        if key not in _COMPOSED:
+            _COMPOSED[key] = real_compose(compose, config_name, overrides, groups, rules)
+        return copy.deepcopy(_COMPOSED[key])
+
+    def compose_trusted(overrides):
+        key = (_search_path(), tuple(overrides))
+        if key not in _TRUSTED:
+            _TRUSTED[key] = real_trusted(overrides)
+        return copy.deepcopy(_TRUSTED[key])
+
+    def group_options():
+        key = _search_path()
+        if key not in _GROUPS:
+            _GROUPS[key] = real_groups()
+        return {group: list(options) for group, options in _GROUPS[key].items()}
+
+    def own_targets(primary=None):
+        key = (str(primary), str(project_config_dir()))
+        if key not in _TARGETS:
+            _TARGETS[key] = real_targets(primary)
+        return set(_TARGETS[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(preflight, "compose_choices", compose_choices)
+        patch.setattr(allowlist, "_compose", compose_trusted)
+        patch.setattr(allowlist, "_group_options", group_options)
+        patch.setattr(readers, "own_targets", own_targets)
+        yield
