@@ -75,3 +75,22 @@ def compositions_kept() -> Iterator[None]:
         patch.setattr(allowlist, "_group_options", group_options)
         patch.setattr(readers, "own_targets", own_targets)
         yield
+
+
+_CHOICES: dict[tuple, object] = {}
+
+
+def composed_config(overrides: list[str]):
+    """`compose_config(overrides)` (the DictConfig `python train.py OVERRIDES` runs) with its group choices composed
+    once per process: the key=value overrides are applied to a copy by Hydra's own function, as the pre-flight does
+    (tfhydra/config/composition.py: with_values). For a property whose drawn case is a file and the keys naming it."""
+    from conftest import CONFIG_DIR, compose_config
+
+    from tfhydra.config.composition import is_group_choice, with_values
+    from tfhydra.runner.plan import RULES
+
+    choices = tuple(o for o in overrides if is_group_choice(o))
+    if choices not in _CHOICES:
+        _CHOICES[choices] = compose_config(list(choices))
+    groups = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir())
+    return with_values(_CHOICES[choices], [o for o in overrides if not is_group_choice(o)], groups, RULES)
