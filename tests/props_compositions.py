@@ -1,12 +1,13 @@
 """Hydra's answers that the property tests ask for again and again, computed once per process.
 
-A drawn case of the pre-flight or trust properties spends most of its time on work that does not depend on what
-was drawn: composing the same group choices (`model=cnn`: forty options, three hundred cases), and listing the
-config groups of the same search path (the allowlist asks Hydra's loader about sixty times a case, each making a
-deep copy of Hydra's config repository; it composes the same trusted configs), and parsing
-tfhydra's own conf/ for the `_target_`s it names. Each is a pure function of its arguments and the search path, so the
-tests keep its first real answer and hand every later case a private copy; everything that depends on the drawn
-value (the override applied, the plan, the allowlist's decision, the readers) still runs for every case.
+A drawn case of the pre-flight, trust or data properties spends most of its time on work that does not depend on
+what was drawn: composing the same group choices (`model=cnn`: forty options for three hundred cases; `data=csv`:
+one for a source's twelve damaged files), listing the config groups of the same search path (the allowlist asks
+Hydra's loader about sixty times a case, each a deep copy of Hydra's config repository), composing the same trusted
+configs, and parsing tfhydra's own conf/ for the `_target_`s it names. Each is a pure function of its arguments,
+the search path and the schemas Hydra's ConfigStore holds, so the tests keep its first real answer (keyed by all
+three) and hand every later case a private copy; everything that depends on the drawn value (the override applied,
+the plan, the allowlist's decision, the readers, the data read) still runs, for real, in every case.
 """
 
 from __future__ import annotations
@@ -23,12 +24,23 @@ _GROUPS: dict[tuple, dict[str, list[str]]] = {}
 _TARGETS: dict[tuple, set[str]] = {}
 
 
+def _stored() -> int:
+    """How many schemas Hydra's ConfigStore holds: a room's schemas are stored when its module is first imported."""
+    from hydra.core.config_store import ConfigStore
+
+    def entries(node) -> int:
+        return sum(entries(value) if isinstance(value, dict) else 1 for value in node.values())
+
+    return entries(ConfigStore.instance().repo)
+
+
 def _search_path() -> tuple:
-    """Where Hydra's loader looks for configs now (the answers below are the same wherever it is the same)."""
+    """Where Hydra's loader looks for configs now, and the schemas it holds: the answers below are the same wherever
+    both are."""
     from hydra.core.global_hydra import GlobalHydra
 
     path = GlobalHydra.instance().config_loader().get_search_path().get_path()
-    return tuple((entry.provider, entry.path) for entry in path)
+    return (*((entry.provider, entry.path) for entry in path), _stored())
 
 
 @contextlib.contextmanager
@@ -90,7 +102,8 @@ def composed_config(overrides: list[str]):
     from tfhydra.runner.plan import RULES
 
     choices = tuple(o for o in overrides if is_group_choice(o))
-    if choices not in _CHOICES:
-        _CHOICES[choices] = compose_config(list(choices))
+    key = (choices, _stored())
+    if key not in _CHOICES:
+        _CHOICES[key] = compose_config(list(choices))
     groups = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir())
-    return with_values(_CHOICES[choices], [o for o in overrides if not is_group_choice(o)], groups, RULES)
+    return with_values(_CHOICES[key], [o for o in overrides if not is_group_choice(o)], groups, RULES)

@@ -386,5 +386,5 @@ def _compose_first_job(overrides: list[str]):
 def test_the_issues_examples_are_refused_by_the_allowlist(line):
     from tfhydra.trust.allowlist import Untrusted, check_overrides
 
-    with pytest.raises(Untrusted, match="--trust-x"):
+    with compositions_kept(), pytest.raises(Untrusted, match="--trust-x"):  # Hydra's groups listed once a process
         check_overrides(["model=mlp", line], Path("overrides.yaml"), "--trust-x", None, multirun=True)
