@@ -193,7 +193,7 @@ def test_ctrl_c_stops_the_workers_and_the_sweep_resumes(tmp_path):
         "-m",
         "optimizer.lr=1e-3,5e-4,2e-4,1e-4",
         "model=mlp",
-        "trainer.epochs=30",
+        "trainer.epochs=10",  # stopped after the first epoch of two jobs; resumed, the four train the rest
         "logging.histogram_freq=0",
         "logging.write_graph=false",
         "export.formats=[]",

@@ -20,8 +20,10 @@ from slurm_cluster import running_cluster, squeue
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 QUICK = ["model=mlp", "debug=fast"]
-EPOCHS = 60
-LONG = ["model=mlp", "debug=fast", f"trainer.epochs={EPOCHS}"]  # two steps an epoch: about 20 s, signalled mid-run
+# two steps an epoch, about a third of a second each: signalled after its second or third epoch, a job has about
+# seven seconds of training left (60 epochs, until 2026-12-07, trained 40 more after each resume for no assertion)
+EPOCHS = 24
+LONG = ["model=mlp", "debug=fast", f"trainer.epochs={EPOCHS}"]
 REQUEUE_GUARD_S = 2  # a requeued job is started this long after it shows as pending (release_requeued)
 
 

@@ -149,6 +149,12 @@ def test_the_slurm_launcher_requeues_at_the_time_limit_unless_told_not_to(tmp_pa
     launcher = yaml.safe_load(result.stdout)
     assert (launcher["max_num_timeout"], launcher["signal_delay_s"]) == (requeues, 120)
     assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+
+
+def test_the_slurm_launchers_requeue_count_is_typed_by_hydras_schema(tmp_path):
+    """A requeue count that is no number is refused in one line by the type of Hydra's schema (asked once, not in
+    each case of the test above: the same command both times)."""
+    printed = ("--cfg", "hydra", "-p", "hydra.launcher")
     refused = run_cli("hydra/launcher=submitit_slurm", "hydra.launcher.max_num_timeout=many", *printed, cwd=tmp_path)
     assert refused.returncode == 1 and "max_num_timeout" in refused.stderr.strip().splitlines()[-1]
 

@@ -20,6 +20,7 @@ import tensorflow as tf
 from conftest import HYPOTHESIS_SEED, counts_cases
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from props_compositions import composed_config
 
 from tfhydra.config.errors import ConfigError
 
@@ -147,7 +148,7 @@ SOURCES = {
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
-def test_any_damaged_file_works_or_is_one_line(source, tmp_path_factory, compose_cfg):
+def test_any_damaged_file_works_or_is_one_line(source, tmp_path_factory):
     from tfhydra.config.errors import one_line_tensorflow_errors
     from tfhydra.data.pipeline import build_datasets
     from tfhydra.runner.plan import plan_run
@@ -160,7 +161,7 @@ def test_any_damaged_file_works_or_is_one_line(source, tmp_path_factory, compose
         folder = tmp_path_factory.mktemp(source)
         try:
             overrides = SOURCES[source](data.draw, folder)
-            cfg = compose_cfg([*overrides, "data.cache=false"])
+            cfg = composed_config([*overrides, "data.cache=false"])  # the source's config composed once
             plan_run(cfg)
             datasets = build_datasets(cfg.data, 0)
             with one_line_tensorflow_errors(cfg):  # what the job wraps training in

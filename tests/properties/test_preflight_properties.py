@@ -21,6 +21,7 @@ from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, ListConfig
+from props_compositions import compositions_kept
 
 from tfhydra.cli.preflight import check_overrides
 from tfhydra.config.errors import ConfigError
@@ -43,14 +44,22 @@ def _leaves(node, prefix: str = "") -> list[str]:
 
 @functools.cache
 def option_keys() -> list[tuple[str, str]]:
-    """(group choice, dotted leaf key) for every leaf of every option of every group, shared sections included."""
-    from hydra import compose, initialize_config_dir
+    """(group choice, dotted leaf key) for every leaf of every option of every group, shared sections included.
 
+    Each option is composed as the pre-flight composes a job's group choices (compose_choices), kept for the cases
+    that then draw that option (tests/props_compositions.py)."""
+    from hydra import compose
+
+    from tfhydra.cli import preflight as checks
+    from tfhydra.config.hydra_api import initialize
+    from tfhydra.runner.plan import RULES
+
+    groups = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir())  # as check_overrides lists them
     pairs = []
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with compositions_kept(), initialize(CONFIG_DIR):
         for group in GROUPS:
             for option in sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml")):
-                cfg = compose(config_name="config", overrides=[f"{group}={option}"])
+                cfg = checks.compose_choices(compose, "config", [f"{group}={option}"], groups, RULES)
                 sections = {group, *SHARED}
                 pairs += [
                     (f"{group}={option}", key)
@@ -134,16 +143,18 @@ def overrides(draw) -> list[str]:
 
 
 def preflight(argv: list[str]) -> ConfigError | None:
-    """None if accepted; the ConfigError if refused in one line. Anything else fails the test."""
+    """None if accepted; the ConfigError if refused in one line. Anything else fails the test. A group choice's
+    composition is made once per process (tests/props_compositions.py); the drawn value is checked each time."""
     try:
-        check_overrides(CONFIG_DIR, "config", argv)
+        with compositions_kept():
+            check_overrides(CONFIG_DIR, "config", argv)
     except ConfigError as error:
         assert "\n" not in str(error) and str(error).strip(), repr(str(error))
         return error
     return None
 
 
-@pytest.mark.slow  # about 50 s (12 compositions of drawn command lines)
+@pytest.mark.slow  # each of the 40 group choices composed once, then about 0.1 s a drawn command line
 @counts_cases()
 @seed(HYPOTHESIS_SEED)
 @settings(max_examples=CASES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,6 +13,7 @@ TFHYDRA_TRUST_CASES sets how many directories each reader gets (CI: the default)
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, OmegaConf
+from props_compositions import compositions_kept
 
 from tfhydra.config.errors import ConfigError
 
@@ -198,7 +200,10 @@ def assert_harmless(cfg, marker: Path) -> None:
     assert not marker.exists(), "a hostile directory ran code"
     if isinstance(cfg, DictConfig):
         targets = {str(node.get("_target_")) for _, node in nodes_with_target(cfg)}
-        assert targets <= trust_dirs.trusted_targets(), targets
+        assert targets <= _trusted_targets(), targets
+
+
+_trusted_targets = functools.cache(trust_dirs.trusted_targets)  # conf/'s YAML parsed once, not per drawn case
 
 
 def refused_in_one_line(error: ConfigError) -> None:
@@ -207,7 +212,7 @@ def refused_in_one_line(error: ConfigError) -> None:
 
 def check_reader(read, attack, status="completed"):
     trust_dirs.register_marker_resolver()
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, compositions_kept():
         marker = trust_dirs.marker(Path(folder))
         try:
             run = build_run(Path(folder), attack, status)
@@ -325,7 +330,7 @@ def test_sweep_resume_summary_and_preflight_read_no_code_from_a_sweep(attack):
     from tfhydra.sweep.summary import summarize
 
     trust_dirs.register_marker_resolver()
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, compositions_kept():
         marker = trust_dirs.marker(Path(folder))
         sweep = build_sweep(Path(folder), attack)
         summarize(sweep, write=False).report()  # displays only: never refuses, never runs
@@ -381,5 +386,5 @@ def _compose_first_job(overrides: list[str]):
 def test_the_issues_examples_are_refused_by_the_allowlist(line):
     from tfhydra.trust.allowlist import Untrusted, check_overrides
 
-    with pytest.raises(Untrusted, match="--trust-x"):
+    with compositions_kept(), pytest.raises(Untrusted, match="--trust-x"):  # Hydra's groups listed once a process
         check_overrides(["model=mlp", line], Path("overrides.yaml"), "--trust-x", None, multirun=True)

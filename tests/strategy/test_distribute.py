@@ -5,7 +5,6 @@ processes on the loopback interface; each needs a fresh process, so they go thro
 """
 
 import json
-import os
 import socket
 
 import numpy as np
@@ -14,6 +13,7 @@ import tensorflow as tf
 from cluster_workers import free_ports, start_the_cluster_again, start_workers, stop_a_cluster_after_one_epoch
 from conftest import assert_failed_record, last_line, read_run_record, run_cli
 from run_processes import kill
+from shared_runs import trained_run
 
 import tfhydra
 
@@ -39,13 +39,19 @@ def figures(run_dir):
     return metrics, metrics["history"][0]
 
 
+def one_device(tmp_path_factory, loop="fit"):
+    """The single-device run of ONE_STEP in `loop`, trained once per session (tests/shared_runs.py): the reference
+    of the mirrored run and of both two-worker clusters (trainer.loop=fit is the default they run)."""
+    return trained_run(tmp_path_factory, *ONE_STEP, f"trainer.loop={loop}")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["fit", "custom"])
-def test_mirrored_on_two_cpus_matches_one_device(tmp_path, loop):
-    for name, strategy in [("single", []), ("mirrored", ["strategy=mirrored", "strategy.logical_cpus=2"])]:
-        result = run_cli(*ONE_STEP, f"trainer.loop={loop}", *strategy, f"hydra.run.dir={tmp_path / name}")
-        assert result.returncode == 0, result.stderr[-2000:]
-    (single, first), (mirrored, second) = figures(tmp_path / "single"), figures(tmp_path / "mirrored")
+def test_mirrored_on_two_cpus_matches_one_device(tmp_path, tmp_path_factory, loop):
+    strategy = ["strategy=mirrored", "strategy.logical_cpus=2"]
+    result = run_cli(*ONE_STEP, f"trainer.loop={loop}", *strategy, f"hydra.run.dir={tmp_path / 'mirrored'}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (single, first), (mirrored, second) = figures(one_device(tmp_path_factory, loop)), figures(tmp_path / "mirrored")
     assert mirrored["replicas"] == 2 and mirrored["strategy"] == "MirroredStrategy" and len(mirrored["devices"]) == 2
     assert single["replicas"] == 1
     assert second["loss"] == pytest.approx(first["loss"], rel=1e-5)  # the step's forward pass
@@ -84,23 +90,21 @@ def run_two_workers(tmp_path, environments, *args):
     assert codes == [0, 0], errors
 
 
-def assert_two_workers_match_one_process(tmp_path):
+def assert_two_workers_match_one_process(tmp_path, tmp_path_factory):
     chief, other = tmp_path / "worker0", tmp_path / "worker1"
     assert (chief / "export" / "saved_model" / "saved_model.pb").is_file() and (chief / "metrics.json").is_file()
     assert (chief / "tensorboard").is_dir() and (chief / "checkpoints" / "best.weights.h5").is_file()
     assert not (other / "export").exists() and not (other / "metrics.json").exists()
     assert not (other / "tensorboard").exists() and not (other / "checkpoints").exists()
 
-    reference = run_cli(*ONE_STEP, f"hydra.run.dir={tmp_path / 'single'}")
-    assert reference.returncode == 0, reference.stderr[-2000:]
-    (distributed, first), (_, single) = figures(chief), figures(tmp_path / "single")
+    (distributed, first), (_, single) = figures(chief), figures(one_device(tmp_path_factory))
     assert distributed["replicas"] == 2 and distributed["strategy"] == "MultiWorkerMirroredStrategy"
     assert first["loss"] == pytest.approx(single["loss"], rel=1e-5)
     assert first["val_loss"] == pytest.approx(single["val_loss"], rel=1e-5)
 
 
 @pytest.mark.slow
-def test_multi_worker_on_loopback_matches_one_process(tmp_path):
+def test_multi_worker_on_loopback_matches_one_process(tmp_path, tmp_path_factory):
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     run_two_workers(
         tmp_path,
@@ -110,7 +114,7 @@ def test_multi_worker_on_loopback_matches_one_process(tmp_path):
         ],
         "strategy=multi_worker",
     )
-    assert_two_workers_match_one_process(tmp_path)
+    assert_two_workers_match_one_process(tmp_path, tmp_path_factory)
 
 
 def saved_step(directory, loop):
@@ -160,13 +164,13 @@ def slurm_environment(rank: int, tasks: int = 2, host: str = "127.0.0.1") -> dic
 
 
 @pytest.mark.slow
-def test_multi_worker_resolved_from_slurms_environment_matches_one_process(tmp_path):
+def test_multi_worker_resolved_from_slurms_environment_matches_one_process(tmp_path, tmp_path_factory):
     port = consecutive_free_ports(2)[0]
     environments = [{**slurm_environment(rank), "TF_CONFIG": ""} for rank in range(2)]  # no TF_CONFIG: SLURM's only
     run_two_workers(
         tmp_path, environments, "strategy=multi_worker", "strategy.cluster_resolver=slurm", f"strategy.port={port}"
     )
-    assert_two_workers_match_one_process(tmp_path)
+    assert_two_workers_match_one_process(tmp_path, tmp_path_factory)
 
 
 def test_the_slurm_resolver_outside_a_slurm_step_is_one_line(tmp_path):
@@ -221,27 +225,44 @@ def test_the_kubernetes_resolver_finds_the_workers_and_this_pods_index(compose_c
         kubernetes_resolver_from(pending, cfg, "train-worker-0", "accepted")
 
 
-@pytest.mark.parametrize(
-    "tf_config,message",
-    [
-        (
-            None,
-            "TF_CONFIG: strategy=multi_worker needs the TF_CONFIG environment variable on every worker; it is not set",
-        ),
-        ("{not json", "not valid JSON"),
-        ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "cluster.worker (a list of host:port) is missing"),
-        ('{"cluster": {"worker": ["127.0.0.1:1"]}}', "task.type and task.index are missing"),
-        (
-            '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}',
-            "task worker:3 is not in the cluster",
-        ),
-    ],
-)
-def test_multi_worker_tf_config_errors_are_one_line(tmp_path, tf_config, message):
-    env = {"TF_CONFIG": tf_config} if tf_config else {}
+TF_CONFIG_MISTAKES = [
+    (
+        None,
+        "TF_CONFIG: strategy=multi_worker needs the TF_CONFIG environment variable on every worker; it is not set",
+    ),
+    ("{not json", "not valid JSON"),
+    ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "cluster.worker (a list of host:port) is missing"),
+    ('{"cluster": {"worker": ["127.0.0.1:1"]}}', "task.type and task.index are missing"),
+    (
+        '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}',
+        "task worker:3 is not in the cluster",
+    ),
+]
+
+
+@pytest.mark.parametrize("tf_config,message", TF_CONFIG_MISTAKES)
+def test_multi_worker_tf_config_errors_are_one_line(monkeypatch, tf_config, message):
+    """What strategy=multi_worker reads of TF_CONFIG (tfhydra/strategy/build.py: read_tf_config), each mistake one
+    line naming it and the accepted form; how a run ends on one is the test below (one mistake, the whole job)."""
+    from tfhydra.strategy.build import read_tf_config
+
     if tf_config is None:
-        os.environ.pop("TF_CONFIG", None)
-    result = run_cli("strategy=multi_worker", "trainer.epochs=1", f"hydra.run.dir={tmp_path}", env=env)
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", tf_config)
+    with pytest.raises(tfhydra.ConfigError) as refused:
+        read_tf_config()
+    line = str(refused.value)
+    assert "\n" not in line and message in line and "accepted: TF_CONFIG=" in line, line
+
+
+def test_a_tf_config_mistake_ends_the_run_in_one_line_with_its_record(tmp_path, monkeypatch):
+    """One of TF_CONFIG_MISTAKES (none set: the command is forked from the tests' server, as a variable set for it
+    would not be) through `python train.py`: exit 1, the one line last on stderr, no traceback, the failed record."""
+    tf_config, message = TF_CONFIG_MISTAKES[0]
+    assert tf_config is None
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    result = run_cli("strategy=multi_worker", "trainer.epochs=1", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert message in last_line(result.stderr) and "accepted: TF_CONFIG=" in last_line(result.stderr)
     assert_failed_record(tmp_path, message)
