@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(print_help(project or CONFIG_DIR, argv, train_command()))
     import_from_working_directory()
     if not {"-m", "--multirun"} & set(argv):  # a sweep's jobs may be other processes sharing descriptor 2
-        QUIET.start()  # TensorFlow's start-up lines held back until training starts (tfhydra/platform/terminal.py)
+        QUIET.start()  # TensorFlow's lines held back, kept in train.log (tfhydra/platform/terminal.py)
     try:
         hydra_calls = tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # then TensorFlow starts loading
         startclock.mark("preflight")

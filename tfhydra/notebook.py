@@ -306,8 +306,7 @@ def python_session(quiet: bool) -> Iterator:
         handlers.append(_handler(_RunLog(path, delay=True), LOG_FORMAT))
         log.addHandler(handlers[-1])
 
-    if "tensorflow" not in sys.modules:
-        terminal.QUIET.start()  # the job releases it when training starts (the first run of the kernel)
+    terminal.QUIET.start()  # TensorFlow's lines held back for the call (tfhydra/platform/terminal.py)
     try:
         yield log_to
     finally:

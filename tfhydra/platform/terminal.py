@@ -1,19 +1,23 @@
-"""What a person at a terminal sees: TensorFlow's start-up noise held back, a live bar while an epoch trains.
+"""What a person at a terminal sees: TensorFlow's noise held back, a live bar while an epoch trains.
 
-TensorFlow's C++ runtime writes lines to file descriptor 2 that say nothing to a user (the oneDNN notice,
-twice; CUDA probing and a `cuInit` error on a machine without a GPU; the CPU-instructions notice), some before
-its own log level is read, so `TF_CPP_MIN_LOG_LEVEL` cannot silence them. `QuietStart` puts a pipe in front
-of descriptor 2 from the command's start until training begins, and passes on every line but those
-(`NOISE`); warnings and errors still show. A sweep worker of tfhydra's launcher has `TaggedLines` instead, for its
-whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything
-(docs/terminal.md).
+TensorFlow's C++ runtime writes lines to file descriptor 2 that say nothing to a user (the oneDNN notice, twice;
+CUDA probing and a `cuInit` error on a machine without a GPU; the CPU-instructions notice; oneDNN's fall-back notice
+for float16 or int64 kernels, an `E0000` line on a run that is fine), some before its own log level is read and some
+in the middle of training, so `TF_CPP_MIN_LOG_LEVEL` cannot silence them. `QuietStart` puts a pipe in front of
+descriptor 2 for the command's whole life and passes on every line but those (`NOISE`); Python's own `sys.stderr`
+(tfhydra's lines, the bar, a traceback) keeps writing to the terminal directly. TensorFlow's deprecation warnings
+from its Python logger (a tf_keras layer calling `colocate_with`) are held back too. What is held back is kept:
+`keep_in(train.log)` appends it there. A sweep worker of tfhydra's launcher has `TaggedLines` instead: the same
+filter, and each line tagged with its job. `TFHYDRA_QUIET=0` shows everything (`TFHYDRA_QUIET_START=0`, the earlier
+name, still works; docs/terminal.md).
 
-The live bar while an epoch trains is tfhydra/trainer/progress.py's `EpochProgress` (it needs Keras; this
-module imports nothing heavy, so the command can start the filter before TensorFlow loads).
+The live bar while an epoch trains is tfhydra/trainer/progress.py's `EpochProgress` (it needs Keras; this module
+imports nothing heavy, so the command can start the filter before TensorFlow loads).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -32,37 +36,116 @@ NOISE = [
         r"computation placer already registered",
         r"TF-TRT Warning: Could not find TensorRT",
         r"Created TensorFlow Lite XNNPACK delegate for CPU",  # LiteRT's interpreter, once per file it loads
+        r"oneDNN supports DT_\w+ only on platforms with",  # precision=mixed (DT_HALF), keras=3 (DT_INT64) on a CPU
     )
 ]
 NO_GPU_NOISE = re.compile(
     r"cuda_(platform|executor|diagnostics)\.cc|failed call to cuInit|kernel driver does not "
     r"appear to be running|no NVIDIA GPU device is present"
 )
-ENV = "TFHYDRA_QUIET_START"
+ENV = "TFHYDRA_QUIET"
+OLD_ENV = "TFHYDRA_QUIET_START"  # its earlier name, read when TFHYDRA_QUIET is not set
+HELD_LINES = 2000  # what train.log keeps of the held-back lines of one process; the rest are counted
+
+
+def quiet_wanted() -> bool:
+    """`TFHYDRA_QUIET=0` (or the earlier `TFHYDRA_QUIET_START=0`) shows TensorFlow's lines as they come."""
+    return os.environ.get(ENV, os.environ.get(OLD_ENV, "1")) != "0"
 
 
 def is_noise(line: str, gpu_machine: bool) -> bool:
     return any(p.search(line) for p in NOISE) or (not gpu_machine and bool(NO_GPU_NOISE.search(line)))
 
 
+class HeldBack:
+    """The lines a filter held back, bounded, appended to a run's train.log once `keep_in` names it."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.dropped = 0
+        self.path: Path | None = None
+        self._lock = threading.Lock()
+
+    def add(self, line: str) -> None:
+        with self._lock:
+            if self.path is not None:
+                self._write([line])
+            elif len(self.lines) < HELD_LINES:
+                self.lines.append(line)
+            else:
+                self.dropped += 1
+
+    def keep_in(self, path: Path) -> None:
+        with self._lock:
+            self.path = path
+            held, self.lines = self.lines, []
+            if self.dropped:
+                held.append(f"... and {self.dropped} more lines held back before this run started")
+                self.dropped = 0
+            self._write(held)
+
+    def _write(self, lines: list[str]) -> None:
+        if not lines or self.path is None:
+            return
+        try:
+            with open(self.path, "a", encoding="utf-8") as log_file:
+                log_file.writelines(f"[held back from the console] {line}\n" for line in lines)
+        except OSError:
+            pass  # the run directory is gone or not writable: the console's silence is not worth a failure
+
+
+HELD = HeldBack()
+
+
+def keep_in(train_log: Path) -> None:
+    """The run's log: what the filter held back so far, and from now on, is appended there."""
+    HELD.keep_in(train_log)
+
+
+class _Deprecations(logging.Filter):
+    """TensorFlow's Python-side deprecation warnings (`... is deprecated and will be removed ...`), held back."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if os.path.basename(record.pathname) == "deprecation.py" or "is deprecated and will be removed" in str(
+            record.msg
+        ):
+            try:
+                HELD.add(record.getMessage().replace("\n", " "))
+            except (TypeError, ValueError):  # a record whose arguments do not format: drop it as before
+                pass
+            return False
+        return True
+
+
+DEPRECATIONS = _Deprecations()
+
+
 class QuietStart:
-    """File descriptor 2 through a filter thread until `release()` (training starts, or the process ends)."""
+    """File descriptor 2 through a filter thread until `release()` (the process ends); Python's `sys.stderr` goes
+    to the terminal directly meanwhile, so only what the C++ runtime writes passes the filter."""
 
     def __init__(self) -> None:
         self._saved: int | None = None
         self._thread: threading.Thread | None = None
+        self._stream = None  # the sys.stderr replaced while the filter holds descriptor 2
         self.gpu_machine = any(Path("/dev").glob("nvidia[0-9]*"))
 
     def start(self) -> QuietStart:
-        if os.environ.get(ENV, "1") == "0" or self._saved is not None:
+        if not quiet_wanted() or self._saved is not None:
             return self
         sys.stderr.flush()
         read, write = os.pipe()
         self._saved = os.dup(2)
         os.dup2(write, 2)
         os.close(write)
-        self._thread = threading.Thread(target=self._forward, args=(read,), name="tfhydra-quiet-start", daemon=True)
+        self._thread = threading.Thread(target=self._forward, args=(read,), name="tfhydra-quiet", daemon=True)
         self._thread.start()
+        if _on_descriptor_2(sys.stderr):  # not a notebook's stream: Python's lines bypass the filter
+            self._stream = sys.stderr
+            sys.stderr = open(  # noqa: SIM115 (closed by release)
+                os.dup(self._saved), "w", buffering=1, encoding="utf-8", errors="backslashreplace"
+            )
+        logging.getLogger("tensorflow").addFilter(DEPRECATIONS)
         return self
 
     def _forward(self, read: int) -> None:
@@ -73,16 +156,30 @@ class QuietStart:
             while chunk := source.read(65536):
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
-                kept = [line for line in lines if not is_noise(line.decode("utf-8", "replace"), self.gpu_machine)]
+                kept = [line for line in lines if not self._held(line)]
                 if kept:
                     os.write(saved, b"\n".join(kept) + b"\n")
-            if pending and not is_noise(pending.decode("utf-8", "replace"), self.gpu_machine):
+            if pending and not self._held(pending):
                 os.write(saved, pending)
 
+    def _held(self, line: bytes) -> bool:
+        text = line.decode("utf-8", "replace")
+        if is_noise(text, self.gpu_machine):
+            HELD.add(text)
+            return True
+        return False
+
     def release(self) -> None:
-        """Descriptor 2 back to what it was, once everything written so far has been passed on."""
+        """Descriptor 2 and `sys.stderr` back to what they were, once everything written so far is passed on."""
         if self._saved is None:
             return
+        logging.getLogger("tensorflow").removeFilter(DEPRECATIONS)
+        if self._stream is not None:
+            replaced, sys.stderr, self._stream = sys.stderr, self._stream, None
+            try:
+                replaced.close()
+            except (OSError, ValueError):
+                pass
         try:
             sys.stderr.flush()
         except (OSError, ValueError):
@@ -94,6 +191,13 @@ class QuietStart:
         self._saved, self._thread = None, None
 
 
+def _on_descriptor_2(stream) -> bool:
+    try:
+        return stream.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # a notebook's stream, a test's capture
+        return False
+
+
 # Who draws the live bar of an epoch: None, the command's rule (a terminal on stderr draws it); "notebook" (set by
 # tfhydra.train in a Jupyter kernel: tqdm.auto's bar, a widget when ipywidgets is installed); "off" (quiet=True).
 PROGRESS: str | None = None
@@ -103,7 +207,7 @@ class TaggedLines:
     """A sweep worker's descriptors 1 and 2 through filter threads for the worker's whole life: every line starts
     with the tag of the job it runs (`[job 1 lr=0.001]`, `for_job` in tfhydra/launch/worker_process.py), so the lines
     of jobs running at once can be told apart, and TensorFlow's start-up noise (`NOISE`, the CUDA probe on a machine
-    without a GPU) is dropped as in a single run (`TFHYDRA_QUIET_START=0` keeps it)."""
+    without a GPU) is held back as in a single run (`TFHYDRA_QUIET=0` shows it)."""
 
     MARK = b"\0tfhydra-drained\0"  # written by `drain`, never passed on
 
@@ -136,7 +240,7 @@ class TaggedLines:
         return self
 
     def _forward(self, read: int, target: int, drained: threading.Event) -> None:
-        quiet = os.environ.get(ENV, "1") != "0"
+        quiet = quiet_wanted()
         with os.fdopen(read, "rb", buffering=0) as source:
             pending = b""
             while chunk := source.read(65536):
@@ -148,7 +252,10 @@ class TaggedLines:
                         marked, line = True, line[: -len(self.MARK)]
                         if not line:
                             continue
-                    if not (quiet and is_noise(line.decode("utf-8", "replace"), self.gpu_machine)):
+                    text = line.decode("utf-8", "replace")
+                    if quiet and is_noise(text, self.gpu_machine):
+                        HELD.add(text)
+                    else:
                         kept.append(self._tagged(line))
                 if kept:
                     os.write(target, b"".join(line + b"\n" for line in kept))
@@ -195,7 +302,7 @@ class TaggedLines:
         self._saved, self._threads, self._drained = [], [], []
 
 
-QUIET = QuietStart()  # a single run's: started by tfhydra/__main__.py, released when training starts and at the end
+QUIET = QuietStart()  # a single run's: started by tfhydra/__main__.py (and evaluate, predict), released at the end
 
 
 def on_terminal() -> bool:

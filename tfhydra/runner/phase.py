@@ -39,7 +39,7 @@ from tfhydra.optimizer.build import plateau_callback
 from tfhydra.platform.keras_lib import clear_session, keras_record
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
-from tfhydra.platform.terminal import QUIET, shown_path
+from tfhydra.platform.terminal import shown_path
 from tfhydra.precision.build import loss_scale, policy_scope
 from tfhydra.record.lifecycle import record_stopped, resume_command
 from tfhydra.record.report import epoch_summary
@@ -222,7 +222,6 @@ class PhaseRunner:
             + list(self.own.callbacks)
         )
         recorder.load()
-        QUIET.release()  # TensorFlow's start-up is over: descriptor 2 is the terminal's again
         return [
             *epoch_progress(cfg.trainer.verbose, cfg.data.batch_size),
             *build_callbacks(
