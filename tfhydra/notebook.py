@@ -231,6 +231,8 @@ class _Finished:
 
 def _run_command(command: list[str], quiet: bool) -> _Finished:
     """The command in a child process with the kernel's own import path; its lines printed as they come."""
+    from tfhydra.platform.command import SYS_PATH_ENV
+
     extra = [
         p
         for p in sys.path
@@ -239,7 +241,8 @@ def _run_command(command: list[str], quiet: bool) -> _Finished:
         and not Path(p).resolve().is_relative_to(sys.prefix)
         and not Path(p).resolve().is_relative_to(sys.base_prefix)
     ]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*extra, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    handed = os.pathsep.join([*extra, *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYTHONPATH": handed, SYS_PATH_ENV: handed}  # the sweep's reproduce line names it
     last = ""
     with subprocess.Popen(
         command,
