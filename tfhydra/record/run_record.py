@@ -121,7 +121,7 @@ class RunRecord:
     params: int | None = None
     data: dict | None = None  # {name, **DataSpec}
     task: dict | None = None  # {name, threshold | standardize}: what the outputs mean (tfhydra/task/, docs/tasks.md)
-    # {freeze, frozen: [names], trained: [names], trainable_params, frozen_params}: which layers trained
+    # {freeze, frozen: [names], trained: [names], trainable_params, frozen_params, statistics_params}: which trained
     layers: dict | None = None
     effective_batch_size: int | None = None  # data.batch_size x trainer.accumulate_steps: the examples of one update
     # training

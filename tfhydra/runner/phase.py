@@ -32,7 +32,7 @@ from tfhydra.export.write import export_model
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
 from tfhydra.logger.trackers import Trackers
-from tfhydra.model.build import model_inputs
+from tfhydra.model.build import model_in_words, model_inputs
 from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer.build import plateau_callback
@@ -203,8 +203,8 @@ class PhaseRunner:
             layers=trained_layers(model, self.cfg.model.get("freeze")),
         )
         log.info(
-            "model %s: %d parameters; data %s: %s",
-            model.name,
+            "%s: %d parameters; data %s: %s",
+            model_in_words(as_dict_config(self.cfg).model, model.name),
             self.record.params,
             self.cfg.data.get("name"),
             split_sizes(datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size),
