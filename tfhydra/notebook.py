@@ -37,8 +37,8 @@ class Result:
 
     `status`, `headline` (the task's headline figures: `val_rmse`, `val_r2`, `test_rmse`, `test_r2` for a
     regression), `best` (the best epoch's figures, the epoch numbered from 1, and `tie` when it was chosen from
-    epochs tied on the monitor), `best_epoch`, `metrics` (the best epoch's figures without its number), `history`
-    (every epoch's figures, in order), `load_model()`."""
+    epochs tied on the monitor), `best_epoch`, `metrics` (the best epoch's figures without its number), `test` (the
+    test split's figures), `history` (every epoch's figures, in order), `load_model()`."""
 
     run_dir: Path
     record: RunRecord
@@ -71,6 +71,12 @@ class Result:
         """The task's headline figures (tfhydra/record/headline.py): `val_<name>` at the best epoch, `test_<name>`."""
         record = self.record
         return headline_figures(record.task, record.best, (record.test or {}).get("metrics"), record.monitor)
+
+    @property
+    def test(self) -> dict:
+        """The test split's figures (`loss`, `accuracy`, ...: the exported weights measured once, never used to
+        choose; docs/data.md); empty for a run that has no test split or did not reach it."""
+        return dict((self.record.test or {}).get("metrics") or {})
 
     @property
     def monitored(self) -> float | None:
