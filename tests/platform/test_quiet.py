@@ -103,3 +103,29 @@ def test_a_sweep_from_python_prints_no_tensorflow_line(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "best job:" in result.stdout and _noise(result.stdout + result.stderr) == [], result.stdout + result.stderr
+
+
+def test_a_terminal_gets_short_lines_and_a_pipe_the_whole_format(tmp_path):
+    import logging
+    import os
+
+    from tfhydra.platform.terminal import shorten_console_lines
+
+    leader, follower = os.openpty()
+    logger = logging.getLogger("tfhydra-test-terminal")
+    with open(follower, "w") as tty, open(tmp_path / "pipe.log", "w") as piped:
+        whole = logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+        handlers = [logging.StreamHandler(tty), logging.StreamHandler(piped)]
+        for handler in handlers:
+            handler.setFormatter(whole)
+            logger.addHandler(handler)
+        shorten_console_lines(logger)
+        record = logging.LogRecord("tfhydra", logging.INFO, "x.py", 1, "epoch 1/2 loss=0.5", None, None)
+        warning = logging.LogRecord("tfhydra", logging.WARNING, "x.py", 1, "float16 on a CPU", None, None)
+        short, full = (h.formatter.format(record) for h in handlers)
+        assert re.fullmatch(r"\d\d:\d\d:\d\d epoch 1/2 loss=0.5", short), short
+        assert full.endswith("][tfhydra][INFO] - epoch 1/2 loss=0.5"), full
+        assert re.fullmatch(r"\d\d:\d\d:\d\d warning: float16 on a CPU", handlers[0].formatter.format(warning))
+        for handler in handlers:
+            logger.removeHandler(handler)
+    os.close(leader)

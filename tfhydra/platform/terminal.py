@@ -198,6 +198,38 @@ def _on_descriptor_2(stream) -> bool:
         return False
 
 
+class ShortLines(logging.Formatter):
+    """A terminal's line: the time and the message, and the level when it is a warning or an error; train.log
+    keeps Hydra's whole format (`[date time][logger][LEVEL] - `), 40 characters an 80-column epoch line cannot
+    spare."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(message)s", "%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        if record.levelno < logging.WARNING:
+            return line
+        time, _, rest = line.partition(" ")
+        return f"{time} {record.levelname.lower()}: {rest}"
+
+
+def shorten_console_lines(logger: logging.Logger | None = None) -> None:
+    """The console handler of a command at a terminal writes `ShortLines`; a pipe or a file keeps the whole
+    format (what a log collector or a test reads)."""
+    for handler in (logger or logging.getLogger()).handlers:
+        stream = getattr(handler, "stream", None)
+        if type(handler) is logging.StreamHandler and stream is not None and _is_terminal(stream):
+            handler.setFormatter(ShortLines())
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 # Who draws the live bar of an epoch: None, the command's rule (a terminal on stderr draws it); "notebook" (set by
 # tfhydra.train in a Jupyter kernel: tqdm.auto's bar, a widget when ipywidgets is installed); "off" (quiet=True).
 PROGRESS: str | None = None
