@@ -15,7 +15,7 @@ import tfhydra  # first: tfhydra/platform/keras_env.py sets TF_USE_LEGACY_KERAS 
 from tfhydra.config.project import CONFIG_DIR, import_from_working_directory, project_config_dir
 from tfhydra.platform import startclock
 from tfhydra.platform.command import set_command
-from tfhydra.platform.terminal import QUIET
+from tfhydra.platform.quiet import QUIET
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(print_help(project or CONFIG_DIR, argv, train_command()))
     import_from_working_directory()
     if not {"-m", "--multirun"} & set(argv):  # a sweep's jobs may be other processes sharing descriptor 2
-        QUIET.start()  # TensorFlow's lines held back, kept in train.log (tfhydra/platform/terminal.py)
+        QUIET.start()  # TensorFlow's lines held back, kept in train.log (tfhydra/platform/quiet.py)
     try:
         hydra_calls = tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # then TensorFlow starts loading
         startclock.mark("preflight")

@@ -74,8 +74,7 @@ class Result:
 
     @property
     def test(self) -> dict:
-        """The test split's figures (`loss`, `accuracy`, ...: the exported weights measured once, never used to
-        choose; docs/data.md); empty for a run that has no test split or did not reach it."""
+        """The test split's figures, measured once on the exported weights (docs/data.md); {} without a test split."""
         return dict((self.record.test or {}).get("metrics") or {})
 
     @property
@@ -237,18 +236,9 @@ class _Finished:
 
 def _run_command(command: list[str], quiet: bool) -> _Finished:
     """The command in a child process with the kernel's own import path; its lines printed as they come."""
-    from tfhydra.platform.command import SYS_PATH_ENV
+    from tfhydra.platform.command import handed_import_path
 
-    extra = [
-        p
-        for p in sys.path
-        if p
-        and Path(p).is_dir()
-        and not Path(p).resolve().is_relative_to(sys.prefix)
-        and not Path(p).resolve().is_relative_to(sys.base_prefix)
-    ]
-    handed = os.pathsep.join([*extra, *filter(None, [os.environ.get("PYTHONPATH")])])
-    env = {**os.environ, "PYTHONPATH": handed, SYS_PATH_ENV: handed}  # the sweep's reproduce line names it
+    env = {**os.environ, **handed_import_path()}
     last = ""
     with subprocess.Popen(
         command,
@@ -301,6 +291,7 @@ def python_session(quiet: bool) -> Iterator:
     from hydra.core.global_hydra import GlobalHydra
 
     from tfhydra.platform import terminal
+    from tfhydra.platform.quiet import QUIET
 
     saved = terminal.PROGRESS, log.level, GlobalHydra.instance().is_initialized(), log.propagate
     policy = _keras_policy()
@@ -315,11 +306,11 @@ def python_session(quiet: bool) -> Iterator:
         handlers.append(_handler(_RunLog(path, delay=True), LOG_FORMAT))
         log.addHandler(handlers[-1])
 
-    terminal.QUIET.start()  # TensorFlow's lines held back for the call (tfhydra/platform/terminal.py)
+    QUIET.start()  # TensorFlow's lines held back for the call (tfhydra/platform/quiet.py)
     try:
         yield log_to
     finally:
-        terminal.QUIET.release()
+        QUIET.release()
         for handler in handlers:
             log.removeHandler(handler)
             handler.close()

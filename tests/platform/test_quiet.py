@@ -1,5 +1,5 @@
 """TensorFlow's lines that say nothing to the user are held back for the whole process and kept in train.log
-(tfhydra/platform/terminal.py): the filter driven directly, then the commands the first hour runs."""
+(tfhydra/platform/quiet.py): the filter driven directly, then the commands the first hour runs."""
 
 from __future__ import annotations
 
@@ -16,17 +16,17 @@ CPP_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w.]+:\d+\]", re.M)
 FILTERED = r"""
 import logging, os, sys
 from pathlib import Path
-from tfhydra.platform import terminal
-terminal.QUIET.start()
+from tfhydra.platform import quiet
+quiet.QUIET.start()
 os.write(2, b"I0000 00:00:1.0  1 port.cc:153] oneDNN custom operations are on. You may see ...\n")
 os.write(2, b"E0000 00:00:2.0  1 util.cc:131] oneDNN supports DT_HALF only on platforms with AVX-512. Falling back\n")
 os.write(2, b"a C++ line about the run\n")
 print("python's own line", file=sys.stderr)
 logging.getLogger("tensorflow").warning("From x.py:1: colocate_with (from ops) is deprecated and will be removed "
                                         "in a future version.\nInstructions for updating:\nColocations handled")
-terminal.keep_in(Path(sys.argv[1]))
+quiet.keep_in(Path(sys.argv[1]))
 os.write(2, b"E0000 00:00:3.0  1 util.cc:131] oneDNN supports DT_INT64 only on platforms with AVX-512.\n")
-terminal.QUIET.release()
+quiet.QUIET.release()
 os.write(2, b"after release\n")
 """
 

@@ -89,3 +89,18 @@ def reproduce_command(overrides: list[str]) -> str:
             *(shlex.quote(o) for o in overrides),
         ]
     )
+
+
+def handed_import_path() -> dict[str, str]:
+    """The environment that hands a child process this one's import path (a kernel's `sys.path`, less the
+    interpreter's own directories): PYTHONPATH, and `SYS_PATH_ENV`, which the child's reproduce line names."""
+    extra = [
+        p
+        for p in sys.path
+        if p
+        and Path(p).is_dir()
+        and not Path(p).resolve().is_relative_to(sys.prefix)
+        and not Path(p).resolve().is_relative_to(sys.base_prefix)
+    ]
+    handed = os.pathsep.join([*extra, *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {"PYTHONPATH": handed, SYS_PATH_ENV: handed}

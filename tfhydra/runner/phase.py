@@ -28,6 +28,7 @@ from tfhydra.data.caching import Reads
 from tfhydra.data.pipeline import build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
 from tfhydra.data.splits import sizes as split_sizes
+from tfhydra.export.card import write_card
 from tfhydra.export.write import export_model
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
@@ -36,6 +37,7 @@ from tfhydra.model.build import model_in_words, model_inputs
 from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer.build import plateau_callback
+from tfhydra.platform.command import reproduce_command
 from tfhydra.platform.keras_lib import clear_session, keras_record
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
@@ -289,6 +291,7 @@ class PhaseRunner:
             return
         self.record.update(wall_seconds=time.perf_counter() - self.own.started)
         self.record.write(self.paths.root)
+        write_card(self.paths.root, self.record, reproduce_command(list(self.record.overrides)))  # export/README.md
         self.trackers.end(self.record.status, self.record.history)
         shutil.rmtree(self.paths.state, ignore_errors=True)
         log.info("%s: %s; run directory %s", self.record.status, monitored(self.record), shown_path(self.paths.root))
