@@ -21,6 +21,7 @@ import re
 import sys
 import threading
 from pathlib import Path
+from typing import TextIO
 
 NOISE = [
     re.compile(p)
@@ -125,7 +126,7 @@ class QuietStart:
     def __init__(self) -> None:
         self._saved: int | None = None
         self._thread: threading.Thread | None = None
-        self._stream = None  # the sys.stderr replaced while the filter holds descriptor 2
+        self._stream: TextIO | None = None  # the sys.stderr replaced while the filter holds descriptor 2
         self.gpu_machine = any(Path("/dev").glob("nvidia[0-9]*"))
 
     def start(self) -> QuietStart:
