@@ -12,6 +12,7 @@ import sys
 import tfhydra  # first: tfhydra/platform/keras_env.py sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
 
 # isort: split
+from tfhydra.config.composition import with_open_keys
 from tfhydra.config.project import CONFIG_DIR, import_from_working_directory, project_config_dir
 from tfhydra.platform import startclock
 from tfhydra.platform.command import set_command
@@ -20,7 +21,7 @@ from tfhydra.platform.quiet import QUIET
 
 def main(argv: list[str] | None = None) -> None:
     startclock.mark("main")  # the interpreter, tfhydra and Hydra are imported
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = with_open_keys(list(sys.argv[1:] if argv is None else argv))  # trainer.stop_at.<metric>=... as typed
     if "--version" in argv:
         print(version_line())
         return

@@ -139,6 +139,10 @@ class RunRecord:
     recoveries: list = field(default_factory=list)  # {epoch, step, loss, lr} of each blow-up trainer.recovery undid
     examples_per_second: float | None = None
     train_seconds_per_epoch: list = field(default_factory=list)
+    stop_reason: str | None = (
+        None  # epochs | patience | time | target: why training ended (tfhydra/trainer/stopping.py)
+    )
+    time_to_target_seconds: float | None = None  # from the command's start to the epoch reaching trainer.stop_at
     time_to_first_step_seconds: float | None = None  # from the command's start (startup.origin says which)
     startup: dict | None = None  # origin, seconds, and the parts that add up to them (tfhydra/platform/startclock.py)
     first_step_unix_time: float | None = None

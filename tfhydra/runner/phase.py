@@ -61,6 +61,7 @@ from tfhydra.trainer.debugging import numeric_checks
 from tfhydra.trainer.progress import epoch_progress
 from tfhydra.trainer.recovery import train_with_recovery
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
+from tfhydra.trainer.stopping import stop_figures
 from tfhydra.trainer.weights import load_last_weights, measure_per_label, measure_test, restore_best
 
 log = logging.getLogger("tfhydra")
@@ -165,7 +166,7 @@ class PhaseRunner:
         model, compression = self.build_model(datasets)
         callbacks = self.build_callbacks(datasets, compression)
         self.train(model, datasets, callbacks)
-        self.record.update(**self.training_figures())
+        self.record.update(**self.training_figures(), **stop_figures(callbacks))
         pruned = next((c.pruned_at for c in callbacks if getattr(c, "pruned_at", None)), None)
         if self.recorder.diverged:
             self.record.update(status=Status.DIVERGED, diverged=self.recorder.diverged)
