@@ -25,6 +25,7 @@ from typing import Any
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.config.errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.data.caching import Reads
+from tfhydra.data.digest import data_digest
 from tfhydra.data.pipeline import build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
 from tfhydra.data.splits import sizes as split_sizes
@@ -201,7 +202,11 @@ class PhaseRunner:
         self.record.update(
             model=model.name,
             params=int(model.count_params()),
-            data={"name": self.cfg.data.get("name"), **datasets.spec.as_dict()},
+            data={
+                "name": self.cfg.data.get("name"),
+                **datasets.spec.as_dict(),
+                "digest": data_digest(self.cfg.data.get("path")),  # tfhydra-compare: did the data change?
+            },
             effective_batch_size=self.cfg.data.batch_size * self.cfg.trainer.accumulate_steps,
             layers=trained_layers(model, self.cfg.model.get("freeze")),
         )
