@@ -108,14 +108,12 @@ def option_file(dirs: list[Path], group: str, option: str) -> Path | None:
 
 
 def own_keys(path: Path | None) -> list[str]:
-    """The top-level keys an option's file sets itself (`name`, `path`, `label`, ... of data=csv), in its order."""
+    """The top-level keys an option's file sets itself (`name`, `path`, `label`, ... of data=csv), in its order:
+    read as `comments` reads the file, line by line (the page parses no config file)."""
     if path is None:
         return []
-    try:
-        loaded = OmegaConf.load(path)
-    except (OSError, ValueError):  # the page still shows every key, in the composed order
-        return []
-    return [str(k) for k in loaded if k != "defaults"] if isinstance(loaded, DictConfig) else []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [m[2] for m in map(_KEY.match, lines) if m is not None and not m[1] and m[2] != "defaults"]
 
 
 def descriptions(dirs: list[Path], choices: dict) -> dict[str, str]:

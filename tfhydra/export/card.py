@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfhydra.platform.terminal import figure
-from tfhydra.record.run_record import RunRecord
+from tfhydra.record.run_record import RunRecord, Status
 from tfhydra.record.rundir import RunPaths
 
 CARD = "README.md"
@@ -32,7 +32,7 @@ def model_card(record: RunRecord, reproduce: str) -> str:
         "figures below are the record's.",
         "",
         "## What it is",
-        f"- **Task**: {task.get('name', 'classification')}{_classes(data)}",
+        f"- **Task**: {task.get('name')}{_classes(data)}",
         f"- **Model**: {record.model} ({_count(record.params)} parameters), trained with Keras "
         f"{(record.keras or {}).get('version', '?')}, policy {record.policy}",
         f"- **Data**: {data.get('name')}, inputs of shape {data.get('input_shape')}; {_splits(data)}",
@@ -59,7 +59,7 @@ def model_card(record: RunRecord, reproduce: str) -> str:
 
 def write_card(run_dir: Path, record: RunRecord, reproduce: str) -> Path | None:
     """`export/README.md` for a completed run that exported something; None (nothing written) otherwise."""
-    if not record.exports or record.status != "completed":
+    if not record.exports or record.status != Status.COMPLETED:
         return None
     path = card_path(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
