@@ -25,9 +25,10 @@ def compose_config(overrides=()):
     type refuses is the ConfigError the command prints (tfhydra/config/composition.py)."""
     from hydra import compose, initialize_config_dir
 
-    from tfhydra.config.composition import composition_errors
+    from tfhydra.config.composition import composition_errors, with_open_keys
     from tfhydra.runner.plan import RULES
 
+    overrides = with_open_keys(list(overrides))  # as the command does: trainer.stop_at.<metric>=...
     with (
         initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"),
         composition_errors(list(overrides), [], RULES),

@@ -32,6 +32,7 @@ _LAZY = {
     "multirun": "tfhydra.notebook",
     "Result": "tfhydra.notebook",
     "load_result": "tfhydra.notebook",
+    "compare": "tfhydra.comparison.table",
 }
 
 
@@ -141,6 +142,7 @@ __all__ = [
     "multirun",
     "Result",
     "load_result",
+    "compare",
     "run",
     "compose",
     "check_command_line",

@@ -12,15 +12,16 @@ import sys
 import tfhydra  # first: tfhydra/platform/keras_env.py sets TF_USE_LEGACY_KERAS before anything can import TensorFlow
 
 # isort: split
+from tfhydra.config.composition import with_open_keys
 from tfhydra.config.project import CONFIG_DIR, import_from_working_directory, project_config_dir
 from tfhydra.platform import startclock
 from tfhydra.platform.command import set_command
-from tfhydra.platform.terminal import QUIET
+from tfhydra.platform.quiet import QUIET
 
 
 def main(argv: list[str] | None = None) -> None:
     startclock.mark("main")  # the interpreter, tfhydra and Hydra are imported
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = with_open_keys(list(sys.argv[1:] if argv is None else argv))  # trainer.stop_at.<metric>=... as typed
     if "--version" in argv:
         print(version_line())
         return
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(print_help(project or CONFIG_DIR, argv, train_command()))
     import_from_working_directory()
     if not {"-m", "--multirun"} & set(argv):  # a sweep's jobs may be other processes sharing descriptor 2
-        QUIET.start()  # TensorFlow's start-up lines held back until training starts (tfhydra/platform/terminal.py)
+        QUIET.start()  # TensorFlow's lines held back, kept in train.log (tfhydra/platform/quiet.py)
     try:
         hydra_calls = tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # then TensorFlow starts loading
         startclock.mark("preflight")

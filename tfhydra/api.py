@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tfhydra.config.composition import with_open_keys
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.project import CONFIG_DIR
 
@@ -138,7 +139,7 @@ def override_list(overrides: Any, name: str = "overrides") -> list[str]:
             raise ConfigError(
                 name, overrides, f"a list of key=value strings: {listed!r}", "a string of several overrides"
             )
-        return [overrides]  # one override, as a string
+        return with_open_keys([overrides])  # one override, as a string
     if isinstance(overrides, Mapping):
         listed = [f"{key}={value}" for key, value in overrides.items()]
         raise ConfigError(name, str(dict(overrides)), f"a list of key=value strings: {listed!r}", "a mapping")
@@ -156,7 +157,7 @@ def override_list(overrides: Any, name: str = "overrides") -> list[str]:
                 _FLAGS.get(flag, "key=value overrides (flags belong to the command line)"),
                 "a flag of the command, not an override",
             )
-    return listed
+    return with_open_keys(listed)
 
 
 def path_argument(value: Any, name: str) -> Path | None:

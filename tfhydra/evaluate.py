@@ -12,7 +12,7 @@ executed), wrapped, and compiled with the run's loss and metrics, so the figures
 training. A TFLite-only run's model.tflite is run by LiteRT (tfhydra/export/served.py, the export's own
 predictor) on the pipeline's inputs, wrapped and compiled the same way. The result (`export` and `split` say
 which) is printed as one JSON line and written to `<run_dir>/evaluations/`. TensorFlow's start-up lines are held
-back as in training (tfhydra/platform/terminal.py).
+back as in training (tfhydra/platform/quiet.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     trust_run = "--trust-run" in argv
     argv = [a for a in argv if a != "--trust-run"]
-    from tfhydra.platform.terminal import QUIET
+    from tfhydra.platform.quiet import QUIET
 
     QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
     try:

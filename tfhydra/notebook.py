@@ -37,8 +37,8 @@ class Result:
 
     `status`, `headline` (the task's headline figures: `val_rmse`, `val_r2`, `test_rmse`, `test_r2` for a
     regression), `best` (the best epoch's figures, the epoch numbered from 1, and `tie` when it was chosen from
-    epochs tied on the monitor), `best_epoch`, `metrics` (the best epoch's figures without its number), `history`
-    (every epoch's figures, in order), `load_model()`."""
+    epochs tied on the monitor), `best_epoch`, `metrics` (the best epoch's figures without its number), `test` (the
+    test split's figures), `history` (every epoch's figures, in order), `load_model()`."""
 
     run_dir: Path
     record: RunRecord
@@ -71,6 +71,11 @@ class Result:
         """The task's headline figures (tfhydra/record/headline.py): `val_<name>` at the best epoch, `test_<name>`."""
         record = self.record
         return headline_figures(record.task, record.best, (record.test or {}).get("metrics"), record.monitor)
+
+    @property
+    def test(self) -> dict:
+        """The test split's figures, measured once on the exported weights (docs/data.md); {} without a test split."""
+        return dict((self.record.test or {}).get("metrics") or {})
 
     @property
     def monitored(self) -> float | None:
@@ -231,15 +236,9 @@ class _Finished:
 
 def _run_command(command: list[str], quiet: bool) -> _Finished:
     """The command in a child process with the kernel's own import path; its lines printed as they come."""
-    extra = [
-        p
-        for p in sys.path
-        if p
-        and Path(p).is_dir()
-        and not Path(p).resolve().is_relative_to(sys.prefix)
-        and not Path(p).resolve().is_relative_to(sys.base_prefix)
-    ]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*extra, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    from tfhydra.platform.command import handed_import_path
+
+    env = {**os.environ, **handed_import_path()}
     last = ""
     with subprocess.Popen(
         command,
@@ -292,6 +291,7 @@ def python_session(quiet: bool) -> Iterator:
     from hydra.core.global_hydra import GlobalHydra
 
     from tfhydra.platform import terminal
+    from tfhydra.platform.quiet import QUIET
 
     saved = terminal.PROGRESS, log.level, GlobalHydra.instance().is_initialized(), log.propagate
     policy = _keras_policy()
@@ -306,12 +306,11 @@ def python_session(quiet: bool) -> Iterator:
         handlers.append(_handler(_RunLog(path, delay=True), LOG_FORMAT))
         log.addHandler(handlers[-1])
 
-    if "tensorflow" not in sys.modules:
-        terminal.QUIET.start()  # the job releases it when training starts (the first run of the kernel)
+    QUIET.start()  # TensorFlow's lines held back for the call (tfhydra/platform/quiet.py)
     try:
         yield log_to
     finally:
-        terminal.QUIET.release()
+        QUIET.release()
         for handler in handlers:
             log.removeHandler(handler)
             handler.close()

@@ -83,7 +83,13 @@ def test_freeze_patterns_freeze_those_layers_only(compose_cfg):
     assert all(layer.trainable for layer in model.layers if layer.name.startswith(("stage2_", "logits")))
     record = trained_layers(model, cfg.model.freeze)
     assert record["freeze"] == ["stem*", "stage1_*"] and set(record["frozen"]) == frozen
-    assert record["trainable_params"] + record["frozen_params"] == model.count_params()
+    assert record["trainable_params"] + record["frozen_params"] + record["statistics_params"] == model.count_params()
+    # unfrozen, only BatchNorm's moving statistics are non-trainable, and they are not called frozen
+    whole = build_model(cfg.model, DataSpec((16, 16, 3), 4, tuple("abcd"), 1, 1))
+    norms = [layer for layer in whole.layers if "BatchNormalization" in type(layer).__name__]
+    moving = sum(2 * int(layer.moving_mean.shape[0]) for layer in norms)
+    assert moving > 0 and trained_layers(whole, None)["frozen_params"] == 0
+    assert trained_layers(whole, None)["statistics_params"] == moving
 
 
 def test_a_bad_freeze_value_is_refused_before_tensorflow():

@@ -100,7 +100,7 @@ def test_without_a_terminal_the_output_is_the_logs_lines(tmp_path):
         ["start:", "fresh"],  # how the run starts, decided once (tfhydra/record/resume.py)
         ["devices:", "['/device:CPU:0']"],
         ["data.cache=auto:", "train"],
-        ["model", "mlp:"],
+        ["model=mlp:", "52650"],
         ["epoch", "1/2"],
         ["epoch", "2/2"],
         ["test", "(360"],  # the kept weights, measured once on the test split

@@ -27,7 +27,7 @@ PACKAGE = ROOT / "tfhydra"
 
 # The layers, top to bottom, each the folders it holds. Top-level modules are faces (FACES) wherever they are.
 LAYERS = {
-    "faces": {"predict"},
+    "faces": {"predict", "comparison"},
     "commands": {"cli", "runner", "sweep", "launch"},
     "groups": {
         "data",

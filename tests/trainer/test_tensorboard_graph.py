@@ -97,7 +97,7 @@ def test_keras_own_graph_is_off_and_the_model_graph_goes_to_the_train_run(tmp_pa
 
 TAGGED_WORKER = r"""
 import os, sys
-from tfhydra.platform.terminal import TaggedLines
+from tfhydra.platform.quiet import TaggedLines
 tagged = TaggedLines().start()
 print("before any job")
 tagged.for_job("[job 3 lr=0.001]")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from tfhydra.platform.terminal import shown_path
+from tfhydra.platform.terminal import shorten_console_lines, shown_path
 
 
 def start_summary() -> None:
@@ -17,6 +17,7 @@ def start_summary() -> None:
     from hydra.core.hydra_config import HydraConfig
 
     hydra = HydraConfig.get()
+    shorten_console_lines()  # at a terminal: the time, not Hydra's 40-character header (train.log keeps it)
     overrides = " ".join(hydra.overrides.task) or "none (the defaults)"
     logging.getLogger("tfhydra").info(
         "run directory %s; overrides: %s", shown_path(hydra.runtime.output_dir), overrides

@@ -107,6 +107,15 @@ def option_file(dirs: list[Path], group: str, option: str) -> Path | None:
     return next((d / group / f"{option}.yaml" for d in dirs if (d / group / f"{option}.yaml").is_file()), None)
 
 
+def own_keys(path: Path | None) -> list[str]:
+    """The top-level keys an option's file sets itself (`name`, `path`, `label`, ... of data=csv), in its order:
+    read as `comments` reads the file, line by line (the page parses no config file)."""
+    if path is None:
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [m[2] for m in map(_KEY.match, lines) if m is not None and not m[1] and m[2] != "defaults"]
+
+
 def descriptions(dirs: list[Path], choices: dict) -> dict[str, str]:
     """Every key's description for a run with these group `choices`: the chosen options' files first, then the
     primary configs (a project's config.yaml, tfhydra.yaml), then any option file of the key's group."""
@@ -249,6 +258,10 @@ def keys_page(cfg: DictConfig, dirs: list[Path], sections: list[str]) -> str:
                 "a section or key of the config, e.g. data, trainer, optimizer.schedule",
                 f"no such section{suggestion(section, tops)}",
             )
+        if section in choices:  # the chosen option's own keys first, in its file's order; then the group's shared ones
+            own = own_keys(option_file(dirs, section, str(choices[section])))
+            rank = {key: i for i, key in enumerate(own)}
+            under.sort(key=lambda k: rank.get(k.key[len(section) + 1 :].split(".")[0], len(rank)))
         width, shown = max(len(k.key) for k in under), min(24, max(len(k.default) for k in under))
         lines += [f"{k.key:<{width}}  {k.kind:<6}  {k.default:<{shown}}  {k.description or '-'}" for k in under]
     return "\n".join(lines)

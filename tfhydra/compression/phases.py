@@ -42,7 +42,12 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int, ow
             "a run of this model and data config",
             f"its weights do not fit this model ({str(error).splitlines()[0]})",
         ) from error
-    log.info("starting from %s (%s)", weights, saved.compression.get("name"))
+    scheme = saved.compression.get("name")
+    log.info(
+        "starting from %s (%s)",
+        weights,
+        f"trained with compression={scheme}" if scheme not in (None, "none") else "trained without compression",
+    )
     return earlier.strip(earlier.model)
 
 

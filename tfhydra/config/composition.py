@@ -17,6 +17,17 @@ from tfhydra.config.schema import Rule
 from tfhydra.config.typed import type_error
 
 
+# Keys under these nodes are the user's to name (a metric of the run's task), so the config cannot list them and
+# Hydra's struct mode would refuse `trainer.stop_at.val_accuracy=0.98` without a `+`: wherever tfhydra hands
+# overrides to Hydra (the command line, the Python API, the tests' compose) they become `++key=value`.
+OPEN_KEYS = ("trainer.stop_at",)
+
+
+def with_open_keys(overrides: list[str]) -> list[str]:
+    """`overrides` setting an `OPEN_KEYS` node or a key under it as Hydra's add-or-set (`++key=value`)."""
+    return [f"++{o}" if o.startswith(tuple(f"{k}{c}" for k in OPEN_KEYS for c in ".=")) else o for o in overrides]
+
+
 def is_group_choice(override: str) -> bool:
     key = override.split("=", 1)[0].lstrip("+~")
     return "." not in key

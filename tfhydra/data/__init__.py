@@ -11,7 +11,8 @@ tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv); labels.py (how th
 the labels: tfhydra/task/); inputs.py (what the model takes: prepared examples or raw text); splits.py
 (training, validation and test held apart); caching.py, budget.py, file_cache.py, index.py, image_headers.py,
 service.py, service_watch.py (what the pipeline decides and reads, and the tf.data service's watchdog); checks.py
-holds what the run plan checks, label_sample.py the labels it reads for the task to judge (no TensorFlow).
+holds what the run plan checks, label_sample.py the labels it reads for the task to judge, digest.py the digest of
+the data a run read (its record's `data.digest`; tfhydra-compare) (no TensorFlow).
 
 This face names nothing, so importing the package (the run plan reads checks.py before TensorFlow is loaded)
 imports no TensorFlow. The names are imported from their module: `from tfhydra.data.source import DATA, Source,

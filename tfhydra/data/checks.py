@@ -13,14 +13,15 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.schema import (
+    PathRule,
     Rule,
     choice,
-    exists,
     integer,
     is_augment_list,
     is_globs,
     is_image_size,
     is_int,
+    is_readable_path,
     list_of,
     number,
     optional,
@@ -188,9 +189,9 @@ RULES: dict[str, Rule] = {
             refusal="not a path",
         )
     ),
-    "data.path": Rule(
-        "the path of an existing file or directory (relative to the working directory)",
-        exists,
+    "data.path": PathRule(
+        "the path of an existing regular file or directory (relative to the working directory)",
+        is_readable_path,
         refusal="no such file or directory",
     ),
     "data.train": Rule("a glob pattern of TFRecord files, or a list of them", is_globs),
@@ -204,7 +205,7 @@ RULES: dict[str, Rule] = {
     "data.label_length": integer(1),
     "data.raw_dtype": choice("uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32", "float64"),
     "data.labels_csv": optional(
-        Rule("the path of an existing CSV file of file,labels rows", exists, refusal="no such file or directory")
+        PathRule("the path of an existing CSV file of file,labels rows", is_readable_path, refusal="no such file")
     ),
     "data.color_mode": choice("grayscale", "rgb", "rgba"),
     "data.max_pixels": integer(1),

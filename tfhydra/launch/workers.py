@@ -93,7 +93,14 @@ class WorkerPool:
         if not isinstance(value, tuple):
             return value
         returned, ordinal, (rss, peak) = value
-        log.info("job %d done in worker pid %d (its job %d): RSS %.0f MB, peak %.0f MB", idx, pid, ordinal, rss, peak)
+        log.info(
+            "job %d done in worker pid %d (the %s job that worker ran): RSS %.0f MB, peak %.0f MB",
+            idx,
+            pid,
+            _ordinal(ordinal),
+            rss,
+            peak,
+        )
         return returned
 
     def _drain(self, running: dict[int, int], returns: dict[int, Any]) -> None:
@@ -202,3 +209,9 @@ def lost_job_return(sweep_dir: Path, idx: int, overrides: Sequence[str], process
     result = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
     result.return_value = math.nan
     return result
+
+
+def _ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

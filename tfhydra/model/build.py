@@ -5,6 +5,8 @@ which imports their modules on its first lookup."""
 
 from __future__ import annotations
 
+import re
+
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfhydra.config.contracts import PREPARED, DataSpec
@@ -19,13 +21,15 @@ from tfhydra.platform.keras_lib import MODEL_ACCEPTED, keras
 __all__ = ["MODELS", "build_model", "model_inputs"]
 
 
-def build_model(cfg_model, spec: DataSpec) -> keras.Model:
+def build_model(cfg_model, spec: DataSpec, load_weights: bool = True) -> keras.Model:
     """The model of `model.name` (or the user's `_target_`), checked to fit the task's head and ending in a
     regression's standardisation (tfhydra/model/head.py `fit_to_task`), filled from `model.weights` when it is a file.
 
     `model.freeze` and `model.weights` are tfhydra's keys: a `_target_` builder is handed neither, a built-in
     builder sees `weights` only as null or `imagenet` (keras_app's download); the file is loaded here, into the
-    model as built, whatever built it (tfhydra/model/weights.py). The run applies `freeze` after this."""
+    model as built, whatever built it (tfhydra/model/weights.py); `load_weights=False` for a build that only
+    measures the model (tfhydra/model/memory.py), which would read the file for nothing. The run applies `freeze`
+    after this."""
     model = MODELS.build(builder_node(cfg_model), spec=spec)
     if not isinstance(model, keras.Model):
         raise ConfigError(
@@ -35,7 +39,7 @@ def build_model(cfg_model, spec: DataSpec) -> keras.Model:
             f"the builder returned {type(model).__name__}",
         )
     model = fit_to_task(model, spec, model_option(cfg_model))
-    if is_file_setting(cfg_model.get(WEIGHTS)):
+    if load_weights and is_file_setting(cfg_model.get(WEIGHTS)):
         load_weights_file(model, str(cfg_model.get(WEIGHTS)))
     return model
 
@@ -45,6 +49,14 @@ def model_option(cfg_model: DictConfig) -> tuple[str, str]:
     if "_target_" in cfg_model:
         return "model._target_", str(cfg_model.get("_target_"))
     return "model", str(cfg_model.get("name"))
+
+
+def model_in_words(cfg_model: DictConfig, keras_name: str) -> str:
+    """`model=cnn`, or `model._target_=mymodels.build_tiny (my_tiny)`: the option the user chose, then the Keras
+    model's own name where it says more (never Keras' default `model`, `model_1`, `sequential`, ...)."""
+    key, value = model_option(cfg_model)
+    default = re.fullmatch(r"(model|sequential|functional)(_\d+)?", keras_name)
+    return f"{key}={value}" if default or keras_name == value else f"{key}={value} ({keras_name})"
 
 
 def builder_node(cfg_model: DictConfig) -> DictConfig:

@@ -47,14 +47,31 @@ def base_layers(model: keras.Model, name: str) -> list[keras.layers.Layer]:
 def trained_layers(model: keras.Model, setting) -> dict:
     """The record's `layers`: read from the model as compiled (compression's wrappers included), so it says what
     trained, not what was asked. `frozen`: the top-level layers with weights none of which train; `trained`: the
-    top-level layers with a weight that trains (a partly frozen nested model is in it)."""
+    top-level layers with a weight that trains (a partly frozen nested model is in it). `frozen_params` counts the
+    weights frozen by `model.freeze` (or by the model's own builder), `statistics_params` the weights no optimizer
+    trains in any layer (BatchNormalization's moving mean and variance): under `freeze: none` only those are
+    non-trainable, and they are not frozen."""
+    statistics = statistics_params(model)
     return {
         "freeze": setting if isinstance(setting, str) or setting is None else list(setting),
         "frozen": [layer.name for layer in model.layers if layer.weights and not layer.trainable_weights],
         "trained": [layer.name for layer in model.layers if layer.trainable_weights],
         "trainable_params": count(model.trainable_weights),
-        "frozen_params": count(model.non_trainable_weights),
+        "frozen_params": count(model.non_trainable_weights) - statistics,
+        "statistics_params": statistics,
     }
+
+
+def statistics_params(model: keras.Model) -> int:
+    """The non-trainable weights of the layers that train (BatchNormalization's moving statistics): read from
+    the innermost layers, since a nested model that trains may hold a frozen layer."""
+    kept = {
+        id(weight): weight
+        for layer in all_layers(model)
+        if layer.trainable and not isinstance(layer, keras.Model)
+        for weight in layer.non_trainable_weights
+    }
+    return count(kept.values())
 
 
 def matching_layers(model: keras.Model, patterns: list) -> list[keras.layers.Layer]:

@@ -45,7 +45,7 @@ def estimated_bytes(
             # a graph seed of its own: under op determinism (trainer.deterministic=true, or a deterministic run
             # earlier in this process) an unseeded random op such as Dropout's refuses to be built
             tf.compat.v1.set_random_seed(0)
-            model = build_model(cfg_model, spec)
+            model = build_model(cfg_model, spec, load_weights=False)  # its size, not its values
             parameters = int(model.count_params())
             per_example = sum(_values(layer) for layer in model.layers)
     except ConfigError:

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 COMMAND_ENV = "TFHYDRA_COMMAND"
+SYS_PATH_ENV = "TFHYDRA_SYS_PATH"  # the import path a caller (the notebook API) handed its command: a reproduce line's
+CONFIG_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn")  # Hydra's: where the configs are
 
 _CHECKOUT = (Path(__file__).resolve().parents[2] / "train.py").is_file()
 _NAME = ["python train.py" if _CHECKOUT else "tfhydra-train"]
@@ -60,3 +62,45 @@ def user_command() -> str:
         if isinstance(command, str):
             return command
     return this_command()
+
+
+def config_flags(argv: list[str]) -> list[str]:
+    """The flags of a command line that say where its configs are (`--config-dir DIR`, `-cn NAME`, ...)."""
+    flags: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg in CONFIG_FLAGS and i + 1 < len(argv):
+            flags += [arg, argv[i + 1]]
+        elif "=" in arg and arg.split("=", 1)[0] in CONFIG_FLAGS:
+            flags.append(arg)
+    return flags
+
+
+def reproduce_command(overrides: list[str]) -> str:
+    """A single run with `overrides`, as this command was started: the import path the caller handed it (the
+    notebook's project on `sys.path`) and the config flags the user typed come along, so the line runs as printed
+    from the directory the command ran in."""
+    typed = shlex.split(user_command())
+    path = os.environ.get(SYS_PATH_ENV, "")
+    return " ".join(
+        [
+            *([f"PYTHONPATH={shlex.quote(path)}"] if path else []),
+            train_command(),
+            *(shlex.quote(a) for a in config_flags(typed)),
+            *(shlex.quote(o) for o in overrides),
+        ]
+    )
+
+
+def handed_import_path() -> dict[str, str]:
+    """The environment that hands a child process this one's import path (a kernel's `sys.path`, less the
+    interpreter's own directories): PYTHONPATH, and `SYS_PATH_ENV`, which the child's reproduce line names."""
+    extra = [
+        p
+        for p in sys.path
+        if p
+        and Path(p).is_dir()
+        and not Path(p).resolve().is_relative_to(sys.prefix)
+        and not Path(p).resolve().is_relative_to(sys.base_prefix)
+    ]
+    handed = os.pathsep.join([*extra, *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {"PYTHONPATH": handed, SYS_PATH_ENV: handed}

@@ -56,6 +56,12 @@ def start_job() -> None:
         _marks["origin"], _marks["job"] = PROCESS_START, time.time()
 
 
+def origin() -> float:
+    """When the wait this job's user sees began (Unix time): the process start for a command's first job, else
+    the job's start; now, before any job started."""
+    return _marks.get("origin", time.time())
+
+
 def startup(first_step_unix: float | None) -> dict | None:
     """{origin, seconds, <phase>: seconds ...}: the wait until the first step and its parts, which add up to it
     (a phase this run did not pass through, e.g. the pre-flight of a notebook call, is 0)."""

@@ -1,201 +1,53 @@
-"""What a person at a terminal sees: TensorFlow's start-up noise held back, a live bar while an epoch trains.
+"""What a person at a terminal sees: short console lines, a live bar while an epoch trains, figures and paths as
+people read them. TensorFlow's noise is held back by tfhydra/platform/quiet.py.
 
-TensorFlow's C++ runtime writes lines to file descriptor 2 that say nothing to a user (the oneDNN notice,
-twice; CUDA probing and a `cuInit` error on a machine without a GPU; the CPU-instructions notice), some before
-its own log level is read, so `TF_CPP_MIN_LOG_LEVEL` cannot silence them. `QuietStart` puts a pipe in front
-of descriptor 2 from the command's start until training begins, and passes on every line but those
-(`NOISE`); warnings and errors still show. A sweep worker of tfhydra's launcher has `TaggedLines` instead, for its
-whole life: the same filter, and each line tagged with its job. `TFHYDRA_QUIET_START=0` shows everything
-(docs/terminal.md).
-
-The live bar while an epoch trains is tfhydra/trainer/progress.py's `EpochProgress` (it needs Keras; this
-module imports nothing heavy, so the command can start the filter before TensorFlow loads).
+The live bar while an epoch trains is tfhydra/trainer/progress.py's `EpochProgress` (it needs Keras; this module
+imports nothing heavy).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import re
 import sys
-import threading
 from pathlib import Path
 
-NOISE = [
-    re.compile(p)
-    for p in (
-        r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
-        r"oneDNN custom operations are on",
-        r"cpu_feature_guard\.cc.*This TensorFlow binary is optimized",
-        r"^To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags",
-        r"cudart_stub\.cc.*Could not find cuda drivers on your machine",
-        r"Unable to register cu(DNN|FFT|BLAS) factory",
-        r"computation placer already registered",
-        r"TF-TRT Warning: Could not find TensorRT",
-        r"Created TensorFlow Lite XNNPACK delegate for CPU",  # LiteRT's interpreter, once per file it loads
-    )
-]
-NO_GPU_NOISE = re.compile(
-    r"cuda_(platform|executor|diagnostics)\.cc|failed call to cuInit|kernel driver does not "
-    r"appear to be running|no NVIDIA GPU device is present"
-)
-ENV = "TFHYDRA_QUIET_START"
 
-
-def is_noise(line: str, gpu_machine: bool) -> bool:
-    return any(p.search(line) for p in NOISE) or (not gpu_machine and bool(NO_GPU_NOISE.search(line)))
-
-
-class QuietStart:
-    """File descriptor 2 through a filter thread until `release()` (training starts, or the process ends)."""
+class ShortLines(logging.Formatter):
+    """A terminal's line: the time and the message, and the level when it is a warning or an error; train.log
+    keeps Hydra's whole format (`[date time][logger][LEVEL] - `), 40 characters an 80-column epoch line cannot
+    spare."""
 
     def __init__(self) -> None:
-        self._saved: int | None = None
-        self._thread: threading.Thread | None = None
-        self.gpu_machine = any(Path("/dev").glob("nvidia[0-9]*"))
+        super().__init__("%(asctime)s %(message)s", "%H:%M:%S")
 
-    def start(self) -> QuietStart:
-        if os.environ.get(ENV, "1") == "0" or self._saved is not None:
-            return self
-        sys.stderr.flush()
-        read, write = os.pipe()
-        self._saved = os.dup(2)
-        os.dup2(write, 2)
-        os.close(write)
-        self._thread = threading.Thread(target=self._forward, args=(read,), name="tfhydra-quiet-start", daemon=True)
-        self._thread.start()
-        return self
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        if record.levelno < logging.WARNING:
+            return line
+        time, _, rest = line.partition(" ")
+        return f"{time} {record.levelname.lower()}: {rest}"
 
-    def _forward(self, read: int) -> None:
-        saved = self._saved
-        assert saved is not None  # start() keeps the original descriptor 2 before the thread starts
-        with os.fdopen(read, "rb", buffering=0) as source:
-            pending = b""
-            while chunk := source.read(65536):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                kept = [line for line in lines if not is_noise(line.decode("utf-8", "replace"), self.gpu_machine)]
-                if kept:
-                    os.write(saved, b"\n".join(kept) + b"\n")
-            if pending and not is_noise(pending.decode("utf-8", "replace"), self.gpu_machine):
-                os.write(saved, pending)
 
-    def release(self) -> None:
-        """Descriptor 2 back to what it was, once everything written so far has been passed on."""
-        if self._saved is None:
-            return
-        try:
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-        os.dup2(self._saved, 2)  # the pipe's last write end closes: the thread reads to the end and stops
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        os.close(self._saved)
-        self._saved, self._thread = None, None
+def shorten_console_lines(logger: logging.Logger | None = None) -> None:
+    """The console handler of a command at a terminal writes `ShortLines`; a pipe or a file keeps the whole
+    format (what a log collector or a test reads)."""
+    for handler in (logger or logging.getLogger()).handlers:
+        stream = getattr(handler, "stream", None)
+        if type(handler) is logging.StreamHandler and stream is not None and _is_terminal(stream):
+            handler.setFormatter(ShortLines())
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 # Who draws the live bar of an epoch: None, the command's rule (a terminal on stderr draws it); "notebook" (set by
 # tfhydra.train in a Jupyter kernel: tqdm.auto's bar, a widget when ipywidgets is installed); "off" (quiet=True).
 PROGRESS: str | None = None
-
-
-class TaggedLines:
-    """A sweep worker's descriptors 1 and 2 through filter threads for the worker's whole life: every line starts
-    with the tag of the job it runs (`[job 1 lr=0.001]`, `for_job` in tfhydra/launch/worker_process.py), so the lines
-    of jobs running at once can be told apart, and TensorFlow's start-up noise (`NOISE`, the CUDA probe on a machine
-    without a GPU) is dropped as in a single run (`TFHYDRA_QUIET_START=0` keeps it)."""
-
-    MARK = b"\0tfhydra-drained\0"  # written by `drain`, never passed on
-
-    def __init__(self) -> None:
-        self.tag = ""
-        self.gpu_machine = any(Path("/dev").glob("nvidia[0-9]*"))
-        self._saved: list[tuple[int, int]] = []  # (descriptor, its original copy)
-        self._threads: list[threading.Thread] = []
-        self._drained: list[threading.Event] = []  # set when a thread has passed on everything before `MARK`
-
-    def start(self) -> TaggedLines:
-        if self._saved:
-            return self
-        for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
-            stream.flush()
-            read, write = os.pipe()
-            saved = os.dup(fd)
-            os.dup2(write, fd)
-            os.close(write)
-            self._saved.append((fd, saved))
-            self._drained.append(threading.Event())
-            thread = threading.Thread(
-                target=self._forward, args=(read, saved, self._drained[-1]), name=f"tfhydra-tag-{fd}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
-        for stream in (sys.stdout, sys.stderr):  # a pipe now: each line goes out when it ends, as on a terminal
-            if hasattr(stream, "reconfigure"):
-                stream.reconfigure(line_buffering=True)
-        return self
-
-    def _forward(self, read: int, target: int, drained: threading.Event) -> None:
-        quiet = os.environ.get(ENV, "1") != "0"
-        with os.fdopen(read, "rb", buffering=0) as source:
-            pending = b""
-            while chunk := source.read(65536):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                kept, marked = [], False
-                for line in lines:
-                    if line.endswith(self.MARK):
-                        marked, line = True, line[: -len(self.MARK)]
-                        if not line:
-                            continue
-                    if not (quiet and is_noise(line.decode("utf-8", "replace"), self.gpu_machine)):
-                        kept.append(self._tagged(line))
-                if kept:
-                    os.write(target, b"".join(line + b"\n" for line in kept))
-                if marked:
-                    drained.set()
-            if pending:
-                os.write(target, self._tagged(pending))
-
-    def for_job(self, tag: str) -> None:
-        """The lines written from now on carry `tag`; those written before keep the tag they were written under."""
-        self.drain()
-        self.tag = tag
-
-    def drain(self, timeout: float = 5) -> None:
-        """Return once every line written so far is out: a job's last lines come before the launcher's next ones
-        (the sweep's summary is printed once the job says it is done)."""
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        for (fd, _), drained in zip(self._saved, self._drained, strict=True):
-            drained.clear()
-            os.write(fd, self.MARK + b"\n")
-        for drained in self._drained:
-            drained.wait(timeout)
-
-    def _tagged(self, line: bytes) -> bytes:
-        return f"{self.tag} ".encode() + line if self.tag and line.strip() else line
-
-    def release(self) -> None:
-        """The descriptors back, once every line written so far is out (the worker ends with os._exit)."""
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        for fd, saved in self._saved:
-            os.dup2(saved, fd)  # the pipe's last write end closes: its thread reads to the end and stops
-        for thread in self._threads:
-            thread.join(timeout=5)
-        for _, saved in self._saved:
-            os.close(saved)
-        self._saved, self._threads, self._drained = [], [], []
-
-
-QUIET = QuietStart()  # a single run's: started by tfhydra/__main__.py, released when training starts and at the end
 
 
 def on_terminal() -> bool:

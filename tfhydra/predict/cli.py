@@ -45,7 +45,7 @@ from tfhydra.platform.terminal import figure
 USAGE = (
     "usage: tfhydra-predict [--trust-run] [--config-dir DIR] RUN_DIR INPUT... [--output FILE.csv|FILE.jsonl] "
     "[--batch-size N] [--top-k K] [--format csv|jsonl] [--on-error skip|fail] [--max-pixels N] "
-    "(also python -m tfhydra.predict)"
+    "| tfhydra-predict RUN_DIR --info (its model card) (also python -m tfhydra.predict)"
 )
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
-    from tfhydra.platform.terminal import QUIET
+    if "--info" in argv:
+        return print_info([a for a in argv if a != "--info"])
+    from tfhydra.platform.quiet import QUIET
 
     QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
     try:
@@ -113,6 +115,27 @@ def main(argv: list[str] | None = None) -> int:
         QUIET.release()
     print(summary, file=sys.stderr)
     return 1 if skipped else 0
+
+
+def print_info(argv: list[str]) -> int:
+    """`tfhydra-predict RUN_DIR --info`: the run's model card (export/README.md's text, made again from the
+    record, which is read as data by its bounded reader; control characters a hostile record may hold are shown
+    escaped), without loading a model or TensorFlow."""
+    from tfhydra.export.card import model_card
+    from tfhydra.platform.command import reproduce_command
+    from tfhydra.record.run_record import RecordError, load_record
+
+    if len(argv) != 1:
+        print(f"Error: --info takes one RUN_DIR and nothing else; {USAGE}", file=sys.stderr)
+        return 2
+    try:
+        record = load_record(Path(argv[0]))
+    except (OSError, RecordError) as error:
+        print(f"Error: {argv[0]}: no run record to describe ({str(error).splitlines()[0]})", file=sys.stderr)
+        return 1
+    card = model_card(record, reproduce_command([str(o) for o in record.overrides]))
+    print("".join(c if c in "\n\t" or (c.isprintable()) else repr(c)[1:-1] for c in card), end="")
+    return 0
 
 
 def predict(args: argparse.Namespace) -> tuple[str, int]:

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.config.schema import special_kind
 from tfhydra.data.files import IMAGE_EXTENSIONS
 from tfhydra.predict.image_checks import DECODABLE, refused_images
 from tfhydra.predict.layout import Layout
@@ -60,6 +61,9 @@ def read_input(text: str, layout: Layout, parts: list[Inputs], images: list[str]
     suffix = path.suffix.lower()
     if not path.exists() and not (".npz:" in text and Path(text.rsplit(":", 1)[0]).expanduser().is_file()):
         raise ConfigError(text, None, layout.takes(), "no such file or directory")
+    kind = special_kind(path)  # before any open: a FIFO would block it, a device never end
+    if kind:
+        raise ConfigError(text, None, layout.takes(), f"{kind}, which tfhydra never reads")
     if path.is_dir() or suffix in IMAGE_EXTENSIONS:
         return images + image_files(text, path, layout)
     if suffix in ARRAY_SUFFIXES or ".npz:" in text:

@@ -121,7 +121,7 @@ class RunRecord:
     params: int | None = None
     data: dict | None = None  # {name, **DataSpec}
     task: dict | None = None  # {name, threshold | standardize}: what the outputs mean (tfhydra/task/, docs/tasks.md)
-    # {freeze, frozen: [names], trained: [names], trainable_params, frozen_params}: which layers trained
+    # {freeze, frozen: [names], trained: [names], trainable_params, frozen_params, statistics_params}: which trained
     layers: dict | None = None
     effective_batch_size: int | None = None  # data.batch_size x trainer.accumulate_steps: the examples of one update
     # training
@@ -139,6 +139,10 @@ class RunRecord:
     recoveries: list = field(default_factory=list)  # {epoch, step, loss, lr} of each blow-up trainer.recovery undid
     examples_per_second: float | None = None
     train_seconds_per_epoch: list = field(default_factory=list)
+    stop_reason: str | None = (
+        None  # epochs | patience | time | target: why training ended (tfhydra/trainer/stopping.py)
+    )
+    time_to_target_seconds: float | None = None  # from the command's start to the epoch reaching trainer.stop_at
     time_to_first_step_seconds: float | None = None  # from the command's start (startup.origin says which)
     startup: dict | None = None  # origin, seconds, and the parts that add up to them (tfhydra/platform/startclock.py)
     first_step_unix_time: float | None = None

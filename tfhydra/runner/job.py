@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.plan import phase_config
 from tfhydra.platform.startclock import mark, start_job
+from tfhydra.platform.quiet import keep_in
 from tfhydra.record.lifecycle import check_continuable, is_complete
 from tfhydra.record.resume import KEPT, start_phase
 from tfhydra.record.run_record import RunRecord, read_record, run_status
@@ -65,6 +66,7 @@ def run_phases(cfg: RunConfig, plan, paths: RunPaths, threads: int, own: OwnPhas
     """Each earlier phase (a run of its own in phases/, kept once completed), then the run's own phase; each
     starts as tfhydra/record/resume.py decides at its top (fresh, from its saved state, after training, kept)."""
     paths.root.mkdir(parents=True, exist_ok=True)
+    keep_in(paths.train_log)  # TensorFlow's lines the console filter holds back (tfhydra/platform/quiet.py)
     start = cfg.compression.from_run
     if plan.earlier_phases and not cfg.trainer.resume:  # the whole run starts over, its earlier phases too
         shutil.rmtree(paths.phases, ignore_errors=True)

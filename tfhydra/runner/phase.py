@@ -25,21 +25,24 @@ from typing import Any
 from tfhydra.config.contracts import PhasePlan
 from tfhydra.config.errors import one_line_tensorflow_errors, run_directory_writes
 from tfhydra.data.caching import Reads
+from tfhydra.data.digest import data_digest
 from tfhydra.data.pipeline import build_datasets, limit_steps
 from tfhydra.data.service_watch import watch_service
 from tfhydra.data.splits import sizes as split_sizes
+from tfhydra.export.card import write_card
 from tfhydra.export.write import export_model
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
 from tfhydra.logger.trackers import Trackers
-from tfhydra.model.build import model_inputs
+from tfhydra.model.build import model_in_words, model_inputs
 from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer.build import plateau_callback
+from tfhydra.platform.command import reproduce_command
 from tfhydra.platform.keras_lib import clear_session, keras_record
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
-from tfhydra.platform.terminal import QUIET, shown_path
+from tfhydra.platform.terminal import shown_path
 from tfhydra.precision.build import loss_scale, policy_scope
 from tfhydra.record.lifecycle import record_stopped, resume_command
 from tfhydra.record.report import epoch_summary
@@ -59,6 +62,7 @@ from tfhydra.trainer.debugging import numeric_checks
 from tfhydra.trainer.progress import epoch_progress
 from tfhydra.trainer.recovery import train_with_recovery
 from tfhydra.trainer.state import Interrupted, StopOnSignal, save_weights_atomically
+from tfhydra.trainer.stopping import stop_figures
 from tfhydra.trainer.weights import load_last_weights, measure_per_label, measure_test, restore_best
 
 log = logging.getLogger("tfhydra")
@@ -163,7 +167,7 @@ class PhaseRunner:
         model, compression = self.build_model(datasets)
         callbacks = self.build_callbacks(datasets, compression)
         self.train(model, datasets, callbacks)
-        self.record.update(**self.training_figures())
+        self.record.update(**self.training_figures(), **stop_figures(callbacks))
         pruned = next((c.pruned_at for c in callbacks if getattr(c, "pruned_at", None)), None)
         if self.recorder.diverged:
             self.record.update(status=Status.DIVERGED, diverged=self.recorder.diverged)
@@ -198,13 +202,17 @@ class PhaseRunner:
         self.record.update(
             model=model.name,
             params=int(model.count_params()),
-            data={"name": self.cfg.data.get("name"), **datasets.spec.as_dict()},
+            data={
+                "name": self.cfg.data.get("name"),
+                **datasets.spec.as_dict(),
+                "digest": data_digest(self.cfg.data.get("path")),  # tfhydra-compare: did the data change?
+            },
             effective_batch_size=self.cfg.data.batch_size * self.cfg.trainer.accumulate_steps,
             layers=trained_layers(model, self.cfg.model.get("freeze")),
         )
         log.info(
-            "model %s: %d parameters; data %s: %s",
-            model.name,
+            "%s: %d parameters; data %s: %s",
+            model_in_words(as_dict_config(self.cfg).model, model.name),
             self.record.params,
             self.cfg.data.get("name"),
             split_sizes(datasets.spec.train_size, datasets.spec.val_size, datasets.spec.test_size),
@@ -222,7 +230,6 @@ class PhaseRunner:
             + list(self.own.callbacks)
         )
         recorder.load()
-        QUIET.release()  # TensorFlow's start-up is over: descriptor 2 is the terminal's again
         return [
             *epoch_progress(cfg.trainer.verbose, cfg.data.batch_size),
             *build_callbacks(
@@ -290,6 +297,7 @@ class PhaseRunner:
             return
         self.record.update(wall_seconds=time.perf_counter() - self.own.started)
         self.record.write(self.paths.root)
+        write_card(self.paths.root, self.record, reproduce_command(list(self.record.overrides)))  # export/README.md
         self.trackers.end(self.record.status, self.record.history)
         shutil.rmtree(self.paths.state, ignore_errors=True)
         log.info("%s: %s; run directory %s", self.record.status, monitored(self.record), shown_path(self.paths.root))

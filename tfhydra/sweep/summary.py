@@ -12,7 +12,6 @@ laying out the files tfhydra/sweep/summary_render.py's.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,9 +109,9 @@ class Summary:
             for o in job.overrides
             if not o.startswith(("+optuna_trial=", "optuna_trial=")) and not key_of(o).lstrip("+~").startswith("sweep.")
         ]
-        from tfhydra.platform.command import train_command
+        from tfhydra.platform.command import reproduce_command
 
-        return " ".join([train_command(), *(shlex.quote(o) for o in overrides)])
+        return reproduce_command(overrides)
 
     def report(self) -> str:
         """What the end of a sweep prints: the counts, the best job, how to rerun it, where the summary is."""

@@ -24,6 +24,7 @@ from tfhydra.trainer.graph import ModelGraph
 from tfhydra.trainer.histograms import TensorBoard
 from tfhydra.trainer.pictures import picture_callbacks
 from tfhydra.trainer.state import discard
+from tfhydra.trainer.stopping import stop_rules
 
 log = logging.getLogger("tfhydra")
 
@@ -197,6 +198,7 @@ def build_callbacks(
     stopping = cfg_trainer.early_stopping
     if stopping.patience > 0:
         callbacks.append(EarlyStopping(stopping.monitor, stopping.mode, stopping.patience, stopping.min_delta))
+    callbacks += stop_rules(cfg_trainer, sum(s for s in recorder.train_seconds if s))  # budget and targets
     callbacks += user_callbacks(cfg_trainer.callbacks)
     if cfg_logging.tensorboard:
         callbacks.append(

@@ -175,6 +175,9 @@ def check_monitor(cfg: DictConfig) -> None:
         raise ConfigError(
             "trainer.early_stopping.monitor", stopping.get("monitor"), accepted, "not a metric this run logs"
         )
+    for name in trainer.get("stop_at") or {}:  # a target the run never logs would never stop it
+        if name not in accepted:
+            raise ConfigError(f"trainer.stop_at.{name}", trainer.stop_at[name], accepted, "not a metric this run logs")
 
 
 SMOOTHABLE_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy")  # trainer.label_smoothing
@@ -302,6 +305,7 @@ RULES: dict[str, Rule] = {
     "trainer.monitor_mode": choice(*MODES),
     "trainer.threads": integer(0),
     "trainer.max_loss": Rule("auto, null or a number > 0", lambda v: v in ("auto", None) or number(0).ok(v)),
+    "trainer.max_minutes": optional(number(0)),
     "trainer.steps_per_epoch": optional(integer(1)),
     "trainer.validation_steps": optional(integer(1)),
     "trainer.run_eagerly": choice(True, False),

@@ -76,6 +76,8 @@ class TrainerConfig:
     metrics: Any = MISSING
     threads: int = MISSING
     max_loss: Any = MISSING
+    max_minutes: float | None = MISSING
+    stop_at: dict[str, float] = MISSING
     steps_per_epoch: int | None = MISSING
     validation_steps: int | None = MISSING
     run_eagerly: bool = MISSING
