@@ -1,0 +1,268 @@
+"""Every HDF5 weights file tfhydra hands to Keras goes through one reader first (tfhydra/trust/hdf5.py): hostile
+files built with h5py (external storage pointing at a file of known bytes, a virtual dataset, an external link, a soft
+link, a (100000, 10000) array declared in a small file, plugin filters, non-numeric types) are each refused in one
+line naming the file, the dataset and why, before a byte of an array is read; through the reader directly
+(milliseconds) and through the command: `model.weights` under tf_keras and Keras 3, `compression.from_run` and a
+resume, with a normal run's weights and a normal resume as the controls."""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from conftest import last_line, run_cli
+from shared_runs import DIGITS_MLP, copy_run, trained_run
+
+from tfhydra.config.errors import ConfigError, library_reason
+from tfhydra.trust.hdf5 import UnsafeWeights, checked_weights, model_array_count
+
+# A Keras `.weights.h5` (Keras 3 and tf_keras' save_weights write this layout): an MLP 64 -> 8 -> 10 with Adam's slots
+MODEL_SHAPES = [(64, 8), (8,), (8, 10), (10,)]
+SECRET = np.arange(1, 11, dtype=np.float32) * 1e6  # the outside bytes: 1e6, 2e6 ... a trained bias never holds
+
+
+def keras_file(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as file:
+        for layer, (kernel, bias) in {"dense": MODEL_SHAPES[:2], "dense_1": MODEL_SHAPES[2:]}.items():
+            file.create_dataset(f"layers/{layer}/vars/0", data=rng.random(kernel, dtype=np.float32))
+            file.create_dataset(f"layers/{layer}/vars/1", data=np.zeros(bias, np.float32))
+        file.create_dataset("optimizer/vars/0", data=np.int64(3))
+        for i, shape in enumerate([s for s in MODEL_SHAPES for _ in (0, 1)], start=1):
+            file.create_dataset(f"optimizer/vars/{i}", data=np.zeros(shape, np.float32))
+        file.create_dataset("metrics/mean/vars/0", data=np.float32(0.5))
+        file.create_group("vars")
+    return path
+
+
+def secret_file(directory: Path) -> Path:
+    path = directory / "secret.bin"
+    path.write_bytes(SECRET.tobytes())
+    return path
+
+
+def replace(file: h5py.File, name: str, **dataset) -> None:
+    del file[name]
+    file.create_dataset(name, **dataset)
+
+
+def external_storage(file, tmp):
+    replace(file, "layers/dense_1/vars/1", shape=(10,), dtype="float32", external=[(str(secret_file(tmp)), 0, 40)])
+
+
+def virtual_dataset(file, tmp):
+    source = tmp / "source.h5"
+    with h5py.File(source, "w") as other:
+        other["x"] = SECRET
+    layout = h5py.VirtualLayout(shape=(10,), dtype="float32")
+    layout[:] = h5py.VirtualSource(str(source), "x", shape=(10,))
+    del file["layers/dense_1/vars/1"]
+    file.create_virtual_dataset("layers/dense_1/vars/1", layout)
+
+
+def external_link(file, tmp):
+    source = tmp / "source.h5"
+    with h5py.File(source, "w") as other:
+        other["x"] = SECRET
+    del file["layers/dense_1/vars/1"]
+    file["layers/dense_1/vars/1"] = h5py.ExternalLink(str(source), "/x")
+
+
+def soft_link(file, tmp):
+    del file["layers/dense_1/vars/1"]
+    file["layers/dense_1/vars/1"] = h5py.SoftLink("/optimizer/vars/7")
+
+
+def shape_bomb(file, tmp):  # 4 GB declared, a few kB stored: chunked, compressed, never written
+    replace(file, "layers/dense/vars/0", shape=(100000, 10000), dtype="float32", chunks=(1000, 1000), compression="gzip")
+
+
+def plugin_filter(file, tmp):  # LZF is h5py's filter (id 32000), not HDF5's: any such id is a plugin search
+    replace(file, "layers/dense/vars/1", data=np.zeros(8, np.float32), compression="lzf")
+
+
+def compound(file, tmp):
+    replace(file, "layers/dense/vars/1", data=np.zeros(8, dtype=[("a", "f4"), ("b", "f4")]))
+
+
+def variable_length(file, tmp):
+    replace(file, "layers/dense/vars/1", shape=(8,), dtype=h5py.vlen_dtype(np.float32))
+
+
+def reference(file, tmp):
+    replace(file, "layers/dense/vars/1", shape=(8,), dtype=h5py.ref_dtype)
+
+
+def extra_array(file, tmp):  # one more array of a shape the model has once: padding so counts would still fit
+    file.create_dataset("layers/dense_2/vars/0", data=np.zeros((64, 8), np.float32))
+
+
+def huge_slot(file, tmp):
+    replace(file, "optimizer/vars/1", shape=(3000, 1000), dtype="float32", chunks=(100, 100), compression="gzip")
+
+
+HOSTILE = {
+    external_storage: ("layers/dense_1/vars/1", "its bytes are stored in another file"),
+    virtual_dataset: ("layers/dense_1/vars/1", "a virtual dataset"),
+    external_link: ("layers/dense_1/vars/1", "an external link to"),
+    soft_link: ("layers/dense_1/vars/1", "a soft link to /optimizer/vars/7"),
+    shape_bomb: ("layers/dense/vars/0", "shape (100000, 10000), which no weight of the model has"),
+    plugin_filter: ("layers/dense/vars/1", "filter 32000 is not one of HDF5's own"),
+    compound: ("layers/dense/vars/1", "its type is compound, not a plain number"),
+    variable_length: ("layers/dense/vars/1", "its type is variable-length, not a plain number"),
+    reference: ("layers/dense/vars/1", "its type is a reference, not a plain number"),
+    extra_array: ("layers/dense_2/vars/0", "shape (64, 8), which the model has 1 of"),
+    huge_slot: ("optimizer/vars/1", "is no weight's shape and above 1048576 values"),
+}
+
+
+def hostile(tmp_path: Path, make) -> Path:
+    path = keras_file(tmp_path / f"{make.__name__}.weights.h5")
+    with h5py.File(path, "a") as file:
+        make(file, tmp_path)
+    return path
+
+
+def test_a_keras_weights_file_passes_and_its_model_arrays_are_counted(tmp_path):
+    arrays = checked_weights(keras_file(tmp_path / "ok.weights.h5"), MODEL_SHAPES)
+    assert model_array_count(arrays) == 4 and len(arrays) == 4 + 9 + 1
+    assert {a.name for a in arrays if a.model} == {f"layers/{n}/vars/{i}" for n in ("dense", "dense_1") for i in "01"}
+
+
+@pytest.mark.parametrize("make", list(HOSTILE), ids=lambda make: make.__name__)
+def test_each_hostile_file_is_one_line_naming_file_dataset_and_why(tmp_path, make):
+    path = hostile(tmp_path, make)
+    dataset, why = HOSTILE[make]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(UnsafeWeights) as caught:
+        checked_weights(path, MODEL_SHAPES, key="model.weights")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    message = str(caught.value)
+    assert message.startswith(f"model.weights={path}: dataset {dataset}: ") and "\n" not in message, message
+    assert why in message and "refused before reading it" in message, message
+    assert grown_mb < 50  # the bomb would take 4 GB if read: the refusal comes from its metadata alone
+
+
+def test_storage_links_and_types_are_refused_without_a_model_too(tmp_path):
+    for make in (external_storage, virtual_dataset, external_link, soft_link, plugin_filter, compound):
+        with pytest.raises(UnsafeWeights, match=HOSTILE[make][1]):
+            checked_weights(hostile(tmp_path, make), None)
+
+
+def test_a_file_declaring_more_than_the_model_in_all_is_refused(tmp_path):
+    """Every array a model shape, but 8 optimizer "slots" of a 10^6-value kernel: past 6 x the model + 2^20 values."""
+    path = tmp_path / "many.weights.h5"
+    with h5py.File(path, "w") as file:
+        file.create_dataset("layers/dense/vars/0", shape=(1000, 1000), dtype="float32", chunks=(100, 100))
+        for i in range(8):  # declared, never written: the file stays a few kB
+            file.create_dataset(f"optimizer/vars/{i}", shape=(1000, 1000), dtype="float32", chunks=(100, 100))
+    assert path.stat().st_size < 100_000
+    with pytest.raises(UnsafeWeights, match=r"its datasets declare 9000000 values, more than 6 x the model's 1000000"):
+        checked_weights(path, [(1000, 1000)])
+    assert len(checked_weights(path, [(1000, 1000)] * 2)) == 9  # a model twice the size takes it
+
+
+def test_keras_reasons_reach_the_line_whole():
+    """Keras 3 says which object failed, a colon, then the reason on the next lines: the line keeps the reason."""
+    error = ValueError(
+        "A total of 1 objects could not be loaded. Example error message for object <Dense name=logits>:\n\n"
+        "Not allowed: H5 file with external Dataset: [('/etc/passwd', 0, 40)]\n\n"
+        "List of objects that could not be loaded:\n[<Dense name=logits>, ...]"
+    )
+    said = library_reason(error)
+    assert said.endswith("<Dense name=logits>: Not allowed: H5 file with external Dataset: [('/etc/passwd', 0, 40)]")
+    assert "List of objects" not in said
+
+
+def test_only_the_trust_reader_opens_hdf5_files():
+    """h5py is imported by tfhydra/trust/hdf5.py alone: a new loader cannot skip the reader by opening files itself."""
+    root = Path(__file__).parents[2] / "tfhydra"
+    importers = sorted(
+        str(p.relative_to(root)) for p in root.rglob("*.py") if "import h5py" in p.read_text(encoding="utf-8")
+    )
+    assert importers == ["trust/hdf5.py"]
+
+
+# ---- through the command ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mlp_run(tmp_path_factory) -> Path:
+    return trained_run(tmp_path_factory, *DIGITS_MLP)
+
+
+def poisoned_copy(weights: Path, to: Path) -> Path:
+    """`weights` with its output bias's bytes stored in `secret.bin` beside it (1e6, 2e6, ... as float32)."""
+    shutil.copy(weights, to)
+    with h5py.File(to, "a") as file:
+        names: list[str] = []
+        file.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) and o.shape == (10,) else None)
+        bias = next(n for n in names if not n.startswith("optimizer"))
+        replace(file, bias, shape=(10,), dtype="float32", external=[(str(secret_file(to.parent)), 0, 40)])
+    return to
+
+
+def refused(result, *fragments: str) -> str:
+    line = last_line(result.stderr)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert line.startswith("Error: ") and all(f in line for f in fragments), line
+    return line
+
+
+def no_completed_run(run_dir: Path) -> None:
+    record = run_dir / "metrics.json"
+    assert not record.exists() or json.loads(record.read_text())["status"] != "completed"
+    assert not (run_dir / "export" / "saved_model").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keras", ["2", "3"])
+def test_model_weights_with_external_storage_is_one_line_under_both_kerases(mlp_run, tmp_path, keras):
+    path = poisoned_copy(mlp_run / "checkpoints" / "best.weights.h5", tmp_path / "poisoned.weights.h5")
+    run_dir = tmp_path / "run"
+    result = run_cli(*DIGITS_MLP, f"keras={keras}", f"model.weights={path}", f"hydra.run.dir={run_dir}")
+    refused(result, f"model.weights={path}: dataset layers/", "its bytes are stored in another file", "secret.bin")
+    no_completed_run(run_dir)
+
+
+@pytest.mark.slow
+def test_compression_from_run_and_resume_refuse_a_poisoned_checkpoint_and_load_a_normal_one(mlp_run, tmp_path):
+    """The run directory is not trusted: `compression.from_run` reads its best weights and a resume after training
+    its last weights; a poisoned file is one line, and the same commands on the untouched copy complete."""
+    source = copy_run(mlp_run, tmp_path / "source")
+    best = source / "checkpoints" / "best.weights.h5"
+    poisoned_copy(best, tmp_path / "best.weights.h5")
+    shutil.copy(tmp_path / "best.weights.h5", best)
+    result = run_cli(*DIGITS_MLP, "compression=prune", f"compression.from_run={source}", f"hydra.run.dir={tmp_path}/c")
+    refused(result, f"compression.from_run={best}: dataset layers/", "its bytes are stored in another file")
+    no_completed_run(tmp_path / "c")
+
+    # resume after training: the record and export gone, history.json finished, last.weights.h5 kept
+    for name, poison in (("clean", False), ("poisoned", True)):
+        run_dir = copy_run(mlp_run, tmp_path / name)
+        (run_dir / "metrics.json").unlink()
+        shutil.rmtree(run_dir / "export")
+        last = run_dir / "checkpoints" / "last.weights.h5"
+        if poison:
+            poisoned_copy(last, tmp_path / "last.weights.h5")
+            shutil.copy(tmp_path / "last.weights.h5", last)
+        result = run_cli(*DIGITS_MLP, f"hydra.run.dir={run_dir}")
+        if poison:
+            refused(result, f"Error: {last}: dataset layers/", "its bytes are stored in another file")
+            no_completed_run(run_dir)
+        else:
+            assert result.returncode == 0, result.stderr[-3000:]
+            assert "training ended in an earlier attempt" in (run_dir / "train.log").read_text()
+            assert json.loads((run_dir / "metrics.json").read_text())["status"] == "completed"
+
+
+def test_a_config_error_is_what_callers_see(tmp_path):
+    """UnsafeWeights is a ConfigError (one line, exit 1), not a ValueError or OSError that a loader's fallback from a
+    damaged checkpoint would swallow."""
+    assert issubclass(UnsafeWeights, ConfigError)
+    assert not issubclass(UnsafeWeights, (ValueError, OSError, KeyError))
