@@ -79,7 +79,9 @@ def soft_link(file, tmp):
 
 
 def shape_bomb(file, tmp):  # 4 GB declared, a few kB stored: chunked, compressed, never written
-    replace(file, "layers/dense/vars/0", shape=(100000, 10000), dtype="float32", chunks=(1000, 1000), compression="gzip")
+    replace(
+        file, "layers/dense/vars/0", shape=(100000, 10000), dtype="float32", chunks=(1000, 1000), compression="gzip"
+    )
 
 
 def plugin_filter(file, tmp):  # LZF is h5py's filter (id 32000), not HDF5's: any such id is a plugin search

@@ -19,7 +19,7 @@ import logging
 from tfhydra.config.errors import ConfigError, library_reason
 from tfhydra.model.checks import WEIGHTS_ACCEPTED as ACCEPTED
 from tfhydra.platform.keras_lib import keras
-from tfhydra.trust.hdf5 import checked_weights, model_array_count, weight_shapes
+from tfhydra.trust.hdf5 import UnsafeWeights, checked_weights, model_array_count, weight_shapes
 
 KEY = "weights"
 log = logging.getLogger("tfhydra")
@@ -38,6 +38,11 @@ def load_weights_file(model: keras.Model, path: str) -> None:
         arrays = model_array_count(checked_weights(path, weight_shapes(model), key=f"model.{KEY}"))
     except OSError as error:
         raise ConfigError(f"model.{KEY}", path, ACCEPTED, f"not an HDF5 weights file ({error})") from None
+    except UnsafeWeights as error:
+        if not error.misfit:
+            raise
+        problem = f"its weights do not fit model {model.name} ({error.problem})"
+        raise ConfigError(f"model.{KEY}", path, ACCEPTED, problem) from None
     reasons = []
     nested = [layer for layer in model.layers if isinstance(layer, keras.Model)]
     targets = [model.name, *(f"its nested {layer.name}" for layer in nested)]

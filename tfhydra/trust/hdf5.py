@@ -76,8 +76,9 @@ class UnsafeWeights(ConfigError):
     """A weights file refused before a byte of its arrays is read: `<key>=<file>: dataset <name>: <why>` (or
     `<file>: ...` when no config key names it, as a run's own checkpoint)."""
 
-    def __init__(self, path: Path | str, problem: str, key: str | None = None, accepted: str = ACCEPTED):
-        super().__init__(key or str(path), str(path) if key else None, accepted, problem)
+    def __init__(self, path: Path | str, problem: str, key: str | None = None, misfit: bool = False):
+        super().__init__(key or str(path), str(path) if key else None, ACCEPTED, problem)
+        self.misfit = misfit  # safe to read, only not this model's: a caller may say it as a misfit
 
 
 def checked_weights(
@@ -205,7 +206,7 @@ def _check_sizes(arrays: list[WeightArray], model_shapes: list[tuple[int, ...]],
                     if array.shape in shapes
                     else f"shape {array.shape}, which no weight of the model has (its shapes: {said})"
                 )
-                raise UnsafeWeights(path, f"dataset {array.name}: {why}; refused before reading it", key)
+                raise UnsafeWeights(path, f"dataset {array.name}: {why}; refused before reading it", key, misfit=True)
             left[array.shape] -= 1
         elif array.shape not in shapes and math.prod(array.shape) > SMALL_ARRAY:
             raise UnsafeWeights(
