@@ -7,5 +7,6 @@ startup.py (TensorFlow imported while Hydra works; a fast exit), terminal.py (wh
 command.py (the name the user runs tfhydra by, and the command line they typed), scheduler.py (the SLURM job or
 Ray task this process is), deadline.py (a call into a server tfhydra does not own, waited on for a bounded time
 that a signal cuts short; a watchdog's signal wake-up and its way out), grpc_probe.py (does a gRPC server answer
-at host:port: the tf.data service's dispatcher, a Ray head). Imports no room but config/.
+at host:port: the tf.data service's dispatcher, a Ray head), versions.py (the TensorFlow, tf-keras and Keras floors
+that carry security fixes, and the warning for an older one). Imports no room but config/.
 """
