@@ -19,7 +19,7 @@ from conftest import last_line, run_cli
 from shared_runs import DIGITS_MLP, copy_run, trained_run
 
 from tfhydra.config.errors import ConfigError, library_reason
-from tfhydra.trust.hdf5 import UnsafeWeights, checked_weights, model_array_count
+from tfhydra.trust.hdf5 import UnsafeWeights, checked_weights, is_model_weight, model_array_count
 
 # A Keras `.weights.h5` (Keras 3 and tf_keras' save_weights write this layout): an MLP 64 -> 8 -> 10 with Adam's slots
 MODEL_SHAPES = [(64, 8), (8,), (8, 10), (10,)]
@@ -100,10 +100,6 @@ def reference(file, tmp):
     replace(file, "layers/dense/vars/1", shape=(8,), dtype=h5py.ref_dtype)
 
 
-def extra_array(file, tmp):  # one more array of a shape the model has once: padding so counts would still fit
-    file.create_dataset("layers/dense_2/vars/0", data=np.zeros((64, 8), np.float32))
-
-
 def huge_slot(file, tmp):
     replace(file, "optimizer/vars/1", shape=(3000, 1000), dtype="float32", chunks=(100, 100), compression="gzip")
 
@@ -118,7 +114,6 @@ HOSTILE = {
     compound: ("layers/dense/vars/1", "its type is compound, not a plain number"),
     variable_length: ("layers/dense/vars/1", "its type is variable-length, not a plain number"),
     reference: ("layers/dense/vars/1", "its type is a reference, not a plain number"),
-    extra_array: ("layers/dense_2/vars/0", "shape (64, 8), which the model has 1 of"),
     huge_slot: ("optimizer/vars/1", "is no weight's shape and above 1048576 values"),
 }
 
@@ -134,6 +129,15 @@ def test_a_keras_weights_file_passes_and_its_model_arrays_are_counted(tmp_path):
     arrays = checked_weights(keras_file(tmp_path / "ok.weights.h5"), MODEL_SHAPES)
     assert model_array_count(arrays) == 4 and len(arrays) == 4 + 9 + 1
     assert {a.name for a in arrays if a.model} == {f"layers/{n}/vars/{i}" for n in ("dense", "dense_1") for i in "01"}
+
+
+def test_a_nested_models_optimizer_is_not_a_model_weight_but_a_layer_named_so_is():
+    """Keras 3 keeps a nested compiled model's optimizer (keras-hub's classifier) under `layers/<model>/optimizer/`."""
+    assert not is_model_weight("layers/bert_text_classifier/optimizer/inner_optimizer/vars/0", None)
+    assert not is_model_weight("metrics/mean/vars/0", None) and not is_model_weight("optimizer/vars/3", None)
+    assert is_model_weight("layers/optimizer/vars/0", None)  # a layer the user named `optimizer`
+    assert is_model_weight("model_weights/dense/dense/kernel:0", "model_weights")
+    assert not is_model_weight("optimizer_weights/Adam/iter:0", "model_weights")
 
 
 @pytest.mark.parametrize("make", list(HOSTILE), ids=lambda make: make.__name__)
@@ -268,3 +272,19 @@ def test_a_config_error_is_what_callers_see(tmp_path):
     damaged checkpoint would swallow."""
     assert issubclass(UnsafeWeights, ConfigError)
     assert not issubclass(UnsafeWeights, (ValueError, OSError, KeyError))
+
+
+@pytest.mark.parametrize("make", [external_storage, virtual_dataset, external_link], ids=lambda make: make.__name__)
+def test_the_preflight_refuses_what_needs_no_model_before_tensorflow(tmp_path, make):
+    """`model.weights` is looked at by the pre-flight (no TensorFlow, no run directory): storage and links need no
+    model, so they are refused there; shapes wait for the model, in the job."""
+    from conftest import CONFIG_DIR
+
+    from tfhydra.cli.preflight import check_overrides
+
+    path = hostile(tmp_path, make)
+    with pytest.raises(ConfigError) as caught:
+        check_overrides(CONFIG_DIR, "config", ["model=mlp", f"model.weights={path}"])
+    dataset, why = HOSTILE[make]
+    assert str(caught.value).startswith(f"model.weights={path}: dataset {dataset}: {why}")
+    check_overrides(CONFIG_DIR, "config", ["model=mlp", f"model.weights={hostile(tmp_path, shape_bomb)}"])

@@ -17,9 +17,10 @@ allocate without bound. What a file is refused for, each in one line naming the 
   FALSE/TRUE); compound, variable-length, reference, opaque, array and string types are refused (Keras writes none
   of them into a weights file). Attributes may also hold strings (tf_keras' `weight_names`), and are bounded in size;
 - **sizes the model does not have**: every model weight in the file must have the shape of one of the model's own
-  weights (as many of each shape as the model has, no more), every other array (the optimizer's slots, metric
-  totals) the shape of a model weight or at most `SMALL_ARRAY` values, and all of them together at most
-  `BOUND_FACTOR` times the model's values (weights, two Adam slots, EMA, AMSGrad's maximum) plus `SMALL_ARRAY`.
+  weights (a file may hold one variable twice: a pruning wrapper's kernel is also its layer's), every other array
+  (the optimizer's slots, metric totals) the shape of a model weight or at most `SMALL_ARRAY` values, and all of
+  them together at most `BOUND_FACTOR` times the model's values (weights, two Adam slots, EMA, AMSGrad's maximum)
+  plus `SMALL_ARRAY`.
   So a file declaring a (100000, 10000) array is refused before 4 GB are allocated for it, whatever it stores.
 
 The rules are Keras 3's (`keras/src/saving/saving_lib.py`: `safe_get_h5_group`, `safe_get_h5_dataset`, which
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,9 +161,17 @@ def _dataset(dataset: h5py.Dataset, name: str, refuse, model_root: str | None) -
     shape = tuple(int(d) for d in (dataset.shape or ()))
     if dataset.shape is None or len(shape) > MAX_RANK:
         raise refuse(name, "its shape is null or of more than 64 dimensions")
-    top = name.split("/")[0]
-    model = top == model_root if model_root else top not in NOT_MODEL_WEIGHTS
-    return WeightArray(name, shape, dtype, model)
+    return WeightArray(name, shape, dtype, is_model_weight(name, model_root))
+
+
+def is_model_weight(name: str, model_root: str | None) -> bool:
+    """A model's weight, not an optimizer's slot nor a metric's total: those sit in an `optimizer` or `metrics`
+    group at the top or below a nested model (Keras 3 writes a nested compiled model's own optimizer under
+    `layers/<model>/optimizer/`); a layer named so sits right below `layers`."""
+    parts = name.split("/")
+    if model_root:
+        return parts[0] == model_root
+    return not any(p in NOT_MODEL_WEIGHTS and (i == 0 or parts[i - 1] != "layers") for i, p in enumerate(parts[:-1]))
 
 
 def _type_name(dataset: h5py.Dataset) -> str:
@@ -194,21 +202,13 @@ def _check_attributes(item, name: str, refuse) -> None:
 
 
 def _check_sizes(arrays: list[WeightArray], model_shapes: list[tuple[int, ...]], path, key) -> None:
-    shapes = Counter(model_shapes)
+    shapes = set(model_shapes)
     values = sum(math.prod(s) for s in model_shapes)
-    said = _said_shapes(shapes)
-    left = Counter(shapes)
     for array in arrays:
-        if array.model:
-            if left[array.shape] <= 0:
-                why = (
-                    f"shape {array.shape}, which the model has {shapes[array.shape]} of"
-                    if array.shape in shapes
-                    else f"shape {array.shape}, which no weight of the model has (its shapes: {said})"
-                )
-                raise UnsafeWeights(path, f"dataset {array.name}: {why}; refused before reading it", key, misfit=True)
-            left[array.shape] -= 1
-        elif array.shape not in shapes and math.prod(array.shape) > SMALL_ARRAY:
+        if array.model and array.shape not in shapes:
+            why = f"shape {array.shape}, which no weight of the model has (its shapes: {_said_shapes(shapes)})"
+            raise UnsafeWeights(path, f"dataset {array.name}: {why}; refused before reading it", key, misfit=True)
+        if not array.model and array.shape not in shapes and math.prod(array.shape) > SMALL_ARRAY:
             raise UnsafeWeights(
                 path,
                 f"dataset {array.name}: shape {array.shape} ({math.prod(array.shape)} values) is no weight's shape "
@@ -226,7 +226,7 @@ def _check_sizes(arrays: list[WeightArray], model_shapes: list[tuple[int, ...]],
         )
 
 
-def _said_shapes(shapes: Counter) -> str:
+def _said_shapes(shapes: set) -> str:
     listed = [str(s) for s in sorted(shapes, key=lambda s: -math.prod(s))[:6]]
     more = len(shapes) - len(listed)
     return ", ".join(listed) + (f" and {more} more" if more > 0 else "")
