@@ -8,6 +8,9 @@ resume, with a normal run's weights and a normal resume as the controls."""
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 import resource
 import shutil
 from pathlib import Path
@@ -15,7 +18,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import last_line, run_cli
+from conftest import HYPOTHESIS_SEED, counts_cases, last_line, run_cli
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
 from shared_runs import DIGITS_MLP, copy_run, trained_run
 
 from tfhydra.config.errors import ConfigError, library_reason
@@ -288,3 +293,102 @@ def test_the_preflight_refuses_what_needs_no_model_before_tensorflow(tmp_path, m
     dataset, why = HOSTILE[make]
     assert str(caught.value).startswith(f"model.weights={path}: dataset {dataset}: {why}")
     check_overrides(CONFIG_DIR, "config", ["model=mlp", f"model.weights={hostile(tmp_path, shape_bomb)}"])
+
+
+# ---- the family, drawn (Hypothesis): files nobody listed ------------------------------------------------------
+
+CASES = int(os.environ.get("TFHYDRA_TRUST_CASES", "25"))
+POOL = [(64, 8), (8,), (8, 10), (10,), (3, 3, 1, 4), (100000, 10000), (5000, 5000), (2, 2)]
+# how a dataset is stored or reached, and whether the reader must refuse it: (kind, refused)
+HOW = {"contiguous": False, "chunked": False, "gzip": False, "compact": False, "lzf": True, "external": True,
+       "virtual": True, "soft": True, "external_link": True, "compound": True, "vlen": True, "float64": False,
+       "int64": False, "bool": False}  # fmt: skip
+
+
+def write_dataset(file: h5py.File, name: str, shape: tuple, how: str, tmp: Path) -> None:
+    small = math.prod(shape) <= 64  # written in full; larger ones are declared only (chunked) or refused first
+    data = np.ones(shape, np.float32) if small else None
+    if how in ("contiguous", "compact") and not small:
+        how = "chunked"
+    if how == "contiguous":
+        file.create_dataset(name, data=data)
+    elif how == "compact":
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        plist.set_layout(h5py.h5d.COMPACT)
+        space = h5py.h5s.create_simple(shape)
+        parent, own = name.rsplit("/", 1)
+        h5py.h5d.create(file.require_group(parent).id, own.encode(), h5py.h5t.NATIVE_FLOAT, space, plist).write(
+            h5py.h5s.ALL, h5py.h5s.ALL, np.ones(shape, np.float32)
+        )
+    elif how in ("chunked", "gzip", "lzf"):
+        chunks = tuple(max(1, min(d, 100)) for d in shape) if shape else None
+        compression = None if how == "chunked" else how
+        file.create_dataset(name, shape=shape, dtype="float32", chunks=chunks, compression=compression)
+    elif how == "external":
+        file.create_dataset(
+            name, shape=shape, dtype="float32", external=[(str(secret_file(tmp)), 0, h5py.h5f.UNLIMITED)]
+        )
+    elif how == "virtual":
+        layout = h5py.VirtualLayout(shape=shape, dtype="float32")
+        layout[...] = h5py.VirtualSource(str(tmp / "source.h5"), "x", shape=shape)
+        file.create_virtual_dataset(name, layout)
+    elif how == "soft":
+        file[name] = h5py.SoftLink("/elsewhere")
+    elif how == "external_link":
+        file[name] = h5py.ExternalLink(str(tmp / "source.h5"), "/x")
+    elif how == "compound":
+        file.create_dataset(name, shape=shape, dtype=[("a", "f4"), ("b", "f4")])
+    elif how == "vlen":
+        file.create_dataset(name, shape=shape, dtype=h5py.vlen_dtype(np.float32))
+    else:
+        file.create_dataset(name, shape=shape, dtype={"float64": "f8", "int64": "i8", "bool": "?"}[how])
+
+
+@counts_cases()
+@seed(HYPOTHESIS_SEED)
+@settings(max_examples=CASES * 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["layers", "optimizer", "metrics"]), st.sampled_from(POOL), st.sampled_from(sorted(HOW))
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.sampled_from(POOL[:5]), min_size=1, max_size=5),
+)
+def test_the_reader_refuses_exactly_the_files_a_rule_refuses(tmp_path_factory, datasets, model):
+    """Random files of 1-6 datasets (model weights, optimizer slots, metric totals; every storage, link and type
+    kind; shapes from a pool that holds the model's and some far larger) against random models: the reader accepts
+    exactly the files that break no rule, computed here independently, refuses the others in one line naming the
+    first dataset it meets that breaks one, and never reads an array (the peak memory does not grow)."""
+    tmp = tmp_path_factory.mktemp("drawn")
+    with h5py.File(tmp / "source.h5", "w") as other:
+        other["x"] = np.zeros(4, np.float32)
+    path = tmp / "drawn.weights.h5"
+    with h5py.File(path, "w") as file:
+        for i, (group, shape, how) in enumerate(datasets):
+            write_dataset(file, f"{group}/layer{i}/vars/0", shape, how, tmp)
+    values = sum(math.prod(s) for s in model)
+    broken = [
+        i
+        for i, (group, shape, how) in enumerate(datasets)
+        if HOW[how]
+        or (group == "layers" and shape not in model)
+        or (group != "layers" and shape not in model and math.prod(shape) > 2**20)
+    ]
+    too_many = sum(math.prod(s) for _, s, how in datasets if how not in ("soft", "external_link")) > 6 * values + 2**20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if not broken and not too_many:
+        assert len(checked_weights(path, model)) == len(datasets)
+    else:
+        with pytest.raises(UnsafeWeights) as caught:
+            checked_weights(path, model, key="model.weights")
+        message = str(caught.value)
+        assert message.startswith(f"model.weights={path}: ") and "\n" not in message
+        if broken:
+            assert re.search(r": dataset (layers|optimizer|metrics)/layer(\d+)/vars/0: ", message), message
+            assert int(re.search(r"/layer(\d+)/", message).group(1)) in broken, message
+        else:
+            assert "its datasets declare" in message
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 50
