@@ -392,3 +392,12 @@ def test_the_reader_refuses_exactly_the_files_a_rule_refuses(tmp_path_factory, d
         else:
             assert "its datasets declare" in message
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 50
+
+
+def test_a_damaged_file_is_the_callers_oserror_not_a_refusal(tmp_path):
+    """A truncated checkpoint is damage, which a resume falls back from (tests/trust/test_hardening.py); a file that
+    reads elsewhere is a refusal, which it does not."""
+    path = keras_file(tmp_path / "cut.weights.h5")
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(OSError):
+        checked_weights(path, MODEL_SHAPES)

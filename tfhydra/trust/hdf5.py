@@ -86,12 +86,10 @@ def checked_weights(
 ) -> list[WeightArray]:
     """Every dataset of the HDF5 file at `path` as declared, after the rules above; `model_shapes`: the shapes of
     the model's weights the file will be loaded into (None: the rules of storage, links, filters and types only, for a
-    file whose model is not built yet). Raises UnsafeWeights, naming `key` when given."""
-    try:
-        with h5py.File(path, "r") as file:
-            arrays = _declared(file, path, key)
-    except OSError as error:
-        raise UnsafeWeights(path, f"not a readable HDF5 file ({error})", key) from None
+    file whose model is not built yet). Raises UnsafeWeights, naming `key` when given; OSError when h5py cannot open
+    the file (damaged, truncated, not HDF5), which each caller says in its own words or falls back from."""
+    with h5py.File(path, "r") as file:  # an unreadable file's OSError is the caller's: a damaged checkpoint falls back
+        arrays = _declared(file, path, key)
     if model_shapes is not None:
         _check_sizes(arrays, [tuple(int(d) for d in s) for s in model_shapes], path, key)
     return arrays
@@ -106,12 +104,10 @@ def weight_shapes(model) -> list[tuple[int, ...]]:
     return [tuple(int(d) for d in weight.shape) for weight in model.weights]
 
 
-def checked_load(model, path: Path | str, key: str | None = None, load=None) -> None:
-    """`model.load_weights(path)` (or `load(path)`) once the file passed `checked_weights` against `model`'s own
-    weights: the one way a weights file reaches Keras from a run directory. An unreadable file's OSError is the
-    caller's (a damaged checkpoint has a fallback); a refused file is UnsafeWeights."""
+def checked_load(model, path: Path | str, key: str | None = None) -> None:
+    """`model.load_weights(path)` once the file passed `checked_weights` against `model`'s own weights."""
     checked_weights(path, weight_shapes(model), key)
-    (load or model.load_weights)(str(path))
+    model.load_weights(str(path))
 
 
 def _declared(file: h5py.File, path: Path | str, key: str | None) -> list[WeightArray]:
