@@ -114,3 +114,22 @@ def test_a_users_model_is_frozen_too_and_its_builder_never_sees_the_key(tmp_path
     assert done.returncode == 0, done.stderr[-3000:]
     layers = read_run_record(run_dir)["layers"]
     assert layers["freeze"] == "base" and len(layers["frozen"]) >= 1 and layers["trainable_params"] > 0
+
+
+def test_freezing_every_weight_is_one_line_before_training(compose_cfg):
+    """`model.freeze=[*]` used to train 0 parameters and end `completed`: refused where the model is frozen."""
+    from tfhydra.config.contracts import DataSpec
+    from tfhydra.config.errors import ConfigError
+    from tfhydra.model.build import build_model
+    from tfhydra.model.freeze import freeze_layers
+
+    cfg = compose_cfg(["model=mlp", "model.units=[8]", "model.freeze=[*]"])
+    model = build_model(cfg.model, DataSpec((8, 8, 1), 4, tuple("abcd"), 1, 1))
+    with pytest.raises(ConfigError) as caught:
+        freeze_layers(model, cfg.model.freeze)
+    assert str(caught.value).startswith(
+        "model.freeze=['*']: it freezes every weight of the model: nothing would train (0 trainable parameters); "
+    )
+    again = build_model(cfg.model, DataSpec((8, 8, 1), 4, tuple("abcd"), 1, 1))
+    freeze_layers(again, ["dense*"])  # the head (logits) left: accepted
+    assert again.trainable_weights

@@ -158,3 +158,21 @@ def test_a_legacy_optimizer_cannot_accumulate_and_says_so():
 
     with pytest.raises(ConfigError, match=r"^trainer.accumulate_steps=4: Adam is not a tf_keras.optimizers.Optimizer"):
         accumulating(keras.optimizers.legacy.Adam(1e-3), 4)
+
+
+def test_accumulating_beyond_the_runs_batches_is_one_line_before_training(compose_cfg):
+    """`trainer.accumulate_steps=1000000000` made no update in the whole run and ended `completed`: refused where
+    the optimizer is built, which knows the run's batches (10 an epoch x 2 epochs here); 20 still updates once."""
+    from tfhydra.config.errors import ConfigError
+    from tfhydra.optimizer.build import build_optimizer
+
+    cfg = compose_cfg([])
+    with pytest.raises(ConfigError) as caught:
+        build_optimizer(cfg.optimizer, 10, 2, None, 1_000_000_000)
+    assert str(caught.value).startswith(
+        "trainer.accumulate_steps=1000000000: no optimizer update in the whole run: it has 20 batches; "
+        "accepted: an integer in [1, 20] (the run's batches: 10 an epoch x 2 epoch(s))"
+    )
+    with pytest.raises(ConfigError, match="it has 20 batches"):
+        build_optimizer(cfg.optimizer, 10, 2, None, 21)
+    assert build_optimizer(cfg.optimizer, 10, 2, None, 20).accumulate_steps == 20

@@ -84,3 +84,29 @@ def test_a_bad_strata_bins_is_one_line_before_tensorflow(value, line):
     with pytest.raises(ConfigError) as caught:
         check_overrides(CONFIG_DIR, "config", ["task=regression", f"task.strata_bins={value}"])
     assert str(caught.value) == line
+
+
+@pytest.mark.parametrize("bins", [100_000_000, 10**11, 501])
+def test_more_bins_than_examples_is_one_line_naming_the_key_before_the_bins_are_made(bins):
+    """10^8 bins took 8.55 GB and 31 s, 10^11 a traceback: the examples to split are known, so the bins are bounded
+    by them before any bin edge is made (the peak memory does not grow)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ConfigError) as caught:
+        Regression(strata_bins=bins).strata(np.arange(500.0))
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 50
+    assert str(caught.value) == (
+        f"task.strata_bins={bins}: more bins than the 500 examples to split; accepted: null or an integer in [2, 500] "
+        "(at most one bin per example to split)"
+    )
+    assert len(np.unique(Regression(strata_bins=500).strata(np.arange(500.0)))) == 500  # the bound itself is taken
+
+
+def test_a_split_seed_beyond_numpys_range_is_refused_naming_it():
+    """data.split_seed >= 2**32 used to be blamed on data.test_fraction once NumPy refused it in the job."""
+    with pytest.raises(
+        ConfigError, match=r"^data.split_seed=4294967296: .*accepted: null or an integer in \[0, 4294967295\]"
+    ):
+        check_overrides(CONFIG_DIR, "config", ["data.split_seed=4294967296"])
+    check_overrides(CONFIG_DIR, "config", ["data.split_seed=4294967295"])

@@ -14,9 +14,10 @@ from omegaconf import DictConfig
 from tfhydra.compression.plan import saved_run_config
 from tfhydra.compression.schemes import build_scheme
 from tfhydra.config.contracts import Compression, Phase
-from tfhydra.config.errors import ConfigError
+from tfhydra.config.errors import ConfigError, library_reason
 from tfhydra.platform.keras_lib import keras
 from tfhydra.record.rundir import RunPaths
+from tfhydra.trust.hdf5 import checked_load
 
 log = logging.getLogger("tfhydra")
 
@@ -33,14 +34,14 @@ def load_run_model(run: Path, model: keras.Model, spec, steps_per_epoch: int, ow
     earlier = build_scheme(saved.compression, model, spec, phase)
     paths = RunPaths(run)
     weights = paths.best_weights if paths.best_weights.is_file() else paths.last_weights
-    try:
-        earlier.model.load_weights(str(weights))
+    try:  # the earlier run's file through the trust boundary's HDF5 reader first (tfhydra/trust/hdf5.py)
+        checked_load(earlier.model, weights, key="compression.from_run")
     except (ValueError, OSError, KeyError) as error:
         raise ConfigError(
             "compression.from_run",
             str(run),
             "a run of this model and data config",
-            f"its weights do not fit this model ({str(error).splitlines()[0]})",
+            f"its weights do not fit this model ({library_reason(error)})",
         ) from error
     scheme = saved.compression.get("name")
     log.info(

@@ -16,7 +16,6 @@ from tfhydra.config.errors import ConfigError, suggestion
 from tfhydra.config.schema import Rule
 from tfhydra.config.typed import type_error
 
-
 # Keys under these nodes are the user's to name (a metric of the run's task), so the config cannot list them and
 # Hydra's struct mode would refuse `trainer.stop_at.val_accuracy=0.98` without a `+`: wherever tfhydra hands
 # overrides to Hydra (the command line, the Python API, the tests' compose) they become `++key=value`.

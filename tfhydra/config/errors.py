@@ -83,6 +83,14 @@ def first_line(error: BaseException) -> str:
     return " ".join(line.split()) or type(error).__name__
 
 
+def library_reason(error: BaseException, limit: int = 600) -> str:
+    """A library's whole reason on one line: Keras 3 puts it on the lines after `... for object <Dense ...>:`, so a
+    first line would end at that colon. Keras' list of the objects that failed is left out (the reason names one)."""
+    text = _TF_FUNCTION_NODE.sub("", str(getattr(error, "message", None) or error))
+    text = text.split("List of objects that could not be loaded")[0]
+    return clip(" ".join(text.split()), limit) or type(error).__name__
+
+
 _TF_FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
 
 

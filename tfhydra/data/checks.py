@@ -149,7 +149,7 @@ RULES: dict[str, Rule] = {
     "data.batch_size": integer(1),
     "data.val_fraction": number(0, 1),
     "data.test_fraction": number(0, 1, low_open=False),
-    "data.split_seed": optional(integer(0)),
+    "data.split_seed": optional(integer(0, 2**32 - 1)),  # NumPy's seed range, as trainer.seed's
     "data.test_size": integer(0),
     "data.fraction": number(0, 1, high_open=False),
     "data.shuffle_buffer": integer(0),

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from tfhydra.config.hydra_api import job_return_value, set_job_return_value
-from tfhydra.platform.runtime import WORKER_ENV
 from tfhydra.platform.quiet import TaggedLines
+from tfhydra.platform.runtime import WORKER_ENV
 from tfhydra.trust.locks import process_alive
 
 WORKER_JOB_ENV = "TFHYDRA_WORKER_JOB"  # the job's ordinal in its worker (1 = its first), for the record

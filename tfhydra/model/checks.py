@@ -178,6 +178,14 @@ def weights_problem(value, model: str | None) -> str | None:
         return "no such file"
     if not is_hdf5(path):
         return "not an HDF5 weights file"
+    from tfhydra.trust.hdf5 import UnsafeWeights, checked_weights  # h5py: only when a file is named
+
+    try:  # what needs no model (bytes stored elsewhere, links, filters, types): before TensorFlow is imported
+        checked_weights(path, None)
+    except UnsafeWeights as unsafe:
+        return unsafe.problem
+    except OSError as error:
+        return f"not an HDF5 weights file ({error})"
     return None
 
 

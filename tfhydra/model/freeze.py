@@ -31,6 +31,13 @@ def freeze_layers(model: keras.Model, setting) -> None:
         frozen = matching_layers(model, list(setting))
     for layer in frozen:
         layer.trainable = False
+    if frozen and model.weights and not model.trainable_weights:  # the run would end `completed`, trained in nothing
+        raise ConfigError(
+            f"model.{KEY}",
+            setting if isinstance(setting, str) else list(setting),
+            f"{ACCEPTED}, leaving a layer with weights to train",
+            "it freezes every weight of the model: nothing would train (0 trainable parameters)",
+        )
 
 
 def base_layers(model: keras.Model, name: str) -> list[keras.layers.Layer]:

@@ -26,12 +26,13 @@ import os
 from pathlib import Path
 
 from tfhydra.config.contracts import RAW_TEXT, DataSpec
-from tfhydra.config.errors import ConfigError
+from tfhydra.config.errors import ConfigError, library_reason
 from tfhydra.model.base import IMAGES, MODELS, describe_data
 from tfhydra.model.checks import HUB_INSTALL, PRESET_ACCEPTED, preset_problem
 from tfhydra.model.head import output_layer
 from tfhydra.model.schemas import KerasHubModelConfig
 from tfhydra.platform.keras_lib import keras
+from tfhydra.trust.hdf5 import checked_weights, weight_shapes
 
 TEXT_OR_IMAGES = f"raw text: one string per example (data=text_csv), or {IMAGES}"
 PRESET_KINDS = "text: BERT, DistilBERT, RoBERTa ...; images: ViT, ResNet, EfficientNet ..."
@@ -64,15 +65,32 @@ def build_keras_hub(cfg, spec: DataSpec) -> keras.Model:
 
 
 def classifier_of(hub, kind: str, preset: Path, cfg, outputs: int):
-    """keras-hub's `kind` (TextClassifier | ImageClassifier) of the preset, with a new `outputs`-wide Dense."""
+    """keras-hub's `kind` (TextClassifier | ImageClassifier) of the preset, with a new `outputs`-wide Dense.
+
+    Built without weights, then its backbone filled from the preset's weights file(s) once the trust boundary's
+    HDF5 reader has checked them against this backbone (tfhydra/trust/hdf5.py), as keras-hub's own loader would
+    (`KerasPresetLoader._load_backbone_weights`: `backbone.load_weights` of `model.weights.h5` or the sharded
+    `model.weights.json`)."""
+    accepted = f"a keras-hub preset with a {kind} ({PRESET_KINDS})"
     try:
-        return getattr(hub.models, kind).from_preset(
-            str(preset), num_classes=outputs, activation=None, dropout=cfg.dropout
+        task = getattr(hub.models, kind).from_preset(
+            str(preset), num_classes=outputs, activation=None, dropout=cfg.dropout, load_weights=False
         )
     except (ValueError, TypeError, KeyError) as error:  # e.g. an image preset on text: no such classifier of it
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        accepted = f"a keras-hub preset with a {kind} ({PRESET_KINDS})"
-        raise ConfigError("model.preset", cfg.preset, accepted, first) from None
+        raise ConfigError("model.preset", cfg.preset, accepted, library_reason(error)) from None
+    single, sharded = preset / "model.weights.h5", preset / "model.weights.json"
+    files = [single] if single.is_file() else sorted(preset.glob("model*.weights.h5")) if sharded.is_file() else []
+    if not files:
+        raise ConfigError("model.preset", cfg.preset, accepted, "it has no model.weights.h5 (nor model.weights.json)")
+    shapes = weight_shapes(task.backbone)
+    try:
+        for file in files:
+            checked_weights(file, shapes, key="model.preset")
+        task.backbone.load_weights(str(single if single.is_file() else sharded))
+    except (ValueError, OSError, KeyError) as error:
+        reason = f"its weights cannot be loaded ({library_reason(error)})"
+        raise ConfigError("model.preset", cfg.preset, accepted, reason) from None
+    return task
 
 
 def preset_pixels(images, channels: int, preprocessor):

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import logging
 
-import h5py  # type: ignore[import-untyped]
-
-from tfhydra.config.errors import ConfigError
+from tfhydra.config.errors import ConfigError, library_reason
 from tfhydra.model.checks import WEIGHTS_ACCEPTED as ACCEPTED
 from tfhydra.platform.keras_lib import keras
+from tfhydra.trust.hdf5 import UnsafeWeights, checked_weights, model_array_count, weight_shapes
 
 KEY = "weights"
 log = logging.getLogger("tfhydra")
@@ -33,8 +32,17 @@ def is_file_setting(setting) -> bool:
 
 def load_weights_file(model: keras.Model, path: str) -> None:
     """Fill `model` from `path`: the whole model first, else the first nested model the file fits; a file that
-    fits none of them is one ConfigError line with each one's reason."""
-    arrays = array_count(path)
+    fits none of them is one ConfigError line with each one's reason. The file is checked by the trust boundary's
+    HDF5 reader first (tfhydra/trust/hdf5.py: nothing stored outside it, every array a shape of this model's)."""
+    try:
+        arrays = model_array_count(checked_weights(path, weight_shapes(model), key=f"model.{KEY}"))
+    except OSError as error:
+        raise ConfigError(f"model.{KEY}", path, ACCEPTED, f"not an HDF5 weights file ({error})") from None
+    except UnsafeWeights as error:
+        if not error.misfit:
+            raise
+        problem = f"its weights do not fit model {model.name} ({error.problem})"
+        raise ConfigError(f"model.{KEY}", path, ACCEPTED, problem) from None
     reasons = []
     nested = [layer for layer in model.layers if isinstance(layer, keras.Model)]
     targets = [model.name, *(f"its nested {layer.name}" for layer in nested)]
@@ -49,32 +57,11 @@ def load_weights_file(model: keras.Model, path: str) -> None:
 
 
 def load_into(target: keras.Model, path: str, arrays: int) -> str | None:
-    """None when `path` filled every weight of `target` and nothing else; else why not."""
+    """None when `path` filled every weight of `target` and nothing else; else why not (Keras' reason whole)."""
     if arrays != len(target.weights):
         return f"the file holds {arrays} weight arrays, {target.name} has {len(target.weights)}"
     try:
         target.load_weights(path)
     except (ValueError, KeyError, OSError) as error:
-        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return library_reason(error)
     return None
-
-
-# Top-level groups of a `.weights.h5` that are not the model's weights: a compiled model's file (a run's
-# checkpoints) keeps its optimizer's slots and its metrics' totals too, which a fresh, uncompiled model skips.
-NOT_MODEL_WEIGHTS = ("optimizer", "metrics")
-
-
-def array_count(path: str) -> int:
-    """The model's weight arrays in an HDF5 weights file (a whole-model legacy .h5's `model_weights` only)."""
-    found = []
-
-    def add(name: str, item) -> None:
-        if isinstance(item, h5py.Dataset) and name.split("/")[0] not in NOT_MODEL_WEIGHTS:
-            found.append(name)
-
-    try:
-        with h5py.File(path, "r") as file:
-            (file["model_weights"] if "model_weights" in file else file).visititems(add)
-    except OSError as error:
-        raise ConfigError(f"model.{KEY}", path, ACCEPTED, f"not an HDF5 weights file ({error})") from None
-    return len(found)

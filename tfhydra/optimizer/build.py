@@ -30,6 +30,14 @@ def build_optimizer(
     `use_ema` / `ema_momentum` (trainer.ema), None entries ignored. `accumulate`: trainer.accumulate_steps, the
     batches per update (tfhydra/optimizer/accumulate.py); a schedule then counts updates, not batches."""
     clipping = {k: v for k, v in (clipping or {}).items() if v is not None}
+    if accumulate > steps_per_epoch * epochs:  # the run would end `completed` without a single update
+        raise ConfigError(
+            "trainer.accumulate_steps",
+            accumulate,
+            f"an integer in [1, {steps_per_epoch * epochs}] (the run's batches: {steps_per_epoch} an epoch x "
+            f"{epochs} epoch(s))",
+            f"no optimizer update in the whole run: it has {steps_per_epoch * epochs} batches",
+        )
     updates_per_epoch = max(1, steps_per_epoch // accumulate)
     if "_target_" in cfg_optimizer:
         optimizer = build_target_optimizer(cfg_optimizer, updates_per_epoch, epochs, clipping)

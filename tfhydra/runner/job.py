@@ -19,8 +19,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.compression.plan import phase_config
-from tfhydra.platform.startclock import mark, start_job
 from tfhydra.platform.quiet import keep_in
+from tfhydra.platform.startclock import mark, start_job
+from tfhydra.platform.versions import older_than_floors
 from tfhydra.record.lifecycle import check_continuable, is_complete
 from tfhydra.record.resume import KEPT, start_phase
 from tfhydra.record.run_record import RunRecord, read_record, run_status
@@ -50,6 +51,9 @@ def run_job(cfg: DictConfig, run_dir: str | Path | None = None, threads: int = 0
     mark("tensorflow")  # imported with this module
     plan = plan_run(cfg)
     run_cfg = as_run_config(cfg)  # read through its schema's types from here on
+    old = older_than_floors(run_cfg.keras)
+    if old:
+        log.warning(old)
     paths = RunPaths(Path(run_dir)) if run_dir is not None else RunPaths(hydra_run_dir())
     own = OwnPhase(started, plan.phases, tuple(callbacks))
     if under_hydra():  # the command's Hydra callback holds the run's (or its sweep's) directory: tfhydra/trust/locks.py

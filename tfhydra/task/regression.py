@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfhydra.config.contracts import NUMBERS, DataSpec, Head, LabelSample
+from tfhydra.config.errors import ConfigError
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
 from tfhydra.task.schemas import RegressionTaskConfig
 
@@ -55,6 +56,13 @@ class Regression(Task):
         Bins of tied values merge (as pandas' `qcut(duplicates="drop")`): a bin edge is a value, not a rank."""
         if self.strata_bins is None:
             return None
+        if self.strata_bins > len(labels):  # before the bin edges are made: 10^8 bins took 8.5 GB and 31 s
+            raise ConfigError(
+                "task.strata_bins",
+                self.strata_bins,
+                f"null or an integer in [2, {len(labels)}] (at most one bin per example to split)",
+                f"more bins than the {len(labels)} examples to split",
+            )
         first = np.asarray(labels, dtype=np.float64).reshape(len(labels), -1)[:, 0]
         edges = np.unique(np.quantile(first, np.linspace(0, 1, self.strata_bins + 1)[1:-1]))
         bins = np.searchsorted(edges, first, side="right")

@@ -15,6 +15,7 @@ from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.terminal import figure
 from tfhydra.record.run_record import RunRecord
 from tfhydra.record.rundir import RunPaths
+from tfhydra.trust.hdf5 import checked_weights, weight_shapes
 
 log = logging.getLogger("tfhydra")
 
@@ -65,6 +66,11 @@ def load_last_weights(model: keras.Model, paths: RunPaths, strategy: tf.distribu
 
 
 def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strategy) -> None:
+    """The run's own weights file into `model`, after the trust boundary's HDF5 reader (tfhydra/trust/hdf5.py): a run
+    directory may have been written by anyone, so a file that stores bytes elsewhere or declares arrays this model
+    does not have is one line (UnsafeWeights), not a fallback; an unreadable one is an OSError, which callers fall
+    back from."""
+    checked_weights(path, weight_shapes(model))
     if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
         model.load_weights(str(path))
         return

@@ -5,6 +5,8 @@
   `--trust-sweep` flags that lift its allowlist;
 - allowlist.py: what those files may hold and why (`Untrusted`: a file refused, in one line);
 - bounded.py: every file read back from a directory is bounded in size, depth and aliases before it is parsed;
+- hdf5.py: the one reader of HDF5 weight files, before Keras reads them (no bytes from elsewhere, no array the model
+  does not have);
 - locks.py: one writer per run and sweep directory (a lock held while a command writes there).
 
 This face hands on only the names of modules that do not read the record room: readers.py and locks.py read the
