@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model.base import MODELS, require_features, require_images
+from tfhydra.model.base import FEATURE_KIND, IMAGE_KIND, MODELS, require_features, require_images
 from tfhydra.model.head import task_head
 from tfhydra.model.schemas import CnnModelConfig, MlpModelConfig
 from tfhydra.platform.keras_lib import keras
 
 
-@MODELS.register("cnn", schema=CnnModelConfig)
+@MODELS.register("cnn", schema=CnnModelConfig, default_for=IMAGE_KIND)  # model=auto's pick for images (auto.py)
 def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
     """The seed Sequential CNN."""
     height, width, _ = require_images(spec, "cnn")
@@ -33,7 +33,7 @@ def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
     return keras.Sequential(layers + task_head(spec), name="cnn")
 
 
-@MODELS.register("mlp", schema=MlpModelConfig)
+@MODELS.register("mlp", schema=MlpModelConfig, default_for=FEATURE_KIND)  # auto's pick for tables
 def build_mlp(cfg: MlpModelConfig, spec: DataSpec) -> keras.Model:
     """The seed functional-API MLP; flattens any float example (images or feature vectors)."""
     require_features(spec, "mlp")

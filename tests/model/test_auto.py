@@ -1,0 +1,81 @@
+"""model=auto, the default: what it builds for each kind of data, straight from a DataSpec (no data, no training),
+and the one line for a key of a model it did not choose."""
+
+import pytest
+
+from tfhydra.config.contracts import DataSpec
+from tfhydra.config.errors import ConfigError
+from tfhydra.model.auto import model_choice
+from tfhydra.model.base import MODELS
+from tfhydra.model.build import build_model
+
+IMAGES = DataSpec((28, 28, 1), 10, tuple("0123456789"), 1437, 360)
+TABLE = DataSpec((10,), 1, ("target",), 282, 71)
+TOKENS = DataSpec((16,), 2, ("neg", "pos"), 100, 20, dtype="int32", vocab_size=50)
+
+
+def kinds(model):
+    return [type(layer).__name__ for layer in model.layers]
+
+
+def test_auto_is_the_default_and_carries_the_cnn_keys_with_the_cnn_defaults(compose_cfg):
+    auto, cnn = compose_cfg().model, compose_cfg(["model=cnn"]).model
+    assert auto.name == "auto"
+    assert {k: auto[k] for k in cnn if k != "name"} == {k: cnn[k] for k in cnn if k != "name"}
+    assert compose_cfg(["model=transformer"]).model == {**auto.tokens}
+
+
+def test_images_get_the_seed_cnn(compose_cfg):
+    auto, cnn = (build_model(compose_cfg(o).model, IMAGES) for o in ([], ["model=cnn"]))
+    assert auto.name == "cnn" and kinds(auto) == kinds(cnn) and auto.count_params() == cnn.count_params()
+    assert model_choice(compose_cfg().model, IMAGES) == {
+        "option": "auto",
+        "chose": "cnn",
+        "data": "images",
+        "because": "the data's examples are float32 of shape (28, 28, 1)",
+    }
+
+
+def test_a_cnn_key_under_auto_changes_the_cnn_it_builds(compose_cfg):
+    model = build_model(compose_cfg(["model.filters=[8]", "model.dense_units=12"]).model, IMAGES)
+    assert [layer.filters for layer in model.layers if hasattr(layer, "filters")] == [8]
+    assert [layer.units for layer in model.layers if type(layer).__name__ == "Dense"] == [12, 10]
+
+
+def test_feature_vectors_get_the_tabular_mlp_of_autos_own_keys(compose_cfg):
+    cfg = compose_cfg(["task=regression"])
+    model = build_model(cfg.model, TABLE)
+    dense = [layer.units for layer in model.layers if type(layer).__name__ == "Dense"]
+    assert model.name == "mlp" and dense == [*cfg.model.tabular.units, 1]
+    dropouts = [layer.rate for layer in model.layers if type(layer).__name__ == "Dropout"]
+    assert dropouts == [cfg.model.tabular.dropout] * (len(cfg.model.tabular.units) - 1)
+    assert model_choice(cfg.model, TABLE)["chose"] == "mlp" and model_choice(cfg.model, TABLE)["data"] == "features"
+
+
+def test_token_ids_get_the_sequence_model(compose_cfg):
+    model = build_model(compose_cfg().model, TOKENS)
+    assert model.name == MODELS.names()[[MODELS.traits(n).get("default_for") for n in MODELS.names()].index("tokens")]
+    assert model_choice(compose_cfg().model, TOKENS)["data"] == "tokens"
+
+
+def test_a_named_model_wins(compose_cfg):
+    assert build_model(compose_cfg(["model=mlp"]).model, IMAGES).name == "mlp"
+    assert model_choice(compose_cfg(["model=mlp"]).model, TABLE) is None
+
+
+def test_a_cnn_key_when_auto_builds_the_mlp_is_one_line_naming_the_choice(compose_cfg):
+    with pytest.raises(ConfigError) as info:
+        build_model(compose_cfg(["model.filters=[16,32]"]).model, TABLE)
+    line = str(info.value)
+    assert "\n" not in line and line.startswith("model.filters=[16, 32]: model=auto chose mlp for this data")
+    assert "float32 of shape (10,)" in line and "model=cnn" in line and "model.tabular.*" in line
+
+
+def test_a_tabular_key_when_auto_builds_the_cnn_is_one_line_too(compose_cfg):
+    with pytest.raises(ConfigError, match=r"^model.tabular.units=\[8\]: model=auto chose cnn for this data"):
+        build_model(compose_cfg(["model.tabular.units=[8]"]).model, IMAGES)
+
+
+def test_data_auto_has_no_model_for_is_one_line(compose_cfg):
+    with pytest.raises(ConfigError, match=r"^model=auto: no model for this data .*shape \(4, 4\)"):
+        build_model(compose_cfg().model, DataSpec((4, 4), 2, ("a", "b"), 10, 10))
