@@ -79,3 +79,26 @@ def test_a_tabular_key_when_auto_builds_the_cnn_is_one_line_too(compose_cfg):
 def test_data_auto_has_no_model_for_is_one_line(compose_cfg):
     with pytest.raises(ConfigError, match=r"^model=auto: no model for this data .*shape \(4, 4\)"):
         build_model(compose_cfg().model, DataSpec((4, 4), 2, ("a", "b"), 10, 10))
+
+
+def test_a_csv_regression_without_a_model_trains_the_tabular_mlp(compose_cfg, tmp_path):
+    """The acceptance line of issue 55: `python train.py data=csv data.path=t.csv data.label=target task=regression`,
+    no model=, trains (three epochs here: the tables' own epochs are conf/tables.yaml's)."""
+    import numpy as np
+    from conftest import read_run_record
+
+    import tfhydra
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 4)) * [1, 10, 100, 1000]
+    table = np.column_stack([x, 50 + 3 * x[:, 0] + 0.2 * x[:, 1] + rng.normal(size=120)])
+    np.savetxt(tmp_path / "t.csv", table, delimiter=",", header="a,b,c,d,target", comments="")
+    overrides = ["data=csv", f"data.path={tmp_path / 't.csv'}", "data.label=target", "task=regression"]
+    cfg = compose_cfg(overrides)
+    assert cfg.model.name == "auto" and cfg.task.standardize is True and cfg.trainer.early_stopping.patience > 0
+    quick = ["trainer.epochs=3", "logging.histogram_freq=0", "export.formats=[]"]
+    tfhydra.run(compose_cfg([*overrides, *quick]), run_dir=tmp_path / "run")
+    record = read_run_record(tmp_path / "run")
+    assert record["status"] == "completed" and record["epochs_run"] == 3 and record["model"] == "mlp"
+    assert record["model_choice"]["chose"] == "mlp" and record["model_choice"]["data"] == "features"
+    assert record["task"] == {"name": "regression", "standardize": True} and record["test"]["metrics"]["r2"] > 0
