@@ -469,7 +469,7 @@ def scaled_feature_source(seed: int, rows: int = 120, **pipeline_options):
     0.01 and 2) and class labels: tfhydra standardises them on the training split (tfhydra/data/features.py)."""
     import numpy as np
 
-    from tfhydra.data import source_from_arrays
+    from tfhydra.data.source import source_from_arrays
 
     rng = np.random.default_rng(seed)
     x = (rng.normal(size=(rows, 3)) * [300.0, 0.01, 2.0] + [1000.0, 0.0, -5.0]).astype(np.float32)

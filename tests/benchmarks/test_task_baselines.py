@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from tfhydra.data import build_datasets
+from tfhydra.data.pipeline import build_datasets
 from tfhydra.task.build import build_task
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

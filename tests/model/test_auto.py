@@ -101,4 +101,26 @@ def test_a_csv_regression_without_a_model_trains_the_tabular_mlp(compose_cfg, tm
     record = read_run_record(tmp_path / "run")
     assert record["status"] == "completed" and record["epochs_run"] == 3 and record["model"] == "mlp"
     assert record["model_choice"]["chose"] == "mlp" and record["model_choice"]["data"] == "features"
-    assert record["task"] == {"name": "regression", "standardize": True} and record["test"]["metrics"]["r2"] > 0
+    assert record["task"]["standardize"] is True and record["test"]["metrics"]["r2"] > 0
+
+
+def test_a_wide_mlp_holds_the_linear_model_beside_its_hidden_layers(compose_cfg):
+    """model.tabular.wide (wide & deep): the features reach the logits through a Dense of their own, so with the
+    hidden path at zero the model is exactly the linear model (softmax of x W + b)."""
+    import numpy as np
+
+    spec = DataSpec((4,), 3, ("a", "b", "c"), 60, 20)
+    model = build_model(compose_cfg(["model.tabular.wide=true", "model.tabular.units=[5]"]).model, spec)
+    assert model.name == "mlp" and model.get_layer("wide").kernel.shape == (4, 3)
+    rng = np.random.default_rng(0)
+    for layer in model.layers:
+        if layer.name != "wide":
+            layer.set_weights([np.zeros_like(w) for w in layer.get_weights()])
+    kernel, bias = rng.normal(size=(4, 3)), rng.normal(size=3)
+    model.get_layer("wide").set_weights([kernel, bias])
+    x = rng.normal(size=(7, 4)).astype(np.float32)
+    logits = x @ kernel + bias
+    expected = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(model(x).numpy(), expected, rtol=1e-5, atol=1e-6)
+    narrow = build_model(compose_cfg(["model=mlp"]).model, spec)  # model=mlp keeps the seed MLP: no wide path
+    assert "wide" not in [layer.name for layer in narrow.layers]

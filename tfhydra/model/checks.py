@@ -118,6 +118,7 @@ RULES: dict[str, Rule] = {
     "model.pool_size": integer(1),
     "model.dense_units": integer(1),
     "model.dropout": number(0, 1, low_open=False),
+    "model.wide": choice(True, False),
     "model.activation": choice(*KERAS_ACTIVATIONS),
     "model.arch": choice(*KERAS_APPLICATIONS),
     "model.depth": optional(
@@ -146,7 +147,7 @@ RULES: dict[str, Rule] = {
 }
 # model=auto's sections (tfhydra/model/auto.py) hold a named model's keys: the same ranges, under their own name.
 AUTO_SECTIONS = {
-    "tabular": ("units", "dropout", "activation"),
+    "tabular": ("units", "dropout", "activation", "wide"),
     "tokens": ("width", "heads", "blocks", "mlp_dim", "dropout", "positions", "mask_zero", "freeze"),
 }
 RULES.update(

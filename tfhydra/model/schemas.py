@@ -52,6 +52,7 @@ class MlpModelConfig(ModelConfig):
     units: list[int] = MISSING
     dropout: float = MISSING
     activation: str = MISSING
+    wide: bool = MISSING
     weights: str | None = MISSING
 
 
@@ -109,6 +110,7 @@ class TabularMlpConfig:
     units: list[int] = MISSING
     dropout: float = MISSING
     activation: str = MISSING
+    wide: bool = MISSING
 
 
 @dataclass

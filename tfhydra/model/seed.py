@@ -35,14 +35,18 @@ def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
 
 @MODELS.register("mlp", schema=MlpModelConfig, default_for=FEATURE_KIND)  # auto's pick for tables
 def build_mlp(cfg: MlpModelConfig, spec: DataSpec) -> keras.Model:
-    """The seed functional-API MLP; flattens any float example (images or feature vectors)."""
+    """The seed functional-API MLP; flattens any float example (images or feature vectors). `wide`: the flattened
+    inputs also reach the head's logits through one Dense layer of their own (Cheng et al.'s wide & deep), so the
+    model holds the linear model as a special case and the hidden layers add what is not linear."""
     require_features(spec, "mlp")
     inputs = keras.Input(spec.input_shape)
-    x = keras.layers.Flatten()(inputs)
+    flat = x = keras.layers.Flatten()(inputs)
     for i, units in enumerate(cfg.units):
         x = keras.layers.Dense(units, activation=cfg.activation)(x)
         if i < len(cfg.units) - 1 and cfg.dropout > 0:
             x = keras.layers.Dropout(cfg.dropout)(x)
-    for layer in task_head(spec):
-        x = layer(x)
-    return keras.Model(inputs, x, name="mlp")
+    logits, output = task_head(spec)
+    x = logits(x)
+    if getattr(cfg, "wide", False):  # a node composed before the key existed has none
+        x = keras.layers.Add(name="wide_and_deep")([x, keras.layers.Dense(logits.units, name="wide")(flat)])
+    return keras.Model(inputs, output(x), name="mlp")
