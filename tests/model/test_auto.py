@@ -45,8 +45,9 @@ def test_a_cnn_key_under_auto_changes_the_cnn_it_builds(compose_cfg):
 def test_feature_vectors_get_the_tabular_mlp_of_autos_own_keys(compose_cfg):
     cfg = compose_cfg(["task=regression"])
     model = build_model(cfg.model, TABLE)
-    dense = [layer.units for layer in model.layers if type(layer).__name__ == "Dense"]
+    dense = [layer.units for layer in model.layers if type(layer).__name__ == "Dense" and layer.name != "wide"]
     assert model.name == "mlp" and dense == [*cfg.model.tabular.units, 1]
+    assert cfg.model.tabular.wide and model.get_layer("wide").units == 1  # the linear path, beside them
     dropouts = [layer.rate for layer in model.layers if type(layer).__name__ == "Dropout"]
     assert dropouts == [cfg.model.tabular.dropout] * (len(cfg.model.tabular.units) - 1)
     assert model_choice(cfg.model, TABLE)["chose"] == "mlp" and model_choice(cfg.model, TABLE)["data"] == "features"
