@@ -70,10 +70,14 @@ TASKS = {
 
 
 def load_task_arrays(path):
-    """The three splits of a task benchmark's npz, float32 as stored: nothing to scale, nothing to hold out."""
+    """The three splits of a task benchmark's npz, the features standardised with the training split's mean and
+    deviation as tfhydra's npz source does with a table (tfhydra/data/features.py); nothing to hold out."""
     arrays = np.load(path)
+    train = arrays["x_train"].astype(np.float64)
+    mean, std = train.mean(axis=0), train.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
     return [
-        (arrays[f"x_{split}"].astype(np.float32), arrays[f"y_{split}"].astype(np.float32))
+        (((arrays[f"x_{split}"] - mean) / std).astype(np.float32), arrays[f"y_{split}"].astype(np.float32))
         for split in ("train", "val", "test")
     ]
 

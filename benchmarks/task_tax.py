@@ -93,6 +93,7 @@ def run_tfhydra(task: str, data: Path, args) -> dict:
     return run_train(
         [
             *(f"task={task}", "model=mlp", "model.units=[64,32]"),
+            *(["task.standardize=false"] if task == "regression" else []),  # the hand-written side: targets as given
             *("data=npz", f"data.path={data}", "data.x_val=x_val", "data.y_val=y_val"),
             *(f"model.dropout={args.dropout}", f"data.batch_size={args.batch_size}", f"trainer.epochs={args.epochs}"),
         ]
@@ -198,7 +199,8 @@ def section(summaries: list[dict], args, loads: tuple[float, float], seconds: fl
         f"A: benchmarks/keras_reference.py --task T --equal-work (the MLP [64, 32], dropout {args.dropout}, the "
         "task's head, loss and metrics by hand; TensorBoard with graph and histograms, the best epoch by the task's "
         "monitor restored, SavedModel export, the test split measured once, metrics.json). B: `python train.py "
-        f"task=T model=mlp model.units=[64,32] model.dropout={args.dropout} data=npz data.x_val=x_val "
+        f"task=T model=mlp model.units=[64,32] model.dropout={args.dropout} (regression: task.standardize=false) "
+        "data=npz data.x_val=x_val "
         f"data.y_val=y_val data.batch_size={args.batch_size}`, tfhydra's defaults otherwise. {args.rounds} pairs "
         f"alternated A,B / B,A; {args.train_size:,} training, {args.train_size // 4:,} validation and "
         f"{args.train_size // 4:,} test examples of {FEATURES} features.",

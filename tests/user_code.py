@@ -462,3 +462,17 @@ def build_keras3_nan_once_model(spec, at: int = 85):
     x = NanOnce3(name="nan_once")(x)
     outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
     return keras.Model(inputs, outputs, name="nan_once_model")
+
+
+def scaled_feature_source(seed: int, rows: int = 120, **pipeline_options):
+    """A user data source of feature vectors far from unit scale (columns of mean 1000, 0 and -5, deviations 300,
+    0.01 and 2) and class labels: tfhydra standardises them on the training split (tfhydra/data/features.py)."""
+    import numpy as np
+
+    from tfhydra.data.source import source_from_arrays
+
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(rows, 3)) * [300.0, 0.01, 2.0] + [1000.0, 0.0, -5.0]).astype(np.float32)
+    y = (x[:, 0] > 1000.0).astype(np.int64)
+    cut = rows * 3 // 4
+    return source_from_arrays(x[:cut], y[:cut], x[cut:], y[cut:], ["low", "high"])

@@ -112,7 +112,8 @@ def test_model_registry_matches_model_yaml_files():
         ("strategy", STRATEGIES),
         ("compression", COMPRESSIONS),
     ]:
-        names = sorted(OmegaConf.load(p).name for p in (CONFIG_DIR / group).glob("*.yaml"))
+        # an option that includes another one (data=npz_table: npz's source) is named by it, not by itself
+        names = sorted(n for p in (CONFIG_DIR / group).glob("*.yaml") if (n := OmegaConf.load(p).get("name")))
         assert names == registry.names(), group
 
 

@@ -447,7 +447,7 @@ BAD_INPUTS = [
     ),
     bad(
         "synthetic-vectors-to-cnn",
-        ["data=synthetic", "data.shape=[8]", ONE],
+        ["data=synthetic", "data.shape=[8]", "model=cnn", ONE],  # model=auto would build the MLP for them
         ["model=cnn", "needs images", "shape (8,)", "image data"],
         where=JOB,
     ),

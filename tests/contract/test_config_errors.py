@@ -95,5 +95,6 @@ def test_check_overrides_in_process_lists_models():
     from tfhydra.config.errors import ConfigError
 
     check_overrides(CONFIG_DIR, "config", ["model=mlp", "optimizer=sgd", "optimizer.lr=0.05"])
-    with pytest.raises(ConfigError, match="accepted: one of cnn, keras_app, keras_hub, lstm, mlp, resnet, transformer"):
+    models = "auto, cnn, keras_app, keras_hub, lstm, mlp, resnet, transformer"
+    with pytest.raises(ConfigError, match=f"accepted: one of {models}"):
         check_overrides(CONFIG_DIR, "config", ["model=cnnn"])

@@ -54,7 +54,7 @@ def test_cfg_job_prints_the_config_from_an_empty_directory_and_from_a_project(in
     _, venv_bin = installed
     empty = run_in(venv_bin, "tfhydra-train", "--cfg", "job", cwd=tmp_path)
     assert empty.returncode == 0, empty.stderr[-2000:]
-    assert yaml.safe_load(empty.stdout)["model"]["name"] == "cnn"  # tfhydra's defaults, found outside the checkout
+    assert yaml.safe_load(empty.stdout)["model"]["name"] == "auto"  # tfhydra's defaults, found outside the checkout
     project = write_project(tmp_path / "myproject")
     own = run_in(venv_bin, "tfhydra-train", "--cfg", "job", "model=tiny", cwd=project)
     assert own.returncode == 0, own.stderr[-2000:]

@@ -316,6 +316,7 @@ def test_sequence_models_refuse_data_without_token_ids(compose_cfg, option, spec
 
 
 SMALL = {
+    "auto": [],  # the CNN for CIFAR-shaped images
     "cnn": [],
     "mlp": [],
     "resnet": ["model.depth=8"],

@@ -220,7 +220,7 @@ def test_help_task_lists_the_task_options_and_the_chosen_tasks_keys():
     assert options == ["binary", "classification", "multilabel", "regression"]
     assert next(line for line in lines if line.startswith("    regression")).split()[1] == "(chosen)"
     keys = {line.split()[0]: line.split()[1:3] for line in lines if line.startswith("task.")}
-    assert keys["task.standardize"] == ["bool", "false"] and keys["task.monitor_mode"] == ["string", "min"]
+    assert keys["task.standardize"] == ["bool", "true"] and keys["task.monitor_mode"] == ["string", "min"]
     assert keys["task.loss"] == ["string", "mse"] and "task.threshold" not in keys
     binary = run_cli("--help", "task", "task=binary").stdout
     assert "task.threshold     float   0.5" in binary and "binary (chosen)" in binary

@@ -132,7 +132,14 @@ def descriptions(dirs: list[Path], choices: dict) -> dict[str, str]:
     for d in dirs:  # options a list group (logger) or an option's own defaults list (prune_quantize) brings in
         for path in sorted(d.glob("*/*.yaml")):
             found = {**comments(path, path.parent.name), **found}
+            for option, key in _INCLUDED.findall(path.read_text(encoding="utf-8")):  # `- transformer@tokens`
+                if (path.parent / f"{option}.yaml").is_file():
+                    found = {**comments(path.parent / f"{option}.yaml", f"{path.parent.name}.{key}"), **found}
     return found
+
+
+# A defaults-list entry that puts another option of the same group under a key of this one (model=auto's tokens)
+_INCLUDED = re.compile(r"^\s*-\s*(\w+)@(?!_here_|_global_)(\w+)\s*(?:#.*)?$", re.MULTILINE)
 
 
 def group_descriptions(dirs: list[Path]) -> dict[str, str]:

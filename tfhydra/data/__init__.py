@@ -7,7 +7,8 @@ class count). `build_datasets` applies the shared pipeline options of the `data:
 Rooms: source.py (the types builders share), pipeline.py (build_datasets), augment.py,
 and one module per family of sources: arrays.py (digits, synthetic, npz),
 keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py (image_folder; image_labels.py its labels),
-tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv); labels.py (how the run's task reads, splits and subsets
+tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv); features.py (feature vectors standardised on the
+training split: csv, npz tables, a `_target_` source's); labels.py (how the run's task reads, splits and subsets
 the labels: tfhydra/task/); inputs.py (what the model takes: prepared examples or raw text); splits.py
 (training, validation and test held apart); caching.py, budget.py, file_cache.py, index.py, image_headers.py,
 service.py, service_watch.py (what the pipeline decides and reads, and the tf.data service's watchdog); checks.py

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.features import feature_source
 from tfhydra.data.labels import BINARY, CLASSES, MULTI_HOT, NUMBERS, label_reader
 from tfhydra.data.schemas import DigitsDataConfig, NpzDataConfig, SyntheticDataConfig
 from tfhydra.data.source import (
@@ -193,7 +194,9 @@ def shifted(patterns: np.ndarray, shift: int, rng: np.random.Generator) -> np.nd
 @DATA.register("npz", schema=NpzDataConfig)
 def build_npz(cfg, seed: int) -> Source:
     """A `.npz` in the Keras mnist.npz layout: `x_test` is the test split, validation is held out of the training
-    arrays unless `x_val` names one; without `x_test`, test is held out of them too (tfhydra/data/splits.py)."""
+    arrays unless `x_val` names one; without `x_test`, test is held out of them too (tfhydra/data/splits.py).
+    Float arrays of shape (examples, features) are a table: standardised with the training rows' statistics as
+    data=csv's columns are (tfhydra/data/features.py); images and integer arrays are scaled as `image_source` says."""
     path = Path(cfg.path).expanduser()
     for split in ("val", "test"):
         if (cfg[f"x_{split}"] is None) != (cfg[f"y_{split}"] is None):
@@ -231,6 +234,8 @@ def build_npz(cfg, seed: int) -> Source:
     validation = shipped.get("val") or (x_train[held.validation], y_train[held.validation])
     test = shipped.get("test") or ((x_train[held.test], y_train[held.test]) if len(held.test) else None)
     x_val, y_val = validation
+    if x_train.ndim == 2 and x_train.dtype.kind == "f":  # a table: feature vectors, standardised on training rows
+        return feature_source(x_train[held.train], y_train[held.train], x_val, y_val, names, test=test)
     return image_source(x_train[held.train], y_train[held.train], x_val, y_val, names, test=test)
 
 

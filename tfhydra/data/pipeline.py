@@ -24,6 +24,7 @@ import tensorflow as tf
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.augment import build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
+from tfhydra.data.features import standardize_features
 from tfhydra.data.file_cache import cached, config_digest
 from tfhydra.data.inputs import PREPARED, giving_inputs
 from tfhydra.data.labels import CLASSES, NUMBERS, LabelReader, label_reader, reading_labels, strata
@@ -135,6 +136,8 @@ def build_datasets(
     (tfhydra/data/inputs.py; RAW_TEXT: the texts themselves, for a model with its own tokenizer)."""
     with reading_labels(task) as reading, giving_inputs(inputs):
         source = DATA.build(cfg_data, seed=seed)
+        if "_target_" in cfg_data:  # a user's feature vectors standardised as csv's and npz's (features.py)
+            source = standardize_features(source)
         check_label_kind(source, task, cfg_data, reading.asked)
         check_classes(source, cfg_data.get("name"))
         if task is not None:

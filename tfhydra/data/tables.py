@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.features import feature_source
 from tfhydra.data.inputs import RAW_TEXT, wanted_inputs
 from tfhydra.data.schemas import CsvDataConfig, TextCsvDataConfig
 from tfhydra.data.source import DATA, Serving, Source, read_labels, source_from_arrays
@@ -99,32 +100,15 @@ def build_csv(cfg, seed: int) -> Source:
     if not features:
         raise ConfigError("data.features", features, "at least one feature column", f"{path} has no other column")
     raw = np.stack([numbers(column(columns, name, "data.features", path), name, path) for name in features], axis=1)
-    mean, std = raw[train_idx].mean(axis=0), raw[train_idx].std(axis=0)
-    std = np.where(std > 0, std, 1.0)  # a constant column becomes zeros
-    x = ((raw - mean) / std).astype(np.float32)
-    source = source_from_arrays(
-        x[train_idx],
+    return feature_source(
+        raw[train_idx],
         labels[train_idx],
-        x[val_idx],
+        raw[val_idx],
         labels[val_idx],
         names,
-        test=(x[test_idx], labels[test_idx]) if len(test_idx) else None,
+        test=(raw[test_idx], labels[test_idx]) if len(test_idx) else None,
+        what=f"the {len(features)} raw feature columns {features}",
     )
-    from tfhydra.platform.keras_lib import keras
-
-    # The same statistics as a Keras layer, saved with the export: (x - mean) / sqrt(variance)
-    standardize = keras.layers.Normalization(mean=mean.astype(np.float32), variance=(std**2).astype(np.float32))
-    standardize.build((None, len(features)))
-    source.serving = Serving(
-        tf.TensorSpec((len(features),), tf.float32),
-        standardize,
-        (raw[val_idx].astype(np.float32), labels[val_idx]),
-        (standardize,),
-        f"the {len(features)} raw feature columns {features} as float32, standardised with "
-        "the training rows' mean and deviation in the graph",
-        (raw[test_idx].astype(np.float32), labels[test_idx]) if len(test_idx) else None,
-    )
-    return source
 
 
 def numbers(values: list[str], name: str, path: Path, accepted: str | None = None) -> np.ndarray:

@@ -10,7 +10,8 @@ Rooms: base.py (the registry `MODELS`, the data checks), seed.py / resnet.py / s
 applications.py / hub.py (the builders, imported by `MODELS` on its first lookup), build.py (`build_model`, and
 `model_inputs`: what the model takes from the data), checks.py (the options' ranges and choices, `model.weights`'
 pre-flight), freeze.py (`model.freeze`: which layers train), weights.py (`model.weights`: a local file loaded into
-the built model), memory.py (the model's memory estimated before it is allocated).
+the built model), memory.py (the model's memory estimated before it is allocated), auto.py (`model=auto`: the
+registered model that fits the data's kind).
 
 This face names nothing, so importing the package (the run plan reads checks.py before TensorFlow is loaded)
 imports no TensorFlow. The names that need TensorFlow are imported from their module:

@@ -16,8 +16,13 @@ MODELS = Registry(  # the builders, each in its module, imported on the first lo
         "tfhydra.model.sequence",
         "tfhydra.model.applications",
         "tfhydra.model.hub",
+        "tfhydra.model.auto",
     ],
 )
+
+# The kinds of data model=auto tells apart (auto.py); a builder declares the kind it is auto's pick for with
+# `default_for=` at registration, so auto names no builder.
+IMAGE_KIND, FEATURE_KIND, TOKEN_KIND = "images", "features", "tokens"
 
 IMAGES = "image data: float examples of shape (height, width, channels)"
 TOKENS = "token data: int ids of shape (sequence_length,) with a known vocab_size (e.g. data=text_csv)"

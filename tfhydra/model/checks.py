@@ -118,6 +118,7 @@ RULES: dict[str, Rule] = {
     "model.pool_size": integer(1),
     "model.dense_units": integer(1),
     "model.dropout": number(0, 1, low_open=False),
+    "model.wide": choice(True, False),
     "model.activation": choice(*KERAS_ACTIVATIONS),
     "model.arch": choice(*KERAS_APPLICATIONS),
     "model.depth": optional(
@@ -144,6 +145,14 @@ RULES: dict[str, Rule] = {
     "model.positions": choice("sinusoidal", "learned"),
     "model.sequence_length": optional(integer(2)),
 }
+# model=auto's sections (tfhydra/model/auto.py) hold a named model's keys: the same ranges, under their own name.
+AUTO_SECTIONS = {
+    "tabular": ("units", "dropout", "activation", "wide"),
+    "tokens": ("width", "heads", "blocks", "mlp_dim", "dropout", "positions", "mask_zero", "freeze"),
+}
+RULES.update(
+    {f"model.{section}.{key}": RULES[f"model.{key}"] for section, keys in AUTO_SECTIONS.items() for key in keys}
+)
 
 
 # What model.weights accepts (here, TensorFlow-free, for the pre-flight; tfhydra/model/weights.py says it too).

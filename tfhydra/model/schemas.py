@@ -52,6 +52,7 @@ class MlpModelConfig(ModelConfig):
     units: list[int] = MISSING
     dropout: float = MISSING
     activation: str = MISSING
+    wide: bool = MISSING
     weights: str | None = MISSING
 
 
@@ -102,7 +103,27 @@ class TransformerModelConfig(ModelConfig):
     weights: str | None = MISSING
 
 
+@dataclass
+class TabularMlpConfig:
+    """`model=auto`'s MLP for tables (rank-1 float feature vectors): the keys of `mlp` it chose by measurement."""
+
+    units: list[int] = MISSING
+    dropout: float = MISSING
+    activation: str = MISSING
+    wide: bool = MISSING
+
+
+@dataclass
+class AutoModelConfig(CnnModelConfig):
+    """`model=auto`: the seed CNN's keys at the top (what it builds for images, so `model.filters=...` reads as
+    under model=cnn), an MLP's for tables, a sequence model's for token ids (tfhydra/model/auto.py)."""
+
+    tabular: TabularMlpConfig = MISSING
+    tokens: TransformerModelConfig = MISSING
+
+
 SCHEMAS: dict[str, type] = {
+    "model/auto": AutoModelConfig,
     "model/cnn": CnnModelConfig,
     "model/mlp": MlpModelConfig,
     "model/resnet": ResnetModelConfig,

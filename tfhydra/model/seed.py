@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model.base import MODELS, require_features, require_images
+from tfhydra.model.base import FEATURE_KIND, IMAGE_KIND, MODELS, require_features, require_images
 from tfhydra.model.head import task_head
 from tfhydra.model.schemas import CnnModelConfig, MlpModelConfig
 from tfhydra.platform.keras_lib import keras
 
 
-@MODELS.register("cnn", schema=CnnModelConfig)
+@MODELS.register("cnn", schema=CnnModelConfig, default_for=IMAGE_KIND)  # model=auto's pick for images (auto.py)
 def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
     """The seed Sequential CNN."""
     height, width, _ = require_images(spec, "cnn")
@@ -33,16 +33,20 @@ def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
     return keras.Sequential(layers + task_head(spec), name="cnn")
 
 
-@MODELS.register("mlp", schema=MlpModelConfig)
+@MODELS.register("mlp", schema=MlpModelConfig, default_for=FEATURE_KIND)  # auto's pick for tables
 def build_mlp(cfg: MlpModelConfig, spec: DataSpec) -> keras.Model:
-    """The seed functional-API MLP; flattens any float example (images or feature vectors)."""
+    """The seed functional-API MLP; flattens any float example (images or feature vectors). `wide`: the flattened
+    inputs also reach the head's logits through one Dense layer of their own (Cheng et al.'s wide & deep), so the
+    model holds the linear model as a special case and the hidden layers add what is not linear."""
     require_features(spec, "mlp")
     inputs = keras.Input(spec.input_shape)
-    x = keras.layers.Flatten()(inputs)
+    flat = x = keras.layers.Flatten()(inputs)
     for i, units in enumerate(cfg.units):
         x = keras.layers.Dense(units, activation=cfg.activation)(x)
         if i < len(cfg.units) - 1 and cfg.dropout > 0:
             x = keras.layers.Dropout(cfg.dropout)(x)
-    for layer in task_head(spec):
-        x = layer(x)
-    return keras.Model(inputs, x, name="mlp")
+    logits, output = task_head(spec)
+    x = logits(x)
+    if getattr(cfg, "wide", False):  # a node composed before the key existed has none
+        x = keras.layers.Add(name="wide_and_deep")([x, keras.layers.Dense(logits.units, name="wide")(flat)])
+    return keras.Model(inputs, output(x), name="mlp")

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.model.base import MODELS, require_tokens
+from tfhydra.model.base import MODELS, TOKEN_KIND, require_tokens
 from tfhydra.model.head import task_head
 from tfhydra.model.schemas import LstmModelConfig, TransformerModelConfig
 from tfhydra.platform.keras_lib import keras
@@ -112,7 +112,7 @@ class MaskedMeanPooling(keras.layers.Layer):
         return []  # no weights; said so for the Model Optimization Toolkit (see PositionEncoding)
 
 
-@MODELS.register("transformer", schema=TransformerModelConfig)
+@MODELS.register("transformer", schema=TransformerModelConfig, default_for=TOKEN_KIND)  # auto's pick for token ids
 def build_transformer(cfg, spec: DataSpec) -> keras.Model:
     """Embedding + position encoding -> N pre-norm encoder blocks -> masked mean pool -> head."""
     if cfg.width % cfg.heads:

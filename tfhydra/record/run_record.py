@@ -118,6 +118,8 @@ class RunRecord:
     loss_scale: float | None = None  # mixed_float16 only
     # what was trained on what
     model: str | None = None
+    # {option: auto, chose, data: images|features|tokens, because}: what model=auto built; null for a named model
+    model_choice: dict | None = None
     params: int | None = None
     data: dict | None = None  # {name, **DataSpec}
     task: dict | None = None  # {name, threshold | standardize}: what the outputs mean (tfhydra/task/, docs/tasks.md)

@@ -34,6 +34,7 @@ from tfhydra.export.write import export_model
 from tfhydra.logger.callback import epoch_loggers
 from tfhydra.logger.start import start_trackers
 from tfhydra.logger.trackers import Trackers
+from tfhydra.model.auto import model_choice
 from tfhydra.model.build import model_in_words, model_inputs
 from tfhydra.model.freeze import trained_layers
 from tfhydra.model.memory import check_model_fits
@@ -201,6 +202,7 @@ class PhaseRunner:
         mark("model")
         self.record.update(
             model=model.name,
+            model_choice=model_choice(self.cfg.model, datasets.spec),  # what model=auto built for this data
             params=int(model.count_params()),
             data={
                 "name": self.cfg.data.get("name"),
