@@ -1,4 +1,4 @@
-"""A FIFO, a device or a socket is never opened (tfhydra/config/schema.py `special_kind`): `data.path` and
+"""A FIFO, a device or a socket is never opened (tfhydra/config/paths.py `special_kind`): `data.path` and
 `data.labels_csv` refuse one in the pre-flight, tfhydra-predict refuses one as an INPUT, in one line, at once."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import socket
 import pytest
 from conftest import last_line, run_cli
 
-from tfhydra.config.schema import special_kind
+from tfhydra.config.paths import special_kind
 
 
 @pytest.fixture

@@ -119,40 +119,6 @@ def exists(v: Any) -> bool:
     return isinstance(v, str) and v != "" and Path(v).expanduser().exists()
 
 
-def special_kind(path: Path) -> str | None:
-    """`a FIFO`, `a character device`, `a block device` or `a socket` for such a path (opening or reading one can
-    block forever or never end: /dev/zero, a named pipe); None for a regular file, a directory or no such path."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return None
-    kinds = (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), None)
-
-
-def is_readable_path(v: Any) -> bool:
-    """An existing regular file or directory: never a special file."""
-    return exists(v) and special_kind(Path(v).expanduser()) is None
-
-
-@dataclass(frozen=True)
-class PathRule(Rule):
-    """A path the run reads: it must exist and be a regular file or a directory; the refusal says which it is not."""
-
-    def problem(self, value: Any) -> str:
-        if value is None:
-            return super().problem(value)
-        kind = special_kind(Path(str(value)).expanduser())
-        return f"{kind}, which tfhydra never reads (it could block or never end)" if kind else self.refusal
-
-
 def is_globs(v: Any) -> bool:
     return (isinstance(v, str) and v != "") or (
         isinstance(v, (list, ListConfig)) and len(v) > 0 and all(isinstance(p, str) and p for p in v)

@@ -12,8 +12,8 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.config.paths import PathRule, is_readable_path
 from tfhydra.config.schema import (
-    PathRule,
     Rule,
     choice,
     integer,
@@ -21,7 +21,6 @@ from tfhydra.config.schema import (
     is_globs,
     is_image_size,
     is_int,
-    is_readable_path,
     list_of,
     number,
     optional,

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.config.schema import special_kind
+from tfhydra.config.paths import special_kind
 from tfhydra.data.files import IMAGE_EXTENSIONS
 from tfhydra.predict.image_checks import DECODABLE, refused_images
 from tfhydra.predict.layout import Layout
