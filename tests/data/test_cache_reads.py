@@ -8,7 +8,8 @@ from __future__ import annotations
 import data_files
 import numpy as np
 import pytest
-from conftest import last_line, read_run_record, run_cli
+from conftest import read_run_record
+from data_runs import tfrecord_one_epoch
 
 
 @pytest.fixture(autouse=True)
@@ -119,24 +120,9 @@ def test_without_reads_auto_decides_on_the_budget_alone(tmp_path, compose_cfg):
 
 
 @pytest.mark.slow
-def test_a_one_epoch_cli_run_records_why_it_did_not_cache(tmp_path):
-    train, val = records(tmp_path, n=64), records(tmp_path, n=16, prefix="val", seed=1)
-    run_dir = tmp_path / "run"
-    result = run_cli(
-        "model=mlp",
-        "data=tfrecord",
-        f"data.train={train}",
-        f"data.validation={val}",
-        "data.encoding=raw",
-        "data.raw_shape=[8,8,3]",
-        "trainer.epochs=1",
-        "logging.histogram_freq=0",
-        "export.formats=[]",
-        f"hydra.run.dir={run_dir}",
-        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
-    )
-    assert result.returncode == 0, last_line(result.stderr)
-    pipeline = read_run_record(run_dir)["data"]["pipeline"]
+def test_a_one_epoch_cli_run_records_why_it_did_not_cache(tmp_path_factory):
+    """The CLI's wiring of trainer.epochs to the cache decision, on the one-epoch tfrecord run test_data_cli reads."""
+    pipeline = read_run_record(tfrecord_one_epoch(tmp_path_factory))["data"]["pipeline"]
     assert pipeline["train"]["cache"] == pipeline["validation"]["cache"] == "off"
     assert pipeline["train"]["reason"] == "one pass: trainer.epochs=1: streamed from the source"
     assert pipeline["train"]["passes"] == 1.0

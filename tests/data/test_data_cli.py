@@ -1,10 +1,10 @@
-"""One short epoch on each file-based source through `python train.py data=...`, as users run it."""
+"""One short epoch on each file-based source through `python train.py data=...`, as users run it (tfrecord's is
+the run test_cache_reads also reads, tests/data_runs.py)."""
 
 import data_files
 import pytest
-from conftest import FAST, read_run_record, run_cli
-
-LEAN = [*FAST, "model=mlp", "export.formats=[]", "logging.tensorboard=false", "data.batch_size=16"]
+from conftest import read_run_record, run_cli
+from data_runs import LEAN, tfrecord_one_epoch
 
 
 def npz(tmp_path):
@@ -16,9 +16,7 @@ def npz(tmp_path):
 
 
 def tfrecord(tmp_path):
-    train = data_files.write_tfrecords(tmp_path, "train", n=64, shards=4)
-    val = data_files.write_tfrecords(tmp_path, "val", n=16, shards=2, seed=1)
-    return ["data=tfrecord", f"data.train={train}", f"data.validation={val}"], ("0", "1", "2", "3"), 51  # test: 0.2
+    return None, ("0", "1", "2", "3"), 51  # the shared run (data_runs.tfrecord_sources); test: 0.2 of train
 
 
 def image_folder(tmp_path):
@@ -56,11 +54,14 @@ def text_csv(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("source", [npz, tfrecord, image_folder, csv, text_csv], ids=lambda s: s.__name__)
-def test_one_epoch_on_each_file_source(tmp_path, source):
+def test_one_epoch_on_each_file_source(tmp_path, tmp_path_factory, source):
     overrides, class_names, train_size = source(tmp_path)
-    run_dir = tmp_path / "run"
-    result = run_cli(*LEAN, *overrides, f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+    if overrides is None:
+        run_dir = tfrecord_one_epoch(tmp_path_factory)  # trained as below, and completed
+    else:
+        run_dir = tmp_path / "run"
+        result = run_cli(*LEAN, *overrides, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
     metrics = read_run_record(run_dir)
     assert metrics["status"] == "completed" and metrics["epochs_run"] == 1
     assert metrics["data"]["name"] == source.__name__ and tuple(metrics["data"]["class_names"]) == class_names

@@ -18,7 +18,7 @@ from pathlib import Path
 import data_files
 import numpy as np
 import pytest
-from conftest import FAST, ROOT, counts_cases, last_line, read_run_record, run_cli
+from conftest import FAST, ROOT, _server_for, counts_cases, last_line, read_run_record, run_cli, start_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,34 +42,31 @@ def wait_listening(port: int, seconds: float = 60) -> None:
     raise AssertionError(f"nothing listens on {port}")
 
 
-def start_service(workers: int = 2) -> tuple[str, list[subprocess.Popen]]:
+def start_module(*args: str):
+    """`python -m tfhydra.data.service ARGS`, its output discarded: forked from the test server that has imported
+    TensorFlow once, as `run_module` forks tfhydra-evaluate (a `subprocess.Popen` when the tests do not fork)."""
+    server = _server_for(())
+    if server is None:
+        command = [sys.executable, "-m", "tfhydra.data.service", *args]
+        return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    streams = {"stdout": os.devnull, "stderr": os.devnull}
+    return server.start(list(args), ROOT, dict(os.environ), streams, module="tfhydra.data.service")
+
+
+def start_service(workers: int = 2) -> tuple[str, list]:
     """A real dispatcher and `workers` workers on loopback: (its address, the processes)."""
     dispatcher = free_port()
-    module = [sys.executable, "-m", "tfhydra.data.service"]
-    processes = [
-        subprocess.Popen(
-            [*module, "dispatcher", "--port", str(dispatcher)],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    ]
+    processes = [start_module("dispatcher", "--port", str(dispatcher))]
     wait_listening(dispatcher)
-    for _ in range(workers):
-        port = free_port()
-        processes.append(
-            subprocess.Popen(
-                [*module, "worker", "--port", str(port), "--dispatcher", f"localhost:{dispatcher}"],
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
+    ports = [free_port() for _ in range(workers)]
+    for port in ports:
+        processes.append(start_module("worker", "--port", str(port), "--dispatcher", f"localhost:{dispatcher}"))
+    for port in ports:
         wait_listening(port)
     return f"grpc://localhost:{dispatcher}", processes
 
 
-def kill_all(processes: list[subprocess.Popen]) -> None:
+def kill_all(processes: list) -> None:
     for process in processes:
         process.kill()
         process.wait()
@@ -166,7 +163,8 @@ def test_an_address_that_is_not_text_is_refused_by_the_plan(compose_cfg, value):
 
 
 @pytest.mark.slow
-def test_cli_a_run_on_the_data_service_completes(service, tmp_path):
+def test_cli_a_run_on_the_data_service_completes(service, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFHYDRA_CACHE_DIR", str(tmp_path / "c"))  # inherited by the command run_cli forks
     run_dir = tmp_path / "run"
     result = run_cli(
         "model=mlp",
@@ -174,7 +172,6 @@ def test_cli_a_run_on_the_data_service_completes(service, tmp_path):
         f"data.service.address={service}",
         *FAST,
         f"hydra.run.dir={run_dir}",
-        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
     )
     assert result.returncode == 0, last_line(result.stderr)
     record = read_run_record(run_dir)
@@ -254,8 +251,12 @@ def test_a_server_that_is_not_a_dispatcher_is_one_line(wrong_server):
 
 
 @pytest.mark.slow
-def test_cli_a_wrong_server_ends_the_run_in_one_line(wrong_server, tmp_path):
+@pytest.mark.parametrize("wrong_server", ["http1"], indirect=True)  # the silent one: the same line, 5 s later
+def test_cli_a_wrong_server_ends_the_run_in_one_line(wrong_server, tmp_path, monkeypatch):
+    """The run's wiring of the check: which server it is and why it is refused is check_reachable's decision, asserted
+    for both servers by test_a_server_that_is_not_a_dispatcher_is_one_line."""
     kind, port = wrong_server
+    monkeypatch.setenv("TFHYDRA_CACHE_DIR", str(tmp_path / "c"))  # inherited by the command run_cli forks
     run_dir = tmp_path / "run"
     started = time.perf_counter()
     result = run_cli(
@@ -264,7 +265,6 @@ def test_cli_a_wrong_server_ends_the_run_in_one_line(wrong_server, tmp_path):
         f"data.service.address=grpc://127.0.0.1:{port}",
         *FAST,
         f"hydra.run.dir={run_dir}",
-        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
         timeout=600,
     )
     print(f"{kind}: ended in {time.perf_counter() - started:.1f} s")  # docs/distribute.md quotes these
@@ -279,29 +279,24 @@ def test_cli_a_wrong_server_ends_the_run_in_one_line(wrong_server, tmp_path):
     assert record["status"] == "failed" and record["error"] == line.removeprefix("Error: ")
 
 
-def start_training(tmp_path, address: str, *overrides: str) -> tuple[subprocess.Popen, Path]:
-    """`python train.py` on the service for many epochs, in the background, once its first epoch is recorded."""
+def start_training(tmp_path, address: str, *overrides: str):
+    """`python train.py` on the service for many epochs, in the background (forked from the test server, as
+    `run_cli`), once its first epoch is recorded: (the process, its run directory, the file of its stderr)."""
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "TFHYDRA_CACHE_DIR": str(tmp_path / "c")}
     env.pop("HYDRA_FULL_ERROR", None)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "model=mlp",
-            *records(tmp_path),
-            f"data.service.address={address}",
-            "trainer.epochs=500",
-            "logging.histogram_freq=0",
-            f"hydra.run.dir={run_dir}",
-            *overrides,
-        ],
+    stderr = tmp_path / "stderr"
+    process = start_cli(
+        "model=mlp",
+        *records(tmp_path),
+        f"data.service.address={address}",
+        "trainer.epochs=500",
+        "logging.histogram_freq=0",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
         cwd=ROOT,
         env=env,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
     )
     history, deadline = run_dir / "checkpoints" / "history.json", time.time() + 500
 
@@ -314,18 +309,24 @@ def start_training(tmp_path, address: str, *overrides: str) -> tuple[subprocess.
     while epochs() < 1:
         assert process.poll() is None and time.time() < deadline, "the run did not start training"
         time.sleep(0.5)
-    return process, run_dir
+    return process, run_dir, stderr
+
+
+def ended(process, stderr: Path) -> str:
+    """The process's stderr once it has ended (within 300 s)."""
+    process.wait(timeout=300)
+    return stderr.read_text(errors="replace")
 
 
 @pytest.mark.slow
 def test_cli_a_service_killed_mid_run_ends_it_failed_in_one_line(tmp_path):
     address, processes = start_service()
     try:
-        process, run_dir = start_training(tmp_path, address, "data.service.timeout=5")
+        process, run_dir, err = start_training(tmp_path, address, "data.service.timeout=5")
     finally:
         kill_all(processes)  # SIGKILL: dispatcher and workers gone mid-training
     killed = time.perf_counter()
-    _, stderr = process.communicate(timeout=300)
+    stderr = ended(process, err)
     print(f"ended {time.perf_counter() - killed:.1f} s after the kill: {last_line(stderr)}")  # docs quote it
     assert process.returncode == 1
     line = last_line(stderr)
@@ -340,13 +341,13 @@ def test_cli_a_service_killed_mid_run_ends_it_failed_in_one_line(tmp_path):
 def test_cli_sigterm_ends_a_run_blocked_on_a_dead_service(tmp_path):
     address, processes = start_service()
     try:
-        process, run_dir = start_training(tmp_path, address, "data.service.timeout=600")
+        process, run_dir, err = start_training(tmp_path, address, "data.service.timeout=600")
     finally:
         kill_all(processes)
     time.sleep(3)  # the main thread is now waiting inside TensorFlow for a batch that never comes
     process.send_signal(signal.SIGTERM)
     signalled = time.perf_counter()
-    _, stderr = process.communicate(timeout=300)
+    stderr = ended(process, err)
     print(f"ended {time.perf_counter() - signalled:.1f} s after SIGTERM: {last_line(stderr)}")  # docs quote it
     assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
     assert last_line(stderr).startswith("Stopped: interrupted by SIGTERM") and "Traceback" not in stderr
@@ -368,12 +369,12 @@ def test_cli_workers_killed_mid_run_end_it_at_the_progress_deadline(tmp_path):
     """The dispatcher lives and answers; its workers are gone: no batch comes, and no probe fails."""
     address, processes = start_service()
     try:
-        process, run_dir = start_training(
+        process, run_dir, err = start_training(
             tmp_path, address, "data.service.timeout=600", "data.service.progress_timeout=10"
         )
         kill_all(processes[1:])
         killed = time.perf_counter()
-        _, stderr = process.communicate(timeout=300)
+        stderr = ended(process, err)
     finally:
         kill_all(processes)
     print(f"ended {time.perf_counter() - killed:.1f} s after the workers' kill: {last_line(stderr)}")

@@ -293,7 +293,8 @@ def test_image_folder_skips_a_bad_file_found_later_and_keeps_the_epoch_length(tm
 
 
 @pytest.mark.slow
-def test_cli_tfrecord_run_records_the_cache_decision_and_streams_under_a_small_budget(tmp_path):
+def test_cli_tfrecord_run_records_the_cache_decision_and_streams_under_a_small_budget(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFHYDRA_CACHE_DIR", str(tmp_path / "c"))  # inherited by the command run_cli forks
     train = raw_records(tmp_path, n=64, shards=4)
     val = raw_records(tmp_path, n=16, shards=2, seed=1, prefix="val")
     run_dir = tmp_path / "run"
@@ -308,7 +309,6 @@ def test_cli_tfrecord_run_records_the_cache_decision_and_streams_under_a_small_b
         "trainer.epochs=2",
         "logging.histogram_freq=0",  # two epochs: validation is read again (one epoch caches nothing)
         f"hydra.run.dir={run_dir}",
-        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
     )
     assert result.returncode == 0, last_line(result.stderr)
     pipeline = read_run_record(run_dir)["data"]["pipeline"]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import read_run_record
 from omegaconf import OmegaConf
+from shared_runs import DIGITS_MLP, copy_run, trained_run
 
 import tfhydra
 from tfhydra.data.splits import hold_out
@@ -136,12 +137,21 @@ def test_the_test_split_changes_nothing_that_chooses(tmp_path):
     assert real["test"]["metrics"]["accuracy"] > 0.5 > noise["test"]["metrics"]["accuracy"]
 
 
+@pytest.fixture(scope="session")
+def digits_mlp_run(tmp_path_factory):
+    """The default job on the bundled digits with the MLP, two epochs (shared with other rooms: read or copy it)."""
+    return trained_run(tmp_path_factory, *DIGITS_MLP)
+
+
 @pytest.mark.slow
-def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_figures(tmp_path, capsys):
+def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_figures(
+    tmp_path, capsys, digits_mlp_run
+):
     from tfhydra.evaluate import main
 
-    tfhydra.run(tfhydra.compose(["model=mlp", "trainer.epochs=2", "logging.histogram_freq=0"]), run_dir=tmp_path)
-    record = read_run_record(tmp_path)
+    assert list(DIGITS_MLP) == ["model=mlp", "trainer.epochs=2", "logging.histogram_freq=0"]  # the default split
+    run = copy_run(digits_mlp_run, tmp_path / "run")  # evaluate writes into the run; the old record is rewritten
+    record = read_run_record(run)
     data, test = record["data"], record["test"]
     assert (data["train_size"], data["val_size"], data["test_size"]) == (1077, 360, 360)
     assert data["train_size"] + data["val_size"] + data["test_size"] == 1797  # digits' examples
@@ -152,18 +162,21 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
         "compression": "none",
     }
     assert set(test["metrics"]) == {"loss", "accuracy"} and record["schema_version"] == 3  # 3: the record's keras
-    assert main([str(tmp_path)]) == 0
+    assert main([str(run)]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert evaluated["split"] == "test" and evaluated["examples"] == 360
     assert evaluated["metrics"]["accuracy"] == pytest.approx(test["metrics"]["accuracy"], abs=1e-6)
     assert evaluated["metrics"]["loss"] == pytest.approx(test["metrics"]["loss"], rel=1e-5)
-    assert main(["--split=train", str(tmp_path)]) == 0
+    assert main(["--split=train", str(run)]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["examples"] == 1077
 
     # a run without a test split: evaluate says so in one line
     off = tmp_path / "off"
     tfhydra.run(
-        tfhydra.compose(["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0", "data.test_fraction=0"]),
+        tfhydra.compose(
+            ["model=mlp", "trainer.epochs=1", "logging.histogram_freq=0", "data.test_fraction=0"]
+            + ["trainer.steps_per_epoch=2", "trainer.validation_steps=1"]  # its splits are read, not its weights
+        ),
         run_dir=off,
     )
     assert read_run_record(off)["test"] is None and read_run_record(off)["data"]["test_size"] == 0
@@ -174,11 +187,11 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
     )
 
     # a record written before the test split (schema_version 1, no test block) is read, and said
-    old = json.loads((tmp_path / "metrics.json").read_text())
+    old = json.loads((run / "metrics.json").read_text())
     old.pop("test")
     old["schema_version"] = 1
-    (tmp_path / "metrics.json").write_text(json.dumps(old))
-    assert main(["--split", "validation", str(tmp_path)]) == 0
+    (run / "metrics.json").write_text(json.dumps(old))
+    assert main(["--split", "validation", str(run)]) == 0
     captured = capsys.readouterr()
     assert "recorded before the test split (metrics.json schema_version 1)" in captured.err
     assert "before the test split" in json.loads(captured.out.strip().splitlines()[-1])["note"]

@@ -147,8 +147,9 @@ def test_tfds_without_a_dataset_is_refused_by_the_plan(compose_cfg):
 
 
 @pytest.mark.slow
-def test_cli_a_tfds_run_completes_from_the_prepared_files(data_dir, tmp_path):
+def test_cli_a_tfds_run_completes_from_the_prepared_files(data_dir, tmp_path, monkeypatch):
     """The CLI process has no code for the dataset: TFDS reads it from its prepared files."""
+    monkeypatch.setenv("TFHYDRA_CACHE_DIR", str(tmp_path / "c"))  # inherited by the command run_cli forks
     run_dir = tmp_path / "run"
     result = run_cli(
         "model=mlp",
@@ -157,7 +158,6 @@ def test_cli_a_tfds_run_completes_from_the_prepared_files(data_dir, tmp_path):
         f"data.data_dir={data_dir}",
         *FAST,
         f"hydra.run.dir={run_dir}",
-        env={"TFHYDRA_CACHE_DIR": str(tmp_path / "c")},
     )
     assert result.returncode == 0, last_line(result.stderr)
     record = read_run_record(run_dir)

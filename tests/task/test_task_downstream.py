@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tf_keras as keras
 from conftest import read_run_record, run_cli
+from shared_runs import copy_run, made_once
 from test_task_runs import QUICK, multi_hot_npz, regression_csv
 
 import tfhydra
@@ -91,10 +92,21 @@ def regression(folder, *extra, rows: int = 240):
     return ["data=csv", *where, "task=regression", *QUICK, *extra]
 
 
-@pytest.fixture(scope="module")
+def shared_regression(tmp_path_factory):
+    """A standardised regression with EMA weights and every export, trained once per session (across xdist workers)
+    and shared by the tests of evaluate and predict here and of EMA (test_task_training_features): its run directory
+    and record. A test copies it (`copy_run`) before evaluate writes into it."""
+
+    def make(run):
+        train(regression(run.parent, "trainer.epochs=6", "trainer.ema.decay=0.9", EXPORTS, rows=400), run)
+
+    run = made_once(tmp_path_factory, "task-regression-ema", make)
+    return run, read_run_record(run)
+
+
+@pytest.fixture(scope="session")
 def regression_run(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("regression")
-    return folder, train(regression(folder, "trainer.epochs=6", EXPORTS, rows=400), folder / "run")
+    return shared_regression(tmp_path_factory)
 
 
 def rmse_mae(predicted, labels):
@@ -103,9 +115,10 @@ def rmse_mae(predicted, labels):
 
 
 @pytest.mark.slow
-def test_evaluate_measures_a_regressions_savedmodel_and_tflite_file_in_the_targets_units(regression_run):
-    folder, record = regression_run
-    run = folder / "run"
+def test_evaluate_measures_a_regressions_savedmodel_and_tflite_file_in_the_targets_units(regression_run, tmp_path):
+    shared, record = regression_run
+    folder = tmp_path
+    run = copy_run(shared, tmp_path / "run")
     x, y, raw = measured_split(run)
     rmse, mae = rmse_mae(keras_outputs(run, x), y)
     for outputs in signature_outputs(run, (raw.astype(np.float32), x)).values():  # named by the task

@@ -9,7 +9,17 @@ import math
 import numpy as np
 import pytest
 from conftest import CONFIG_DIR, read_run_record, run_cli
-from test_task_downstream import evaluated, keras_outputs, measured_split, regression, rmse_mae, tflite_only, train
+from shared_runs import copy_run
+from test_task_downstream import (
+    evaluated,
+    keras_outputs,
+    measured_split,
+    regression,
+    rmse_mae,
+    shared_regression,
+    tflite_only,
+    train,
+)
 
 from tfhydra.cli.preflight import check_overrides
 from tfhydra.config.errors import ConfigError
@@ -42,17 +52,22 @@ def test_a_standardised_regression_is_pruned_or_trained_quantization_aware_and_i
     assert lite["metrics"]["mae"] == pytest.approx(mae, rel=1e-4 if scheme == "prune" else 0.25)
 
 
+@pytest.fixture(scope="session")
+def regression_run(tmp_path_factory):
+    return shared_regression(tmp_path_factory)
+
+
 @pytest.mark.slow
-def test_ema_exports_the_averaged_weights_of_a_regression_in_the_targets_units(tmp_path):
-    record = train(
-        regression(tmp_path, "trainer.ema.decay=0.9", "trainer.epochs=5", "export.formats=[saved_model,keras]"),
-        tmp_path / "run",
-    )
+def test_ema_exports_the_averaged_weights_of_a_regression_in_the_targets_units(regression_run, tmp_path):
+    """On the EMA regression test_task_downstream's tests of evaluate and predict also read."""
+    shared, record = regression_run
+    assert "trainer.ema.decay=0.9" in record["overrides"]
+    run = copy_run(shared, tmp_path / "run")  # evaluate writes into it
     assert record["test"]["weights"]["ema"] is True and record["test"]["weights"]["epoch"] == record["best"]["epoch"]
-    x, y, _ = measured_split(tmp_path / "run")
-    rmse, _ = rmse_mae(keras_outputs(tmp_path / "run", x), y)
+    x, y, _ = measured_split(run)
+    rmse, _ = rmse_mae(keras_outputs(run, x), y)
     assert record["test"]["metrics"]["rmse"] == pytest.approx(rmse, rel=1e-4) and rmse < 0.5 * float(np.std(y))
-    assert evaluated(tmp_path / "run")["metrics"]["rmse"] == pytest.approx(rmse, rel=1e-4)
+    assert evaluated(run)["metrics"]["rmse"] == pytest.approx(rmse, rel=1e-4)
 
 
 @pytest.mark.slow
