@@ -3,7 +3,8 @@
 import json
 
 import pytest
-from conftest import ROOT, TESTS, last_line, read_run_record, run_cli, run_module
+from conftest import ROOT, TESTS, last_line, read_run_record, run_module
+from shared_runs import DIGITS_CNN, copy_run, trained_run
 
 
 def evaluate(*args):
@@ -14,10 +15,8 @@ def evaluate(*args):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("finished") / "run"
-    result = run_cli("trainer.epochs=2", "logging.histogram_freq=0", f"hydra.run.dir={run_dir}")
-    assert result.returncode == 0, result.stderr[-2000:]
-    return run_dir
+    """The session's shared 2-epoch digits run (tests/shared_runs.py), copied: evaluate writes into evaluations/."""
+    return copy_run(trained_run(tmp_path_factory, *DIGITS_CNN), tmp_path_factory.mktemp("finished") / "run")
 
 
 @pytest.mark.slow

@@ -4,6 +4,8 @@ Every row must end with a non-zero exit code, one `Error: ...` line last on stde
 file and what is accepted, no traceback (HYDRA_FULL_ERROR unset), and no run presented as complete.
 Rows the TF-free pre-flight (tfhydra/cli/preflight.py) catches must not even create the run directory; rows
 marked slow need TensorFlow (files, shapes, devices) and are caught inside the job, before training.
+The job's rows run as the command; the pre-flight's are answered by the pre-flight itself, in this process, as
+main() calls it first (a few of them also through the command: `THROUGH_THE_COMMAND`).
 
 A new row is one line: `bad(id, argv, fragments, setup=..., env=..., slow=...)`. `{tmp}` in argv and
 env values is the test's tmp_path; `setup(tmp)` writes the row's real input files there.
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import data_files
 import pytest
-from conftest import assert_failed_record, last_line, run_cli
+from conftest import ROOT, assert_failed_record, last_line, run_cli
 
 # Offline on purpose: a proxy on a closed port makes any download attempt fail at once, even where the
 # machine has network, and the Keras cache is an empty folder of the test's own.
@@ -622,32 +624,72 @@ def test_every_row_says_where_it_is_caught():
     assert {param.values[4] for param in BAD_INPUTS} == {PREFLIGHT, JOB}
 
 
-@pytest.mark.parametrize("argv,fragments,setup,env,where", BAD_INPUTS)
-def test_bad_input_is_one_line_and_leaves_no_completed_run(tmp_path, argv, fragments, setup, env, where):
-    def fill(text: str) -> str:
-        return text.replace("{tmp}", str(tmp_path))
+# Pre-flight rows also run as the command, end to end: main() hands the pre-flight's line to the user and stops before
+# Hydra (a single run, a sweep, a flag, a row with a file). Every pre-flight row is answered in-process below, where
+# the room is: `check_command_line`, which main() calls first with the same argv.
+THROUGH_THE_COMMAND = {"model-option", "sweep-value", "unknown-flag", "run-dir-under-file"}
+COMMAND_ROWS = [row for row in BAD_INPUTS if row.values[4] == JOB or row.id in THROUGH_THE_COMMAND]
+PREFLIGHT_ROWS = [row for row in BAD_INPUTS if row.values[4] == PREFLIGHT]
 
-    if setup is not None:
-        setup(tmp_path)
+
+def command_line(argv: list[str], tmp_path: Path) -> tuple[list[str], Path, Path]:
+    """The row's argv as a user types it (flags first: argparse wants them before the overrides), with the test's
+    run and sweep directories."""
     run_dir, sweep_dir = tmp_path / "run", tmp_path / "sweep"
-    flags = [arg for arg in argv if arg in ("-m", "--multirun")]  # argparse wants flags before the overrides
-    result = run_cli(
-        *flags,
-        f"hydra.run.dir={run_dir}",
-        f"hydra.sweep.dir={sweep_dir}",
-        *(fill(arg) for arg in argv if arg not in flags),
-        env={key: fill(value) for key, value in env.items()},
-    )
+    flags = [arg for arg in argv if arg in ("-m", "--multirun")]
+    filled = [arg.replace("{tmp}", str(tmp_path)) for arg in argv if arg not in flags]
+    return [*flags, f"hydra.run.dir={run_dir}", f"hydra.sweep.dir={sweep_dir}", *filled], run_dir, sweep_dir
 
-    message = last_line(result.stderr)
-    assert result.returncode != 0, result.stderr[-2000:]
-    assert message.startswith("Error: "), result.stderr[-2000:]
-    for fragment in map(fill, fragments):
+
+def assert_one_line_and_nothing_complete(tmp_path: Path, returncode: int, stderr: str, fragments: list[str]) -> str:
+    message = last_line(stderr)
+    assert returncode != 0, stderr[-2000:]
+    assert message.startswith("Error: "), stderr[-2000:]
+    for fragment in (f.replace("{tmp}", str(tmp_path)) for f in fragments):
         assert fragment in message, (fragment, message)
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in stderr
     completed = [p for p in tmp_path.rglob("metrics.json") if json.loads(p.read_text()).get("status") == "completed"]
     assert completed == [] and not list(tmp_path.rglob("export")), "a failed run must not look complete"
+    return message
+
+
+def test_every_row_through_the_command_is_a_row():
+    assert THROUGH_THE_COMMAND <= {row.id for row in PREFLIGHT_ROWS}
+
+
+@pytest.mark.parametrize("argv,fragments,setup,env,where", COMMAND_ROWS)
+def test_bad_input_is_one_line_and_leaves_no_completed_run(tmp_path, argv, fragments, setup, env, where):
+    if setup is not None:
+        setup(tmp_path)
+    args, run_dir, sweep_dir = command_line(argv, tmp_path)
+    result = run_cli(*args, env={key: value.replace("{tmp}", str(tmp_path)) for key, value in env.items()})
+
+    message = assert_one_line_and_nothing_complete(tmp_path, result.returncode, result.stderr, fragments)
     if where == PREFLIGHT:  # the run plan answers before Hydra creates anything, without TensorFlow
         assert not run_dir.exists() and not sweep_dir.exists()
     else:  # found in the job: the run's record says failed, with the same line
         assert_failed_record(run_dir, message.removeprefix("Error: "))
+
+
+@pytest.mark.parametrize("argv,fragments,setup,env,where", PREFLIGHT_ROWS)
+def test_the_preflight_answers_a_bad_input_in_one_line_before_anything_exists(
+    tmp_path, monkeypatch, capsys, argv, fragments, setup, env, where
+):
+    """The pre-flight as main() calls it (tfhydra/__main__.py), in this process: exit 1, one `Error:` line last on
+    stderr, and no run or sweep directory (Hydra, which would create them, is never reached)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from tfhydra.cli.preflight import check_command_line
+    from tfhydra.config.project import CONFIG_DIR, project_config_dir
+
+    assert env == {} and where == PREFLIGHT
+    if setup is not None:
+        setup(tmp_path)
+    monkeypatch.chdir(ROOT)  # where run_cli runs the command
+    GlobalHydra.instance().clear()  # the pre-flight leaves a Hydra app that is already running alone
+    args, run_dir, sweep_dir = command_line(argv, tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        check_command_line(project_config_dir(args) or CONFIG_DIR, argv=args)
+    assert_one_line_and_nothing_complete(tmp_path, stopped.value.code, capsys.readouterr().err, fragments)
+    assert stopped.value.code == 1
+    assert not run_dir.exists() and not sweep_dir.exists()

@@ -26,8 +26,8 @@ def in_progress_files(run_dir: Path) -> list[str]:
 
 KILL_POINTS = {
     # point: (extra overrides, epochs, the condition to kill at)
-    "first_epoch": ([], 4, lambda d: (d / "tensorboard" / "train").exists() and epochs_recorded(d) == 0),
-    "between_epochs": ([], 4, lambda d: epochs_recorded(d) >= 2),
+    "first_epoch": ([], 2, lambda d: (d / "tensorboard" / "train").exists() and epochs_recorded(d) == 0),
+    "between_epochs": ([], 3, lambda d: epochs_recorded(d) >= 2),
     # a 17M-parameter MLP: its checkpoints take long enough to write to be caught mid-write; after
     # epoch 2, so there is an earlier state that the kill must leave usable
     "checkpoint_write": (
@@ -35,7 +35,7 @@ KILL_POINTS = {
         4,
         lambda d: epochs_recorded(d) >= 2 and in_progress_files(d),
     ),
-    "export": ([], 3, lambda d: (d / "export" / ".saved_model.partial").exists()),
+    "export": ([], 2, lambda d: (d / "export" / ".saved_model.partial").exists()),
 }
 
 
@@ -81,7 +81,7 @@ def signal_when_training(
 @pytest.mark.slow
 @pytest.mark.parametrize("loop,signum", [("fit", signal.SIGTERM), ("custom", signal.SIGINT), ("fit", signal.SIGUSR2)])
 def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, loop, signum):
-    args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=6", "trainer.deterministic=true"]
+    args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=3", "trainer.deterministic=true"]
     run_dir = tmp_path / "run"
     process, stderr = signal_when_training(run_dir, args, signum)
     name = signal.Signals(signum).name
@@ -97,11 +97,11 @@ def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, lo
     record = read_run_record(run_dir)
     assert record["status"] == "interrupted" and name in record["error"]
     assert record["resumed"] == {"kind": "fresh", "epoch": 0, "reason": "a new run: nothing saved in its directory"}
-    resumed = finish(run_dir, *args, epochs=6)["resumed"]  # after the epochs the interrupted attempt recorded
+    resumed = finish(run_dir, *args, epochs=3)["resumed"]  # after the epochs the interrupted attempt recorded
     assert (resumed["kind"], resumed["epoch"]) == ("saved_state", record["epochs_run"]) and record["epochs_run"] >= 1
     if loop == "custom":  # the custom loop resumes exactly: the same weights as a run never stopped
         reference = tmp_path / "reference"
-        finish(reference, *args, epochs=6)
+        finish(reference, *args, epochs=3)
         assert weights_digest(run_dir / "checkpoints" / "last.weights.h5") == weights_digest(
             reference / "checkpoints" / "last.weights.h5"
         )
@@ -111,7 +111,7 @@ def test_sigterm_or_ctrl_c_saves_the_state_and_the_next_run_resumes(tmp_path, lo
 def test_sigusr2_is_handed_to_the_schedulers_handler_after_the_state_is_saved(tmp_path):
     """submitit's convention: SIGUSR2 before pre-emption or the time limit; its own handler requeues the job.
     tfhydra saves and records first, then gives the signal back; the requeued command resumes."""
-    args = [*BASE, "trainer.epochs=4"]
+    args = [*BASE, "trainer.epochs=3"]
     run_dir, marker = tmp_path / "run", tmp_path / "handler-saw"
     process, stderr = signal_when_training(
         run_dir, args, signal.SIGUSR2, command=(str(TESTS / "requeue_handler.py"), str(marker))
@@ -119,14 +119,14 @@ def test_sigusr2_is_handed_to_the_schedulers_handler_after_the_state_is_saved(tm
     assert process.returncode == 3, stderr[-2000:]  # the scheduler's handler ended the process
     assert marker.read_text() == "SIGUSR2 interrupted"  # ... after tfhydra wrote the record
     assert list((run_dir / "checkpoints" / "state").rglob("*.index"))  # and saved the state
-    finish(run_dir, *args, epochs=4)
+    finish(run_dir, *args, epochs=3)
     assert "resumed from" in (run_dir / "train.log").read_text()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_a_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, loop):
-    args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=5"]
+    args = [*BASE, f"trainer.loop={loop}", "trainer.epochs=4"]
     run_dir = tmp_path / "run"
     process = start(run_dir, *args)
     try:
@@ -139,7 +139,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, lo
     newest = indexes[-1]
     data = next(newest.parent.glob(f"{newest.stem}.data-*"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated, as by a full disk
-    finish(run_dir, *args, epochs=5)
+    finish(run_dir, *args, epochs=4)
     log = (run_dir / "train.log").read_text()
     assert f"checkpoint {newest.with_suffix('')} is damaged" in log
     assert f"resuming from the previous checkpoint {indexes[0].with_suffix('')}" in log

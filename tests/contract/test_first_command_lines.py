@@ -52,22 +52,54 @@ def test_multirun_with_cfg_is_one_line():
     )
 
 
+def look_further(text: str) -> str:
+    return next(line for line in text.splitlines() if "look further:" in line)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("formats,hints_evaluate", [("[]", False), ("[saved_model]", True), ("[tflite]", True)])
-def test_the_end_summary_suggests_evaluate_only_for_a_run_with_a_saved_model_or_tflite(
-    tmp_path, formats, hints_evaluate
-):
+def test_a_finished_command_ends_with_where_to_look_further(tmp_path):
+    """The end summary as the command prints it (the decision per export: the test below)."""
     run = tmp_path / "run"
     result = run_cli(
         "model=mlp",
         "trainer.epochs=1",
         "logging.histogram_freq=0",
-        f"export.formats={formats}",
+        "export.formats=[saved_model]",
         f"hydra.run.dir={run}",
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert read_run_record(run)["status"] == "completed"
-    hint = next(line for line in (result.stdout + result.stderr).splitlines() if "look further:" in line)
-    assert ("tfhydra.evaluate" in hint or "tfhydra-evaluate" in hint) is hints_evaluate, hint
+    hint = look_further(result.stdout + result.stderr)
+    assert "tfhydra.evaluate" in hint or "tfhydra-evaluate" in hint, hint
     assert hint.endswith("the record: run/metrics.json"), hint
+
+
+@pytest.mark.parametrize(
+    "exports,hints_evaluate",
+    [
+        ({}, False),
+        ({"keras": "export/model.keras"}, False),
+        ({"saved_model": "export/saved_model"}, True),
+        ({"tflite": "export/tflite/model.tflite"}, True),
+    ],
+)
+def test_the_end_summary_suggests_evaluate_only_for_a_run_with_a_saved_model_or_tflite(
+    tmp_path, monkeypatch, caplog, hydra_job, exports, hints_evaluate
+):
+    """console.end_summary, as a finished job calls it, on the record the run wrote."""
+    import logging
+
+    from tfhydra.cli.console import end_summary
+    from tfhydra.record.run_record import RunRecord
+
+    hydra_job(["model=mlp"])
+    run = tmp_path / "job"
+    run.mkdir()
+    RunRecord(run_dir=str(run), monitor="val_accuracy", status="completed", exports=exports or None).write(run)
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.INFO, logger="tfhydra"):
+        end_summary()
+    hint = look_further("\n".join(r.getMessage() for r in caplog.records))
+    assert ("tfhydra.evaluate" in hint or "tfhydra-evaluate" in hint) is hints_evaluate, hint
+    assert hint.endswith("the record: job/metrics.json"), hint

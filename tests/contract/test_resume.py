@@ -11,7 +11,7 @@ from run_processes import kill_when_ready, saved_step, weights_digest
 ARGS = [
     "trainer.loop=custom",
     "trainer.deterministic=true",
-    "trainer.epochs=4",
+    "trainer.epochs=3",
     "trainer.save_every=7",
     "model=mlp",
     "logging.histogram_freq=0",
@@ -32,7 +32,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     kill_when_ready(process, lambda: history.exists() and saved_step(state) > 0)
     assert not (killed / "metrics.json").exists()
     epochs_before = len(json.loads(history.read_text())["epochs"])
-    assert 1 <= epochs_before < 4 and saved_step(state) > 0  # killed mid-epoch, after a mid-epoch save
+    assert 1 <= epochs_before < 3 and saved_step(state) > 0  # killed mid-epoch, after a mid-epoch save
 
     # A different model is refused: the directory belongs to the run being continued.
     refused = run_cli(*ARGS[:-2], "model=cnn", "logging.histogram_freq=0", f"hydra.run.dir={killed}")
@@ -45,7 +45,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     reference = tmp_path / "reference"
     assert run_cli(*ARGS, f"hydra.run.dir={reference}").returncode == 0
     a, b = (read_run_record(d) for d in (killed, reference))
-    assert a["status"] == b["status"] == "completed" and a["epochs_run"] == 4
+    assert a["status"] == b["status"] == "completed" and a["epochs_run"] == 3
     assert a["history"] == b["history"]
     # How each started, decided once at its start and kept in the record: the killed run from its saved state,
     # after the epochs history.json had recorded; the reference from nothing.
@@ -69,7 +69,7 @@ def test_a_record_without_saved_state_is_started_over(tmp_path, compose_cfg):
     (tmp_path / "checkpoints" / "history.json").write_text(
         json.dumps({"epochs": [{"loss": 1.0}], "train_seconds": [1]})
     )
-    cfg = compose_cfg(["trainer.epochs=1", "logging.histogram_freq=0"])
+    cfg = compose_cfg(["model=mlp", "trainer.epochs=1", "trainer.steps_per_epoch=4", "logging.histogram_freq=0"])
     tfhydra.run(cfg, run_dir=tmp_path)
     record = read_run_record(tmp_path)
     assert record["status"] == "completed" and record["epochs_run"] == 1 and record["history"][0]["loss"] != 1.0

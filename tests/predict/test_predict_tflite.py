@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import FAST, ROOT, TESTS, last_line
+from conftest import FAST, ROOT, TESTS, last_line, run_module
 
 import tfhydra
 
@@ -30,6 +30,12 @@ def command(module: str, *args) -> subprocess.CompletedProcess:
         stdin=subprocess.DEVNULL,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"},
     )
+
+
+def answer(module: str, *args) -> subprocess.CompletedProcess:
+    """The same command forked from the tests' server (conftest.run_module), where only its answer is asserted, not
+    what a fresh process prints at start-up (`command` is for that)."""
+    return run_module(module, *map(str, args), env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"})
 
 
 def classes(result: subprocess.CompletedProcess) -> list[tuple[str, int]]:
@@ -74,7 +80,7 @@ def test_a_tflite_only_run_is_predicted_and_evaluated_through_litert(tflite_run,
     figures = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert (figures["export"], figures["input"], figures["examples"]) == ("tflite", "features", len(y))
     assert figures["metrics"]["accuracy"] == pytest.approx(measured["val_accuracy"], abs=1e-6)
-    tested = json.loads(command("tfhydra.evaluate", run_dir).stdout.strip().splitlines()[-1])  # default: test
+    tested = json.loads(answer("tfhydra.evaluate", run_dir).stdout.strip().splitlines()[-1])  # default: test
     assert tested["split"] == "test" and tested["metrics"]["accuracy"] == pytest.approx(
         measured["test_accuracy"], abs=1e-6
     )
@@ -100,7 +106,7 @@ def test_one_bad_file_among_good_ones_is_named_and_the_others_predicted(tflite_r
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     found = classes(result)
     assert [name for name, _ in found] == [str(p) for p in good]
-    reference = classes(command("tfhydra.predict", run_dir, tmp_path / "same.npy"))
+    reference = classes(answer("tfhydra.predict", run_dir, tmp_path / "same.npy"))
     assert [c for _, c in found] == [c for _, c in reference]
     lines = result.stderr.strip().splitlines()
     # the truncated file is refused before decoding (tfhydra/predict/image_checks.py), the RGB one once decoded
@@ -113,7 +119,7 @@ def test_one_bad_file_among_good_ones_is_named_and_the_others_predicted(tflite_r
     assert "; 2 input(s) skipped (named above)" in last_line(result.stderr)
     assert not any(noise in result.stderr for noise in NOISE), result.stderr
 
-    stopped = command("tfhydra.predict", run_dir, folder, "--on-error", "fail")  # the first, before any decoding
+    stopped = answer("tfhydra.predict", run_dir, folder, "--on-error", "fail")  # the first, before any decoding
     assert stopped.returncode == 1 and last_line(stopped.stderr).startswith(
         f"Error: {cut}: cannot decode it as an image (1 of 14 files are unreadable): truncated"
     )

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from conftest import ROOT, TESTS, last_line, run_cli, run_module
+from shared_runs import DIGITS_MLP, trained_run
 
 # ---- atomic writes -----------------------------------------------------------------------------
 
@@ -91,11 +92,9 @@ MLP = ["model=mlp", "logging.histogram_freq=0", "logging.write_graph=false"]
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    """A real completed run: metrics.json, .hydra/, checkpoints/ and export/saved_model."""
-    run_dir = tmp_path_factory.mktemp("finished") / "run"
-    result = run_cli("trainer.epochs=1", *MLP, f"hydra.run.dir={run_dir}")
-    assert result.returncode == 0, result.stderr[-2000:]
-    return run_dir
+    """A real completed run: metrics.json, .hydra/, checkpoints/ and export/saved_model (the session's shared MLP run,
+    tests/shared_runs.py: the tests break copies of it, never the run)."""
+    return trained_run(tmp_path_factory, *DIGITS_MLP)
 
 
 def evaluate(run_dir):

@@ -13,13 +13,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import trust_dirs
 import yaml
-from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli, run_module
 
 PACKAGE = ROOT / "tfhydra"
 PARSERS = {
@@ -84,18 +83,12 @@ def test_the_rule_sees_a_reader_that_bypasses_the_boundary(tmp_path, monkeypatch
 # ---- real commands on edited directories ---------------------------------------------------------------------
 
 
-def command(*args, cwd: Path, marker: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+def command(module: str, *args, cwd: Path, marker: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS` in `cwd`, forked from the tests' server (conftest.run_module): what is asserted here is
+    the tool's answer and what ran, not its start-up."""
     env = {**os.environ, "PYTHONPATH": str(TESTS), trust_dirs.MARKER_ENV: str(marker)}
     env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_module(module, *args, cwd=cwd, env=env, timeout=timeout)
 
 
 SWEEP_ARGS = [
