@@ -36,7 +36,8 @@ def test_a_killed_sweep_is_continued_and_a_different_one_refused(
         "hydra/launcher=basic",
         cwd=tmp_path,
         timeout=900,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "tests")},
+        # this checkout first: resume execs `python -m tfhydra`, which would otherwise import the installed one
+        env={**__import__("os").environ, "PYTHONPATH": f"{ROOT}{__import__('os').pathsep}{ROOT / 'tests'}"},
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"kept: {JOBS[0]}" in resumed.stdout
