@@ -3,7 +3,8 @@
 Sparsity and distinct values are read from the exported Keras files (the stripped weights),
 accuracy of TFLite files from `tf.lite.Interpreter` on the validation split, sizes from the
 files on disk; this module's helpers do that on their own rather than through tfhydra.export.
-The acceptance runs share one unpruned baseline (module scope).
+The acceptance runs share one unpruned baseline and one pruned run, trained once per session (across xdist
+workers).
 """
 
 import gzip
@@ -16,6 +17,7 @@ import tensorflow as tf
 import tf_keras as keras
 from conftest import CONFIG_DIR, assert_failed_record, read_run_record
 from omegaconf import OmegaConf
+from shared_runs import made_once
 from tb_events import read_events
 
 import tfhydra
@@ -50,12 +52,23 @@ def validation():
     return build_datasets(cfg.data, cfg.trainer.seed).validation
 
 
-@pytest.fixture(scope="module")
+def shared(tmp_path_factory, name, overrides):
+    """A run trained once per session across xdist workers (read only: a test writing into it copies it)."""
+
+    def make(run):
+        run.mkdir()
+        train(run, overrides)
+
+    run_dir = made_once(tmp_path_factory, f"compression-{name}", make)
+    return run_dir, read_run_record(run_dir)
+
+
+@pytest.fixture(scope="session")
 def baseline(tmp_path_factory):
     """The unpruned float CNN; its model.tflite is post-training int8, its float32.tflite the float reference."""
-    run_dir = tmp_path_factory.mktemp("baseline")
-    return run_dir, train(
-        run_dir,
+    return shared(
+        tmp_path_factory,
+        "baseline",
         [
             f"trainer.epochs={EPOCHS}",
             "export.formats=[keras,tflite]",
@@ -65,11 +78,11 @@ def baseline(tmp_path_factory):
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pruned(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("pruned")
-    return run_dir, train(
-        run_dir,
+    return shared(
+        tmp_path_factory,
+        "pruned",
         [
             f"trainer.epochs={EPOCHS}",
             "compression=prune",

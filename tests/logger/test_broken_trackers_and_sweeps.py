@@ -197,9 +197,25 @@ def another_program(path: Path) -> str:
 
 
 @pytest.mark.parametrize("damage", [garbage, truncated, another_program])
-def test_a_damaged_optuna_study_database_is_one_line_before_any_job(tmp_path, damage):
+def test_a_damaged_optuna_study_database_is_refused_naming_it_and_left_as_it_was(tmp_path, damage):
+    """What the search checks before any job (tfhydra.sweep.search.open_study), for each damage, in-process; the
+    command's one line and its sweep without jobs: test_a_damaged_optuna_study_database_is_one_line_before_any_job."""
+    from tfhydra.config.errors import ConfigError
+    from tfhydra.sweep.search import open_study
+
     db = tmp_path / "study.db"
     problem = damage(db)
+    before = db.read_bytes()
+    url = f"sqlite:///{db}"
+    with pytest.raises(ConfigError) as error:
+        open_study(url, url, study_name="tfhydra", direction="maximize")
+    assert str(error.value) == f"hydra.sweeper.storage={url}: {db} {problem}; {ACCEPTED}"
+    assert db.read_bytes() == before  # another program's database is left as it was
+
+
+def test_a_damaged_optuna_study_database_is_one_line_before_any_job(tmp_path):
+    db = tmp_path / "study.db"
+    problem = another_program(db)
     before = db.read_bytes()
     sweep = tmp_path / "sweep"
     result = run_cli(

@@ -10,14 +10,12 @@ MLflow's own, over HTTP."""
 import logging
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
+from conftest import ROOT, TESTS, last_line, read_run_record, run_cli, start_cli
 
 TINY = ["model=mlp", "logging.histogram_freq=0", "trainer.epochs=1", "export.formats=[]", "data.fraction=0.2"]
 
@@ -130,23 +128,23 @@ def test_cli_a_run_whose_tracking_server_hangs_completes_with_one_warning(tmp_pa
 def test_cli_sigterm_ends_a_run_waiting_on_a_hung_tracking_server(tmp_path, hung_server):
     server, uri = hung_server
     run_dir = tmp_path / "run"
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *TINY, "logger=[mlflow]", f"logger.mlflow.tracking_uri={uri}"]
-        + [f"hydra.run.dir={run_dir}"],  # logger.mlflow.timeout: its default, 120 s
+    process = start_cli(  # forked from the test server, as run_cli: the run's answer to SIGTERM, not its start-up
+        *TINY,
+        "logger=[mlflow]",
+        f"logger.mlflow.tracking_uri={uri}",  # logger.mlflow.timeout: its default, 120 s
+        f"hydra.run.dir={run_dir}",
         cwd=ROOT,
         env={**__import__("os").environ, "PYTHONPATH": str(TESTS)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        stderr=tmp_path / "stderr",
     )
     server.settimeout(120)
     connection, _ = server.accept()  # MLflow's client asks; nothing answers
     time.sleep(1)
     process.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
-    _, stderr = process.communicate(timeout=60)
+    process.wait(timeout=60)
     ended = time.monotonic() - signalled
+    stderr = (tmp_path / "stderr").read_text()
     connection.close()
     print(f"ended {ended:.1f} s after SIGTERM: {last_line(stderr)}")
     assert process.returncode == 128 + signal.SIGTERM and ended < 10, stderr[-2000:]

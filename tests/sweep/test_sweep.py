@@ -3,14 +3,16 @@ not stop the sweep, the summary, the exit code, TensorBoard's HParams dashboard 
 real server, and jobs sharing one process without sharing state."""
 
 import csv
+import json
+import os
 import shutil
 import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT, read_run_record, run_cli
+from conftest import ROOT, read_run_record, run_cli, run_module
+from shared_runs import made_once
 from tb_server import tensorboard_server
 
 FAIL_AT_5E4 = "trainer.callbacks=[{_target_: sweep_code.FailAtLearningRate, lr: 0.0005}]"
@@ -27,12 +29,21 @@ def metrics_of(job_dir):
     return read_run_record(job_dir)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def mixed_sweep(tmp_path_factory):
-    """One job completes, one raises during training, one diverges (Adam at lr 1e4: exploding loss)."""
-    cwd = tmp_path_factory.mktemp("sweep")
-    result = run_cli("-m", "optimizer.lr=1e-3,5e-4,1e4", "model=mlp", "debug=fast", FAIL_AT_5E4, cwd=cwd)
-    return result, only_sweep(cwd)
+    """One job completes, one raises during training, one diverges (Adam at lr 1e4: exploding loss). Swept once
+    per session across xdist workers: the command's answer (returncode, stdout, stderr) and its sweep directory,
+    read only (a test changing it copies it)."""
+
+    def make(cwd):
+        cwd.mkdir()
+        result = run_cli("-m", "optimizer.lr=1e-3,5e-4,1e4", "model=mlp", "debug=fast", FAIL_AT_5E4, cwd=cwd)
+        answer = {"args": result.args, "returncode": result.returncode, "stdout": result.stdout}
+        (cwd / "answer.json").write_text(json.dumps({**answer, "stderr": result.stderr}))
+
+    cwd = made_once(tmp_path_factory, "trainer-mixed-sweep", make)
+    answer = json.loads((cwd / "answer.json").read_text())
+    return subprocess.CompletedProcess(**answer), only_sweep(cwd)
 
 
 def test_a_failed_and_a_diverged_job_do_not_stop_the_sweep_but_its_exit_code_says_so(mixed_sweep):
@@ -109,13 +120,7 @@ def test_the_summary_command_rebuilds_an_interrupted_sweep(mixed_sweep, tmp_path
         (sweep / name).unlink()
     (sweep / JOBS[1] / "metrics.json").unlink()
     shutil.rmtree(sweep / JOBS[2])
-    result = subprocess.run(
-        [sys.executable, "-m", "tfhydra.sweep", "summary", str(sweep)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_module("tfhydra.sweep", "summary", str(sweep), cwd=ROOT, env=dict(os.environ), timeout=120)
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["job"], r["status"], r["directory"]) for r in rows] == [
@@ -126,12 +131,8 @@ def test_the_summary_command_rebuilds_an_interrupted_sweep(mixed_sweep, tmp_path
     assert rows[2]["overrides"] == "optimizer.lr=10000.0"  # expanded from multirun.yaml as Hydra would
     assert f"best job: {JOBS[0]}" in result.stdout and (sweep / "summary.md").is_file()
 
-    missing = subprocess.run(
-        [sys.executable, "-m", "tfhydra.sweep", "summary", str(tmp_path / "nope")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    missing = run_module(
+        "tfhydra.sweep", "summary", str(tmp_path / "nope"), cwd=ROOT, env=dict(os.environ), timeout=120
     )
     assert missing.returncode == 1 and missing.stderr.strip().splitlines()[-1].startswith("Error: sweep_dir=")
 

@@ -11,7 +11,8 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, TESTS, read_run_record
+from conftest import ROOT, TESTS, read_run_record, run_module
+from shared_runs import copy_run, made_once
 
 LRS = ["0.001", "0.0005", "0.0002", "0.0001"]
 # Long enough per job (several seconds) that job 1 is still training when the test sees it start.
@@ -84,14 +85,33 @@ def interrupt_after_first_job(tmp_path, sig):
     return process, sweep, kept
 
 
+@pytest.fixture(scope="session")
+def killed_sweep(tmp_path_factory):
+    """One sweep SIGKILLed (its process group) once job 0 completed and job 1 recorded an epoch, shared by the
+    tests that read it or continue it (each on its own copy: `copy_killed`): the home folder the sweep ran in
+    (its outputs/multirun/... is relative to it), the sweep's path in it, job 0's record and the exit code."""
+
+    def make(home):
+        home.mkdir(parents=True)
+        process, sweep, kept = interrupt_after_first_job(home, signal.SIGKILL)
+        (home / "killed.json").write_text(
+            json.dumps({"sweep": str(sweep.relative_to(home)), "returncode": process.returncode})
+        )
+        (home / "kept.json").write_bytes(kept)
+
+    return made_once(tmp_path_factory, "trainer-killed-sweep", make)
+
+
+def copy_killed(home, to):
+    """A private copy of the killed sweep's home: (sweep, job 0's record at the kill, the sweep's exit code)."""
+    copy_run(home, to)
+    killed = json.loads((to / "killed.json").read_text())
+    return to / killed["sweep"], (to / "kept.json").read_bytes(), killed["returncode"]
+
+
 def summarize(sweep):
-    return subprocess.run(
-        [sys.executable, "-m", "tfhydra.sweep", "summary", str(sweep)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+    return run_module(  # forked from the test server: the tool's answers, not its start-up
+        "tfhydra.sweep", "summary", str(sweep), cwd=ROOT, env=dict(os.environ), timeout=120
     )
 
 
@@ -122,9 +142,9 @@ def check_summary(sweep, kept, result):
     assert not list(sweep.glob(".*.partial"))
 
 
-def test_a_killed_sweep_keeps_its_completed_jobs_and_its_summary_lists_every_job(tmp_path):
-    process, sweep, kept = interrupt_after_first_job(tmp_path, signal.SIGKILL)
-    assert process.returncode == -signal.SIGKILL
+def test_a_killed_sweep_keeps_its_completed_jobs_and_its_summary_lists_every_job(killed_sweep, tmp_path):
+    sweep, kept, returncode = copy_killed(killed_sweep, tmp_path / "home")
+    assert returncode == -signal.SIGKILL
     assert not (sweep / "summary.csv").exists()  # the sweep never got to its end
     assert status_of(sweep / JOBS[1]) in (None, "running", "interrupted")
     assert not (sweep / JOBS[2]).exists()

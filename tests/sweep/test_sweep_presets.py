@@ -4,6 +4,7 @@ import csv
 
 import pytest
 from conftest import run_cli
+from shared_runs import made_once
 from test_sweep import metrics_of, only_sweep
 
 import tfhydra
@@ -28,18 +29,36 @@ def test_debug_preset_trains_two_batches_per_epoch_in_both_loops(compose_cfg, tm
     assert metrics["exports"] == {} and not (tmp_path / "run" / "export").exists()  # debug: no export
 
 
-def test_joblib_launcher_runs_jobs_in_parallel_processes_with_a_share_of_the_cores(tmp_path):
-    result = run_cli(
+def joblib_argv(sweep):
+    """Two jobs in joblib's worker processes, two at a time."""
+    return [
         "-m",
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
         "optimizer.lr=1e-3,5e-4",
         "model=mlp",
-        "debug=fast",
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    sweep = only_sweep(tmp_path)
+        "trainer.epochs=2",
+        "logging.histogram_freq=0",
+        "export.formats=[]",
+        f"hydra.sweep.dir={sweep}",
+    ]
+
+
+@pytest.fixture(scope="session")
+def joblib_sweep(tmp_path_factory):
+    """`joblib_argv`'s sweep, swept once per session across xdist workers (joblib's workers are processes of their
+    own, each importing TensorFlow): read it, or copy it before running into it
+    (test_sweep_resume.py: test_a_finished_joblib_sweep_run_again_keeps_every_job)."""
+
+    def make(sweep):
+        result = run_cli(*joblib_argv(sweep))
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    return made_once(tmp_path_factory, "trainer-joblib-sweep", make)
+
+
+def test_joblib_launcher_runs_jobs_in_parallel_processes_with_a_share_of_the_cores(joblib_sweep):
+    sweep = joblib_sweep
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]  # named in the worker processes too
     from tfhydra.platform.runtime import available_cores

@@ -5,12 +5,11 @@ same command again keeps what completed and finishes what is missing. Real Hydra
 import csv
 import math
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, TESTS, last_line, read_run_record, run_cli
+from conftest import CONFIG_DIR, ROOT, TESTS, last_line, read_run_record, run_cli, run_module
 
+from tfhydra.cli.preflight import check_command_line
 from tfhydra.record.monitor import Monitor
 from tfhydra.record.run_record import Status
 from tfhydra.sweep.jobs import Job
@@ -144,19 +143,36 @@ def test_a_screen_job_keeps_the_histograms_the_command_line_asks_for(given):
         ),
     ],
 )
-def test_a_wrong_screen_or_promotion_is_one_line_before_any_directory(tmp_path, extra, message):
-    argv = [
+def test_a_wrong_screen_or_promotion_is_one_line_before_any_directory(tmp_path, capsys, extra, message):
+    """The command line's pre-flight, in-process (what train.py runs first): exit 1, one line, no directory.
+    test_a_wrong_promotion_from_the_command_is_one_line_before_any_directory runs one of them as a user would."""
+    argv = wrong_argv(tmp_path, extra)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        check_command_line(CONFIG_DIR, "config", argv)
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 1 and "Traceback" not in stderr, stderr[-2000:]
+    assert last_line(stderr).startswith(message), stderr[-2000:]
+    assert len(stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_a_wrong_promotion_from_the_command_is_one_line_before_any_directory(tmp_path):
+    done = run_cli(*wrong_argv(tmp_path, ["sweep.promote=2"]))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert last_line(done.stderr).startswith("Error: sweep.promote=2: nothing to screen"), done.stderr[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "sweep").exists()
+
+
+def wrong_argv(tmp_path, extra):
+    return [
         "-m",
         f"optimizer.lr={','.join(LRS)}",
         f"data.batch_size={','.join(BATCHES)}",
         *extra,
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
-    done = run_cli(*argv)
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert last_line(done.stderr).startswith(message), done.stderr[-2000:]
-    assert len(done.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "sweep").exists()
 
 
 def test_a_single_run_with_the_sweep_keys_says_they_are_ignored(tmp_path):
@@ -236,15 +252,14 @@ def test_screen_then_promote_runs_summarises_and_resumes(tmp_path):
     for directory in (lost_promote, lost_screen):
         (directory / "metrics.json").unlink()
     kept = records(sweep)
-    third = subprocess.run(
-        [sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep)],
+    third = run_module(
+        "tfhydra.sweep",
+        "resume",
+        str(sweep),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=900,
-        stdin=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}"},
-    )  # the recorded command
+    )  # the recorded command (forked from the test server: its answers, not its start-up)
     assert third.returncode == 0, third.stderr[-3000:]
     after = records(sweep)
     assert {k: after[k] for k in kept} == kept  # the six left alone were kept as they were

@@ -4,12 +4,12 @@ record of the job completed before the kill is byte-identical; the same director
 refused before any job starts and nothing in it changes."""
 
 import hashlib
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, last_line, read_run_record, run_cli
-from test_sweep_interrupted import JOBS, SWEEP, interrupt_after_first_job
+from conftest import ROOT, last_line, read_run_record, run_cli, run_module
+from shared_runs import copy_run
+from test_sweep_interrupted import JOBS, SWEEP, copy_killed, killed_sweep  # noqa: F401  (a fixture)
+from test_sweep_presets import joblib_argv, joblib_sweep  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -22,19 +22,22 @@ def snapshot(folder):
     }
 
 
-def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
-    import signal
-
-    process, sweep, kept = interrupt_after_first_job(tmp_path, signal.SIGKILL)
+def test_a_killed_sweep_is_continued_and_a_different_one_refused(
+    killed_sweep,  # noqa: F811  (pytest passes the fixture imported from test_sweep_interrupted)
+    tmp_path,
+):
+    sweep, kept, _ = copy_killed(killed_sweep, tmp_path / "home")
+    tmp_path = tmp_path / "home"  # the folder the sweep ran in: its directory is relative to it
     # the sweep ran with hydra/launcher=basic: resume takes hydra settings only from its own command line (issue 35)
-    resumed = subprocess.run(
-        [sys.executable, "-m", "tfhydra.sweep", "resume", str(sweep), "hydra/launcher=basic"],
+    resumed = run_module(  # forked from the test server: the tool's answers, not its start-up
+        "tfhydra.sweep",
+        "resume",
+        str(sweep),
+        "hydra/launcher=basic",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=900,
-        stdin=subprocess.DEVNULL,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "tests")},
+        # this checkout first: resume execs `python -m tfhydra`, which would otherwise import the installed one
+        env={**__import__("os").environ, "PYTHONPATH": f"{ROOT}{__import__('os').pathsep}{ROOT / 'tests'}"},
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"kept: {JOBS[0]}" in resumed.stdout
@@ -61,22 +64,14 @@ def test_a_killed_sweep_is_continued_and_a_different_one_refused(tmp_path):
     assert snapshot(sweep) == before  # nothing rewritten
 
 
-def test_a_finished_joblib_sweep_run_again_keeps_every_job(tmp_path):
-    """Under the joblib launcher each worker checks its own job directory: nothing trains twice."""
-    sweep = tmp_path / "sweep"
-    argv = [
-        "-m",
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-        "optimizer.lr=1e-3,5e-4",
-        "model=mlp",
-        "trainer.epochs=2",
-        "logging.histogram_freq=0",
-        "export.formats=[]",
-        f"hydra.sweep.dir={sweep}",
-    ]
-    first = run_cli(*argv)
-    assert first.returncode == 0, first.stderr[-3000:]
+def test_a_finished_joblib_sweep_run_again_keeps_every_job(
+    joblib_sweep,  # noqa: F811  (pytest passes the fixture imported from test_sweep_presets)
+    tmp_path,
+):
+    """Under the joblib launcher each worker checks its own job directory: nothing trains twice. The first run is
+    the session's shared joblib sweep (test_sweep_presets.py), run again here into a copy of it."""
+    sweep = copy_run(joblib_sweep, tmp_path / "sweep")
+    argv = joblib_argv(sweep)
     jobs = sorted(d for d in sweep.iterdir() if (d / "metrics.json").is_file())
     records = {d.name: (d / "metrics.json").read_bytes() for d in jobs}
     assert len(records) == 2

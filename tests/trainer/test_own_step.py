@@ -14,6 +14,7 @@ from conftest import FAST, read_run_record, run_cli
 import tfhydra
 
 STEPS, VAL_BATCHES = 5, 12  # trainer.steps_per_epoch; digits' 360 validation examples in batches of 32
+LEAN = ["export.formats=[]", "logging.write_graph=false"]  # neither the export nor the graph is read here
 
 
 @pytest.mark.slow
@@ -27,6 +28,7 @@ def test_a_models_own_train_and_test_step_run_under_both_loops(loop, tmp_path):
             "+model._target_=user_code.build_own_step_model",
             f"trainer.loop={loop}",
             *FAST,
+            *LEAN,
             "trainer.epochs=2",
             f"trainer.steps_per_epoch={STEPS}",
             "trainer.steps_per_execution=2",
@@ -59,6 +61,7 @@ def test_a_models_own_steps_run_on_every_replica_of_a_mirrored_strategy(loop, tm
         "strategy=mirrored",
         "strategy.logical_cpus=2",
         *FAST,
+        *LEAN,
         f"trainer.steps_per_epoch={STEPS}",
         f"hydra.run.dir={run_dir}",
     )

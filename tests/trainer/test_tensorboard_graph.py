@@ -15,6 +15,7 @@ import pytest
 from conftest import FAST, compose_config, run_cli
 from tb_browser import page_text, screenshot, svg_labels
 from tb_server import tensorboard_server
+from trainer_runs import gradients_run
 
 SMALL = [
     *FAST,
@@ -163,10 +164,8 @@ def png_size_and_colours(data: bytes) -> tuple[int, int, int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["custom", "fit"])
-def test_the_graphs_page_shows_the_model_layers_in_chromium(loop, tmp_path):
-    run_dir = tmp_path / "run"
-    result = run_cli(*SMALL, f"trainer.loop={loop}", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_the_graphs_page_shows_the_model_layers_in_chromium(loop, tmp_path, tmp_path_factory):
+    run_dir = gradients_run(tmp_path_factory, loop)  # the default CNN's run, shared with the gradients tests
     with tensorboard_server(run_dir / "tensorboard", tmp_path / "tensorboard.log") as board:
         board.wait_until(lambda b: "train" in b.runs(), timeout=90)
         text = page_text(board.base_url, "/#graphs")

@@ -10,6 +10,7 @@ import tfhydra
 from tfhydra.optimizer.build import build_optimizer, build_schedule
 
 FAST = ["logging.histogram_freq=0"]
+LEAN = [*FAST, "logging.write_graph=false", "export.formats=[]"]  # where neither the graph nor an export is read
 
 
 def metrics_of(run_dir):
@@ -27,19 +28,11 @@ def test_fit_and_custom_loops_agree_on_digits(tmp_path, compose_cfg):
     assert abs(results["fit"] - results["custom"]) <= 0.01
 
 
-def test_custom_loop_writes_the_same_contract(tmp_path, compose_cfg):
+def test_custom_loop_writes_the_same_contract(tmp_path_factory):
     from tb_events import read_events
+    from trainer_runs import gradients_run
 
-    cfg = compose_cfg(
-        [
-            "trainer.loop=custom",
-            "trainer.epochs=2",
-            "trainer.steps_per_execution=4",
-            "logging.histogram_freq=1",
-            "logging.gradients=true",
-        ]
-    )
-    tfhydra.run(cfg, run_dir=tmp_path)
+    tmp_path = gradients_run(tmp_path_factory, "custom")  # shared with the gradients test (read only)
     metrics = metrics_of(tmp_path)
     assert metrics["status"] == "completed" and metrics["epochs_run"] == 2
     assert set(metrics["final"]) >= {"loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"}
@@ -85,7 +78,7 @@ def test_clipping_reaches_the_custom_loop(tmp_path, compose_cfg):
             "optimizer.momentum=0.0",
             "model=mlp",
             "model.dropout=0.0",
-            *FAST,
+            *LEAN,
         ]
     )
     import tf_keras as keras
@@ -140,7 +133,8 @@ def test_learning_rate_is_logged_each_epoch_and_plateau_lowers_it(tmp_path, comp
             "optimizer.schedule.name=reduce_on_plateau",
             "optimizer.schedule.patience=1",
             "optimizer.schedule.factor=0.5",
-            *FAST,
+            "model=mlp",
+            *LEAN,
         ]
     )
     tfhydra.run(cfg, run_dir=tmp_path)
@@ -164,7 +158,8 @@ def test_early_stopping_ends_early(tmp_path, compose_cfg):
             "trainer.early_stopping.monitor=val_loss",
             "trainer.early_stopping.mode=min",
             "trainer.early_stopping.min_delta=0.5",
-            *FAST,
+            "model=mlp",
+            *LEAN,
         ]
     )
     tfhydra.run(cfg, run_dir=tmp_path)
@@ -198,7 +193,7 @@ def test_custom_loop_divergence_is_recorded(tmp_path, compose_cfg):
 
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_deterministic_runs_are_identical(tmp_path, compose_cfg, loop):
-    overrides = [f"trainer.loop={loop}", "trainer.epochs=2", "trainer.deterministic=true", "model=mlp", *FAST]
+    overrides = [f"trainer.loop={loop}", "trainer.epochs=2", "trainer.deterministic=true", "model=mlp", *LEAN]
     for name in ("a", "b"):
         tfhydra.run(compose_cfg(overrides), run_dir=tmp_path / name)
     a, b = metrics_of(tmp_path / "a"), metrics_of(tmp_path / "b")
@@ -211,14 +206,19 @@ def test_deterministic_runs_are_identical(tmp_path, compose_cfg, loop):
 def test_user_callback_by_target_runs(tmp_path, compose_cfg):
     seen = tmp_path / "epochs_seen.txt"
     cfg = compose_cfg(
-        ["trainer.epochs=2", f"trainer.callbacks=[{{_target_: user_code.EpochCounter, path: '{seen}'}}]", *FAST]
+        [
+            "trainer.epochs=2",
+            "model=mlp",
+            f"trainer.callbacks=[{{_target_: user_code.EpochCounter, path: '{seen}'}}]",
+            *LEAN,
+        ]
     )
     tfhydra.run(cfg, run_dir=tmp_path)
     assert seen.read_text() == "0,1"
 
 
 def test_profile_batch_writes_a_profiler_trace(tmp_path, compose_cfg):
-    cfg = compose_cfg(["trainer.epochs=1", "trainer.steps_per_execution=1", "logging.profile_batch=[2,4]", *FAST])
+    cfg = compose_cfg(["trainer.epochs=1", "trainer.steps_per_execution=1", "logging.profile_batch=[2,4]", *LEAN])
     tfhydra.run(cfg, run_dir=tmp_path)
     traces = list((tmp_path / "tensorboard" / "plugins" / "profile").glob("*/*.xplane.pb"))
     assert len(traces) == 1 and traces[0].stat().st_size > 1000
