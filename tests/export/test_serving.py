@@ -30,7 +30,15 @@ def served_run(tmp_path, data: list[str]):
     """(the composed config, the run directory) of a short real run on `data` that exports a SavedModel and
     the tf_keras file."""
     cfg = tfhydra.compose(
-        ["model=mlp", "trainer.epochs=2", "data.batch_size=16", "export.formats=[saved_model,keras]", *FAST[1:], *data]
+        [
+            "model=mlp",
+            "trainer.epochs=2",
+            "data.batch_size=16",
+            "export.formats=[saved_model,keras]",
+            *FAST[1:],
+            "logging.write_graph=false",
+            *data,
+        ]
     )
     tfhydra.run(cfg, run_dir=tmp_path / "run")
     return cfg, tmp_path / "run"
