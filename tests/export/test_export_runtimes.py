@@ -37,7 +37,7 @@ def trained(run_dir, overrides):
     """(run directory, its record, its validation split as arrays, the exported Keras model's predictions)."""
     from tfhydra.data.pipeline import build_datasets
 
-    cfg = compose(overrides)
+    cfg = compose([*overrides, "logging.write_graph=false"])  # the exports are the subject, not TensorBoard's graph
     tfhydra.run(cfg, run_dir=run_dir)
     batches = list(build_datasets(cfg.data, cfg.trainer.seed).validation)
     x = np.concatenate([np.asarray(b[0]) for b in batches])

@@ -14,8 +14,10 @@ import sys
 
 import data_files
 import numpy as np
+import pytest
 import tensorflow as tf
 from conftest import FAST
+from shared_runs import DIGITS_MLP, trained_run
 
 import tfhydra
 
@@ -28,7 +30,15 @@ def served_run(tmp_path, data: list[str]):
     """(the composed config, the run directory) of a short real run on `data` that exports a SavedModel and
     the tf_keras file."""
     cfg = tfhydra.compose(
-        ["model=mlp", "trainer.epochs=2", "data.batch_size=16", "export.formats=[saved_model,keras]", *FAST[1:], *data]
+        [
+            "model=mlp",
+            "trainer.epochs=2",
+            "data.batch_size=16",
+            "export.formats=[saved_model,keras]",
+            *FAST[1:],
+            "logging.write_graph=false",
+            *data,
+        ]
     )
     tfhydra.run(cfg, run_dir=tmp_path / "run")
     return cfg, tmp_path / "run"
@@ -117,10 +127,15 @@ def test_text_is_served_as_strings_with_the_vocabulary_inside_the_model(tmp_path
     assert agree >= 0.999
 
 
-def test_the_serving_layout_and_its_signatures(tmp_path):
-    cfg, run_dir = served_run(tmp_path, [])
-    version = run_dir / "export" / "serving" / "1"
-    assert version.is_symlink() and version.resolve() == (run_dir / "export" / "saved_model").resolve()
+@pytest.fixture(scope="session")
+def digits_mlp(tmp_path_factory):
+    """The seed MLP on digits with the default export (a SavedModel), shared with the other rooms that read it."""
+    return trained_run(tmp_path_factory, *DIGITS_MLP)
+
+
+def test_the_serving_layout_and_its_signatures(digits_mlp):
+    version = digits_mlp / "export" / "serving" / "1"
+    assert version.is_symlink() and version.resolve() == (digits_mlp / "export" / "saved_model").resolve()
     shown = subprocess.run(
         [*SAVED_MODEL_CLI, "show", "--dir", str(version), "--all"],
         capture_output=True,

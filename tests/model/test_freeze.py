@@ -22,6 +22,7 @@ KERAS_APP = [
     "export.formats=[]",
     "logging.histogram_freq=0",
     "logging.images_freq=0",
+    "logging.write_graph=false",
 ]
 
 

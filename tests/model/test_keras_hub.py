@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TESTS, read_run_record, run_cli
+from conftest import TESTS, read_run_record, run_cli, run_module
 from data_files import write_text_csv
+from shared_runs import made_once
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.runner.plan import plan_run
@@ -61,14 +62,32 @@ def keras3_helper(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+# Both presets written by one Keras 3 process (hub_presets.py's functions), once a session across xdist workers
+WRITE_PRESETS = """
+import sys
+from pathlib import Path
+import hub_presets  # chooses Keras 3 before TensorFlow loads
+hub_presets.write_preset(Path(sys.argv[1]) / "tiny_bert")
+hub_presets.write_image_preset(Path(sys.argv[1]) / "tiny_vit")
+"""
+
+
 @pytest.fixture(scope="session")
-def tiny_preset(tmp_path_factory) -> Path:
+def presets(tmp_path_factory) -> dict[str, Path]:
     """A 2-layer, hidden-16 BERT with a 21-word WordPiece vocabulary, its tokenizer, preprocessor and a
-    TextClassifier, randomly initialised and saved with `save_to_preset` (about 17 s, once per worker)."""
-    directory = tmp_path_factory.mktemp("hub") / "tiny_bert"
-    done = keras3_helper("write", str(directory))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return directory
+    TextClassifier ("bert"), and a 1-layer ViT on 16x16 RGB images with its image converter and a
+    ViTImageClassifier ("vit"): randomly initialised (a fixed seed) and saved with `save_to_preset`."""
+
+    def write(home: Path) -> None:
+        home.mkdir(parents=True)
+        env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{TESTS.parent}", **OFFLINE}
+        done = subprocess.run(
+            [sys.executable, "-c", WRITE_PRESETS, str(home)], env=env, capture_output=True, text=True, timeout=240
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    home = made_once(tmp_path_factory, "keras-hub-presets", write)
+    return {"bert": home / "tiny_bert", "vit": home / "tiny_vit"}
 
 
 def backbone_changes(preset: Path, *weights: Path) -> list[dict]:
@@ -90,6 +109,37 @@ def fine_tune(preset: Path, tmp_path: Path, rows: int, *overrides: str) -> Path:
     """`python train.py keras=3 model=keras_hub model.preset=PRESET` on `rows` reviews: the run's directory."""
     data = write_text_csv(tmp_path / "reviews.csv", n=rows)
     return hub_run(tmp_path, *TEXT_RUN, f"model.preset={preset}", f"data.path={data}", *overrides)
+
+
+MIXED = ("trainer.epochs=4", "model.dropout=0", "precision=mixed")
+FINETUNE = ("recipe=finetune", "trainer.finetune.head_epochs=1", "trainer.epochs=2", "export.formats=[]")
+
+
+@pytest.fixture(scope="session")
+def bert_runs(presets, tmp_path_factory) -> dict:
+    """The two BERT fine-tunes of this file, trained once a session across xdist workers, and their backbones
+    measured against the preset's in one Keras 3 process: `mixed` (4 epochs on 96 reviews, float16 compute:
+    its last weights) and `recipe` (recipe=finetune on 64 reviews: the head phase's weights, then the last)."""
+
+    def train(home: Path) -> None:
+        (home / "mixed").mkdir(parents=True)
+        (home / "recipe").mkdir()
+        mixed = fine_tune(presets["bert"], home / "mixed", 96, *MIXED)
+        recipe = fine_tune(presets["bert"], home / "recipe", 64, *FINETUNE)
+        files = [
+            mixed / "checkpoints" / "last.weights.h5",
+            recipe / "phases" / "0_head" / "checkpoints" / "last.weights.h5",
+            recipe / "checkpoints" / "last.weights.h5",
+        ]
+        moved, kept, tuned = backbone_changes(presets["bert"], *files)
+        (home / "backbones.json").write_text(json.dumps({"mixed": moved, "head": kept, "finetune": tuned}))
+
+    home = made_once(tmp_path_factory, "keras-hub-bert-runs", train)
+    return {
+        "mixed": home / "mixed" / "run",
+        "recipe": home / "recipe" / "run",
+        "backbones": json.loads((home / "backbones.json").read_text()),
+    }
 
 
 def test_a_missing_preset_directory_is_one_line_before_tensorflow(tmp_path):
@@ -146,11 +196,11 @@ def test_keras_hub_under_keras_2_is_one_line_naming_keras_3(compose_cfg, tmp_pat
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(420)
-def test_a_tiny_bert_fine_tunes_from_its_preset_on_raw_text_under_mixed_precision(tiny_preset, tmp_path):
+@pytest.mark.timeout(600)  # the first asker trains both runs of `bert_runs`
+def test_a_tiny_bert_fine_tunes_from_its_preset_on_raw_text_under_mixed_precision(bert_runs, tmp_path):
     """4 epochs, float16 compute: the loss falls, the backbone moves, the test accuracy is recorded, and the
     SavedModel takes the raw strings the CSV holds and answers float32 probabilities."""
-    run = fine_tune(tiny_preset, tmp_path, 96, "trainer.epochs=4", "model.dropout=0", "precision=mixed")
+    run = bert_runs["mixed"]
     record = read_run_record(run)
     assert record["status"] == "completed" and record["data"]["dtype"] == "string"
     assert record["policy"] == "mixed_float16" and record["keras"]["major"] == 3
@@ -158,7 +208,7 @@ def test_a_tiny_bert_fine_tunes_from_its_preset_on_raw_text_under_mixed_precisio
     assert isinstance(accuracy, float) and 0.0 <= accuracy <= 1.0 and record["test"]["examples"] > 0
     losses = [epoch["loss"] for epoch in record["history"]]
     assert len(losses) == 4 and losses[-1] < losses[0]
-    (moved,) = backbone_changes(tiny_preset, run / "checkpoints" / "last.weights.h5")
+    moved = bert_runs["backbones"]["mixed"]
     assert moved["weights"] > 20 and not moved["identical"] and moved["max_change"] > 1e-4
     assert moved["connections"] == []  # built from the directory alone, every connection refused
 
@@ -169,12 +219,12 @@ def test_a_tiny_bert_fine_tunes_from_its_preset_on_raw_text_under_mixed_precisio
     (answer,) = probabilities.values()
     assert answer.dtype == tf.float32 and answer.shape == (2, 2)
     np.testing.assert_allclose(answer.numpy().sum(axis=1), 1.0, rtol=1e-5)
-    # tfhydra-predict in a process of its own (no keras-hub imported): TensorFlow Text's ops registered on demand
+    # tfhydra-predict in a process of its own (forked from the tests' server, which holds tf_keras and no keras-hub):
+    # TensorFlow Text's ops registered on demand
     texts, out = tmp_path / "new.csv", tmp_path / "predictions.csv"
     texts.write_text("text\nA great fun film!\nThe plot was dull!\n")
     env = {**os.environ, "PYTHONPATH": str(TESTS.parent), **OFFLINE}
-    command = [sys.executable, "-m", "tfhydra.predict", str(run), str(texts), f"--output={out}"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    done = run_module("tfhydra.predict", str(run), str(texts), f"--output={out}", env=env, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = out.read_text().splitlines()
     assert rows[0].startswith("input,class_1,probability_1") and len(rows) == 3
@@ -182,40 +232,25 @@ def test_a_tiny_bert_fine_tunes_from_its_preset_on_raw_text_under_mixed_precisio
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(420)
-def test_recipe_finetune_trains_the_head_alone_then_the_backbone(tiny_preset, tmp_path):
+@pytest.mark.timeout(600)  # the first asker trains both runs of `bert_runs`
+def test_recipe_finetune_trains_the_head_alone_then_the_backbone(bert_runs):
     """recipe=finetune: the head phase (model.freeze=base) leaves every backbone weight bit-identical to the
     preset's and trains the classifier; the phase after it moves the backbone, at the lower rate."""
-    finetune = ["recipe=finetune", "trainer.finetune.head_epochs=1", "trainer.epochs=2", "export.formats=[]"]
-    run = fine_tune(tiny_preset, tmp_path, 64, *finetune)
-    head, tuned = read_run_record(run)["phases"]
+    head, tuned = read_run_record(bert_runs["recipe"])["phases"]
     assert head["label"] == "head" and head["layers"]["freeze"] == "base"
     assert 0 < head["layers"]["trainable_params"] < head["layers"]["frozen_params"]
     assert tuned["layers"]["frozen_params"] == 0
-    kept, moved = backbone_changes(
-        tiny_preset,
-        run / "phases" / "0_head" / "checkpoints" / "last.weights.h5",
-        run / "checkpoints" / "last.weights.h5",
-    )
+    kept, moved = bert_runs["backbones"]["head"], bert_runs["backbones"]["finetune"]
     assert kept["weights"] > 20 and kept["identical"]  # bit for bit
     assert not moved["identical"]
 
 
-@pytest.fixture(scope="session")
-def tiny_vit_preset(tmp_path_factory) -> Path:
-    """A 1-layer ViT on 16x16 RGB images with its image converter and a ViTImageClassifier, saved as a preset."""
-    directory = tmp_path_factory.mktemp("hub") / "tiny_vit"
-    done = keras3_helper("write-image", str(directory))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return directory
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-def test_a_tiny_vit_trains_from_its_preset_on_gray_images_with_its_base_frozen(tiny_vit_preset, tmp_path):
+def test_a_tiny_vit_trains_from_its_preset_on_gray_images_with_its_base_frozen(presets, tmp_path):
     """data=synthetic's [0, 1] gray 16x16 images through the preset's image converter (as [0, 255] RGB): the head
     alone trains (model.freeze=base), the loss falls, and the SavedModel answers float32 probabilities."""
-    run = hub_run(tmp_path, *IMAGE_RUN, f"model.preset={tiny_vit_preset}", "model.freeze=base")
+    run = hub_run(tmp_path, *IMAGE_RUN, f"model.preset={presets['vit']}", "model.freeze=base")
     record = read_run_record(run)
     assert record["status"] == "completed" and record["model"].endswith("_on_images")
     assert 0 < record["layers"]["trainable_params"] < record["layers"]["frozen_params"]

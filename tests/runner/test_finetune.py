@@ -5,15 +5,13 @@ stage 2 moves it at the lower rate, the record says what trained in each, and an
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
-from conftest import CONFIG_DIR, ROOT, TESTS, read_run_record, run_cli
+from conftest import CONFIG_DIR, read_run_record, run_cli
 from run_processes import epochs_recorded, kill, kill_when_ready, start
 
 import tfhydra
@@ -178,17 +176,16 @@ def test_a_stage_interrupted_by_sigterm_resumes_and_the_run_completes(compose_cf
 def test_a_run_killed_with_sigkill_in_stage_two_resumes_there_and_keeps_stage_one(tmp_path):
     """SIGKILL (no handler, no record) once stage 2 has saved an epoch's state: the same command keeps the completed
     head phase as it was and continues stage 2 from its saved state."""
-    args = [*LIGHT, "trainer.finetune.head_epochs=1", "trainer.epochs=8", f"hydra.run.dir={tmp_path / 'run'}"]
-    run, env = tmp_path / "run", {**os.environ, "PYTHONPATH": str(TESTS)}
-    command = [sys.executable, str(ROOT / "train.py"), *args]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [*LIGHT, "trainer.finetune.head_epochs=1", "trainer.epochs=8"]
+    run = tmp_path / "run"
+    process = start(run, *args)  # forked from the tests' server, as run_cli's commands are
     history = run / "checkpoints" / "history.json"
     # two epochs recorded: the first one's state is saved (the record is written before the state)
     kill_when_ready(process, lambda: history.exists() and len(json.loads(history.read_text())["epochs"]) >= 2)
     assert not (run / "metrics.json").exists() and read_run_record(run / "phases/0_head")["status"] == "completed"
     head_record = (run / "phases/0_head/metrics.json").read_bytes()
 
-    resumed = run_cli(*args)
+    resumed = run_cli(*args, f"hydra.run.dir={run}")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     record = read_run_record(run)
     assert record["status"] == "completed" and [p["epochs"] for p in record["phases"]] == [1, 7]
