@@ -1,7 +1,8 @@
 """Evaluate a finished run's exported model on a dataset, without retraining.
 
-python -m tfhydra.evaluate [--split test|validation|train] <run_dir> [data=<source> data.<key>=<value> ...] The run
-directory is checked before use (a completed run: metrics.json status completed, readable .hydra/ files,
+    python -m tfhydra.evaluate [--json] [--split test|validation|train] <run_dir> [data=<source> data.<key>=<value> ...]
+
+The run directory is checked before use (a completed run: metrics.json status completed, readable .hydra/ files,
 export/saved_model or, for a run that exported only TFLite, export/tflite/model.tflite), each problem a one-line
 error. The run's own overrides (`.hydra/overrides.yaml`) are composed again from the config directory the run was
 made with, followed by the new ones; with none it evaluates on the run's own test split (`--split` chooses another:
