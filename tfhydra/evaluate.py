@@ -1,17 +1,17 @@
 """Evaluate a finished run's exported model on a dataset, without retraining.
 
-    python -m tfhydra.evaluate [--split test|validation|train] <run_dir> [data=<source> data.<key>=<value> ...]
+    python -m tfhydra.evaluate [--json] [--split test|validation|train] <run_dir> [data=<source> data.<key>=<value> ...]
 
-The run directory is checked before use (a completed run: metrics.json status completed, readable .hydra/
-files, export/saved_model or, for a run that exported only TFLite, export/tflite/model.tflite), each problem a
-one-line error. The run's own overrides (`.hydra/overrides.yaml`) are composed again from the config directory
-the run was made with, followed by the new ones; with none it evaluates on the run's own test split (`--split`
-chooses another: the same examples the run was tested, validated or trained on, docs/data.md), and says when
-the run has none. The exported SavedModel is loaded as a SavedModel (no Python code from the run directory is
-executed), wrapped, and compiled with the run's loss and metrics, so the figures mean what they meant during
-training. A TFLite-only run's model.tflite is run by LiteRT (tfhydra/export/served.py, the export's own
-predictor) on the pipeline's inputs, wrapped and compiled the same way. The result (`export` and `split` say
-which) is printed as one JSON line and written to `<run_dir>/evaluations/`. TensorFlow's start-up lines are held
+The run directory is checked before use (a completed run: metrics.json status completed, readable .hydra/ files,
+export/saved_model or, for a run that exported only TFLite, export/tflite/model.tflite), each problem a one-line
+error. The run's own overrides (`.hydra/overrides.yaml`) are composed again from the config directory the run was
+made with, followed by the new ones; with none it evaluates on the run's own test split (`--split` chooses another:
+the same examples the run was tested, validated or trained on, docs/data.md), and says when the run has none. The
+exported SavedModel is loaded as a SavedModel (no Python code from the run directory is executed), wrapped, and
+compiled with the run's loss and metrics, so the figures mean what they meant during training. A TFLite-only run's
+model.tflite is run by LiteRT (tfhydra/export/served.py, the export's own predictor) on the pipeline's inputs,
+wrapped and compiled the same way. The result (`export` and `split` say which) is printed as a short table
+(`--json`: one JSON line, for scripts) and written to `<run_dir>/evaluations/`. TensorFlow's start-up lines are held
 back as in training (tfhydra/platform/quiet.py).
 """
 
@@ -29,7 +29,7 @@ from tfhydra.config.errors import ConfigError
 from tfhydra.record.rundir import RunPaths, contained
 
 USAGE = (
-    "usage: tfhydra-evaluate [--trust-run] [--split test|validation|train] [--config-dir DIR] RUN_DIR "
+    "usage: tfhydra-evaluate [--trust-run] [--json] [--split test|validation|train] [--config-dir DIR] RUN_DIR "
     "[data=<source>] [data.<key>=<value> ...] (also python -m tfhydra.evaluate)"
 )
 SPLITS = ("test", "validation", "train")  # the first is the default: the figure nothing chose on
@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
-    trust_run = "--trust-run" in argv
-    argv = [a for a in argv if a != "--trust-run"]
+    trust_run, as_json = "--trust-run" in argv, "--json" in argv
+    argv = [a for a in argv if a not in ("--trust-run", "--json")]
     from tfhydra.platform.quiet import QUIET
 
     QUIET.start()  # TensorFlow's C++ start-up lines held back, as tfhydra-train does
@@ -61,8 +61,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         QUIET.release()
-    print(json.dumps(result))
+    print(json.dumps(result) if as_json else in_words(result))
     return 0
+
+
+def in_words(result: dict) -> str:
+    """What a person reads: which model on which examples, one figure a line (4 significant digits), where the
+    whole result went; `--json` prints the result as one JSON line instead (for scripts)."""
+    from tfhydra.platform.terminal import figure, shown_path
+
+    figures = result["metrics"]
+    width = max((len(name) for name in figures), default=0)
+    lines = [
+        f"{shown_path(result['run_dir'])}: its {result['export']} on the {result['split']} split of "
+        f"{result['data']} ({result['examples']} examples, {result['seconds']:.1f} s)",
+        *(f"  {name:<{width}}  {figure(value)}" for name, value in figures.items()),
+    ]
+    if result.get("note"):
+        lines.append(f"note: {result['note']}")
+    lines.append(f"written to {shown_path(result['written_to'])} (the same as one JSON line: --json)")
+    return "\n".join(lines)
 
 
 def split_flag(argv: list[str]) -> tuple[str, list[str]]:
