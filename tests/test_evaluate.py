@@ -9,7 +9,7 @@ from shared_runs import DIGITS_CNN, copy_run, trained_run
 
 def evaluate(*args):
     return run_module(
-        "tfhydra.evaluate", *map(str, args), env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"}
+        "tfhydra.evaluate", "--json", *map(str, args), env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{TESTS}"}
     )
 
 

@@ -162,12 +162,12 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
         "compression": "none",
     }
     assert set(test["metrics"]) == {"loss", "accuracy"} and record["schema_version"] == 3  # 3: the record's keras
-    assert main([str(run)]) == 0
+    assert main(["--json", str(run)]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert evaluated["split"] == "test" and evaluated["examples"] == 360
     assert evaluated["metrics"]["accuracy"] == pytest.approx(test["metrics"]["accuracy"], abs=1e-6)
     assert evaluated["metrics"]["loss"] == pytest.approx(test["metrics"]["loss"], rel=1e-5)
-    assert main(["--split=train", str(run)]) == 0
+    assert main(["--json", "--split=train", str(run)]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["examples"] == 1077
 
     # a run without a test split: evaluate says so in one line
@@ -191,7 +191,7 @@ def test_the_default_run_records_three_splits_and_evaluate_reproduces_its_test_f
     old.pop("test")
     old["schema_version"] = 1
     (run / "metrics.json").write_text(json.dumps(old))
-    assert main(["--split", "validation", str(run)]) == 0
+    assert main(["--json", "--split", "validation", str(run)]) == 0
     captured = capsys.readouterr()
     assert "recorded before the test split (metrics.json schema_version 1)" in captured.err
     assert "before the test split" in json.loads(captured.out.strip().splitlines()[-1])["note"]

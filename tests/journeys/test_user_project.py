@@ -82,7 +82,7 @@ def test_a_project_trains_its_own_model_with_the_installed_command(installed, tm
     assert Path(paths["tfhydra"]).resolve().is_relative_to(where_configs_live(kind, venv_bin))
     assert sorted(p.name for p in project.iterdir()) == ["conf", "mymodels.py", "outputs"]
 
-    evaluated = run_in(venv_bin, "tfhydra-evaluate", str(record_file.parent), cwd=project)
+    evaluated = run_in(venv_bin, "tfhydra-evaluate", "--json", str(record_file.parent), cwd=project)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     figures = json.loads(last_line(evaluated.stdout))["metrics"]
     assert figures["accuracy"] == pytest.approx(record["test"]["metrics"]["accuracy"], abs=1e-6)  # default: test

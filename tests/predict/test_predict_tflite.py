@@ -50,7 +50,7 @@ def tflite_run(tmp_path_factory):
 
     run_dir = tmp_path_factory.mktemp("tflite") / "run"
     tfhydra.run(tfhydra.compose([*FAST, "export.formats=[tflite]"]), run_dir=run_dir)
-    assert sorted(p.name for p in (run_dir / "export").iterdir()) == ["tflite"]
+    assert sorted(p.name for p in (run_dir / "export").iterdir()) == ["README.md", "tflite"]
     cfg = load_run_config(run_dir, [])
     pairs = [(x.numpy(), y.numpy()) for x, y in build_datasets(cfg.data, cfg.trainer.seed).validation]
     return run_dir, np.concatenate([x for x, _ in pairs]), np.concatenate([y for _, y in pairs])
@@ -75,12 +75,12 @@ def test_a_tflite_only_run_is_predicted_and_evaluated_through_litert(tflite_run,
     assert "by export/tflite" in last_line(result.stderr)
     assert not any(noise in result.stderr for noise in NOISE), result.stderr
 
-    evaluated = command("tfhydra.evaluate", "--split", "validation", run_dir)  # the split x.npy holds
+    evaluated = command("tfhydra.evaluate", "--json", "--split", "validation", run_dir)  # the split x.npy holds
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     figures = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert (figures["export"], figures["input"], figures["examples"]) == ("tflite", "features", len(y))
     assert figures["metrics"]["accuracy"] == pytest.approx(measured["val_accuracy"], abs=1e-6)
-    tested = json.loads(answer("tfhydra.evaluate", run_dir).stdout.strip().splitlines()[-1])  # default: test
+    tested = json.loads(answer("tfhydra.evaluate", "--json", run_dir).stdout.strip().splitlines()[-1])  # default: test
     assert tested["split"] == "test" and tested["metrics"]["accuracy"] == pytest.approx(
         measured["test_accuracy"], abs=1e-6
     )

@@ -114,7 +114,7 @@ def test_evaluate_refuses_a_target_named_by_the_run_unless_trusted(run_with_user
         "(the key _target_)"
     ), message
     assert "--trust-run" in message
-    assert main(["--trust-run", str(run_with_user_loss)]) == 0
+    assert main(["--trust-run", "--json", str(run_with_user_loss)]) == 0
     captured = capsys.readouterr()
     assert f"Warning: --trust-run: {run_with_user_loss} is trusted" in captured.err
     figures = json.loads(captured.out.strip().splitlines()[-1])

@@ -240,7 +240,7 @@ def test_evaluate_with_trust_run_runs_and_records_it(finished_sweep, tmp_path):
     (run / ".hydra" / "overrides.yaml").write_text(
         yaml.safe_dump(saved + ["trainer.loss={_target_:tf_keras.losses.SparseCategoricalCrossentropy}"])
     )
-    result = command("tfhydra.evaluate", "--trust-run", str(run), cwd=tmp_path, marker=tmp_path / "MARKER")
+    result = command("tfhydra.evaluate", "--trust-run", "--json", str(run), cwd=tmp_path, marker=tmp_path / "MARKER")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Warning: --trust-run: {run} is trusted" in result.stderr
     figures = json.loads(result.stdout.strip().splitlines()[-1])
