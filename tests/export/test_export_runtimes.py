@@ -140,7 +140,12 @@ def test_without_litert_tf_lite_interpreter_measures_the_same_accuracy(cnn, monk
 def test_onnx_export_predicts_as_keras_and_onnxruntime_measures_it(cnn):
     run_dir, record, (x, y), reference = cnn
     path = run_dir / "export" / "onnx" / "model.onnx"
-    assert sorted(p.name for p in (run_dir / "export").iterdir()) == ["README.md", "keras", "onnx", "tflite"]  # no partials
+    assert sorted(p.name for p in (run_dir / "export").iterdir()) == [
+        "README.md",
+        "keras",
+        "onnx",
+        "tflite",
+    ]  # no partials
     entry = record["compression"]["artefacts"]["export/onnx/model.onnx"]
     assert entry["runtime"] == ONNXRUNTIME and entry["bytes"] == path.stat().st_size
     predictions = onnx_predictions(path, x)
