@@ -61,26 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         QUIET.release()
-    print(json.dumps(result) if as_json else in_words(result))
+    from tfhydra.record.report import evaluation_in_words
+
+    print(json.dumps(result) if as_json else evaluation_in_words(result))
     return 0
-
-
-def in_words(result: dict) -> str:
-    """What a person reads: which model on which examples, one figure a line (4 significant digits), where the
-    whole result went; `--json` prints the result as one JSON line instead (for scripts)."""
-    from tfhydra.platform.terminal import figure, shown_path
-
-    figures = result["metrics"]
-    width = max((len(name) for name in figures), default=0)
-    lines = [
-        f"{shown_path(result['run_dir'])}: its {result['export']} on the {result['split']} split of "
-        f"{result['data']} ({result['examples']} examples, {result['seconds']:.1f} s)",
-        *(f"  {name:<{width}}  {figure(value)}" for name, value in figures.items()),
-    ]
-    if result.get("note"):
-        lines.append(f"note: {result['note']}")
-    lines.append(f"written to {shown_path(result['written_to'])} (the same as one JSON line: --json)")
-    return "\n".join(lines)
 
 
 def split_flag(argv: list[str]) -> tuple[str, list[str]]:

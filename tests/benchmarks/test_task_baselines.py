@@ -11,7 +11,7 @@ from conftest import ROOT
 from tfhydra.data.pipeline import build_datasets
 from tfhydra.task.build import build_task
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(ROOT / "benchmarks"))  # after tests/: its combinations.py is not the tests' own
 import task_baselines  # noqa: E402
 
 

@@ -118,7 +118,7 @@ def test_two_real_runs_differ_by_their_model(tmp_path_factory):
     cnn, mlp = trained_run(tmp_path_factory, *DIGITS_CNN), trained_run(tmp_path_factory, *DIGITS_MLP)
     table = tfhydra.compare([cnn, mlp])
     assert "model.name" in table.columns and "trainer.epochs" not in table.columns  # both ran 2 epochs
-    assert [r["model.name"] for r in table.rows] == ["cnn", "mlp"]
+    assert [r["model.name"] for r in table.rows] == ["auto", "mlp"]  # DIGITS_CNN: auto, the seed CNN
     records = [json.loads((d / "metrics.json").read_text()) for d in (cnn, mlp)]
     assert [r["test_accuracy"] for r in table.rows] == [rec["test"]["metrics"]["accuracy"] for rec in records]
     assert [r["data"] for r in table.rows] == ["(no path)", "(no path)"]  # the bundled digits

@@ -109,7 +109,7 @@ def test_the_projects_options_are_listed_and_suggested_in_one_line(installed, tm
     assert result.returncode == 1 and not (project / "outputs").exists()
     assert last_line(result.stderr) == (
         "Error: model=tiyn: no such model option (did you mean tiny?); accepted: one of "
-        "cnn, keras_app, keras_hub, lstm, mlp, resnet, tiny, transformer"
+        "auto, cnn, keras_app, keras_hub, lstm, mlp, resnet, tiny, transformer"
     )
     searchpath = run_in(venv_bin, "tfhydra-train", "--info", "searchpath", cwd=project).stdout
     assert f"file://{(project / 'conf').resolve()}" in searchpath and "| tfhydra " in searchpath

@@ -266,14 +266,14 @@ def test_a_tiny_vit_trains_from_its_preset_on_gray_images_with_its_base_frozen(p
 
 
 @pytest.mark.slow
-def test_a_preset_whose_weights_read_another_file_is_one_line(tiny_preset, tmp_path):
+def test_a_preset_whose_weights_read_another_file_is_one_line(presets, tmp_path):
     """The preset's model.weights.h5 goes through tfhydra's HDF5 reader (tfhydra/trust/hdf5.py) against the built
     backbone before keras-hub loads it: a dataset whose bytes are stored in another file is one line naming the
     file and the dataset, and no run completes."""
     import h5py
 
     preset = tmp_path / "preset"
-    shutil.copytree(tiny_preset, preset)
+    shutil.copytree(presets["bert"], preset)
     secret = tmp_path / "secret.bin"
     secret.write_bytes(np.arange(16, dtype=np.float32).tobytes())
     with h5py.File(preset / "model.weights.h5", "a") as file:

@@ -189,7 +189,7 @@ RULES: dict[str, Rule] = {
         )
     ),
     "data.path": PathRule(
-        "the path of an existing regular file or directory (relative to the working directory)",
+        "the path of an existing file or directory (relative to the working directory)",
         is_readable_path,
         refusal="no such file or directory",
     ),
@@ -204,7 +204,11 @@ RULES: dict[str, Rule] = {
     "data.label_length": integer(1),
     "data.raw_dtype": choice("uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32", "float64"),
     "data.labels_csv": optional(
-        PathRule("the path of an existing CSV file of file,labels rows", is_readable_path, refusal="no such file")
+        PathRule(
+            "the path of an existing CSV file of file,labels rows",
+            is_readable_path,
+            refusal="no such file or directory",
+        )
     ),
     "data.color_mode": choice("grayscale", "rgb", "rgba"),
     "data.max_pixels": integer(1),

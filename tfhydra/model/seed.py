@@ -47,6 +47,6 @@ def build_mlp(cfg: MlpModelConfig, spec: DataSpec) -> keras.Model:
             x = keras.layers.Dropout(cfg.dropout)(x)
     logits, output = task_head(spec)
     x = logits(x)
-    if getattr(cfg, "wide", False):  # a node composed before the key existed has none
+    if getattr(cfg, "wide", None):  # a node composed before the key existed has none
         x = keras.layers.Add(name="wide_and_deep")([x, keras.layers.Dense(logits.units, name="wide")(flat)])
     return keras.Model(inputs, output(x), name="mlp")

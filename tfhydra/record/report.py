@@ -72,3 +72,21 @@ def epoch_summary(epochs: list[dict], monitor: str, mode: str, from_epoch: int =
     best = chosen.epoch or len(epochs)  # no figure from `from_epoch` on: the last epoch stands for the run
     tie = {"tie": chosen.tie} if chosen.tie else {}
     return {"best": {"epoch": best, **epochs[best - 1], **tie}, "final": {"epoch": len(epochs), **epochs[-1]}}
+
+
+def evaluation_in_words(result: dict) -> str:
+    """tfhydra-evaluate's answer as a person reads it: which model on which examples, one figure a line (4
+    significant digits), where the whole result went; `--json` prints it as one JSON line instead (for scripts)."""
+    from tfhydra.platform.terminal import figure, shown_path
+
+    figures = result["metrics"]
+    width = max((len(name) for name in figures), default=0)
+    lines = [
+        f"{shown_path(result['run_dir'])}: its {result['export']} on the {result['split']} split of "
+        f"{result['data']} ({result['examples']} examples, {result['seconds']:.1f} s)",
+        *(f"  {name:<{width}}  {figure(value)}" for name, value in figures.items()),
+    ]
+    if result.get("note"):
+        lines.append(f"note: {result['note']}")
+    lines.append(f"written to {shown_path(result['written_to'])} (the same as one JSON line: --json)")
+    return "\n".join(lines)

@@ -41,6 +41,7 @@ from tfhydra.model.memory import check_model_fits
 from tfhydra.optimizer.build import plateau_callback
 from tfhydra.platform.command import reproduce_command
 from tfhydra.platform.keras_lib import clear_session, keras_record
+from tfhydra.platform.quiet import QUIET
 from tfhydra.platform.runtime import limit_gpu_memory, seed_everything, set_threads, worker_record
 from tfhydra.platform.startclock import mark, startup
 from tfhydra.platform.terminal import shown_path
@@ -276,6 +277,9 @@ class PhaseRunner:
         """The best epoch's weights restored, measured once on the test split (and per label, on validation too,
         for a task that has per-label figures), exported; the record completed."""
         cfg = self.cfg
+        # the console filter ends with training: a converter failing under it hung (the TFLite runtime's refusal,
+        # tests/record/test_record.py), so the export's lines pass as they come (tfhydra/platform/quiet.py)
+        QUIET.release()
         exported = restore_best(model, self.target, self.strategy, self.record)
         ema, steps = cfg.trainer.ema.decay is not None, cfg.trainer.validation_steps
         test = measure_test(model, datasets, exported, ema, compression.scheme, steps)
