@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import urllib.parse
 
 import h5py
 import numpy as np
@@ -14,6 +15,8 @@ import pytest
 from conftest import ROOT, read_run_record, run_cli, run_module
 from shared_runs import made_once
 from tb_server import tensorboard_server
+
+TRIAL_TAGS = ("best_val_accuracy", "test_accuracy")
 
 FAIL_AT_5E4 = "trainer.callbacks=[{_target_: sweep_code.FailAtLearningRate, lr: 0.0005}]"
 JOBS = ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005", "2_optimizer.lr=10000.0"]
@@ -91,6 +94,11 @@ def test_tensorboard_shows_every_job_in_the_hparams_dashboard(mixed_sweep, tmp_p
     with tensorboard_server(sweep, tmp_path / "tensorboard.log") as board:
         board.wait_until(lambda b: len(b.session_groups()) == 3, timeout=60)
         runs, tags, experiment, groups = board.runs(), board.scalar_tags(), board.experiment(), board.session_groups()
+        validation = urllib.parse.quote(f"{JOBS[0]}/tensorboard/validation")
+        cards = {tag: board.get(f"/data/plugin/scalars/scalars?run={validation}&tag={tag}") for tag in TRIAL_TAGS}
+    record = metrics_of(sweep / JOBS[0])  # each card a line TensorBoard draws (one point is drawn empty)
+    assert [point[2] for point in cards["best_val_accuracy"]][-1] == pytest.approx(record["best"]["val_accuracy"])
+    assert len(cards["best_val_accuracy"]) == max(record["epochs_run"], 2) and len(cards["test_accuracy"]) == 2
     for job in JOBS:  # the trial is in the job's validation run: two runs per job, not three
         assert f"{job}/tensorboard/validation" in runs and f"{job}/tensorboard" not in runs
     for job in (JOBS[0], JOBS[2]):  # the failed job stopped before its first epoch

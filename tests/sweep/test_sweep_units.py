@@ -130,6 +130,26 @@ def test_a_job_that_raises_before_training_is_recorded_and_returns_nan(as_hydra_
     assert set(accumulator.Tags()["tensors"]) == {"_hparams_/session_start_info", "_hparams_/session_end_info"}
 
 
+def test_a_trials_best_and_test_figures_are_lines_tensorboard_draws(tmp_path):
+    """A single point per run is drawn as an empty Time Series card: the best is the best so far at each epoch
+    (ending at the record's best), the test figure a flat line over the run; a history whose running best is not
+    the record's (a phase that chose from later epochs) draws the best flat."""
+    from tfhydra.sweep.hparams import Trial
+
+    history = [{"val_accuracy": 0.5}, {"val_accuracy": 0.7}, {"val_accuracy": 0.6}, {"val_accuracy": 0.65}]
+    Trial(tmp_path / "a", "a", {"optimizer.lr": 0.001}).end("completed", "val_accuracy", 0.7, 2, 0.68, history)
+    scalars = read_events(tmp_path / "a")["scalars"]
+    assert [(s, pytest.approx(v)) for s, v in scalars["best_val_accuracy"]] == [(0, 0.5), (1, 0.7), (2, 0.7), (3, 0.7)]
+    assert [(s, pytest.approx(v)) for s, v in scalars["test_accuracy"]] == [(0, 0.68), (3, 0.68)]
+    losses = [{"val_loss": 0.9}, {"val_loss": 0.4}, {"val_loss": 0.3}]  # chosen from epoch 3 on, by the lower loss
+    Trial(tmp_path / "b", "b", {}).end("completed", "val_loss", 0.3, 3, None, losses, "min")
+    scalars = read_events(tmp_path / "b")["scalars"]
+    assert [(s, pytest.approx(v)) for s, v in scalars["best_val_loss"]] == [(0, 0.9), (1, 0.4), (2, 0.3)]
+    assert "test_loss" not in scalars
+    Trial(tmp_path / "c", "c", {}).end("completed", "val_loss", 0.35, 3, 0.4, losses, "min")
+    assert [s for s, _ in read_events(tmp_path / "c")["scalars"]["best_val_loss"]] == [0, 2]
+
+
 def write_job(sweep, num, name, overrides, status=None, history=(), wall=None, error=None, partial=False, test=None):
     """A job as it lands on disk; without `test` its record predates the test split (no schema_version), with it a
     version-2 record whose test block says `test` is the test loss."""

@@ -116,17 +116,51 @@ class Trial:
         self.events.write(hp.hparams_pb({k: plain(v) for k, v in values.items()}, trial_id=trial_id))
 
     def end(
-        self, status: str, monitor: str, best: float | None, best_epoch: int | None, test: float | None = None
+        self,
+        status: str,
+        monitor: str,
+        best: float | None,
+        best_epoch: int | None,
+        test: float | None = None,
+        history: list | None = None,
+        mode: str = "max",
     ) -> None:
-        """`test`: the monitored metric on the test split (the record's test block), shown beside `best`."""
-        for tag, figure in ((f"best_{monitor}", best), (f"test_{test_name(monitor)}", test)):
-            if figure is not None and math.isfinite(figure):
-                value = summary_pb2.Summary.Value(tag=tag, simple_value=figure)
-                self.events.write(summary_pb2.Summary(value=[value]), step=max(0, (best_epoch or 1) - 1))
+        """`test`: the monitored metric on the test split (the record's test block), shown beside `best`.
+        Each is written as a line TensorBoard can draw, not a single point (drawn as an empty chart):
+        `best_<monitor>` is the best so far at each epoch of `history`, ending at `best`; `test_<metric>` is
+        flat from the first to the last epoch (measured once, on the exported weights). The HParams table
+        reads the last point of each."""
+        steps = len(history or ())
+        for tag, points in (
+            (f"best_{monitor}", best_line(history or [], monitor, best, mode)),
+            (f"test_{test_name(monitor)}", [(0, test), (max(steps - 1, 1), test)]),
+        ):
+            for step, figure in points:
+                if figure is not None and math.isfinite(figure):
+                    value = summary_pb2.Summary.Value(tag=tag, simple_value=figure)
+                    self.events.write(summary_pb2.Summary(value=[value]), step=step)
         end = plugin_data_pb2.SessionEndInfo(status=self.STATUS[Status(status).hparams], end_time_secs=time.time())
         data = plugin_data_pb2.HParamsPluginData(session_end_info=end)
         self.events.write(_summary(metadata.SESSION_END_INFO_TAG, data))
         self.events.close()
+
+
+def best_line(history: list, monitor: str, best: float | None, mode: str) -> list[tuple[int, float | None]]:
+    """(step, best so far) for each epoch of `history` (step = epoch - 1, as Keras' TensorBoard callback counts)
+    whose running best by `mode` ends at the record's `best`; otherwise (a phase that chose from later epochs
+    only, a history without the monitor, a run of one epoch) `best` flat over the run, so the card is still a
+    line."""
+    running: list[tuple[int, float | None]] = []
+    current: float | None = None
+    for step, logs in enumerate(history):
+        figure = logs.get(monitor) if isinstance(logs, dict) else None
+        if isinstance(figure, (int, float)) and math.isfinite(figure):
+            better = current is None or (figure > current if mode == "max" else figure < current)
+            current = float(figure) if better else current
+        running.append((step, current))
+    if best is not None and len(running) > 1 and running[-1][1] == best:
+        return running
+    return [(0, best), (max(len(history) - 1, 1), best)]
 
 
 def plain(value: Any) -> Value:

@@ -83,6 +83,8 @@ def run_trial(cfg: DictConfig, run_job: Callable[..., float]) -> float:
             (record.best or {}).get(cfg.trainer.monitor),
             (record.best or {}).get("epoch"),
             record.test_metric(cfg.trainer.monitor),
+            record.history,
+            record.monitor_mode or "max",
         )
     return result
 
