@@ -34,6 +34,50 @@ def test_a_bad_task_option_or_key_is_one_line_before_tensorflow(overrides, line)
     assert str(caught.value).startswith(line) and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("task", "loss", "expects"),
+    [
+        ("regression", "categorical_crossentropy", "one-hot rows"),
+        ("regression", "binary_crossentropy", "0/1 labels"),
+        ("binary", "sparse_categorical_crossentropy", "class indices"),
+        ("multilabel", "SparseCategoricalCrossentropy", "class indices"),
+        ("classification", "mse", "numbers"),
+        ("classification", "binary_crossentropy", "0/1 labels"),
+        ("classification", "categorical_crossentropy", "one-hot rows"),
+    ],
+)
+def test_a_loss_that_expects_other_labels_than_the_task_is_one_line(task, loss, expects):
+    with pytest.raises(ConfigError) as caught:
+        check_overrides(CONFIG_DIR, "config", [f"task={task}", "data=synthetic", f"trainer.loss={loss}"])
+    labels = {"classification": "class indices", "binary": "0/1 labels", "multilabel": "0/1 labels"}.get(
+        task, "numbers"
+    )
+    assert str(caught.value).startswith(
+        f"trainer.loss={loss}: it expects {expects}, and task={task} trains on {labels}; accepted: a loss for {labels}"
+    )
+
+
+def test_every_keras_loss_name_says_which_labels_it_expects():
+    """A new name in the trainer's list of Keras losses is classified too, or no task would refuse it."""
+    from tfhydra.task.checks import LOSS_LABELS
+    from tfhydra.trainer.checks import KERAS_LOSSES
+
+    assert set(LOSS_LABELS) == KERAS_LOSSES
+
+
+@pytest.mark.parametrize(
+    ("task", "loss"),
+    [
+        ("regression", "huber"),
+        ("regression", "Poisson"),
+        ("binary", "hinge"),
+        ("multilabel", "BinaryFocalCrossentropy"),
+    ],
+)
+def test_a_loss_that_fits_the_tasks_labels_passes(task, loss):
+    check_overrides(CONFIG_DIR, "config", [f"task={task}", "data=synthetic", f"trainer.loss={loss}"])
+
+
 def test_every_task_option_passes_the_preflight():
     for name in ("classification", "binary", "multilabel", "regression"):
         check_overrides(CONFIG_DIR, "config", [f"task={name}", "data=synthetic"])
