@@ -56,6 +56,19 @@ def test_npz_array_names_are_configurable_and_without_validation_arrays_a_split_
     assert sorted(set(examples(datasets.validation)[1])) == [0, 1, 2, 3]  # stratified
 
 
+def test_a_class_without_a_training_example_is_one_line_naming_it(tmp_path, compose_cfg):
+    """Three classes in the file, four named: the fourth is never learnt, yet every figure would count it."""
+    path = data_files.write_npz(tmp_path / "d.npz", n_train=40, classes=3)
+    cfg = compose_cfg(["data=npz", f"data.path={path}", "data.class_names=[a,b,c,d]", *PLAIN])
+    with pytest.raises(ConfigError) as caught:
+        build_datasets(cfg.data, 0)
+    assert str(caught.value) == (
+        "data=npz: 1 of its 4 classes have no training example (d) among 32 training rows; accepted: a training "
+        "split holding every class: more rows of the missing ones, or data.class_names / data.num_classes naming "
+        "only the classes the data holds"
+    )
+
+
 def test_tfrecord_reads_sharded_png_records_with_their_labels(tmp_path, compose_cfg):
     train = data_files.write_tfrecords(tmp_path, "train", n=40, shards=4, shape=(14, 12, 1), classes=4, seed=1)
     val = data_files.write_tfrecords(tmp_path, "val", n=12, shards=2, shape=(14, 12, 1), classes=4, seed=2)

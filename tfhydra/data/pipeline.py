@@ -27,7 +27,8 @@ from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.features import standardize_features
 from tfhydra.data.file_cache import cached, config_digest
 from tfhydra.data.inputs import PREPARED, giving_inputs
-from tfhydra.data.labels import CLASSES, NUMBERS, LabelReader, label_reader, reading_labels, strata
+from tfhydra.data.label_checks import check_classes, check_label_kind
+from tfhydra.data.labels import LabelReader, reading_labels, strata
 from tfhydra.data.service import distribute
 from tfhydra.data.source import (
     AUTOTUNE,
@@ -35,7 +36,6 @@ from tfhydra.data.source import (
     DataSpec,
     Serving,
     Source,
-    class_labels,
     deterministic_reads,
     stratified_subset,
     take_examples,
@@ -70,61 +70,6 @@ class Datasets:
         loop, because a checkpointed iterator with a prefetch *before* the repeat resumes the rest of its
         epoch exactly but reshuffles the next epoch differently from an uninterrupted run."""
         return dataset if self.prefetch is None else dataset.prefetch(self.prefetch)
-
-
-# The sources whose labels the run's task reads (the others read class indices only)
-EVERY_TASK = "data=csv, data=npz, data=text_csv, data=tfrecord, data=image_folder or data=synthetic"
-KIND_WORDS = {"classes": "class-index", "binary": "0/1", "multi_hot": "multi-hot", "numbers": "numeric"}  # said
-TAKEN_BY = {"classes": "task=classification", "binary": "task=binary", "multi_hot": "task=multilabel",
-            "numbers": "task=regression"}  # fmt: skip
-
-
-def check_label_kind(source: Source, task: LabelReader | None, cfg_data, asked: bool) -> None:
-    """A source that did not read its labels through the task (`asked` false) holds class indices, or the kind it
-    declares (`Source.label_kind`, a user's `_target_` source): a kind the task does not train on is one line
-    naming the task that does, and a declared kind is read by the task (its shape and values checked), so a
-    mismatch is a ConfigError rather than a shape error inside Keras."""
-    if task is None or asked:
-        return
-    name, declared = cfg_data.get("name", cfg_data.get("_target_")), source.label_kind
-    if declared is None and task.label_kind != CLASSES:
-        raise ConfigError(
-            "data",
-            name,
-            f"{EVERY_TASK} (the sources that read every task's labels, docs/tasks.md)",
-            f"it reads class indices only, and the task trains on {KIND_WORDS.get(task.label_kind)} labels",
-        )
-    if declared is None:
-        return
-    if declared != task.label_kind:
-        raise ConfigError(
-            "data",
-            name,
-            TAKEN_BY.get(declared, f"a task whose label_kind is {declared}"),
-            f"its labels are {KIND_WORDS.get(declared, declared)} (Source.label_kind={declared!r}), and the task "
-            f"trains on {KIND_WORDS.get(task.label_kind, task.label_kind)} labels",
-        )
-    if source.train_labels is not None:
-        where = f"data={name} (its train_labels)"
-        task.read_labels(source.train_labels, where, cfg_data, source.spec.class_names, (), class_labels)
-
-
-def check_classes(source: Source, name: str | None) -> None:
-    """At least two classes, both seen in training: one class builds a one-output softmax that is always
-    'right' and learns nothing, and Keras reports it as a finished run."""
-    labels = strata(source.train_labels) if source.train_labels is not None else None
-    if source.train_labels is not None and (labels is None or label_reader().label_kind == NUMBERS):
-        return  # a task without classes (multi-label; numbers, whose strata are quantile bins): nothing to count
-    present = np.unique(labels) if labels is not None else None
-    if source.spec.num_classes < 2 or (present is not None and len(present) < 2):
-        names = source.spec.class_names
-        shown = [names[int(i)] for i in present if int(i) < len(names)] if present is not None else list(names)
-        raise ConfigError(
-            "data",
-            name,
-            "training labels of at least two classes",
-            f"the training split holds {len(shown)} class(es): {', '.join(map(str, shown[:3]))}",
-        )
 
 
 def build_datasets(
