@@ -71,6 +71,13 @@ def test_a_declared_dataset_too_big_is_refused_by_the_plan(compose_cfg):
         "and test sizes times the shape) need about "
     )
     plan_run(compose_cfg(["data=synthetic", "data.train_size=100000"]))  # 0.9 GB: fits
+    with pytest.raises(ConfigError) as refused:  # a shape of which not 64 examples fit: the shape is at fault
+        plan_run(compose_cfg(["data=synthetic", "data.shape=[1000000000,1000000000,3]"]))
+    assert str(refused.value).startswith(
+        "data.shape=[1000000000, 1000000000, 3]: one example is 3e+18 values; 9.22e+21 float32 values (train, "
+        "validation and test sizes times the shape) need about 1.11e+23 B to make; accepted: a shape of which 64 "
+        "examples fit the "
+    )
 
 
 @pytest.mark.slow

@@ -95,6 +95,9 @@ def check_streaming(cfg: DictConfig) -> None:
         )
 
 
+FEWEST_EXAMPLES = 64  # a shape of which fewer fit in memory is the key at fault, not the sizes
+
+
 def check_declared_size(cfg: DictConfig) -> None:
     """A source that makes its examples in memory from the config (synthetic: sizes and shape) must fit: its arrays
     and the temporaries that make them (about 3x the float32 arrays), against the memory this process may take."""
@@ -104,16 +107,25 @@ def check_declared_size(cfg: DictConfig) -> None:
     sizes = (data.get("train_size"), data.get("val_size"), data.get("test_size"))
     if data.get("name") != "synthetic" or not all(is_int(n) for n in (*sizes, *data.shape)):
         return
-    values = sum(sizes) * int(np.prod([int(n) for n in data.shape], dtype=np.float64))
+    example = float(np.prod([int(n) for n in data.shape], dtype=np.float64))
+    values = sum(sizes) * example
     needed, (available, where) = values * 4 * 3, available_memory()
-    if needed > available:
+    if needed <= available:
+        return
+    cost = f"{values:.3g} float32 values (train, validation and test sizes times the shape) need about {human(needed)}"
+    if example * 4 * 3 * FEWEST_EXAMPLES > available:  # the shape itself is out of reach, whatever the sizes
         raise ConfigError(
-            "data.train_size",
-            data.train_size,
-            f"sizes whose arrays fit the {human(available)} this process may take ({where})",
-            f"{values:.3g} float32 values (train, validation and test "
-            f"sizes times the shape) need about {human(needed)} to make",
+            "data.shape",
+            list(data.shape),
+            f"a shape of which {FEWEST_EXAMPLES} examples fit the {human(available)} this process may take ({where})",
+            f"one example is {example:.3g} values; {cost} to make",
         )
+    raise ConfigError(
+        "data.train_size",
+        data.train_size,
+        f"sizes whose arrays fit the {human(available)} this process may take ({where})",
+        f"{cost} to make",
+    )
 
 
 def check_split_fractions(cfg: DictConfig) -> None:

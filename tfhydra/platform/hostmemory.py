@@ -12,7 +12,9 @@ from pathlib import Path
 
 def human(size: float) -> str:
     """Bytes as the figures in logs and docs write them (decimal units)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    if size >= 1e18:  # beyond any machine: the power of ten says it
+        return f"{size:.3g} B"
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if size >= scale:
             return f"{size / scale:.1f} {unit}"
     return f"{int(size)} B"
