@@ -67,6 +67,43 @@ def test_per_label_auc_and_f1_are_scikit_learns_on_the_models_predictions(compos
     assert record["test"]["per_label"]["rare"] == {"auc": None, "f1": 0.0}  # absent from test: no ROC curve
     assert record["best"]["per_label"]["rare"]["auc"] is not None
     assert set(record["test"]["metrics"]) == {"loss", "auc", "f1", "binary_accuracy"}  # the logs stay scalars
+    defined = [record["test"]["per_label"][n]["auc"] for n in NAMES[:3]]  # the test AUC leaves the absent label out
+    assert record["test"]["metrics"]["auc"] == pytest.approx(np.mean(defined), abs=0.01)  # 200 thresholds vs exact
+
+
+def test_the_averaged_auc_leaves_out_a_label_the_split_shows_one_way_only():
+    """Keras counts a label with no ROC curve as 0 (a quarter off with one of four absent); with every label
+    defined the figure is Keras' own, bit for bit."""
+    import tf_keras as keras
+
+    from tfhydra.task.metrics import DefinedLabelsAUC
+
+    rng = np.random.default_rng(0)
+    labels = (rng.uniform(size=(200, 4)) < 0.4).astype(np.float32)
+    outputs = np.clip(labels * 0.3 + rng.uniform(size=(200, 4)) * 0.7, 0, 1).astype(np.float32)
+    for absent in (np.zeros(200), np.ones(200)):  # never present, always present
+        labels[:, 3] = absent
+        ours, keras_own = DefinedLabelsAUC(multi_label=True), keras.metrics.AUC(multi_label=True)
+        ours.update_state(labels, outputs), keras_own.update_state(labels, outputs)
+        exact = np.mean([roc_auc_score(labels[:, i], outputs[:, i]) for i in range(3)])
+        assert float(ours.result()) == pytest.approx(exact, abs=2e-3)
+        assert float(keras_own.result()) == pytest.approx(float(ours.result()) * 3 / 4, abs=1e-6)
+    labels[:, 3] = rng.uniform(size=200) < 0.5
+    ours, keras_own = DefinedLabelsAUC(multi_label=True), keras.metrics.AUC(multi_label=True)
+    ours.update_state(labels, outputs), keras_own.update_state(labels, outputs)
+    assert float(ours.result()) == float(keras_own.result())
+
+
+def test_a_label_the_training_split_shows_one_way_only_is_a_warning_and_recorded(caplog):
+    from tfhydra.config.contracts import DataSpec
+
+    spec = DataSpec((4,), 3, ("cat", "dog", "rare"), 4, 2)
+    task = Multilabel(threshold=0.5)
+    with caplog.at_level("WARNING", logger="tfhydra"):
+        task.head(spec, np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 0]], np.float32))
+    assert "task=multilabel: label(s) rare is in every training example or in none" in caplog.text
+    assert task.record()["undefined_in_training"] == ["rare"]
+    assert "undefined_in_training" not in Multilabel(threshold=0.5).record()
 
 
 def test_ties_count_half_and_only_multilabel_has_per_label_figures():

@@ -5,12 +5,15 @@ AUC averaged over the labels, macro F1 and binary accuracy at `task.threshold`. 
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from tfhydra.config.contracts import MULTI_HOT, DataSpec, Head, LabelSample
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
 from tfhydra.task.schemas import MultilabelTaskConfig
 
+log = logging.getLogger("tfhydra")
 TAKES = "multi-hot rows of 0/1, one column per label; task=classification or task=binary take one label per example"
 
 
@@ -19,6 +22,7 @@ class Multilabel(Task):
     label_kind = MULTI_HOT
     per_label_metrics = ("auc", "f1")
     headline = ("f1", "auc")  # macro F1 at task.threshold, then AUC averaged over the labels
+    undefined: tuple[str, ...] = ()  # labels the training split shows one way only (in every example, or none)
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None
@@ -38,7 +42,24 @@ class Multilabel(Task):
         self.read_labels(sample.values, sample.where, cfg_data, columns=sample.columns)
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
+        """Warns of a label the training split never shows, or always shows: the model cannot learn when it is
+        there, and the AUC of a split without both values leaves it out (tfhydra/task/metrics.py)."""
+        if train_labels is not None and len(train_labels):
+            rows = np.asarray(train_labels).reshape(len(train_labels), -1)
+            names = spec.class_names
+            self.undefined = tuple(str(names[i]) for i in range(rows.shape[1]) if np.all(rows[:, i] == rows[0, i]))
+            if self.undefined:
+                log.warning(
+                    "task=multilabel: label(s) %s %s in every training example or in none: the model cannot learn "
+                    "when they apply, and an AUC averages only the labels its split shows both ways",
+                    ", ".join(self.undefined[:5]) + (", ..." if len(self.undefined) > 5 else ""),
+                    "are" if len(self.undefined) > 1 else "is",
+                )
         return Head(spec.num_classes, "sigmoid", "probabilities", pictures="none", signature="probabilities")
+
+    def record(self) -> dict:
+        """The base record, with `undefined_in_training` when the training split shows a label one way only."""
+        return {**super().record(), **({"undefined_in_training": list(self.undefined)} if self.undefined else {})}
 
     def per_label(self, labels: np.ndarray, outputs: np.ndarray, names: tuple[str, ...]) -> dict | None:
         """Each label's ROC AUC (exact, from ranks: null when the split holds only one value of the label) and F1
