@@ -38,6 +38,27 @@ def test_evaluate_reproduces_the_runs_test_and_validation_figures(finished_run):
 
 
 @pytest.mark.slow
+def test_a_run_directory_evaluate_cannot_write_into_still_gets_its_figures_and_one_line(finished_run, tmp_path):
+    """A shared run that is not the user's to write: the figures are printed, then where they did not go, exit 1.
+    (A file where evaluations/ would be fails the same call a read-only directory does, and root, who ignores
+    permission bits, sees it too.)"""
+    run = copy_run(finished_run, tmp_path / "run")
+    if (run / "evaluations").exists():
+        import shutil
+
+        shutil.rmtree(run / "evaluations")
+    (run / "evaluations").write_text("not a directory")
+    result = evaluate("--split", "validation", run)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["metrics"]["accuracy"] == pytest.approx(read_run_record(run)["best"]["val_accuracy"], abs=1e-6)
+    assert "written_to" not in figures and figures["not_written"].startswith(f"{run}/evaluations/")
+    assert last_line(result.stderr) == (
+        f"Error: not written: {figures['not_written']} (the figures above are the whole result)"
+    )
+
+
+@pytest.mark.slow
 def test_evaluate_on_another_dataset(finished_run):
     result = evaluate(finished_run, "data=synthetic", "data.test_size=200", "data.signal=0.0")  # its test split
     assert result.returncode == 0, result.stderr[-2000:]

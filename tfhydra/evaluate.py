@@ -11,8 +11,9 @@ exported SavedModel is loaded as a SavedModel (no Python code from the run direc
 compiled with the run's loss and metrics, so the figures mean what they meant during training. A TFLite-only run's
 model.tflite is run by LiteRT (tfhydra/export/served.py, the export's own predictor) on the pipeline's inputs,
 wrapped and compiled the same way. The result (`export` and `split` say which) is printed as a short table
-(`--json`: one JSON line, for scripts) and written to `<run_dir>/evaluations/`. TensorFlow's start-up lines are held
-back as in training (tfhydra/platform/quiet.py).
+(`--json`: one JSON line, for scripts) and written to `<run_dir>/evaluations/` (a run directory it cannot write:
+the figures printed, then one line saying where they did not go, exit 1). TensorFlow's start-up lines are held back
+as in training (tfhydra/platform/quiet.py).
 """
 
 from __future__ import annotations
@@ -63,24 +64,24 @@ def main(argv: list[str] | None = None) -> int:
         QUIET.release()
     from tfhydra.record.report import evaluation_in_words
 
-    print(json.dumps(result) if as_json else evaluation_in_words(result))
+    print(json.dumps(result) if as_json else evaluation_in_words(result), flush=True)
+    if result.get("not_written"):
+        print(f"Error: not written: {result['not_written']} (the figures above are the whole result)", file=sys.stderr)
+        return 1
     return 0
 
 
 def split_flag(argv: list[str]) -> tuple[str, list[str]]:
     """`--split NAME` or `--split=NAME` anywhere on the line: (the split, the other arguments)."""
-    split, rest, i = SPLITS[0], [], 0
-    while i < len(argv):
-        arg = argv[i]
+    split, rest, args = SPLITS[0], [], iter(argv)
+    for arg in args:
         if arg == "--split" or arg.startswith("--split="):
-            value = arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else None)
-            i += 1 if "=" in arg else 2
+            value = arg.partition("=")[2] if "=" in arg else next(args, None)
             if value not in SPLITS:
                 raise ConfigError("--split", value, list(SPLITS), "unknown split")
             split = value
-            continue
-        rest.append(arg)
-        i += 1
+        else:
+            rest.append(arg)
     return split, rest
 
 
@@ -94,11 +95,11 @@ def load_run_config(run_dir: Path, overrides: list[str], trust_run: bool = False
     """The run's config with `overrides` applied, composed from the command's configs (the `project`'s conf/,
     then tfhydra's: tfhydra/config/project.py) and validated like a new command line.
 
-    A run directory may come from anyone, so what it says is read through the trust boundary
-    (tfhydra/trust): its overrides pass the allowlist and its saved config holds nothing that their
-    composition does not, before anything is composed or imported; `--trust-run` lifts that, and says so.
-    The run directory is checked first (a completed run, .hydra/ files that parse, the export), so a
-    broken or foreign directory is a one-line error, not a traceback."""
+    A run directory may come from anyone, so what it says is read through the trust boundary (tfhydra/trust): its
+    overrides pass the allowlist and its saved config holds nothing that their composition does not, before anything
+    is composed or imported; `--trust-run` lifts that, and says so. The run directory is checked first (a completed
+    run, .hydra/ files that parse, the export), so a broken or foreign directory is a one-line error, not a
+    traceback."""
     from hydra import compose
 
     from tfhydra import CONFIG_DIR
@@ -181,12 +182,8 @@ def chosen_split(datasets, split: str, run_dir: Path):
     serving = datasets.serving
     if split == "test":
         if datasets.test is None:
-            raise ConfigError(
-                "--split",
-                "test",
-                "--split validation (the run has no test split)",
-                f"{run_dir} has no test split (data.test_fraction=0)",
-            )
+            no_test = f"{run_dir} has no test split (data.test_fraction=0)"
+            raise ConfigError("--split", "test", "--split validation (the run has no test split)", no_test)
         raw = (lambda: serving.raw_test) if serving is not None and serving.raw_test is not None else None
         return datasets.test, raw, datasets.spec.test_size
     if split == "validation":
@@ -253,9 +250,12 @@ def evaluate_run(
     }
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**6:06d}"
     out = contained(RunPaths(run_dir).evaluations / f"{cfg.data.get('name')}_{split}_{stamp}.json", run_dir)
-    out.parent.mkdir(exist_ok=True)
-    write_json(out, result)
-    result["written_to"] = str(out)
+    try:  # a run directory shared read-only still answers: the figures are printed, and where they did not go
+        out.parent.mkdir(exist_ok=True)
+        write_json(out, result)
+        result["written_to"] = str(out)
+    except OSError as error:
+        result["not_written"] = f"{out}: {error.strerror or error}"
     return result
 
 

@@ -88,5 +88,6 @@ def evaluation_in_words(result: dict) -> str:
     ]
     if result.get("note"):
         lines.append(f"note: {result['note']}")
-    lines.append(f"written to {shown_path(result['written_to'])} (the same as one JSON line: --json)")
+    if result.get("written_to"):
+        lines.append(f"written to {shown_path(result['written_to'])} (the same as one JSON line: --json)")
     return "\n".join(lines)
