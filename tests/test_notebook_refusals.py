@@ -196,3 +196,35 @@ def test_what_the_pre_flight_accepts_its_readers_read_back():
             check_overrides(CONFIG_DIR, "config", ["model=mlp", f"+trainer.note={_nested(levels)}"])
     with pytest.raises(tfhydra.ConfigError, match=r"^trainer.note: the overrides are \d+ bytes, above"):
         check_overrides(CONFIG_DIR, "config", ["model=mlp", "+trainer.note=" + "a" * (17 * 2**20)])
+
+
+def test_a_run_started_from_another_thread_while_one_trains_is_one_line(tmp_path):
+    """Keras' policy and seeds, TensorFlow's threads and the logging handlers are the process's: a second run from
+    another thread is refused before it composes anything, naming the way to run several; the same thread nests."""
+    import threading
+
+    from tfhydra.api import one_run_at_a_time
+    from tfhydra.config.errors import ConfigError
+
+    caught: list[BaseException] = []
+
+    def second():
+        try:
+            tfhydra.train([*FAST], run_dir=tmp_path / "second")
+        except BaseException as error:  # noqa: BLE001  (what the thread raised, asserted below)
+            caught.append(error)
+
+    with one_run_at_a_time("tfhydra.train"), one_run_at_a_time("tfhydra.run"):  # nesting in one thread is allowed
+        thread = threading.Thread(target=second, name="second")
+        thread.start()
+        thread.join(60)
+    assert len(caught) == 1 and isinstance(caught[0], ConfigError), caught
+    assert str(caught[0]) == (
+        f"tfhydra.train: another run is training in this process (thread {threading.current_thread().name}); "
+        "accepted: one run at a time in "
+        "a process: wait for the other to return, or tfhydra.multirun([...]) for several (each job in a process of "
+        "its own)"
+    )
+    assert not (tmp_path / "second").exists()  # refused before anything was written
+    with one_run_at_a_time("tfhydra.run"):  # released: the next run may start
+        pass

@@ -10,9 +10,11 @@ override (`pinned`), so the pre-flight refuses it in the command's line (docs/no
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,36 @@ _FLAGS = {
 }
 
 
+# One run trains in a process at a time: Keras' global policy and seeds, TensorFlow's threads and the logging
+# handlers a run sets are the process's, so a second run from another thread would change the first's under it.
+_ACTIVE: dict[str, Any] = {"thread": None, "name": "", "depth": 0}
+_GUARD, _COMPOSING = threading.Lock(), threading.Lock()
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(call: str) -> Iterator[None]:
+    """Refuses, in one line, a run started from another thread while one trains; the same thread may nest
+    (`tfhydra.train` calls `tfhydra.run`)."""
+    me = threading.get_ident()
+    with _GUARD:
+        if _ACTIVE["thread"] not in (None, me):
+            raise ConfigError(
+                call,
+                None,
+                "one run at a time in a process: wait for the other to return, or tfhydra.multirun([...]) for "
+                "several (each job in a process of its own)",
+                f"another run is training in this process (thread {_ACTIVE['name']})",
+            )
+        _ACTIVE.update(thread=me, name=threading.current_thread().name, depth=_ACTIVE["depth"] + 1)
+    try:
+        yield
+    finally:
+        with _GUARD:
+            _ACTIVE["depth"] -= 1
+            if not _ACTIVE["depth"]:
+                _ACTIVE["thread"] = None
+
+
 def compose(overrides=(), config_dir=None):
     """The config `tfhydra-train <overrides>` would run, checked by the same pre-flight (one ConfigError
     for the first mistake), with its `hydra` node: `run(compose([...]), run_dir=...)` then records the
@@ -47,7 +79,7 @@ def compose(overrides=(), config_dir=None):
     overrides, config_dir = override_list(overrides), path_argument(config_dir, "config_dir")
     primary = project_config_dir(["--config-dir", str(config_dir)] if config_dir is not None else ()) or CONFIG_DIR
     check_overrides(primary, "config", overrides)
-    with initialize(primary):
+    with _COMPOSING, initialize(primary):  # Hydra's global state: one composition at a time, others wait
         return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
 
@@ -83,7 +115,7 @@ def run(cfg, run_dir=None):
 
         if run_dir is None and not under_hydra():  # from Python: where the command would run it
             run_dir = chosen_run_dir(cfg)
-        with one_line_errors():
+        with one_line_errors(), one_run_at_a_time("tfhydra.run"):
             if run_dir is not None:  # from Python: the caller knows where and what
                 return job(cfg, run_dir=run_dir)
             from tfhydra.cli.console import end_summary, start_summary

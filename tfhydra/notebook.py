@@ -165,13 +165,13 @@ def train(
     has them). A mistake raises `tfhydra.ConfigError` (one line) before anything is written; a run that fails or
     diverges while training returns its `Result` with that status, and an error that is not a mistake is raised.
     """
-    from tfhydra.api import compose, flag_argument, override_list, path_argument, pinned, run
+    from tfhydra.api import compose, flag_argument, one_run_at_a_time, override_list, path_argument, pinned, run
     from tfhydra.runner.hydra_files import chosen_run_dir
     from tfhydra.trust.locks import writing
 
     asked, folder = override_list(overrides), path_argument(run_dir, "run_dir")
     overrides = pinned(asked, "hydra.run.dir", folder.absolute()) if folder is not None else asked
-    with python_session(flag_argument(quiet, "quiet")) as log_to:
+    with one_run_at_a_time("tfhydra.train"), python_session(flag_argument(quiet, "quiet")) as log_to:
         cfg = compose(overrides, config_dir)  # the pre-flight checks `run_dir` as the command's hydra.run.dir
         run_dir = chosen_run_dir(cfg)
         with writing(run_dir, "run"):  # taken (and made) before its first line, as the command's Hydra callback does
