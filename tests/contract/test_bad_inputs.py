@@ -210,6 +210,11 @@ BAD_INPUTS = [
     ),
     bad("unparsable", ["optimizer.lr=[1"], ["optimizer.lr=[1", "cannot parse", "Hydra's override syntax"]),
     bad(
+        "run-dir-with-equals",
+        ["hydra.run.dir={tmp}/lr=1e-3"],
+        ["cannot parse it", "quote a value holding =", "(in the shell: \"hydra.run.dir='{tmp}/lr=1e-3'\")"],
+    ),
+    bad(
         "unknown-flag",
         ["trainer.epochs=1", "--multirunn"],
         ["--multirunn", "not understood", "flags such as -m before"],

@@ -24,6 +24,7 @@ from tfhydra.config.composition import (
     compose_choices,
     in_user_words,
     is_group_choice,
+    unparsed,
     with_values,
 )
 from tfhydra.config.errors import ConfigError, short_list, suggestion
@@ -181,10 +182,7 @@ def _parsed(overrides: list[str]) -> list:
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as error:
-        override = getattr(error, "override", "an override")
-        raise ConfigError(
-            override, None, "key=value in Hydra's override syntax", f"cannot parse it ({str(error).splitlines()[0]})"
-        ) from None
+        raise unparsed(error) from None
     _check_values_read_back(parsed)  # before OmegaConf's recursive code walks them
     return parsed
 

@@ -116,6 +116,18 @@ def composition_errors(
         ) from None
 
 
+def unparsed(error: Exception) -> ConfigError:
+    """An override Hydra's grammar cannot parse, in one line; a value holding one of the grammar's characters (a
+    path with `=`, text with a space) is shown quoted, as the grammar and the shell take it."""
+    override = getattr(error, "override", "an override")
+    accepted = "key=value in Hydra's override syntax"
+    key, _, value = str(override).partition("=")
+    if any(c in value for c in "=:,()[]{} ") and value[:1] not in "'\"[{":
+        quoted = f"{key}='{value}'"
+        accepted += f'; quote a value holding = : , ( ) [ ] {{ }} or a space: {quoted} (in the shell: "{quoted}")'
+    return ConfigError(override, None, accepted, f"cannot parse it ({str(error).splitlines()[0]})")
+
+
 def in_user_words(error: ConfigError, overrides: list[str]) -> ConfigError:
     """`error` quoting a number as the command line spelt it (`compression.target_sparsity=1.0`, `optimizer.lr=-1`):
     a schema's float field holds both as floats, and the line should say what the user typed."""
