@@ -201,6 +201,26 @@ def test_an_image_folder_label_that_does_not_fit_is_one_line(compose_cfg, tmp_pa
         assert "\n" not in str(caught.value) and len(str(caught.value)) < 400
 
 
+@pytest.mark.parametrize("listed", ["../outside.png", "/etc/hostname", "img/../../outside.png"])
+def test_a_labels_csv_row_leading_out_of_data_path_is_refused(tmp_path, listed):
+    """The CSV names files under data.path; an absolute path or one whose `..` leads out is one line naming the row,
+    before any file is opened (the image exists: only its place is wrong)."""
+    from omegaconf import OmegaConf
+
+    from tfhydra.data.image_labels import labels_table
+
+    root = tmp_path / "tags"
+    (root / "img").mkdir(parents=True)
+    (tmp_path / "outside.png").write_bytes(b"")
+    (root / "img" / "in.png").write_bytes(b"")
+    (root / "labels.csv").write_text(f"file,labels\nimg/in.png,cat\n{listed},dog\n")
+    with pytest.raises(ConfigError) as caught:
+        labels_table(OmegaConf.create({"labels_csv": str(root / "labels.csv"), "class_names": None}), root)
+    assert str(caught.value) == (
+        f"{root / 'labels.csv'}:3: {listed!r} leads out of it; accepted: a path relative to data.path={root}, inside it"
+    )
+
+
 USER = ["~data", "+data._target_=user_code.declared_source", "data.batch_size=32", "model=mlp", "model.units=[16]"]
 
 

@@ -1,13 +1,15 @@
 """The labels of `image_folder`'s images, read by the run's task: the class folders (one class per image), or
 `data.labels_csv`, a CSV of `file,labels` rows (several labels per image: multi-hot rows for task=multilabel).
 
-A labels CSV lists every image of the source: `file` is a path relative to `data.path`, `labels` the image's label
-names separated by spaces or `|` (an empty cell: none of them). The labels are the sorted names found, or
-`data.class_names` in its order.
+A labels CSV lists every image of the source: `file` is a path relative to `data.path` and inside it (an absolute
+path, or one whose `..` leads out, is refused: the CSV names files, it does not reach them elsewhere), `labels` the
+image's label names separated by spaces or `|` (an empty cell: none of them). The labels are the sorted names found,
+or `data.class_names` in its order.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -37,8 +39,16 @@ def labels_table(cfg, root: Path) -> tuple[list[str], np.ndarray, tuple[str, ...
         [n for n in SEPARATORS.split(cell.strip()) if n] for cell in column(columns, "labels", "data.labels_csv", path)
     ]
     paths = []
+    inside = os.path.normpath(root)
     for row, name in enumerate(files, start=2):
-        image = root / name.strip()
+        image = Path(os.path.normpath(root / name.strip()))  # `..` and an absolute path are read as written
+        if os.path.commonpath([inside, image]) != inside:
+            raise ConfigError(
+                f"{path}:{row}",
+                None,
+                f"a path relative to data.path={root}, inside it",
+                f"{name.strip()!r} leads out of it",
+            )
         if not image.is_file():
             raise ConfigError(f"{path}:{row}", None, f"a file under data.path={root}", f"no such image {image}")
         paths.append(str(image))
