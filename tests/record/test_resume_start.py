@@ -48,6 +48,15 @@ def test_an_empty_directory_starts_fresh(tmp_path):
     }
 
 
+def test_an_attempt_that_saved_nothing_is_started_over_and_said(tmp_path, caplog):
+    RunRecord(run_dir=str(tmp_path), status=Status.FAILED).write(tmp_path)  # failed before its first save
+    with caplog.at_level(logging.INFO, logger="tfhydra"):
+        start = start_phase(RunPaths(tmp_path), resume=True)
+    assert (start.kind, start.epoch) == (FRESH, 0)
+    assert start.reason == "an earlier attempt ended before it saved any state to resume from: starting over"
+    assert [r.levelname for r in caplog.records if r.message.startswith("start: fresh")] == ["WARNING"]
+
+
 def test_saved_state_resumes_after_the_recorded_epochs(tmp_path):
     start = how_it_starts(attempt(tmp_path, 3, state=True), resume=True)
     assert (start.kind, start.epoch, start.trained) == (SAVED_STATE, 3, False)

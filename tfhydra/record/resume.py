@@ -1,8 +1,8 @@
 """How a phase starts, and why: decided once, at the top of the phase, logged once and kept in the record.
 
 A phase (a whole run, or one of its earlier phases in phases/<i>_<label>) starts in one of four ways:
-- `fresh`: nothing of an earlier attempt is used (a new directory, `trainer.resume=false`, or an attempt killed
-  before its first save: its epochs are dropped);
+- `fresh`: nothing of an earlier attempt is used (a new directory, `trainer.resume=false`, or an attempt that
+  failed or was killed before its first save: its epochs are dropped, and the start is a warning saying so);
 - `saved_state`: an unfinished attempt saved its state (checkpoints/state/): training goes on from it, after the
   `epoch` epochs that attempt recorded (mid-epoch, when a signal saved it mid-epoch);
 - `after_training`: an attempt ended training and saved its last weights (checkpoints/last.weights.h5) but
@@ -87,6 +87,8 @@ def how_it_starts(paths: RunPaths, resume: bool) -> Start:
             f"{paths.relative(paths.history)} records epochs but no state was saved before the "
             "earlier attempt ended: starting over",
         )
+    if paths.metrics.is_file():  # an attempt that failed or was stopped before its first save
+        return Start(FRESH, 0, "an earlier attempt ended before it saved any state to resume from: starting over")
     return Start(FRESH, 0, "a new run: nothing saved in its directory")
 
 
