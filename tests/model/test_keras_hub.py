@@ -160,11 +160,27 @@ def test_a_missing_preset_directory_is_one_line_before_tensorflow(tmp_path):
         (None, "model=keras_hub needs one (model.preset=/path/to/preset)"),
         ("file", "a file, not a directory"),
         ("empty", "not a keras-hub preset: it has no config.json and no metadata.json"),
+        ("torn", "its config.json cannot be parsed (Expecting ',' delimiter: line 1 column 31"),
+        ("listed", "its config.json is not a JSON object (list)"),
+        ("nameless", "its config.json names no backbone (a class_name and its config"),
+        ("deep", "its metadata.json cannot be parsed (it nests too deep to read)"),
     ],
 )
 def test_a_preset_that_is_not_one_is_refused_by_the_plan(compose_cfg, tmp_path, preset, problem):
+    """Files keras-hub could not parse are one line before TensorFlow, read bounded (a preset comes from anywhere)."""
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()
+    configs = {
+        "torn": '{"class_name": "BertBackbone" "config": {}}',
+        "listed": "[]",
+        "nameless": '{"config": {"num_layers": 2}}',
+        "deep": '{"class_name": "BertBackbone", "config": {}}',
+    }
+    for name, config in configs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(config)
+        metadata = "[" * 100_000 + "]" * 100_000 if name == "deep" else '{"keras_version": "3.15.1"}'
+        (tmp_path / name / "metadata.json").write_text(metadata)
     value = "null" if preset is None else str(tmp_path / preset)
     data = write_text_csv(tmp_path / "reviews.csv")
     with pytest.raises(ConfigError) as refused:

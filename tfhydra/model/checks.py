@@ -256,6 +256,26 @@ def preset_problem(value) -> str | None:
     missing = [name for name in PRESET_FILES if not (path / name).is_file()]
     if missing:
         return f"not a keras-hub preset: it has no {' and no '.join(missing)}"
+    return preset_files_problem(path)
+
+
+def preset_files_problem(path: Path) -> str | None:
+    """A preset's config.json and metadata.json that keras-hub could not parse, said before TensorFlow: each must be
+    a JSON object (read bounded: a preset is a file from anywhere), config.json naming the backbone's class and its
+    arguments, as keras-hub's `save_to_preset` writes them."""
+    from tfhydra.trust.bounded import TooLarge, load_json_bounded, read_text_bounded
+
+    read = {}
+    for name in PRESET_FILES:
+        try:
+            read[name] = load_json_bounded(read_text_bounded(path / name))
+        except (OSError, UnicodeDecodeError, ValueError, TooLarge) as error:
+            return f"its {name} cannot be parsed ({' '.join(str(error).split())[:200]})"
+        if not isinstance(read[name], dict):
+            return f"its {name} is not a JSON object ({type(read[name]).__name__})"
+    config = read["config.json"]
+    if not isinstance(config.get("class_name"), str) or not isinstance(config.get("config"), dict):
+        return "its config.json names no backbone (a class_name and its config, as keras-hub's save_to_preset writes)"
     return None
 
 
