@@ -164,12 +164,14 @@ def test_a_missing_preset_directory_is_one_line_before_tensorflow(tmp_path):
         ("listed", "its config.json is not a JSON object (list)"),
         ("nameless", "its config.json names no backbone (a class_name and its config"),
         ("deep", "its metadata.json cannot be parsed (it nests too deep to read)"),
+        ("fifo", "a FIFO, which tfhydra never reads (it could block or never end)"),
     ],
 )
 def test_a_preset_that_is_not_one_is_refused_by_the_plan(compose_cfg, tmp_path, preset, problem):
     """Files keras-hub could not parse are one line before TensorFlow, read bounded (a preset comes from anywhere)."""
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()
+    os.mkfifo(tmp_path / "fifo")
     configs = {
         "torn": '{"class_name": "BertBackbone" "config": {}}',
         "listed": "[]",

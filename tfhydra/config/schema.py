@@ -14,6 +14,7 @@ Two layers:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,7 +105,8 @@ def has_target(node: Any) -> bool:
 
 
 def optional(rule: Rule) -> Rule:
-    return Rule(f"null or {rule.accepted}", lambda v: v is None or rule.ok(v), rule.numeric, integral=rule.integral)
+    """`rule`, or null: the same kind of rule (a PathRule still names a special file), its refusal kept."""
+    return dataclasses.replace(rule, accepted=f"null or {rule.accepted}", ok=lambda v: v is None or rule.ok(v))
 
 
 def list_of(rule: Rule, min_len: int = 1) -> Rule:

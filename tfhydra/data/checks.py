@@ -120,9 +120,10 @@ def check_declared_size(cfg: DictConfig) -> None:
             f"a shape of which {FEWEST_EXAMPLES} examples fit the {human(available)} this process may take ({where})",
             f"one example is {example:.3g} values; {cost} to make",
         )
+    largest = max(("train_size", "val_size", "test_size"), key=lambda k: int(data.get(k)))  # the key at fault
     raise ConfigError(
-        "data.train_size",
-        data.train_size,
+        f"data.{largest}",
+        data.get(largest),
         f"sizes whose arrays fit the {human(available)} this process may take ({where})",
         f"{cost} to make",
     )
