@@ -424,6 +424,28 @@ def test_threads_follow_the_cpus_a_cluster_launcher_reserves_per_job(as_hydra_jo
     assert auto_threads() == expected
 
 
+def test_the_summary_says_why_each_job_stopped_and_when_it_reached_its_target(hand_made_sweep):
+    """`stop_reason` and `time_to_target_seconds` of each record (trainer.max_minutes, trainer.stop_at, patience):
+    two columns of summary.csv, and beside the epochs in summary.md when a job ended before its epochs ran out."""
+    from tfhydra.sweep.summary import summarize
+
+    stops = {0: ("target", 12.345), 1: ("time", None), 2: ("patience", None), 3: ("epochs", None)}
+    for job in hand_made_sweep.iterdir():
+        num = int(job.name.split("_")[0]) if job.is_dir() and job.name[0].isdigit() else None
+        if num in stops and (job / "metrics.json").is_file():
+            record = json.loads((job / "metrics.json").read_text())
+            record.update(stop_reason=stops[num][0], time_to_target_seconds=stops[num][1])
+            (job / "metrics.json").write_text(json.dumps(record))
+    summarize(hand_made_sweep)
+    rows = {r["job"]: r for r in csv.DictReader((hand_made_sweep / "summary.csv").open())}
+    said = {n: (rows[str(n)]["stop_reason"], rows[str(n)]["time_to_target_seconds"]) for n in stops}
+    # job 3 was killed before its record: nothing to say
+    assert said == {0: ("target", "12.35"), 1: ("time", ""), 2: ("patience", ""), 3: ("", "")}
+    markdown = (hand_made_sweep / "summary.md").read_text()
+    assert "| 3 (target) |" in markdown and "| 3 (time) |" in markdown, markdown
+    assert "| 1 (patience) |" in markdown and " (epochs) |" not in markdown
+
+
 def test_the_summary_ranks_on_validation_and_shows_test_beside_it(tmp_path):
     """Test figures that would rank the jobs the other way round change nothing: the choice is validation's."""
     from tfhydra.sweep.summary import summarize

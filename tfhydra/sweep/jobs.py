@@ -52,6 +52,8 @@ class Job:
     headline: tuple[str, ...] = ()
     figures: dict = field(default_factory=dict)
     tie: str | None = None  # the tie among its epochs its record's best was chosen from, in words; None: none
+    stop_reason: str | None = None  # why training ended: epochs | patience | time | target (trainer/stopping.py)
+    time_to_target_seconds: float | None = None  # from the command's start to the epoch reaching trainer.stop_at
 
     def best(self, monitor: Monitor) -> tuple[float | None, int | None]:
         """(best value, its epoch from 1) of the monitored metric: the record's own choice when it made one for
@@ -194,6 +196,8 @@ def _job(job_dir: Path, overrides: list, status: Status, record: RunRecord, erro
         headline=headline(record.task, best, tested),
         figures=headline_figures(record.task, best, tested, record.monitor),
         tie=tie_in_words(best.get("tie"), record.monitor),
+        stop_reason=record.stop_reason if isinstance(record.stop_reason, str) else None,
+        time_to_target_seconds=record.time_to_target_seconds if is_figure(record.time_to_target_seconds) else None,
     )
 
 

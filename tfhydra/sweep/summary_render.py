@@ -53,6 +53,8 @@ def _csv_header(summary: Any) -> list[str]:
         test,
         "epochs",
         "wall_seconds",
+        "stop_reason",
+        "time_to_target_seconds",
         *summary.swept_keys,
         "overrides",
         "directory",
@@ -98,6 +100,8 @@ def _csv_row(summary: Any, job: Any, group: Any, partner: Any) -> list:
         _blank(job.test),
         len(job.history),
         _blank(job.wall_seconds and round(job.wall_seconds, 2)),
+        job.stop_reason or "",
+        _blank(job.time_to_target_seconds and round(job.time_to_target_seconds, 2)),
         *(values.get(k, "") for k in summary.swept_keys),
         " ".join(job.swept),
         job.name,
@@ -187,10 +191,15 @@ def _job_table(jobs: list, ranking: Monitor, partner: dict | None = None, headli
             f"| {_blank(job.rank) or '—'} | {name} | `{_cell(' '.join(job.swept))}` | {job.status} | "
             + "".join(f"{_number(f)} | " for f in figures)
             + f"{_number(best)} | {_blank(epoch) or '—'} | {_number(job.final)} | {_number(job.test)} | "
-            f"{len(job.history)} | "
+            f"{len(job.history)}{_stopped(job)} | "
             f"{_seconds(job.wall_seconds)} |{cell}" + f" {_cell(job.where) or '—'} |" * cluster
         )
     return lines
+
+
+def _stopped(job: Any) -> str:
+    """Why a job ended before its epochs ran out, beside its epochs: ` (patience)`, ` (time)`, ` (target)`."""
+    return f" ({job.stop_reason})" if job.stop_reason and job.stop_reason != "epochs" else ""
 
 
 def _staged_tables(summary: Any, order: str) -> list[str]:
