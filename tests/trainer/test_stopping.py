@@ -76,7 +76,12 @@ def test_a_target_is_written_as_the_command_line_writes_it_and_must_be_logged(co
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "loop, rule, reason",
-    [("fit", "trainer.stop_at.val_accuracy=0.9", "target"), ("custom", "trainer.max_minutes=0.001", "time")],
+    [
+        ("fit", "trainer.stop_at.val_accuracy=0.9", "target"),
+        ("custom", "trainer.stop_at={val_accuracy: 0.9}", "target"),
+        ("custom", "trainer.max_minutes=0.001", "time"),
+        ("fit", "trainer.max_minutes=0.001", "time"),
+    ],
 )
 def test_a_run_stops_at_its_target_or_budget_and_exports_its_best_weights(tmp_path, loop, rule, reason):
     run_dir = tmp_path / "run"
@@ -92,3 +97,28 @@ def test_a_run_stops_at_its_target_or_budget_and_exports_its_best_weights(tmp_pa
         assert record["best"]["val_accuracy"] >= 0.9 and record["time_to_target_seconds"] > 0
         assert record["history"][-1]["val_accuracy"] >= 0.9  # the first epoch that reached it is the last
         assert all(e["val_accuracy"] < 0.9 for e in record["history"][:-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_a_resumed_run_stops_at_its_target_counting_the_epochs_before(tmp_path, loop):
+    """Killed after its first epoch (below the target), the same command resumes from the saved state and ends at
+    the first epoch reaching the target, as an uninterrupted run would."""
+    from run_processes import epochs_recorded, kill_when_ready, start
+
+    args = ["model=mlp", f"trainer.loop={loop}", "trainer.epochs=50", "trainer.stop_at.val_accuracy=0.9", *FAST[1:]]
+    run_dir = tmp_path / "run"
+    process = start(run_dir, *args)
+    kill_when_ready(process, lambda: epochs_recorded(run_dir) >= 1 and (run_dir / "checkpoints" / "state").is_dir())
+    assert (
+        not (run_dir / "metrics.json").exists()
+        or json.loads((run_dir / "metrics.json").read_text())["status"] != "completed"
+    ), "the run reached its target before it could be killed"
+    done = run_cli(*args, f"hydra.run.dir={run_dir}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((run_dir / "metrics.json").read_text())
+    assert record["status"] == "completed" and record["stop_reason"] == "target"
+    assert record["resumed"]["kind"] == "saved_state" and record["resumed"]["epoch"] >= 1
+    accuracies = [e["val_accuracy"] for e in record["history"]]
+    assert accuracies[-1] >= 0.9 and all(a < 0.9 for a in accuracies[:-1]), accuracies
+    assert record["time_to_target_seconds"] > 0 and record["exported"]["epoch"] == record["best"]["epoch"]
