@@ -8,8 +8,11 @@ terms, and prints one JSON line with the figures the benchmark compares.
 
 `--equal-work RUN_DIR` adds what `python train.py` does by default besides training
 (TensorBoard with graph and histograms every epoch, the best epoch's weights by the
-task's monitor, a SavedModel of them, a JSON record), so `framework_tax.py --startup` can
-compare whole-process times of equal work: without it the script only trains.
+task's monitor, a SavedModel of them, a JSON record; on an npz, the test split measured once
+on the best weights and a SavedModel that also takes the stored uint8 images), so
+`framework_tax.py --startup` can compare whole-process times of equal work: without it the
+script only trains. On an npz both sides validate on 20 % of x_train held out and test on
+x_test, as tfhydra's npz source does (docs/performance.md, "Two references reconciled").
 
 `--task regression|multilabel --data npz --path FILE` is the hand-written version of
 `python train.py task=... model=mlp data=npz` for `benchmarks/task_tax.py`: float features
@@ -111,11 +114,19 @@ def build_cnn():
     )
 
 
+NPZ_TEST: dict = {}  # the npz's test split and its stored image shape, kept by `load` for --equal-work
+
+
 def load(name, seed, train_size, val_size, path=None):
-    if name == "npz":  # the Keras mnist.npz layout, scaled to [0, 1] with a channel axis, as tfhydra's npz source
+    if name == "npz":  # the Keras mnist.npz layout, scaled to [0, 1] with a channel axis, as tfhydra's npz source:
+        # validation is 20 % of x_train held out (data.val_fraction), x_test the test split measured once
         arrays = np.load(path)
-        x_train, x_val = ((arrays[k].astype(np.float32) / 255.0)[..., np.newaxis] for k in ("x_train", "x_test"))
-        return (x_train, arrays["y_train"]), (x_val, arrays["y_test"]), None
+        x_train, x_test = ((arrays[k].astype(np.float32) / 255.0)[..., np.newaxis] for k in ("x_train", "x_test"))
+        order = np.random.default_rng(seed).permutation(len(x_train))
+        held, kept = order[: len(order) // 5], order[len(order) // 5 :]
+        y_train = arrays["y_train"]
+        NPZ_TEST.update(x=x_test, y=arrays["y_test"], raw_shape=arrays["x_train"].shape[1:])
+        return (x_train[kept], y_train[kept]), (x_train[held], y_train[held]), None
     if name == "digits":
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
@@ -186,7 +197,16 @@ def finish_equal_work(model, history, run_dir: Path, monitor: str, mode: str, te
     """Export the best epoch, not the last one, as tfhydra does, measure the test split once on it (when there is
     one) and keep the run's record beside it. Returns the test figures."""
     model.load_weights(str(run_dir / "checkpoints" / "best.weights.h5"))
-    model.export(str(run_dir / "export" / "saved_model"))
+    if NPZ_TEST:  # tfhydra's export takes the stored uint8 images too: one SavedModel with both signatures
+        raw = tf.function(
+            lambda x: model(tf.cast(x, tf.float32)[..., None] / 255.0),
+            input_signature=[tf.TensorSpec([None, *NPZ_TEST["raw_shape"]], tf.uint8)],
+        )
+        serve = tf.function(lambda x: model(x), input_signature=[tf.TensorSpec([None, *model.input_shape[1:]])])
+        signatures = {"serving_default": serve, "serve_raw": raw}
+        tf.saved_model.save(model, str(run_dir / "export" / "saved_model"), signatures=signatures)
+    else:
+        model.export(str(run_dir / "export" / "saved_model"))
     figures = model.evaluate(test, verbose=0, return_dict=True) if test is not None else None
     index, logs = best_epoch(history, monitor, mode)
     epochs = [{k: float(v[i]) for k, v in history.history.items()} for i in range(len(history.epoch))]
@@ -213,7 +233,10 @@ def pipelines(args):
         val = val.map(resize, num_parallel_calls=tf.data.AUTOTUNE)
     train = train.cache().shuffle(2048, seed=args.seed).batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
     val = val.cache().batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
-    return train, val, None, len(x_train), build_cnn()
+    test = None
+    if NPZ_TEST and args.equal_work:  # measured once on the best weights, as tfhydra does
+        test = tf.data.Dataset.from_tensor_slices((NPZ_TEST["x"], NPZ_TEST["y"])).batch(args.batch_size)
+    return train, val, test, len(x_train), build_cnn()
 
 
 def parse_args():
