@@ -2,14 +2,17 @@
 when their dependencies differ; a one-pair comparison of a commit with itself prints its ratios. Timing is not
 asserted."""
 
+import importlib.util
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import compare_commits  # noqa: E402
+# loaded from its file: benchmarks/ on sys.path would shadow the tests' own modules (its combinations.py)
+_SPEC = importlib.util.spec_from_file_location("compare_commits", ROOT / "benchmarks" / "compare_commits.py")
+compare_commits = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(compare_commits)
 
 
 def commit(repo, pyproject: str, message: str) -> str:

@@ -165,15 +165,19 @@ TENSORFLOW_PACKAGES = frozenset({"tensorflow", "tf_keras", "keras", "tensorflow_
 def check_target_installed(node: DictConfig, key: str) -> None:
     """The pre-flight's check of a `_target_`: it imports (a user's module, a typo). A target in a TensorFlow
     package not yet imported (the task's `tf_keras.metrics.AUC`, a user's `tf_keras.optimizers.SGD`) only has to
-    name an installed package here: importing it would import TensorFlow before the pre-flight answers (seconds
-    for a config error) and outside the preload that overlaps it with Hydra's work (tfhydra/platform/startup.py).
-    The builder checks the whole path with `check_target_imports` before it instantiates, still in one line."""
+    name an installed package here, and one of tfhydra's own modules only has to be found: importing it would import
+    TensorFlow before the pre-flight answers (seconds for a config error) and outside the preload that overlaps it
+    with Hydra's work (tfhydra/platform/startup.py). The builder checks the whole path with `check_target_imports`
+    before it instantiates, still in one line."""
     import importlib.util
     import sys
 
-    package = str(node._target_).split(".", 1)[0]
+    target = str(node._target_)
+    package, module = target.split(".", 1)[0], target.rsplit(".", 1)[0]
     if package in TENSORFLOW_PACKAGES and package not in sys.modules and importlib.util.find_spec(package):
         return
+    if package == "tfhydra" and module not in sys.modules and importlib.util.find_spec(module):
+        return  # a module of tfhydra's own that imports TensorFlow (tfhydra/task/metrics.py): found, not imported
     check_target_imports(node, key)
 
 

@@ -34,6 +34,7 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.plugins.hparams import summary_v2 as hp
 from tensorboard.summary.writer.record_writer import RecordWriter
 
+from tfhydra.record.monitor import MODES, Monitor
 from tfhydra.record.run_record import Status, test_name
 
 Value = Any  # bool | int | float | str
@@ -150,13 +151,13 @@ def best_line(history: list, monitor: str, best: float | None, mode: str) -> lis
     whose running best by `mode` ends at the record's `best`; otherwise (a phase that chose from later epochs
     only, a history without the monitor, a run of one epoch) `best` flat over the run, so the card is still a
     line."""
+    ranking = Monitor(monitor, mode if mode in MODES else "max")
     running: list[tuple[int, float | None]] = []
     current: float | None = None
     for step, logs in enumerate(history):
         figure = logs.get(monitor) if isinstance(logs, dict) else None
-        if isinstance(figure, (int, float)) and math.isfinite(figure):
-            better = current is None or (figure > current if mode == "max" else figure < current)
-            current = float(figure) if better else current
+        if figure is not None and ranking.better(figure, current):  # a figure, better than the best so far
+            current = float(figure)
         running.append((step, current))
     if best is not None and len(running) > 1 and running[-1][1] == best:
         return running
