@@ -2,7 +2,7 @@
 `python train.py` is raised by tfhydra.train / tfhydra.multirun as one ConfigError carrying the very line the
 command prints; an argument of the wrong kind is refused naming the argument; load_result of a directory with no
 readable record names `run_dir`; a refused second sweep returns no results; and what a run would write, its readers
-read back (one set of limits, tfhydra/trust/bounded.py), a refused value blamed on its key.
+read back (one set of limits, tfhydra/config/bounded.py), a refused value blamed on its key.
 
 Every case is refused by the pre-flight, before TensorFlow trains: the command's side is one short process per
 case (run_cli), the API's side in this process."""
@@ -16,9 +16,9 @@ from conftest import compose_config, run_cli
 from omegaconf import OmegaConf
 
 import tfhydra
+from tfhydra.config.bounded import MAX_DEPTH, check_yaml_shape
 from tfhydra.record.run_record import RunRecord, Status
 from tfhydra.record.rundir import RunPaths
-from tfhydra.trust.bounded import MAX_DEPTH, check_yaml_shape
 
 FAST = ["model=mlp", "debug=fast", "logging.histogram_freq=0"]
 SWEPT = [*FAST, "optimizer.lr=0.001,0.002"]

@@ -63,7 +63,7 @@ _MOVED = {
     "startup": "platform.startup",
     "preload": "launch.preload",
     "launch.launch_errors": "launch.lost_jobs",
-    "bounded": "trust.bounded",
+    "bounded": "config.bounded",
     "dirlock": "trust.locks",
     "rundir": "record.rundir",
     "lifecycle": "record.lifecycle",

@@ -201,9 +201,9 @@ def test_resuming_a_run_recorded_before_the_test_split_reads_its_record_and_says
     """An unfinished run of an older tfhydra (schema_version 1, a config without the split keys) trained on another
     split of the data: its record is read without error, and the refusal says so in its one line."""
     from tfhydra.config.errors import ConfigError
-    from tfhydra.record.lifecycle import check_continuable
     from tfhydra.record.rundir import RunPaths
     from tfhydra.runner.hydra_files import without_hydra
+    from tfhydra.trust.continuation import check_continuable
 
     job = without_hydra(tfhydra.compose(["model=mlp"]))
     old = OmegaConf.to_container(job)

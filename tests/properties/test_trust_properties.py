@@ -256,7 +256,7 @@ def test_compression_from_run_reads_no_code_from_a_run(attack):
 @settings(**SETTINGS)
 @given(hostile_run())
 def test_continuing_a_run_reads_no_code_from_it(attack):
-    from tfhydra.record.lifecycle import check_continuable
+    from tfhydra.trust.continuation import check_continuable
 
     def read(run):
         check_continuable(run, _job_config(__import__("tfhydra")))

@@ -346,7 +346,8 @@ def test_record_stopped_keeps_what_the_run_recorded_and_survives_an_unwritable_d
 
 
 def test_a_completed_run_is_kept_and_never_continued(tmp_path):
-    from tfhydra.record.lifecycle import check_continuable, is_complete, kept_record
+    from tfhydra.record.lifecycle import is_complete, kept_record
+    from tfhydra.trust.continuation import check_continuable
 
     run = trust_dirs.write_run(tmp_path / "run")
     assert is_complete(run) and kept_record(run).status is Status.COMPLETED
@@ -355,7 +356,8 @@ def test_a_completed_run_is_kept_and_never_continued(tmp_path):
 
 
 def test_an_unfinished_run_continues_only_with_its_config(tmp_path):
-    from tfhydra.record.lifecycle import check_continuable, is_complete, kept_record
+    from tfhydra.record.lifecycle import is_complete, kept_record
+    from tfhydra.trust.continuation import check_continuable
 
     run = trust_dirs.write_run(tmp_path / "run", status="interrupted")
     assert not is_complete(run) and kept_record(run) is None

@@ -11,7 +11,7 @@ in (LAYERS), so a room cannot be added without a place in the order.
 
 An import is every import line (lazy ones inside functions too), and an import by string (`import_module(
 "tfhydra.x.y")`, `preload_job("tfhydra.runner.job")`); a circle counts the package faces Python runs on the way
-(importing `tfhydra.trust.bounded` runs `tfhydra/trust/__init__.py`). A face below `tfhydra/__init__.py` defines
+(importing `tfhydra.trust.readers` runs `tfhydra/trust/__init__.py`). A face below `tfhydra/__init__.py` defines
 nothing and imports no TensorFlow; every registry names the modules of its room that fill it.
 """
 
@@ -332,7 +332,7 @@ def module_graph() -> dict[str, set[str]]:
 
 
 def through_faces(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """`graph` with the imports Python makes without a line saying so: importing `tfhydra.trust.bounded` runs
+    """`graph` with the imports Python makes without a line saying so: importing `tfhydra.trust.readers` runs
     `tfhydra/trust/__init__.py` first, so an arrow to a module of a package is also an arrow to the package's face,
     unless the importing module is in that package itself (its face has run before it). tfhydra/__init__.py is
     every module's own package, so it is never such a face."""
@@ -397,13 +397,13 @@ def test_the_circle_rule_sees_a_circle():
     [
         # `from tfhydra.record import x` in trust/ and `from tfhydra.trust import y` in record/
         (
-            {"tfhydra.trust.bounded": "tfhydra.record", "tfhydra.record.run_record": "tfhydra.trust"},
-            {"tfhydra.record", "tfhydra.trust", "tfhydra.trust.bounded"},
+            {"tfhydra.trust.allowlist": "tfhydra.record", "tfhydra.record.run_record": "tfhydra.trust"},
+            {"tfhydra.record", "tfhydra.trust", "tfhydra.trust.allowlist"},
         ),
         # no line names a face: trust/allowlist.py reading record/rundir.py runs the record face, which hands on
-        # run_record.py, which reads through trust/bounded.py and so runs the trust face, which hands on allowlist.py
+        # run_record.py, which (planted) reads trust/hdf5.py and so runs the trust face, which hands on allowlist.py
         (
-            {"tfhydra.trust.allowlist": "tfhydra.record.rundir"},
+            {"tfhydra.trust.allowlist": "tfhydra.record.rundir", "tfhydra.record.run_record": "tfhydra.trust.hdf5"},
             {"tfhydra.record", "tfhydra.record.run_record", "tfhydra.trust", "tfhydra.trust.allowlist"},
         ),
     ],

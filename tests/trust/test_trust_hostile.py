@@ -26,8 +26,8 @@ from conftest import HYPOTHESIS_SEED, TESTS, counts_cases, last_line
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from tfhydra.config.bounded import MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, load_json_bounded
 from tfhydra.config.errors import ConfigError
-from tfhydra.trust.bounded import MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, load_json_bounded
 
 
 @contextmanager

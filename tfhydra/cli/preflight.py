@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfhydra.config.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, written_too_large
 from tfhydra.config.composition import (
     check_group_values,
     compose_choices,
@@ -32,7 +33,6 @@ from tfhydra.config.keras_choice import choose_keras
 from tfhydra.record.rundir import STAGES, check_creatable
 from tfhydra.sweep import preflight_checks as sweep_checks
 from tfhydra.sweep.kind import expands_grid
-from tfhydra.trust.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, written_too_large
 
 SCREEN, PROMOTE = STAGES
 
@@ -165,7 +165,7 @@ def _hydra_calls(cfg: DictConfig) -> list[str] | None:
         return None
 
 
-# What a run writes, every reader reads back (tfhydra/trust/bounded.py): a value over the readers' limits is refused
+# What a run writes, every reader reads back (tfhydra/config/bounded.py): a value over the readers' limits is refused
 # here, on the key that holds it, not later as a saved config that resume, evaluate or a sweep summary refuses.
 _READ_BACK = (
     f"a value a run can read back: its saved config at most {MAX_BYTES} bytes, {MAX_DEPTH} levels deep and "
@@ -333,7 +333,7 @@ def _check_output_dirs(cfg: DictConfig, multirun: bool) -> None:
 def _check_run_dir(cfg: DictConfig, multirun: bool, first: bool = True) -> None:
     """Another process writing the directory (tfhydra/trust/locks.py) is said first: its config may be half-written.
     A sweep's directory (and its jobs') is asked once, with its first job."""
-    from tfhydra.record.lifecycle import check_continuable
+    from tfhydra.trust.continuation import check_continuable
     from tfhydra.trust.locks import check_free, check_sweep_free
 
     if multirun:

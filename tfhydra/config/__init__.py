@@ -6,5 +6,6 @@ option schemas share), registry.py (the one Registry type), contracts.py (types 
 one door to Hydra's internals), composition.py (a group or value that does not compose, in one line), project.py
 (where conf/ and the user's configs are), resolvers.py (the OmegaConf resolvers conf/ names) and jobnames.py (a
 sweep job's directory name, which one of them resolves), keras_choice.py (the key `keras` and the process's Keras
-chosen from it). Imports only the ground floor.
+chosen from it), bounded.py (YAML and JSON read back from a directory, measured before they are parsed: the trust
+boundary's and the record's readers). Imports only the ground floor.
 """

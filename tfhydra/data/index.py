@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
+from tfhydra.config.bounded import load_json_bounded, read_text_bounded
 
 log = logging.getLogger("tfhydra")
 VERSION = 2

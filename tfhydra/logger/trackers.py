@@ -26,13 +26,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from tfhydra.config.bounded import load_json_bounded, read_text_bounded
 from tfhydra.config.registry import Registry
 from tfhydra.logger.schemas import CsvConfig
 from tfhydra.platform.deadline import NoAnswer, SignalWhileWaiting, within
 from tfhydra.record.report import write_json
 from tfhydra.record.run_record import Status
 from tfhydra.record.rundir import RunPaths
-from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
 log = logging.getLogger("tfhydra")
 # option name -> build(node, paths, info) -> Tracker: csv below, MLflow and W&B in their modules (which import their

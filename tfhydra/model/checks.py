@@ -268,7 +268,7 @@ def preset_files_problem(path: Path) -> str | None:
     """A preset's config.json and metadata.json that keras-hub could not parse, said before TensorFlow: each must be
     a JSON object (read bounded: a preset is a file from anywhere), config.json naming the backbone's class and its
     arguments, as keras-hub's `save_to_preset` writes them."""
-    from tfhydra.trust.bounded import TooLarge, load_json_bounded, read_text_bounded
+    from tfhydra.config.bounded import TooLarge, load_json_bounded, read_text_bounded
 
     read = {}
     for name in PRESET_FILES:

@@ -23,10 +23,10 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tfhydra.config.bounded import load_json_bounded, read_text_bounded
 from tfhydra.config.errors import clip
 from tfhydra.record.lifecycle import kept_record
 from tfhydra.record.rundir import RunPaths
-from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
 log = logging.getLogger("tfhydra")
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfhydra.config.bounded import load_json_bounded, read_text_bounded
 from tfhydra.record.headline import rounded as rounded  # the face hands it on (readers import it from there)
 from tfhydra.record.headline import summary_block, test_name
 from tfhydra.record.report import write_json
 from tfhydra.record.rundir import RunPaths
-from tfhydra.trust.bounded import load_json_bounded, read_text_bounded
 
 SCHEMA_VERSION = 3
 # Version 3 added `keras` (the run's Keras, keras=2|3). Version 2 added the test split: `test`, and

@@ -22,7 +22,7 @@ from tfhydra.compression.plan import phase_config
 from tfhydra.platform.quiet import keep_in
 from tfhydra.platform.startclock import mark, start_job
 from tfhydra.platform.versions import older_than_floors
-from tfhydra.record.lifecycle import check_continuable, is_complete
+from tfhydra.record.lifecycle import is_complete
 from tfhydra.record.resume import KEPT, start_phase
 from tfhydra.record.run_record import RunRecord, read_record, run_status
 from tfhydra.record.rundir import RunPaths
@@ -31,6 +31,7 @@ from tfhydra.runner.phase import OwnPhase, PhaseRunner
 from tfhydra.runner.phase_report import returned
 from tfhydra.runner.plan import plan_run
 from tfhydra.runner.run_config import RunConfig, as_dict_config, as_run_config
+from tfhydra.trust.continuation import check_continuable
 from tfhydra.trust.locks import check_free, writing
 
 log = logging.getLogger("tfhydra")

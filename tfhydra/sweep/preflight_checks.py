@@ -217,7 +217,7 @@ def check_rerun_job_dir(
     setting has depends on the screen, so any promoted job of this setting (its directory's name after the
     number) is checked against the setting's full config."""
     from tfhydra.config.jobnames import job_dirname
-    from tfhydra.record.lifecycle import check_sweep_job_dir
+    from tfhydra.trust.continuation import check_sweep_job_dir
 
     sweep_dir = OmegaConf.select(cfg, "hydra.sweep.dir", default=None)
     if not sweep_dir or not Path(sweep_dir).is_dir():

@@ -1,5 +1,5 @@
-"""A sweep run again: a job directory already there is kept (completed) or continued (unfinished) only when it
-holds the config of the job about to run in it, asked before the launcher is handed the job.
+"""A sweep run again: a job directory already there is kept (completed) or continued (unfinished) only when it holds
+the config of the job about to run in it, asked before the launcher is handed the job.
 
 Why here and not in the job: Hydra's `run_job` rewrites the job directory's `.hydra/config.yaml` before the task
 function starts, under every launcher, so a job that found out itself would already have overwritten the record of
@@ -7,8 +7,8 @@ the config its completed run was trained with. The pre-flight (tfhydra/cli/prefl
 every job of a grid it can expand; this asks it of every batch a sweeper launches, so sweeps the pre-flight cannot
 expand (`glob()`, more than 256 jobs, Optuna's trials) are held to it too: tfhydra's basic sweeper asks it of the
 whole grid before Hydra's sweeper writes multirun.yaml again; a staged sweep and the Optuna search of each batch
-they launch. The answer is tfhydra/record/lifecycle.py's (`check_sweep_job_dir`, the saved config read through the trust
-boundary): one `Error:` line, exit 1, before the jobs start; nothing in a job's directory is rewritten.
+they launch. The answer is tfhydra/trust/continuation.py's (`check_sweep_job_dir`, the saved config read through the
+trust boundary): one `Error:` line, exit 1, before the jobs start; nothing in a job's directory is rewritten.
 Nothing here imports TensorFlow.
 """
 
@@ -29,7 +29,7 @@ def check_batch(config: DictConfig, hydra_context: Any, batch: Sequence[Sequence
     a new sweep composes nothing."""
     from hydra.core.hydra_config import HydraConfig
 
-    from tfhydra.record.lifecycle import check_sweep_job_dir
+    from tfhydra.trust.continuation import check_sweep_job_dir
 
     numbers = existing_job_numbers(SweepPaths(Path(str(config.hydra.sweep.dir))))
     if not numbers:

@@ -16,7 +16,7 @@ anything is composed or imported (docs/reliability.md, "The trust model"):
   (`CONNECT_KEYS`), and it is no `hydra.*` key at all: the launcher, the sweeper, their keys, the jobs'
   environment, callbacks and search paths come only from the user's command line (resume takes them as its
   own arguments: tfhydra/sweep/__main__.py);
-- every YAML file is measured before it is parsed (tfhydra/trust/bounded.py: size, depth, nodes with aliases
+- every YAML file is measured before it is parsed (tfhydra/config/bounded.py: size, depth, nodes with aliases
   expanded), so a 2 kB alias bomb is one line, not a walk of 10⁹ nodes;
 - a group choice names an option that the trusted config directories have;
 - a saved config (`.hydra/config.yaml`) may hold an interpolation or an instantiate key only where the
@@ -40,8 +40,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfhydra.config.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, read_text_bounded
 from tfhydra.config.errors import ConfigError
-from tfhydra.trust.bounded import MAX_BYTES, MAX_DEPTH, MAX_NODES, TooLarge, check_yaml_shape, read_text_bounded
 
 # Keys Hydra's instantiate reads: any of them makes a node a call.
 INSTANTIATE_KEYS = ("_target_", "_args_", "_partial_", "_recursive_", "_convert_")
@@ -87,7 +87,7 @@ def read_plain_yaml(path: Path, root: Path, flag: str) -> Any:
     """`path` (a file inside the directory `root`) parsed as plain data; an Untrusted error otherwise.
 
     A link that leaves `root` is refused: the directory's author would choose which of the reader's
-    files tfhydra reads. The file is measured before it is parsed (tfhydra/trust/bounded.py: size, depth, nodes
+    files tfhydra reads. The file is measured before it is parsed (tfhydra/config/bounded.py: size, depth, nodes
     with aliases expanded), so a YAML bomb is one line, not a reader walking 10⁹ nodes."""
     import yaml
 

@@ -9,7 +9,8 @@ over any limit is refused with the figure (`TooLarge`, a ValueError), before a s
 
 The limits are far above what tfhydra or Hydra write (a sweep's multirun.yaml is a few kB, 3 to 10 levels
 deep, a few thousand nodes; metrics.json holds one epoch entry per epoch) and far below what takes a
-reader more than a fraction of a second. Ground floor: imports nothing of tfhydra.
+reader more than a fraction of a second. Ground floor: imports nothing of tfhydra, so the record room (metrics.json)
+and the trust boundary (tfhydra/trust) read through it alike.
 """
 
 from __future__ import annotations
