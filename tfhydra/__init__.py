@@ -64,6 +64,7 @@ _MOVED = {
     "preload": "launch.preload",
     "launch.launch_errors": "launch.lost_jobs",
     "bounded": "config.bounded",
+    "trust.bounded": "config.bounded",
     "dirlock": "trust.locks",
     "rundir": "record.rundir",
     "lifecycle": "record.lifecycle",
