@@ -110,13 +110,19 @@ def signals_in(wakeup: socket.socket, wait: float) -> bytes:
 
 def exit_now(line: str, code: int) -> NoReturn:
     """End the process from a watchdog thread: logs and stdout flushed, `line` on stderr, `os._exit(code)` (the only
-    way out while the main thread sits in C++: `sys.exit` in a thread ends the thread)."""
+    way out while the main thread sits in C++: `sys.exit` in a thread ends the thread). The start-up filter of
+    descriptor 2 (tfhydra/platform/quiet.py, held while training) is released first: a line written into its pipe
+    just before `os._exit` would die with the thread that forwards it (seen: an empty stderr under load)."""
+    from tfhydra.platform.quiet import QUIET
+
     for handler in logging.getLogger("tfhydra").handlers + logging.getLogger().handlers:
         with contextlib.suppress(Exception):
             handler.flush()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    with contextlib.suppress(Exception):
+        QUIET.release()  # descriptor 2 is the terminal again, everything written so far passed on
     if line:
         os.write(2, f"{line}\n".encode())
     os._exit(code)

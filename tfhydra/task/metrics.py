@@ -15,6 +15,7 @@ import tensorflow as tf
 from tfhydra.platform.keras_lib import keras
 
 
+@keras.saving.register_keras_serializable(package="tfhydra")  # Keras 3 clones a model's compiled metrics by name
 class DefinedLabelsAUC(keras.metrics.AUC):
     def result(self):
         roc = str(self.curve).rsplit(".", 1)[-1].upper() == "ROC"
