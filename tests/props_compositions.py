@@ -107,3 +107,20 @@ def composed_config(overrides: list[str]):
         _CHOICES[key] = compose_config(list(choices))
     groups = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir())
     return with_values(_CHOICES[key], [o for o in overrides if not is_group_choice(o)], groups, RULES)
+
+
+def preflight(argv: list[str]):
+    """None if the pre-flight accepts `argv`; the ConfigError if it refuses it in one line. Anything else fails the
+    test. A group choice's composition is made once per process (above); the drawn value is checked each time."""
+    from conftest import CONFIG_DIR
+
+    from tfhydra.cli.preflight import check_overrides
+    from tfhydra.config.errors import ConfigError
+
+    try:
+        with compositions_kept():
+            check_overrides(CONFIG_DIR, "config", argv)
+    except ConfigError as error:
+        assert "\n" not in str(error) and str(error).strip(), repr(str(error))
+        return error
+    return None

@@ -19,13 +19,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
+from conftest import HYPOTHESIS_SEED, counts_cases
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from props_compositions import compositions_kept
-
-from tfhydra.cli.preflight import check_overrides
-from tfhydra.config.errors import ConfigError
+from props_compositions import preflight
 
 pytestmark = pytest.mark.slow  # about 15 s: the pre-flight composed once per drawn case
 KINDS = {"fifo": "a FIFO", "device": "a character device", "socket": "a socket"}
@@ -78,16 +75,6 @@ def places(tmp_path_factory) -> dict[str, Path]:
     (root / "table.csv").write_text("text,label\n" + "".join(f"a b c {i},{i % 2}\n" for i in range(20)))
     yield {**found, "folder": root / "folder", "table": root / "table.csv", "server": server}
     server.close()
-
-
-def preflight(argv: list[str]) -> ConfigError | None:
-    try:
-        with compositions_kept():
-            check_overrides(CONFIG_DIR, "config", argv)
-    except ConfigError as error:
-        assert "\n" not in str(error) and str(error).strip(), repr(str(error))
-        return error
-    return None
 
 
 def filled(argv: list[str], places: dict) -> list[str]:

@@ -21,9 +21,8 @@ from conftest import CONFIG_DIR, HYPOTHESIS_SEED, counts_cases
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, ListConfig
-from props_compositions import compositions_kept
+from props_compositions import compositions_kept, preflight
 
-from tfhydra.cli.preflight import check_overrides
 from tfhydra.config.errors import ConfigError
 
 GROUPS = ("model", "data", "optimizer", "precision", "strategy", "compression")
@@ -140,18 +139,6 @@ def overrides(draw) -> list[str]:
             f"+{key.rsplit('.', 1)[0]}.{draw(st.sampled_from(['extra', 'units', '_target_']))}={draw(VALUES)}",
         ]
     return [choice, f"{key}={draw(VALUES)}"]
-
-
-def preflight(argv: list[str]) -> ConfigError | None:
-    """None if accepted; the ConfigError if refused in one line. Anything else fails the test. A group choice's
-    composition is made once per process (tests/props_compositions.py); the drawn value is checked each time."""
-    try:
-        with compositions_kept():
-            check_overrides(CONFIG_DIR, "config", argv)
-    except ConfigError as error:
-        assert "\n" not in str(error) and str(error).strip(), repr(str(error))
-        return error
-    return None
 
 
 @pytest.mark.slow  # each of the 40 group choices composed once, then about 0.1 s a drawn command line

@@ -29,6 +29,13 @@ def special_kind(path: Path) -> str | None:
     return next((name for test, name in kinds if test(mode)), None)
 
 
+def special_refusal(path: Path) -> str | None:
+    """The one-line problem of a special file (`a FIFO, which tfhydra never reads ...`), or None for any other path:
+    what every key naming a file or directory to read says of one."""
+    kind = special_kind(path)
+    return f"{kind}, which tfhydra never reads (it could block or never end)" if kind else None
+
+
 def is_readable_path(v: Any) -> bool:
     """An existing regular file or directory: never a special file."""
     return exists(v) and special_kind(Path(v).expanduser()) is None
@@ -41,5 +48,4 @@ class PathRule(Rule):
     def problem(self, value: Any) -> str:
         if value is None:
             return super().problem(value)
-        kind = special_kind(Path(str(value)).expanduser())
-        return f"{kind}, which tfhydra never reads (it could block or never end)" if kind else self.refusal
+        return special_refusal(Path(str(value)).expanduser()) or self.refusal

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.keras_choice import KERAS_MAJORS
-from tfhydra.config.paths import special_kind
+from tfhydra.config.paths import special_refusal
 from tfhydra.config.schema import Rule, choice, integer, is_int, list_of, number, optional
 
 # tf_keras.applications' architectures (`model=keras_app model.arch=...`), checked before TensorFlow is
@@ -182,8 +182,8 @@ def weights_problem(value, model: str | None) -> str | None:
     if not isinstance(value, str) or value == "":
         return "not a path"
     path = Path(value).expanduser()
-    if special_kind(path):  # before any open: a FIFO would block it, a device never end
-        return f"{special_kind(path)}, which tfhydra never reads (it could block or never end)"
+    if special := special_refusal(path):  # before any open: a FIFO would block it, a device never end
+        return special
     if not path.is_file():
         if Path(f"{path}.index").is_file():
             return "a TensorFlow checkpoint prefix; save the model's weights to a .weights.h5 file instead"
@@ -254,8 +254,8 @@ def preset_problem(value) -> str | None:
     if not isinstance(value, str) or value == "":
         return "not a path"
     path = Path(value).expanduser()
-    if special_kind(path):
-        return f"{special_kind(path)}, which tfhydra never reads (it could block or never end)"
+    if special := special_refusal(path):
+        return special
     if not path.is_dir():
         return "no such directory" if not path.exists() else "a file, not a directory"
     missing = [name for name in PRESET_FILES if not (path / name).is_file()]
