@@ -279,6 +279,17 @@ def pytest_sessionfinish(session, exitstatus):
         server.stop()
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """How long the workers waited for each other's shared runs (tests/shared_runs.py): time no test needs."""
+    if hasattr(config, "workerinput"):
+        return
+    from shared_runs import SHARED_DIR, waits_summary
+
+    line = waits_summary(config._tmp_path_factory.getbasetemp() / SHARED_DIR)
+    if line:
+        terminalreporter.write_line(line)
+
+
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
