@@ -555,6 +555,12 @@ BAD_INPUTS = [
         ["-m", "optimizer.lr=1e-3,1e-4", "sweep.folds=3", "sweep.promote=1", "sweep.screen.epochs=1"],
         ["sweep.folds=3", "screen-then-promote would rank one fold's screen", "sweep.promote=null"],
     ),
+    bad(
+        "folds-beyond-a-class",
+        ["-m", "data=csv", "data.path={tmp}/t.csv", "sweep.folds=8"],
+        ["data.folds=8", "class setosa has 8 examples (at least one goes to the test split)", "at most 7 folds"],
+        table,
+    ),
     bad("folds-and-fold", ["-m", "sweep.folds=3", "data.fold=1"], ["data.fold=1", "set with sweep.folds"]),
     bad("fold-alone", ["data.fold=1"], ["data.fold=1", "set without the other", "data.folds=K"]),
     bad("fold-beyond-folds", ["data.folds=3", "data.fold=3"], ["data.fold=3", "no such fold", "[0, 2]"]),

@@ -26,6 +26,7 @@ from tfhydra.config.schema import (
     number,
     optional,
 )
+from tfhydra.data.splits import wants_test
 
 # `data.augment` item names -> the tf_keras preprocessing layer each builds (tfhydra/data/augment.py).
 AUGMENTATION_NAMES = ("random_flip", "random_rotation", "random_zoom", "random_translation", "random_contrast")
@@ -165,6 +166,28 @@ def check_folds(cfg: DictConfig) -> None:
             "a source whose validation tfhydra holds out (digits, csv, text_csv, npz without x_val, tfrecord without "
             "data.validation, image_folder without val/, tfds without data.validation_split, a Keras dataset)",
             f"{shipped}: nothing to fold",
+        )
+
+
+def check_folds_sample(data, strata) -> None:
+    """More folds than a class has examples outside the test split, told before TensorFlow where the pre-flight read
+    every label (`strata`: the task's, of a CSV's or npz's whole label column; None: not known). The test split
+    takes at least one example of every class, so only a count that cannot fit is refused here; the job's split
+    refuses the others (tfhydra/data/splits.py `fold_split`)."""
+    folds = data.get("folds")
+    if not is_int(folds) or strata is None or not len(strata):
+        return
+    classes, counts = np.unique(np.asarray(strata), return_counts=True)
+    ships_test = data.get("name") == "npz" and data.get("x_test") is not None
+    left = counts - (1 if wants_test(data) and not ships_test else 0)
+    if left.min() < folds:
+        at = int(left.argmin())
+        tested = " (at least one goes to the test split)" if left[at] != counts[at] else ""
+        raise ConfigError(
+            "data.folds",
+            folds,
+            f"at most {left[at]} folds" if left[at] >= 2 else "null (no k-fold)",
+            f"class {classes[at]} has {counts[at]} examples{tested}: a fold would hold none of it",
         )
 
 
