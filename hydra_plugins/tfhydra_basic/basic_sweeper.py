@@ -1,5 +1,6 @@
 """tfhydra's default sweeper (`hydra/sweeper=tfhydra_basic`, conf/hydra/sweeper/tfhydra_basic.yaml): Hydra's basic
-sweeper, and screen-then-promote when the config sets `sweep.promote` (docs/sweeps.md, "Screen, then promote") or
+sweeper (with `data.fold` swept when `sweep.folds` is set: tfhydra/sweep/folds.py), and screen-then-promote when the
+config sets `sweep.promote` (docs/sweeps.md, "Screen, then promote") or
 `sweep.decide=true` (the stages chosen from the grid and the data: tfhydra/sweep/decide.py).
 
 Hydra instantiates sweepers only from the `hydra_plugins` package, so this class lives here. Without
@@ -50,12 +51,17 @@ class BasicSweeper(Sweeper):
         from tfhydra.config.errors import sweep_error_line
         from tfhydra.config.hydra_api import split_sweep
         from tfhydra.sweep.decide import record_decision, sweep_stages
+        from tfhydra.sweep.folds import fold_overrides, folds_of
+        from tfhydra.sweep.preflight_checks import check_folds_config
         from tfhydra.sweep.rerun import check_batch
         from tfhydra.sweep.stages import run_stages
 
         assert self.hydra_context is not None, "setup() first"
+        with sweep_error_line():
+            check_folds_config(self._config)  # the pre-flight's answer, for a sweep started without it
+        arguments = list(arguments) + fold_overrides(folds_of(self._config))  # k-fold: data.fold swept as any key
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + list(arguments))
+        parsed = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()] + arguments)
         grid = [list(job) for batch in split_sweep(parsed) for job in batch]  # every setting, as Hydra's sweeper
         with sweep_error_line():
             stages = sweep_stages(self._config, len(grid))  # decide mode: chosen from the grid and the data

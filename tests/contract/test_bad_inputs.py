@@ -537,6 +537,33 @@ BAD_INPUTS = [
         ["optimizer.lr=1e-3,1e-4"],
         ["optimizer.lr=1e-3,1e-4", "several values without -m", "python train.py -m optimizer.lr=1e-3,1e-4"],
     ),
+    # k-fold as a sweep (issue 59, item 4; docs/sweeps.md "k-fold"): what it cannot combine with
+    bad("folds-without-m", ["sweep.folds=5"], ["sweep.folds=5", "k-fold runs one job per fold", "-m before"]),
+    bad("folds-several", ["-m", "sweep.folds=3,5"], ["sweep.folds=3,5", "several values", "one value"]),
+    bad(
+        "folds-shipped-validation",
+        ["-m", "data=synthetic", "sweep.folds=3"],
+        ["sweep.folds=3", "data=synthetic draws its own validation examples", "nothing to fold"],
+    ),
+    bad(
+        "folds-optuna",
+        ["-m", "hparams_search=optuna", "sweep.folds=3"],
+        ["sweep.folds=3", "hydra/sweeper=tfhydra_optuna does not draw folds", "tfhydra_basic"],
+    ),
+    bad(
+        "folds-promote",
+        ["-m", "optimizer.lr=1e-3,1e-4", "sweep.folds=3", "sweep.promote=1", "sweep.screen.epochs=1"],
+        ["sweep.folds=3", "screen-then-promote would rank one fold's screen", "sweep.promote=null"],
+    ),
+    bad(
+        "folds-beyond-a-class",
+        ["-m", "data=csv", "data.path={tmp}/t.csv", "sweep.folds=8"],
+        ["data.folds=8", "class setosa has 8 examples (at least one goes to the test split)", "at most 7 folds"],
+        table,
+    ),
+    bad("folds-and-fold", ["-m", "sweep.folds=3", "data.fold=1"], ["data.fold=1", "set with sweep.folds"]),
+    bad("fold-alone", ["data.fold=1"], ["data.fold=1", "set without the other", "data.folds=K"]),
+    bad("fold-beyond-folds", ["data.folds=3", "data.fold=3"], ["data.fold=3", "no such fold", "[0, 2]"]),
     bad("run-dir-is-cwd", ["hydra.run.dir=."], ["hydra.run.dir=.", "it is the directory the command runs in"]),
     bad("interpolation-unresolved", ["trainer.monitor=${nope}"], ["trainer.monitor", "cannot resolve it"]),
     bad("deleted-key", ["~trainer.loss"], ["~trainer.loss", "a key tfhydra needs was deleted"]),

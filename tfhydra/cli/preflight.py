@@ -120,7 +120,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
         sweep_checks.check_globs(parsed)
         check_group_values(parsed, groups)
         composed: dict[tuple[str, ...], DictConfig] = {}  # jobs of a sweep often share their group choices
-        stages, swept = None, {o.get_key_element() for o in parsed if o.is_sweep_override()}
+        stages, swept = None, {o.get_key_element() for o in sweep_checks.with_folds(parsed) if o.is_sweep_override()}
         majors: set[int] = set()  # the Keras of each job: one for the whole command
         for number, job in enumerate(jobs):
             choices = tuple(o for o in job if is_group_choice(o))
@@ -134,6 +134,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
                 launcher = sweep_checks.check_plugins(cfg, parsed)
             if number == 0:
                 _check_config_read_back(cfg)  # the other jobs differ in swept values, each checked above
+                sweep_checks.check_folds_command(cfg, parsed, multirun)  # before the plan: sweep.folds named
             try:
                 plan_run(cfg, defaults)  # once per job: the pre-flight's costliest check after composing
             except ConfigError as error:

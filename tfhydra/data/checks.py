@@ -6,6 +6,7 @@ once a source reads them, in the job.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 import numpy as np
@@ -25,6 +26,7 @@ from tfhydra.config.schema import (
     number,
     optional,
 )
+from tfhydra.data.splits import wants_test
 
 # `data.augment` item names -> the tf_keras preprocessing layer each builds (tfhydra/data/augment.py).
 AUGMENTATION_NAMES = ("random_flip", "random_rotation", "random_zoom", "random_translation", "random_contrast")
@@ -142,7 +144,73 @@ def check_split_fractions(cfg: DictConfig) -> None:
         )
 
 
-CHECKS = (check_augment, check_features, check_streaming, check_split_fractions, check_declared_size)
+def check_folds(cfg: DictConfig) -> None:
+    """k-fold (`data.folds`, `data.fold`: tfhydra/data/splits.py) needs both keys, a fold among the folds, and a
+    source whose validation tfhydra holds out itself: one that ships a validation split has nothing to fold."""
+    data = cfg.data
+    folds, fold = data.get("folds"), data.get("fold")
+    if folds is None and fold is None:
+        return
+    if folds is None or fold is None:
+        key, value = ("data.fold", fold) if folds is None else ("data.folds", folds)
+        raise ConfigError(
+            key, value, "data.folds=K with data.fold=I (0 <= I < K), or -m sweep.folds=K", "set without the other"
+        )
+    if is_int(folds) and is_int(fold) and fold >= folds:
+        raise ConfigError("data.fold", fold, f"an integer in [0, {folds - 1}] (data.folds={folds})", "no such fold")
+    shipped = shipped_validation(data)
+    if shipped:
+        raise ConfigError(
+            "data.folds",
+            folds,
+            "a source whose validation tfhydra holds out (digits, csv, text_csv, npz without x_val, tfrecord without "
+            "data.validation, image_folder without val/, tfds without data.validation_split, a Keras dataset)",
+            f"{shipped}: nothing to fold",
+        )
+
+
+def check_folds_sample(data, strata) -> None:
+    """More folds than a class has examples outside the test split, told before TensorFlow where the pre-flight read
+    every label (`strata`: the task's, of a CSV's or npz's whole label column; None: not known). The test split
+    takes at least one example of every class, so only a count that cannot fit is refused here; the job's split
+    refuses the others (tfhydra/data/splits.py `fold_split`)."""
+    folds = data.get("folds")
+    if not is_int(folds) or strata is None or not len(strata):
+        return
+    classes, counts = np.unique(np.asarray(strata), return_counts=True)
+    ships_test = data.get("name") == "npz" and data.get("x_test") is not None
+    left = counts - (1 if wants_test(data) and not ships_test else 0)
+    if left.min() < folds:
+        at = int(left.argmin())
+        tested = " (at least one goes to the test split)" if left[at] != counts[at] else ""
+        raise ConfigError(
+            "data.folds",
+            folds,
+            f"at most {left[at]} folds" if left[at] >= 2 else "null (no k-fold)",
+            f"class {classes[at]} has {counts[at]} examples{tested}: a fold would hold none of it",
+        )
+
+
+def shipped_validation(data) -> str | None:
+    """What ships the source's own validation split, as far as its config and folders tell before TensorFlow; None
+    when tfhydra holds validation out (tfhydra/data/splits.py). A user's `_target_` source cannot be told."""
+    name = data.get("name")
+    if data.get("_target_"):
+        return f"data._target_={data.get('_target_')} builds its own splits"
+    if name == "synthetic":
+        return "data=synthetic draws its own validation examples (data.val_size)"
+    for source, key in (("npz", "x_val"), ("tfrecord", "validation"), ("tfds", "validation_split")):
+        if name == source and data.get(key) is not None:
+            return f"data.{key} is the validation split"
+    path = data.get("path")
+    if name == "image_folder" and isinstance(path, str):
+        root = Path(path).expanduser()
+        if (root / "train").is_dir() and (root / "val").is_dir():
+            return f"{root / 'val'} is the validation split"
+    return None
+
+
+CHECKS = (check_augment, check_features, check_streaming, check_split_fractions, check_declared_size, check_folds)
 
 
 # The data section's ranges and choices, read by the schema's checks (tfhydra/config/schema.py).
@@ -162,6 +230,8 @@ RULES: dict[str, Rule] = {
     "data.val_fraction": number(0, 1),
     "data.test_fraction": number(0, 1, low_open=False),
     "data.split_seed": optional(integer(0, 2**32 - 1)),  # NumPy's seed range, as trainer.seed's
+    "data.folds": optional(integer(2)),  # k-fold (tfhydra/data/splits.py); check_folds pairs it with data.fold
+    "data.fold": optional(integer(0)),
     "data.test_size": integer(0),
     "data.fraction": number(0, 1, high_open=False),
     "data.shuffle_buffer": integer(0),

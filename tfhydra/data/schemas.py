@@ -72,6 +72,8 @@ class DataConfig:
     val_fraction: float = MISSING
     test_fraction: float = MISSING
     split_seed: int | None = MISSING
+    folds: int | None = MISSING
+    fold: int | None = MISSING
     fraction: float = MISSING
     shuffle_buffer: int = MISSING
     cache: Any = MISSING

@@ -7,6 +7,10 @@ a validation split too. A source with one split holds out `data.test_fraction` a
 examples. Both hold-outs are stratified and seeded by `data.split_seed`, not `trainer.seed`: every job of a
 sweep and every seed is validated and tested on the same examples (`data.split_seed=null` follows trainer.seed).
 `data.test_fraction=0` turns the test split off, for every source.
+
+k-fold (`data.folds=K data.fold=i`, drawn by `sweep.folds=K`: docs/sweeps.md): where validation is held out here,
+the examples the test split left are cut into K stratified folds, seeded by `data.split_seed`; fold i validates
+and the other K - 1 train. The test split is taken first, as always, so it is the same in every fold.
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False,
     if not ships_test and wants_test(cfg):
         rest, test = _split(grouped, rest, float(cfg.test_fraction), seed, "data.test_fraction")
     validation = np.array([], dtype=np.int64)
+    folds = cfg.get("folds")
+    if folds is not None:
+        if ships_validation:  # the pre-flight refuses the sources it can tell (tfhydra/data/checks.py)
+            raise ConfigError(
+                "data.folds", folds, "null: this source ships its own validation split", "there is nothing to fold"
+            )
+        kept, held = fold_split(grouped, rest, int(folds), int(cfg.get("fold") or 0), seed)
+        return HeldOut(np.sort(kept), np.sort(held), np.sort(test))
     if not ships_validation:
         share = float(cfg.val_fraction)
         if not ships_test and wants_test(cfg):  # a share of all the examples, not of what test left
@@ -69,6 +81,8 @@ def training_share(cfg, ships_validation: bool = False, ships_test: bool = False
     test = float(cfg.test_fraction) if not ships_test and wants_test(cfg) else 0.0
     if ships_validation:
         return 1.0 - test
+    if cfg.get("folds") is not None:  # k-fold: one fold of what the test split left validates
+        return (1.0 - test) * (1.0 - 1.0 / int(cfg.folds))
     if ships_test or not wants_test(cfg):  # validation is a share of the training split
         return 1.0 - float(cfg.val_fraction)
     return 1.0 - test - float(cfg.val_fraction)  # both shares of all the examples
@@ -95,6 +109,42 @@ def _split(labels: np.ndarray | None, among: np.ndarray, fraction: float, seed: 
             "a fraction leaving every class in every split",
             f"cannot split {len(among)} examples ({error})",
         ) from None
+
+
+def fold_assignment(labels: np.ndarray | None, count: int, folds: int, seed: int) -> np.ndarray:
+    """The fold (0..folds-1) of each of `count` examples: a seeded shuffle within each stratum (`labels`, the task's
+    strata; None: one stratum), then dealt out in turn, class after class, so every fold holds each class's share
+    within one example and the folds' sizes differ by one at most (as scikit-learn's StratifiedKFold promises)."""
+    rng = np.random.RandomState(seed)
+    order = rng.permutation(count)
+    if labels is not None:
+        _, positions = np.unique(np.asarray(labels), return_inverse=True)
+        order = order[np.argsort(positions.reshape(-1)[order], kind="stable")]  # by class, shuffled within
+    assigned = np.empty(count, dtype=np.int64)
+    assigned[order] = np.arange(count) % folds
+    return assigned
+
+
+def fold_split(labels: np.ndarray | None, among: np.ndarray, folds: int, fold: int, seed: int):
+    """(kept, held out) indices from `among`: fold `fold` of `folds` held out (fold_assignment), refused in one line
+    when a class has fewer examples than folds (a fold would validate without it)."""
+    strata_among = None if labels is None else np.asarray(labels)[among]
+    if strata_among is not None:
+        classes, counts = np.unique(strata_among, return_counts=True)
+        if counts.min() < folds:
+            smallest = classes[counts.argmin()]
+            fewest = int(counts.min())
+            raise ConfigError(
+                "data.folds",
+                folds,
+                f"an integer in [2, {fewest}]" if fewest >= 2 else "null (no k-fold)",
+                f"class {smallest} has {fewest} example{'s' * (fewest != 1)} outside the test split: "
+                "a fold would hold none of it",
+            )
+    elif len(among) < folds:
+        raise ConfigError("data.folds", folds, f"an integer in [2, {len(among)}]", f"{len(among)} examples to fold")
+    assigned = fold_assignment(strata_among, len(among), folds, seed)
+    return among[assigned != fold], among[assigned == fold]
 
 
 def stratified_shuffle_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -127,6 +127,8 @@ def check_labels_fit_task(cfg: DictConfig) -> None:
     sample = read_label_sample(cfg.data)
     if sample is not None:
         task_checks.check_label_sample(cfg.task, cfg.data, sample)
+        if cfg.data.get("folds") is not None:  # k-fold: a class too small to be in every fold
+            data_checks.check_folds_sample(cfg.data, task_checks.sample_strata(cfg.task, sample))
 
 
 def plan_run(cfg: DictConfig, defaults: DictConfig | None = None) -> RunPlan:

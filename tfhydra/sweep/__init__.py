@@ -11,6 +11,7 @@ The room (how its jobs run as processes is tfhydra/launch/'s):
 - trial.py: one job of a sweep (HParams, failures recorded instead of raised, Optuna's trial);
 - hparams.py: TensorBoard HParams records;
 - search.py: tfhydra's Optuna search (hydra_plugins/tfhydra_optuna hands over); pruning.py: its Keras callback;
+- folds.py: k-fold as a sweep (`sweep.folds=K`: `data.fold` swept by tfhydra's default sweeper);
 - stages.py: screen, then promote (`sweep.promote`, run by tfhydra's default sweeper, hydra_plugins/tfhydra_basic/);
 - decide.py: `sweep.decide=true`, the screen (share of the data, epochs, how many promoted) chosen from the grid
   and the data;

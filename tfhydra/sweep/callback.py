@@ -25,6 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from tfhydra.record.rundir import SweepPaths
+from tfhydra.sweep.folds import FOLD, folds_of
 from tfhydra.sweep.handover import handover_overrides, override_quoted
 from tfhydra.sweep.kind import launcher_kind
 from tfhydra.trainer.checks import metric_names
@@ -216,4 +217,7 @@ def swept_values(config: DictConfig) -> dict[str, list]:
             except Exception:  # noqa: BLE001  (interval(), glob(): not a list of values)
                 values = []
             swept[override.get_key_element()] = values
+    folds = folds_of(config)  # k-fold: data.fold is swept by tfhydra's sweeper, not typed (tfhydra/sweep/folds.py)
+    if folds is not None:
+        swept[FOLD] = list(range(folds))
     return swept

@@ -14,6 +14,7 @@ RULES: dict[str, Rule] = {
     "sweep.screen.fraction": optional(number(0, 1, high_open=False)),
     "sweep.screen.epochs": optional(integer(1)),
     "sweep.promote": optional(integer(1)),
+    "sweep.folds": optional(integer(2)),  # k-fold as a sweep (tfhydra/sweep/folds.py)
     "sweep.decide": choice(True, False),  # decide mode (tfhydra/sweep/decide.py) fills the three above
     "sweep.cluster_timeout": number(0),  # tfhydra/launch/cluster_watch.py
 }

@@ -21,6 +21,7 @@ from tfhydra.record.monitor import MODES, TIE_BREAKER, Monitor, is_figure
 from tfhydra.record.resume import read_history
 from tfhydra.record.run_record import RunRecord, Status, read_record
 from tfhydra.record.rundir import RunPaths, SweepPaths
+from tfhydra.sweep.folds import FOLD, fold_overrides, folds_of
 from tfhydra.sweep.kind import expands_grid
 from tfhydra.trust.readers import plain_file
 
@@ -74,13 +75,14 @@ class Job:
 
 @dataclass
 class Group:
-    """Jobs that differ only by `trainer.seed`: one setting, measured n times."""
+    """Jobs that differ only by `trainer.seed` or `data.fold` (k-fold): one setting, measured n times."""
 
-    overrides: list[str]  # the swept overrides the jobs share (trainer.seed left out)
+    overrides: list[str]  # the swept overrides the jobs share (trainer.seed and data.fold left out)
     jobs: list[Job]
     values: list[float]  # best monitored value of each completed job
     rank: int | None = None
     test_values: list[float] = field(default_factory=list)  # the completed jobs' test figures (shown, not ranked on)
+    over: tuple[str, ...] = ("trainer.seed",)  # the swept keys the jobs differ by
 
     @property
     def n(self) -> int:
@@ -106,6 +108,11 @@ class Group:
     @property
     def label(self) -> str:
         return " ".join(self.overrides) or "(no other override)"
+
+    @property
+    def over_in_words(self) -> str:
+        """What its n values are of: `folds`, `seeds`, or `seeds x folds`."""
+        return " x ".join({"trainer.seed": "seeds", FOLD: "folds"}.get(k, k) for k in self.over)
 
 
 def _sample_std(values: list[float]) -> float | None:
@@ -255,6 +262,7 @@ def expected_jobs(sweep: Any) -> list[Job]:
     arguments = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()] + list(
         (hydra.get("overrides") or {}).get("task") or []
     )
+    arguments += fold_overrides(folds_of(sweep))  # k-fold: as tfhydra's sweeper added them (tfhydra/sweep/folds.py)
     try:
         batches = split_sweep(OverridesParser.create().parse_overrides(arguments))
     except Exception:  # noqa: BLE001  (glob() needs the config to expand: list the jobs that have directories only)
@@ -269,6 +277,7 @@ def swept_keys_of(sweep: Any, jobs: list[Job]) -> set[str]:
     if isinstance(sweep, dict):
         hydra = sweep.get("hydra") or {}
         keys = sweep_override_keys((hydra.get("overrides") or {}).get("task") or [])
+        keys |= {FOLD} if folds_of(sweep) else set()  # drawn by the sweeper, not typed
         return keys | set(((hydra.get("sweeper") or {}).get("params") or {}).keys())
     values = [dict(split_override(o) for o in job.overrides) for job in jobs]
     keys = {k for v in values for k in v}

@@ -34,7 +34,7 @@ def jobs_of(parsed, overrides: list[str], multirun: bool) -> list[list[str]]:
             f"one value, or -m before the overrides to run one job per value (python train.py -m {several.input_line})",
             "several values without -m",
         )
-    jobs = _expand_jobs(parsed) if multirun else [overrides]
+    jobs = _expand_jobs(with_folds(parsed)) if multirun else [overrides]
     if not jobs:
         swept = " ".join(o.input_line for o in parsed if o.is_sweep_override())
         raise ConfigError(
@@ -44,6 +44,86 @@ def jobs_of(parsed, overrides: list[str], multirun: bool) -> list[list[str]]:
             "the sweep expands to no job",
         )
     return jobs
+
+
+def with_folds(parsed) -> list:
+    """The command's overrides with what `sweep.folds=K` adds to each job (tfhydra/sweep/folds.py), parsed."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from tfhydra.sweep.folds import command_folds, fold_overrides
+
+    added = fold_overrides(command_folds(parsed))
+    return list(parsed) + (OverridesParser.create().parse_overrides(added) if added else [])
+
+
+def check_folds_command(cfg: DictConfig, parsed, multirun: bool) -> None:
+    """k-fold as a sweep (tfhydra/sweep/folds.py) as far as the command line decides it: one value, under -m, with
+    data.fold and data.folds left to it, on a source whose validation tfhydra holds out; then check_folds_config."""
+    from tfhydra.data.checks import shipped_validation
+    from tfhydra.sweep.folds import FOLD, FOLDS, KEY
+
+    for override in parsed:
+        key = override.get_key_element().lstrip("+~")
+        if key == KEY and override.is_sweep_override():
+            raise ConfigError(
+                KEY, override.input_line.split("=", 1)[1], "one value: the folds of the whole sweep", "several values"
+            )
+        if key in (FOLD, FOLDS) and OmegaConf.select(cfg, "sweep.folds", default=None) is not None:
+            raise ConfigError(
+                key,
+                override.input_line.split("=", 1)[1],
+                f"left out: {KEY} sets {FOLDS} and {FOLD} for each job",
+                f"set with {KEY}",
+            )
+    folds = OmegaConf.select(cfg, KEY, default=None)
+    if folds is None:
+        return
+    if not multirun:
+        raise ConfigError(
+            KEY,
+            folds,
+            f"-m before the overrides (python train.py -m {KEY}={folds} ...), or {FOLDS}={folds} {FOLD}=I to run "
+            "fold I alone",
+            "k-fold runs one job per fold: a sweep",
+        )
+    shipped = shipped_validation(cfg.data)
+    if shipped:
+        raise ConfigError(
+            KEY,
+            folds,
+            "null, or a source whose validation tfhydra holds out (docs/data.md)",
+            f"{shipped}: nothing to fold",
+        )
+    check_folds_config(cfg)
+
+
+def check_folds_config(cfg: DictConfig) -> None:
+    """`sweep.folds` needs tfhydra's grid sweeper, which draws the folds, and no screen-then-promote (each setting
+    runs on every fold); the sweeper asks it too, for a sweep started without the pre-flight."""
+    from tfhydra.sweep.decide import decide_on
+    from tfhydra.sweep.folds import KEY
+    from tfhydra.sweep.stages import stages_of
+
+    folds = OmegaConf.select(cfg, KEY, default=None)
+    if folds is None:
+        return
+    sweeper = sweeper_kind(cfg)
+    if sweeper != "tfhydra_basic":
+        name = sweeper if sweeper != "other" else plugin_target(cfg, "sweeper")
+        raise ConfigError(
+            KEY,
+            folds,
+            "tfhydra's default sweeper (hydra/sweeper=tfhydra_basic) over a grid, e.g. -m sweep.folds=5 "
+            "optimizer.lr=1e-3,1e-4",
+            f"hydra/sweeper={name} does not draw folds",
+        )
+    if stages_of(cfg) is not None or decide_on(cfg):
+        raise ConfigError(
+            KEY,
+            folds,
+            "sweep.promote=null and sweep.decide=false: a k-fold sweep runs every setting on every fold",
+            "screen-then-promote would rank one fold's screen",
+        )
 
 
 def _expand_jobs(parsed) -> list[list[str]]:

@@ -23,6 +23,7 @@ class SweepConfig:
 
     screen: ScreenConfig = MISSING
     promote: int | None = MISSING
+    folds: int | None = MISSING
     decide: bool = MISSING
     cluster_timeout: float = MISSING
 

@@ -34,26 +34,28 @@ from tfhydra.sweep.jobs import (
     swept_keys_of,
 )
 from tfhydra.sweep.stages import PROMOTE, Stages, staged_jobs, stages_of
-from tfhydra.sweep.summary_render import SEED_KEY, to_csv, to_markdown, write_plot
+from tfhydra.sweep.summary_render import REPEAT_KEYS, SEED_KEY, to_csv, to_markdown, write_plot
 from tfhydra.trust.readers import plain_file
 
 __all__ = ["Job", "Group", "Summary", "summarize", "write_summary", "seed_groups", "SEED_KEY"]
 
 
 def seed_groups(summary: Summary) -> list[Group]:
-    """Group the jobs by their swept overrides other than trainer.seed, when trainer.seed is swept; rank the
-    groups by the mean of their completed jobs' best monitored value (only groups with a completed job)."""
-    if SEED_KEY not in summary.swept_keys:
+    """Group the jobs by their swept overrides other than the repeat keys (`trainer.seed`, `data.fold`: REPEAT_KEYS),
+    when one is swept; rank the groups by the mean of their completed jobs' best monitored value (only groups with a
+    completed job): a k-fold sweep's settings by their fold mean."""
+    over = tuple(k for k in REPEAT_KEYS if k in summary.swept_keys)
+    if not over:
         return []
     by_setting: dict[tuple[str, ...], list[Job]] = {}
     for job in sorted(summary.jobs, key=lambda j: (j.num if j.num is not None else 1 << 30, j.name)):
-        setting = tuple(o for o in job.swept if key_of(o).lstrip("+~") != SEED_KEY)
+        setting = tuple(o for o in job.swept if key_of(o).lstrip("+~") not in over)
         by_setting.setdefault(setting, []).append(job)
     groups = []
     for setting, jobs in by_setting.items():
         values = [j.best(summary.ranking)[0] for j in jobs if j.status == Status.COMPLETED]
         tests = [j.test for j in jobs if j.status == Status.COMPLETED and j.test is not None]
-        groups.append(Group(list(setting), jobs, [v for v in values if v is not None], test_values=tests))
+        groups.append(Group(list(setting), jobs, [v for v in values if v is not None], test_values=tests, over=over))
     scored = [(mean, g) for g in groups if (mean := g.mean) is not None]  # a mean: the group has values
     ranked = [g for _, g in sorted(scored, key=lambda mg: summary.ranking.sort_key(mg[0]))]
     for rank, group in enumerate(ranked, start=1):
@@ -69,7 +71,7 @@ class Summary:
     swept_keys: list[str]
     jobs: list[Job]  # ranked jobs first, best first; then the others by job number
     notes: list[str] = field(default_factory=list)
-    groups: list[Group] = field(default_factory=list)  # jobs that differ only by trainer.seed; best mean first
+    groups: list[Group] = field(default_factory=list)  # jobs that differ only by trainer.seed or data.fold; best first
     stages: Stages | None = None  # a staged sweep (sweep.promote): its jobs ranked within each stage, promoted first
     promotions: list[tuple[Job, Job]] = field(default_factory=list)  # (screen job, its promoted job), best first
     screened: bool = True  # a staged sweep's screen has ended (else it has promoted nothing yet)
@@ -122,6 +124,12 @@ class Summary:
             lines.append(f"reproduce: {self.reproduce(best)}")
         else:
             lines.append(f"best job: none (no {'promoted ' if self.stages else ''}job completed)")
+        group = self.groups[0] if self.groups and self.groups[0].rank == 1 else None
+        if group is not None:  # a setting measured over seeds or folds: the mean ranks it
+            lines.append(
+                f"best setting: {group.label} (mean {self.monitor}={figure(group.mean)} ± {figure(group.std)} over "
+                f"{group.n} {group.over_in_words})"
+            )
         lines.append(f"summary: {self.sweep_dir / 'summary.md'}")
         lines += self.notes
         return "\n".join(lines)

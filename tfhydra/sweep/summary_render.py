@@ -15,9 +15,11 @@ from tfhydra.platform.terminal import figure
 from tfhydra.record.monitor import Monitor
 from tfhydra.record.report import atomic_path
 from tfhydra.record.run_record import Status, test_name
+from tfhydra.sweep.folds import FOLD
 from tfhydra.sweep.jobs import split_override
 
 SEED_KEY = "trainer.seed"
+REPEAT_KEYS = (SEED_KEY, FOLD)  # jobs differing only by these measure one setting again: grouped, mean ± std
 
 
 def to_csv(summary: Any) -> str:
@@ -133,12 +135,24 @@ def to_markdown(summary: Any, plot: bool) -> str:
         "training; it was not used to choose (docs/sweeps.md).",
     ]
     if summary.groups:
+        over = summary.groups[0].over
+        folds = (
+            [
+                f"k-fold: each job validates on fold `{FOLD}` of what the test split leaves and trains on the other "
+                "folds; the test split is the same in every job, measured on each job's kept weights.",
+                "",
+            ]
+            if FOLD in over
+            else []
+        )
         lines += [
             "",
-            f"## Settings over seeds (jobs that differ only by `{SEED_KEY}`)",
+            f"## Settings over {summary.groups[0].over_in_words} (jobs that differ only by "
+            f"{' and '.join(f'`{k}`' for k in over)})",
             "",
+            *folds,
             f"Ranked by the mean of the best `{monitor}` of their completed jobs; std is the sample standard "
-            "deviation.",
+            "deviation; `jobs` lists the jobs of each setting.",
             "",
             f"| rank | setting | mean {monitor} | std | test {test} (mean ± std) | n | jobs |",
             "|---:|---|---:|---:|---:|---:|---|",

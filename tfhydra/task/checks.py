@@ -25,6 +25,25 @@ def check_label_sample(cfg_task, cfg_data, sample: LabelSample) -> None:
     build_task(cfg_task).check_sample(sample, cfg_data)
 
 
+def sample_strata(cfg_task, sample: LabelSample):
+    """The task's strata of a whole sample's one label column, as the job splits by them (tfhydra/data/splits.py),
+    for the pre-flight's k-fold check; None when the task has none or the sample cannot say (read in part, several
+    columns, values the task reads only in the job, a user's `_target_` task)."""
+    import numpy as np
+
+    from tfhydra.task.build import TASKS, build_task
+
+    values = np.asarray(sample.values)
+    if not sample.whole or cfg_task.get("_target_") or cfg_task.get("name") not in TASKS.names():
+        return None
+    if values.ndim > 2 or (values.ndim == 2 and values.shape[1] != 1):
+        return None
+    try:
+        return build_task(cfg_task).strata(values.reshape(-1))
+    except (ValueError, TypeError, ConfigError):  # e.g. binary's class names: the job reads them
+        return None
+
+
 # What each Keras loss name expects as labels (tf_keras' and Keras 3's losses by name), and the labels each of
 # tfhydra's tasks trains on (docs/tasks.md): a name expecting other labels trains nothing useful, or fails at the
 # first step with a shape error. Names not listed (none today; a `_target_` loss) are the user's to answer for.
