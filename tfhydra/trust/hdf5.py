@@ -95,6 +95,17 @@ def checked_weights(
     return arrays
 
 
+def checked_shards(
+    paths: Sequence[Path], model_shapes: Sequence[Sequence[int]], key: str, whole: Path | str
+) -> list[WeightArray]:
+    """`checked_weights` of each file of one model's weights split in shards (Keras' sharded `.weights.json`), and
+    the sizes again over all of them together, said of `whole` (the JSON naming the shards): a model cannot be made
+    to allocate more by splitting a file."""
+    arrays = [array for path in paths for array in checked_weights(path, model_shapes, key)]
+    _check_sizes(arrays, [tuple(int(d) for d in s) for s in model_shapes], whole, key)
+    return arrays
+
+
 def model_array_count(arrays: Iterable[WeightArray]) -> int:
     return sum(array.model for array in arrays)
 
