@@ -2,9 +2,10 @@
 (100000, 10000) kernel declared in a file a few kB larger) through each path that hands an HDF5 file to Keras, in
 process: `model.weights` (tfhydra/model/weights.py), a resume (tfhydra/trainer/weights.py: the last weights after
 training, the best ones before the export), `compression.from_run` (tfhydra/compression/phases.py) and a keras-hub
-preset's shards (tfhydra/model/hub.py). Each is one line naming the file, the dataset and why, and the model's
-weights are untouched: nothing of the outside bytes reaches it. The same commands as child processes, with their
-peak RSS against a normal run, are benchmarks/hostile_weights.py's (docs/reliability.md)."""
+preset's weights files (tfhydra/model/preset_files.py, and hub.py against the built backbone), with the sizes its
+config.json asks for bounded by what those files declare. Each is one line naming the file, the dataset and why, and
+the model's weights are untouched: nothing of the outside bytes reaches it. The same commands as child processes,
+with their peak RSS against a normal run, are benchmarks/hostile_weights.py's (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ def shard_index(preset: Path, weight_map: dict) -> Path:
 def test_the_shards_a_preset_names_are_exactly_what_keras_opens(tiny, tmp_path):
     """ShardedH5IOStore opens model_00000.weights.h5 first, then each file the weight_map names beside the index
     (`Path.with_name`): a shard named anything, not only model_*.weights.h5, is listed, so the reader sees it."""
-    from tfhydra.model.hub import shard_files
+    from tfhydra.model.preset_files import shard_files
 
     first, other = saved(tiny, tmp_path / "model_00000.weights.h5"), saved(tiny, tmp_path / "weights-b.h5")
     index = shard_index(
@@ -146,7 +147,7 @@ def test_the_shards_a_preset_names_are_exactly_what_keras_opens(tiny, tmp_path):
 def test_a_shard_name_that_is_not_a_file_beside_the_index_is_one_line(tiny, tmp_path, name, problem):
     import os
 
-    from tfhydra.model.hub import shard_files
+    from tfhydra.model.preset_files import shard_files
 
     saved(tiny, tmp_path / "model_00000.weights.h5")
     os.mkfifo(tmp_path / "fifo.h5")
@@ -184,3 +185,73 @@ def test_shards_are_bounded_together(tmp_path):
     assert len(checked_shards(many[:7], [(1000, 1000)], "model.preset", tmp_path / "model.weights.json")) == 7
     with pytest.raises(UnsafeWeights, match=r"json: its datasets declare 8000000 values, more than 6 x the model"):
         checked_shards(many, [(1000, 1000)], "model.preset", tmp_path / "model.weights.json")
+
+
+# ---- a preset's config.json asks for no size its weights files do not declare ---------------------------------
+
+
+def preset_of(tmp_path: Path, **config) -> Path:
+    """A preset directory as keras-hub's save_to_preset lays it out (config.json, metadata.json, model.weights.h5),
+    the weights file of a 2-layer BERT of vocabulary 21, hidden 16, intermediate 32, sequence 16, written by h5py."""
+    import json
+
+    import h5py
+
+    preset = tmp_path / "preset"
+    preset.mkdir()
+    sizes = {"vocabulary_size": 21, "num_layers": 2, "num_heads": 2, "hidden_dim": 16, "intermediate_dim": 32,
+             "max_sequence_length": 16, "num_segments": 2, "dropout": 0.1, "trainable": True, **config}  # fmt: skip
+    (preset / "config.json").write_text(json.dumps({"class_name": "BertBackbone", "config": sizes}))
+    (preset / "metadata.json").write_text("{}")
+    with h5py.File(preset / "model.weights.h5", "w") as file:
+        for name, shape in [("token_embedding", (21, 16)), ("position_embedding", (16, 16)), ("segment", (2, 16))]:
+            file.create_dataset(f"layers/{name}/vars/0", data=np.zeros(shape, np.float32))
+        for layer in range(2):
+            for i, shape in enumerate([(16, 2, 8), (2, 8, 16), (16, 32), (32, 16), (32,), (16,)]):
+                file.create_dataset(f"layers/transformer_layer_{layer}/vars/{i}", data=np.zeros(shape, np.float32))
+    return preset
+
+
+def test_a_presets_config_within_what_its_weights_declare_passes(tmp_path):
+    from tfhydra.model.preset_files import check_preset_weights
+
+    check_preset_weights(preset_of(tmp_path, image_shape=[224, 224, 3], layer_norm_epsilon=1e-12), "a preset")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("vocabulary_size", 10**9), ("hidden_dim", 10**6), ("num_layers", 10**9), ("max_sequence_length", 33),
+     ("image_shape", [10**6, 10**6, 3])],
+)  # fmt: skip
+def test_a_presets_config_asking_beyond_its_weights_is_one_line_naming_file_and_key(tmp_path, key, value):
+    """Before keras-hub builds (and allocates) the backbone: the largest size the weights declare here is 32."""
+    from tfhydra.model.preset_files import check_preset_weights
+
+    preset = preset_of(tmp_path, **{key: value})
+    with pytest.raises(ConfigError) as caught:
+        check_preset_weights(preset, "a preset")
+    message = str(caught.value)
+    assert message.startswith(f"model.preset={preset / 'config.json'}: its {key}=") and "\n" not in message
+    assert "their largest dimension or count: 32" in message and "before the backbone is built" in message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_preflight_refuses_each_kind_in_a_presets_weights_before_tensorflow(tmp_path, kind):
+    """keras=3 model=keras_hub: storage and links need no model, and a preset's arrays must be stored (they bound
+    what its config.json may ask), so the pre-flight's check (check_keras_hub, in the run plan's CHECKS, no
+    TensorFlow) refuses all four kinds."""
+    from omegaconf import OmegaConf
+
+    from tfhydra.model.checks import check_keras_hub
+
+    pytest.importorskip("keras_hub", reason="the hub extra")
+    preset = preset_of(tmp_path)
+    hostile = poison(preset / "model.weights.h5", tmp_path / "hostile.h5", kind)
+    shutil.move(hostile.path, preset / "model.weights.h5")
+    with pytest.raises(ConfigError) as caught:
+        check_keras_hub(OmegaConf.create({"keras": 3, "model": {"name": "keras_hub", "preset": str(preset)}}))
+    starts = f"model.preset={preset / 'model.weights.h5'}: dataset {hostile.dataset}: "
+    if kind == "shape_bomb":
+        assert str(caught.value).startswith(f"{starts}declares 4000000000 bytes and stores 0; refused before the ")
+    else:
+        one_line(caught.value, starts, kind, hostile.dataset)

@@ -25,16 +25,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tfhydra.config.bounded import load_json_bounded, read_text_bounded
 from tfhydra.config.contracts import RAW_TEXT, DataSpec
 from tfhydra.config.errors import ConfigError, library_reason
-from tfhydra.config.paths import special_refusal
 from tfhydra.model.base import IMAGES, MODELS, describe_data
 from tfhydra.model.checks import HUB_INSTALL, PRESET_ACCEPTED, preset_problem
 from tfhydra.model.head import output_layer
+from tfhydra.model.preset_files import preset_weight_files
 from tfhydra.model.schemas import KerasHubModelConfig
 from tfhydra.platform.keras_lib import keras
-from tfhydra.trust.hdf5 import checked_shards, checked_weights, weight_shapes
+from tfhydra.trust.hdf5 import checked_shards, weight_shapes
 
 TEXT_OR_IMAGES = f"raw text: one string per example (data=text_csv), or {IMAGES}"
 PRESET_KINDS = "text: BERT, DistilBERT, RoBERTa ...; images: ViT, ResNet, EfficientNet ..."
@@ -80,52 +79,14 @@ def classifier_of(hub, kind: str, preset: Path, cfg, outputs: int):
         )
     except (ValueError, TypeError, KeyError) as error:  # e.g. an image preset on text: no such classifier of it
         raise ConfigError("model.preset", cfg.preset, accepted, library_reason(error)) from None
-    single, sharded = preset / "model.weights.h5", preset / "model.weights.json"
-    if not single.is_file() and not sharded.is_file():
-        raise ConfigError("model.preset", cfg.preset, accepted, "it has no model.weights.h5 (nor model.weights.json)")
-    shapes = weight_shapes(task.backbone)
+    files, loaded = preset_weight_files(preset, accepted)
     try:
-        if single.is_file():
-            checked_weights(single, shapes, key="model.preset")
-        else:
-            checked_shards(shard_files(sharded, accepted), shapes, "model.preset", sharded)
-        task.backbone.load_weights(str(single if single.is_file() else sharded))
+        checked_shards(files, weight_shapes(task.backbone), "model.preset", loaded)
+        task.backbone.load_weights(str(loaded))
     except (ValueError, OSError, KeyError) as error:
         reason = f"its weights cannot be loaded ({library_reason(error)})"
         raise ConfigError("model.preset", cfg.preset, accepted, reason) from None
     return task
-
-
-def shard_files(index: Path, accepted: str) -> list[Path]:
-    """Every file Keras' sharded loader (`ShardedH5IOStore`) opens for `index` (model.weights.json): the first shard
-    `model_00000.weights.h5`, then each file its `weight_map` names, beside the index. The JSON is read bounded, and a
-    name that is not a plain file name beside it (a path, a special file, a missing file) is one line naming it: the
-    reader checks exactly the files Keras will open."""
-    try:
-        weight_map = load_json_bounded(read_text_bounded(index)).get("weight_map")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as error:
-        raise ConfigError(
-            "model.preset", str(index), accepted, f"it cannot be read ({library_reason(error)})"
-        ) from None
-    if not isinstance(weight_map, dict):
-        raise ConfigError("model.preset", str(index), accepted, "its weight_map is not a JSON object")
-    named = [n for value in weight_map.values() for n in (value if isinstance(value, list) else [value])]
-    files: set[Path] = set()
-    for name in [f"{index.name.removesuffix('.weights.json')}_00000.weights.h5", *named]:
-        path = (
-            index.with_name(name)
-            if isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name
-            else None
-        )
-        problem = "not a file name beside it" if path is None else special_refusal(path)
-        if path is not None and not problem and not path.is_file():
-            problem = "no such file beside it"
-        if problem or path is None:
-            raise ConfigError(
-                "model.preset", str(index), accepted, f"its weight_map names {str(name)[:100]!r}: {problem}"
-            )
-        files.add(path)
-    return sorted(files)
 
 
 def preset_pixels(images, channels: int, preprocessor):

@@ -70,6 +70,7 @@ class WeightArray:
     shape: tuple[int, ...]
     dtype: np.dtype
     model: bool  # a model weight (not an optimizer slot nor a metric's total)
+    stored: int = 0  # bytes the file stores for it (HDF5's storage size: a never-written chunked array stores 0)
 
 
 class UnsafeWeights(ConfigError):
@@ -168,7 +169,7 @@ def _dataset(dataset: h5py.Dataset, name: str, refuse, model_root: str | None) -
     shape = tuple(int(d) for d in (dataset.shape or ()))
     if dataset.shape is None or len(shape) > MAX_RANK:
         raise refuse(name, "its shape is null or of more than 64 dimensions")
-    return WeightArray(name, shape, dtype, is_model_weight(name, model_root))
+    return WeightArray(name, shape, dtype, is_model_weight(name, model_root), dataset.id.get_storage_size())
 
 
 def is_model_weight(name: str, model_root: str | None) -> bool:
