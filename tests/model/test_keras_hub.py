@@ -284,26 +284,20 @@ def test_a_tiny_vit_trains_from_its_preset_on_gray_images_with_its_base_frozen(p
 
 
 @pytest.mark.slow
-def test_a_preset_whose_weights_read_another_file_is_one_line(presets, tmp_path):
-    """The preset's model.weights.h5 goes through tfhydra's HDF5 reader (tfhydra/trust/hdf5.py) against the built
-    backbone before keras-hub loads it: a dataset whose bytes are stored in another file is one line naming the
-    file and the dataset, and no run completes."""
-    import h5py
+def test_a_preset_whose_weights_declare_a_bomb_is_one_line_before_a_run_exists(presets, tmp_path):
+    """The preset's model.weights.h5 goes through tfhydra's HDF5 reader (tfhydra/trust/hdf5.py) in the pre-flight:
+    a kernel declared (100000, 10000) in a file a few kB larger is one line naming the file and the dataset, before
+    TensorFlow and before a run directory exists (the four kinds in process: tests/trust/test_weight_paths.py)."""
+    from hostile_h5 import poison
 
     preset = tmp_path / "preset"
     shutil.copytree(presets["bert"], preset)
-    secret = tmp_path / "secret.bin"
-    secret.write_bytes(np.arange(16, dtype=np.float32).tobytes())
-    with h5py.File(preset / "model.weights.h5", "a") as file:
-        names: list[str] = []
-        file.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) and o.shape == (16,) else None)
-        del file[names[0]]
-        file.create_dataset(names[0], shape=(16,), dtype="float32", external=[(str(secret), 0, 64)])
+    hostile = poison(presets["bert"] / "model.weights.h5", preset / "model.weights.h5", "shape_bomb")
     data = write_text_csv(tmp_path / "reviews.csv", n=32)
     run = tmp_path / "run"
     done = run_cli(*TEXT_RUN, f"model.preset={preset}", f"data.path={data}", f"hydra.run.dir={run}", env=OFFLINE)
     line = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert line.startswith(f"Error: model.preset={preset / 'model.weights.h5'}: dataset {names[0]}: "), line
-    assert "its bytes are stored in another file" in line and str(secret) in line
-    assert read_run_record(run)["status"] == "failed"
+    assert line.startswith(f"Error: model.preset={hostile.path}: dataset {hostile.dataset}: "), line
+    assert "declares 4000000000 bytes and stores 0" in line, line
+    assert not run.exists()

@@ -245,6 +245,9 @@ def check_keras_hub(cfg: DictConfig) -> None:
     problem = preset_problem(cfg.model.preset)
     if problem:
         raise ConfigError("model.preset", cfg.model.preset, PRESET_ACCEPTED, problem)
+    from tfhydra.model.preset_files import check_preset_weights  # its weights files and the sizes config.json asks
+
+    check_preset_weights(Path(str(cfg.model.preset)).expanduser(), PRESET_ACCEPTED)
 
 
 def preset_problem(value) -> str | None:

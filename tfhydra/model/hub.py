@@ -30,9 +30,10 @@ from tfhydra.config.errors import ConfigError, library_reason
 from tfhydra.model.base import IMAGES, MODELS, describe_data
 from tfhydra.model.checks import HUB_INSTALL, PRESET_ACCEPTED, preset_problem
 from tfhydra.model.head import output_layer
+from tfhydra.model.preset_files import preset_weight_files
 from tfhydra.model.schemas import KerasHubModelConfig
 from tfhydra.platform.keras_lib import keras
-from tfhydra.trust.hdf5 import checked_weights, weight_shapes
+from tfhydra.trust.hdf5 import checked_shards, weight_shapes
 
 TEXT_OR_IMAGES = f"raw text: one string per example (data=text_csv), or {IMAGES}"
 PRESET_KINDS = "text: BERT, DistilBERT, RoBERTa ...; images: ViT, ResNet, EfficientNet ..."
@@ -78,15 +79,10 @@ def classifier_of(hub, kind: str, preset: Path, cfg, outputs: int):
         )
     except (ValueError, TypeError, KeyError) as error:  # e.g. an image preset on text: no such classifier of it
         raise ConfigError("model.preset", cfg.preset, accepted, library_reason(error)) from None
-    single, sharded = preset / "model.weights.h5", preset / "model.weights.json"
-    files = [single] if single.is_file() else sorted(preset.glob("model*.weights.h5")) if sharded.is_file() else []
-    if not files:
-        raise ConfigError("model.preset", cfg.preset, accepted, "it has no model.weights.h5 (nor model.weights.json)")
-    shapes = weight_shapes(task.backbone)
+    files, loaded = preset_weight_files(preset, accepted)
     try:
-        for file in files:
-            checked_weights(file, shapes, key="model.preset")
-        task.backbone.load_weights(str(single if single.is_file() else sharded))
+        checked_shards(files, weight_shapes(task.backbone), "model.preset", loaded)
+        task.backbone.load_weights(str(loaded))
     except (ValueError, OSError, KeyError) as error:
         reason = f"its weights cannot be loaded ({library_reason(error)})"
         raise ConfigError("model.preset", cfg.preset, accepted, reason) from None

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfhydra.config.errors import clip, first_line
+from tfhydra.config.errors import library_reason
 from tfhydra.platform.keras_lib import keras
 from tfhydra.platform.terminal import figure
 from tfhydra.record.run_record import RunRecord
@@ -34,7 +34,7 @@ def restore_best(model: keras.Model, paths: RunPaths, strategy: tf.distribute.St
             load_weights(model, best, strategy)
             return {"epoch": best_epoch, "weights": name, "reason": None}
         except (OSError, ValueError, KeyError) as error:
-            reason = f"{name} cannot be read ({clip(first_line(error), 200)})"
+            reason = f"{name} cannot be read ({library_reason(error, 200)})"  # Keras 3 says why after a colon
             load_weights(model, paths.last_weights, strategy)  # the best file may have been read in part
     else:
         reason = f"{name} was never written (no epoch was saved as the best by {record.monitor})"
@@ -59,7 +59,7 @@ def load_last_weights(model: keras.Model, paths: RunPaths, strategy: tf.distribu
         log.warning(
             "%s cannot be read (%s): restoring the trained model from %s",
             paths.last_weights,
-            clip(str(error), 160),
+            library_reason(error, 160),
             paths.state,
         )
         return False

@@ -70,6 +70,7 @@ class WeightArray:
     shape: tuple[int, ...]
     dtype: np.dtype
     model: bool  # a model weight (not an optimizer slot nor a metric's total)
+    stored: int = 0  # bytes the file stores for it (HDF5's storage size: a never-written chunked array stores 0)
 
 
 class UnsafeWeights(ConfigError):
@@ -92,6 +93,17 @@ def checked_weights(
         arrays = _declared(file, path, key)
     if model_shapes is not None:
         _check_sizes(arrays, [tuple(int(d) for d in s) for s in model_shapes], path, key)
+    return arrays
+
+
+def checked_shards(
+    paths: Sequence[Path], model_shapes: Sequence[Sequence[int]], key: str, whole: Path | str
+) -> list[WeightArray]:
+    """`checked_weights` of each file of one model's weights split in shards (Keras' sharded `.weights.json`), and
+    the sizes again over all of them together, said of `whole` (the JSON naming the shards): a model cannot be made
+    to allocate more by splitting a file."""
+    arrays = [array for path in paths for array in checked_weights(path, model_shapes, key)]
+    _check_sizes(arrays, [tuple(int(d) for d in s) for s in model_shapes], whole, key)
     return arrays
 
 
@@ -157,7 +169,7 @@ def _dataset(dataset: h5py.Dataset, name: str, refuse, model_root: str | None) -
     shape = tuple(int(d) for d in (dataset.shape or ()))
     if dataset.shape is None or len(shape) > MAX_RANK:
         raise refuse(name, "its shape is null or of more than 64 dimensions")
-    return WeightArray(name, shape, dtype, is_model_weight(name, model_root))
+    return WeightArray(name, shape, dtype, is_model_weight(name, model_root), dataset.id.get_storage_size())
 
 
 def is_model_weight(name: str, model_root: str | None) -> bool:
