@@ -124,6 +124,7 @@ def test_history_has_one_format_one_reader_and_one_writer(tmp_path, caplog):
         "finished": True,
         "diverged": None,
         "recoveries": [],
+        "validations": [],
     }
     assert read_history(tmp_path / "none.json") is None
     path.write_text('{"epochs": 3}')

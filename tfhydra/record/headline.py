@@ -100,7 +100,8 @@ def best_in_words(task: Mapping | None, best: Mapping | None, test: Mapping | No
     best = best or {}
     names = headline(task, best, test)
     shown = figures_in_words(best, names, VAL)
-    said = f"best {shown or f'{monitor}={figure(best.get(monitor))}'} at epoch {best.get('epoch')}"
+    step = f", step {best['step']}" if best.get("step") is not None else ""  # trainer.val_every_steps: a validation
+    said = f"best {shown or f'{monitor}={figure(best.get(monitor))}'} at epoch {best.get('epoch')}{step}"
     notes = []
     if shown and monitor not in [f"{VAL}{n}" for n in names]:
         notes.append(f"chosen by {monitor}={figure(best.get(monitor))}")
@@ -123,6 +124,8 @@ def summary_figures(task: Mapping | None, best: Mapping | None, test: Mapping | 
     best = best or {}
     names = headline(task, best, test)
     block: dict[str, Any] = {"epoch": best.get("epoch")}
+    if best.get("step") is not None:  # trainer.val_every_steps: the best is a validation within the epoch
+        block["step"] = best["step"]
     block.update({f"{VAL}{n}": best[f"{VAL}{n}"] for n in names if f"{VAL}{n}" in best})
     block[monitor] = best.get(monitor)
     return block

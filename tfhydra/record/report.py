@@ -74,6 +74,21 @@ def epoch_summary(epochs: list[dict], monitor: str, mode: str, from_epoch: int =
     return {"best": {"epoch": best, **epochs[best - 1], **tie}, "final": {"epoch": len(epochs), **epochs[-1]}}
 
 
+def validation_summary(validations: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> dict:
+    """Under trainer.val_every_steps, the best is a validation, not an epoch: {epoch, step, val_...} of the best by
+    the monitor from epoch `from_epoch` (0-based) on, with its `tie` (the tied validations' `steps`); {}: none has
+    a figure (the epochs' summary stands)."""
+    counted = [v for v in validations if isinstance(v, dict) and v.get("epoch", 0) > from_epoch]
+    chosen = Monitor(monitor, mode).choose(counted)
+    if chosen.epoch is None:
+        return {}
+    best = dict(counted[chosen.epoch - 1])
+    if chosen.tie:
+        steps = [counted[i - 1].get("step") for i in chosen.tie["epochs"]]
+        best["tie"] = {"value": chosen.value, "steps": steps, "kept": best.get("step"), "by": chosen.tie["by"]}
+    return {"best": best}
+
+
 def evaluation_in_words(result: dict) -> str:
     """tfhydra-evaluate's answer as a person reads it: which model on which examples, one figure a line (4
     significant digits), where the whole result went; `--json` prints it as one JSON line instead (for scripts)."""

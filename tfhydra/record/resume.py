@@ -33,8 +33,16 @@ log = logging.getLogger("tfhydra")
 FRESH, SAVED_STATE, AFTER_TRAINING, KEPT = "fresh", "saved_state", "after_training", "kept"
 KINDS = (FRESH, SAVED_STATE, AFTER_TRAINING, KEPT)
 # checkpoints/history.json: the epochs' logs, each epoch's training seconds, whether training ended (its last
-# weights saved), where it diverged, and each blow-up trainer.recovery undid.
-EMPTY_HISTORY = {"epochs": [], "train_seconds": [], "finished": False, "diverged": None, "recoveries": []}
+# weights saved), where it diverged, each blow-up trainer.recovery undid, and each validation's figures under
+# trainer.val_every_steps (a resumed run replays its best and patience from them).
+EMPTY_HISTORY = {
+    "epochs": [],
+    "train_seconds": [],
+    "finished": False,
+    "diverged": None,
+    "recoveries": [],
+    "validations": [],
+}
 HISTORY_FIELDS = tuple(EMPTY_HISTORY)
 
 

@@ -137,6 +137,8 @@ class RunRecord:
     test: dict | None = None
     final: dict | None = None  # {epoch, **logs} of the last epoch
     history: list = field(default_factory=list)  # logs of every epoch
+    val_every_steps: int | None = None  # trainer.val_every_steps: validation every N optimizer steps (null: epochs)
+    validations: list = field(default_factory=list)  # {epoch, step, val_...} of each validation (val_every_steps)
     diverged: dict | None = None  # {epoch, step, loss} where training stopped as diverged (+ op, where, input, code)
     recoveries: list = field(default_factory=list)  # {epoch, step, loss, lr} of each blow-up trainer.recovery undid
     examples_per_second: float | None = None

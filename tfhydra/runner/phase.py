@@ -47,7 +47,7 @@ from tfhydra.platform.startclock import mark, startup
 from tfhydra.platform.terminal import shown_path
 from tfhydra.precision.build import loss_scale, policy_scope
 from tfhydra.record.lifecycle import record_stopped, resume_command
-from tfhydra.record.report import epoch_summary
+from tfhydra.record.report import epoch_summary, validation_summary
 from tfhydra.record.resume import Start, clear_for
 from tfhydra.record.run_record import RunRecord, Status, provenance
 from tfhydra.record.rundir import RunPaths
@@ -329,8 +329,14 @@ class PhaseRunner:
         known = [s for s in recorder.train_seconds if s is not None]  # None: an epoch whose record was lost
         timed = known[1:] or known
         waited = startup(recorder.first_step_unix)  # from the command's start (tfhydra/platform/startclock.py)
+        chosen = (trainer.monitor, trainer.monitor_mode, recorder.best_from)
+        summary = epoch_summary(recorder.epochs, *chosen)
+        if trainer.val_every_steps is not None and recorder.validations:  # the best is a validation's
+            summary |= validation_summary(recorder.validations, *chosen)
         return {
-            **epoch_summary(recorder.epochs, trainer.monitor, trainer.monitor_mode, recorder.best_from),
+            **summary,
+            "val_every_steps": trainer.val_every_steps,
+            "validations": recorder.validations,
             "epochs_run": len(recorder.epochs),
             "examples_per_second": self.examples_per_epoch * len(timed) / sum(timed) if timed else None,
             "train_seconds_per_epoch": recorder.train_seconds,

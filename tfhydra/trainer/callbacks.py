@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,24 +14,26 @@ from omegaconf import DictConfig
 from tfhydra.config.registry import instantiate_target
 from tfhydra.platform.keras_lib import keras, value_of
 from tfhydra.platform.terminal import figure
-from tfhydra.record.monitor import Monitor
 from tfhydra.record.resume import HISTORY_FIELDS, read_history, write_history
 from tfhydra.record.rundir import RunPaths
+from tfhydra.trainer.choosing import BestCheckpoint, EarlyStopping, best_so_far
 from tfhydra.trainer.ema import AveragedWeightsForEvaluation, check_ema_place
 from tfhydra.trainer.gradients import GradientSummaries
 from tfhydra.trainer.graph import ModelGraph
 from tfhydra.trainer.histograms import TensorBoard
 from tfhydra.trainer.pictures import picture_callbacks
-from tfhydra.trainer.state import discard
 from tfhydra.trainer.stopping import stop_rules
+from tfhydra.trainer.validation import Validation, step_validation
 
 log = logging.getLogger("tfhydra")
+__all__ = ["BestCheckpoint", "EarlyStopping", "RunRecorder", "best_so_far", "build_callbacks", "read_history"]
 
 
 class RunRecorder(keras.callbacks.Callback):
-    """Per-epoch logs and timing for metrics.json, and one line per epoch in train.log.
+    """Per-epoch logs and timing for metrics.json, and one line per epoch in train.log; with
+    `trainer.val_every_steps`, each validation's figures too (`validations`: {epoch, step, val_...}).
 
-    `train_seconds` covers the training phase of each epoch only (validation excluded), so
+    `train_seconds` covers the training phase of each epoch only (validation excluded, mid-epoch ones too), so
     examples/second measures what the optimizer step costs.
     """
 
@@ -55,6 +56,8 @@ class RunRecorder(keras.callbacks.Callback):
         self.first_step_unix: float | None = None
         self.diverged: dict | None = None
         self.recoveries: list[dict] = []  # each blow-up trainer.recovery recovered from: {epoch, step, loss, lr}
+        self.validations: list[dict] = []  # trainer.val_every_steps: {epoch (from 1), step (global), val_...} each
+        self._validating = 0.0  # seconds of this epoch's validations so far (StepValidation)
         self.finished = False  # training ended and its weights are saved (mark_finished)
         self._epoch = self._step = 0
         self._next_check = 0
@@ -70,6 +73,7 @@ class RunRecorder(keras.callbacks.Callback):
             self.epochs, self.train_seconds = saved["epochs"], saved["train_seconds"]
             self.finished, self.diverged = saved.get("finished", False), saved.get("diverged")
             self.recoveries = saved.get("recoveries") or []
+            self.validations = saved.get("validations") or []
 
     def mark_finished(self) -> None:
         """Training is over and its weights are saved: a run killed after this redoes only the export."""
@@ -83,7 +87,7 @@ class RunRecorder(keras.callbacks.Callback):
         self.epochs += [{}] * missing
         self.train_seconds += [None] * missing
         self._epoch = epoch
-        self._epoch_start, self._train_end = time.perf_counter(), None
+        self._epoch_start, self._train_end, self._validating = time.perf_counter(), None, 0.0
 
     def on_train_batch_end(self, batch, logs=None):
         steps = self.params.get("steps") or 0
@@ -154,7 +158,7 @@ class RunRecorder(keras.callbacks.Callback):
         if self.diverged is None:
             self.check_weights()
         end = self._train_end or time.perf_counter()
-        self.train_seconds.append(end - self._epoch_start)
+        self.train_seconds.append(end - self._epoch_start - self._validating)
         values = {k: float(v) for k, v in (logs or {}).items()}
         self.epochs.append(values)
         self._write()
@@ -164,6 +168,20 @@ class RunRecorder(keras.callbacks.Callback):
             self.params.get("epochs"),
             " ".join(f"{k}={figure(v)}" for k, v in values.items()),
         )
+
+    def on_validation(self, validation: Validation) -> None:
+        self._validating += validation.seconds
+        self.validations.append(validation.record())
+        self._write()  # before the state is saved: the record may run ahead of the state, never behind
+        log.info(
+            "validation at step %d (epoch %d) %s",
+            validation.step,
+            validation.epoch + 1,
+            " ".join(f"{k}={figure(v)}" for k, v in validation.logs.items()),
+        )
+
+    def resume_validations(self, kept: list[dict]) -> None:
+        self.validations = kept  # those after the step the run resumed from are done again
 
     def _write(self) -> None:
         if self.history_file:
@@ -194,7 +212,9 @@ def build_callbacks(
     """Order matters: callbacks that add to the epoch logs come before those that write them. `writers` (the
     experiment trackers' callback) come right after the recorder, whose history they read. `datasets` (the data
     room's Datasets) feed the gradient and picture summaries; without them there are none."""
-    callbacks: list[keras.callbacks.Callback] = [*extra, LearningRateLogger(), recorder, *writers]
+    # trainer.val_every_steps: first, so the epoch's logs hold its epoch-end validation for every callback after it
+    validation = step_validation(cfg_trainer, paths if cfg_logging.tensorboard else None, lambda: recorder.validations)
+    callbacks: list[keras.callbacks.Callback] = [*validation, *extra, LearningRateLogger(), recorder, *writers]
     stopping = cfg_trainer.early_stopping
     if stopping.patience > 0:
         callbacks.append(EarlyStopping(stopping.monitor, stopping.mode, stopping.patience, stopping.min_delta))
@@ -224,6 +244,8 @@ def build_callbacks(
             best=best_so_far(recorder.epochs, cfg_trainer.monitor, cfg_trainer.monitor_mode, recorder.best_from),
         )
     )
+    if validation:  # each validation to whoever decides on it: best, patience, targets, the record, TensorBoard
+        validation[0].hand_to(callbacks)
     if cfg_trainer.ema.decay is not None:  # after the best checkpoint, which keeps the averaged weights
         callbacks.append(AveragedWeightsForEvaluation())
     if cfg_logging.tensorboard and cfg_logging.gradients and cfg_logging.histogram_freq and datasets is not None:
@@ -249,84 +271,6 @@ def user_callbacks(nodes) -> list[keras.callbacks.Callback]:
             )
         built.append(callback)
     return built
-
-
-class BestCheckpoint(keras.callbacks.ModelCheckpoint):
-    """The best epoch's weights, the epoch the record calls best: the Monitor decides (tfhydra/record/monitor.py:
-    an exact tie on the monitored value goes to the lower val_loss, then the earlier epoch), and Keras' checkpoint
-    only writes (as `save_best_only=False`, called for a new best alone). Only the epochs from `from_epoch`
-    (0-based) on count (RunRecorder.best_from). Each new best goes to a temporary file renamed over the old one: a
-    kill mid-write keeps the previous best intact, and a write that fails (a full disk) leaves no partial file
-    taking the space the run's record still needs. An epoch the recorder (before it in the list) found diverged is
-    never a best: its monitored value may still look good (val_accuracy of NaN outputs), and trainer.recovery
-    trains on with this callback's `best_logs`. `best`: the best epoch's logs so far (a resumed run's, which a new
-    epoch must beat, its val_loss included)."""
-
-    def __init__(
-        self,
-        filepath: str,
-        monitor: str = "val_loss",
-        mode: str = "min",
-        *,
-        from_epoch: int = 0,
-        diverged=lambda: False,
-        best: dict | None = None,
-        **kwargs,
-    ):
-        self.final_path = Path(filepath)
-        self.partial_path = self.final_path.with_name(".best.partial.weights.h5")
-        # Keras formats the path with the epoch and logs (`str.format`): a directory named by a sweep over a
-        # dict value (`data.augment=[{name:...}]`) holds braces, which are doubled so they stay literal.
-        literal = str(self.partial_path).replace("{", "{{").replace("}", "}}")
-        kwargs.pop("save_best_only", None)  # the Monitor chooses; Keras writes what it is handed
-        super().__init__(literal, monitor=monitor, mode=mode, save_best_only=False, **kwargs)
-        self.from_epoch, self.diverged = from_epoch, diverged
-        self.ranking, self.best_logs = Monitor(monitor, mode), best
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch < self.from_epoch or self.diverged() or not self.ranking.better_epoch(logs, self.best_logs):
-            return
-        try:
-            super().on_epoch_end(epoch, logs)
-        except BaseException:
-            discard(self.partial_path)
-            raise
-        self.best_logs = dict(logs or {})
-        if self.partial_path.exists():
-            os.replace(self.partial_path, self.final_path)
-
-
-class EarlyStopping(keras.callbacks.EarlyStopping):
-    """Keras' early stopping (`trainer.early_stopping`), waiting as long as the best checkpoint still moves: an
-    improvement is what the Monitor calls better (tfhydra/record/monitor.py), by more than `min_delta`, or an exact
-    tie on the monitored value with a lower val_loss, the epoch the record would then keep."""
-
-    def __init__(self, monitor: str, mode: str, patience: int, min_delta: float = 0.0):
-        super().__init__(monitor=monitor, mode=mode, patience=patience, min_delta=min_delta)
-        self.ranking, self.margin = Monitor(monitor, mode), abs(float(min_delta))
-        self.best_logs: dict | None = None
-        self.wait: int = 0
-
-    def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
-        self.best_logs = None
-
-    def on_epoch_end(self, epoch, logs=None):
-        if self.get_monitor_value(logs) is None:
-            return
-        self.wait += 1
-        if self.ranking.better_epoch(logs, self.best_logs, self.margin):
-            self.best_logs, self.best, self.best_epoch, self.wait = dict(logs or {}), logs[self.monitor], epoch, 0
-        elif self.wait >= self.patience and epoch > 0:
-            self.stopped_epoch = epoch
-            self.model.stop_training = True
-
-
-def best_so_far(epochs: list[dict], monitor: str, mode: str, from_epoch: int = 0) -> dict | None:
-    """The best epoch's logs a resumed run recorded (None: none yet): a new epoch must beat them, by the monitored
-    value or, at the same value, by the lower val_loss, to replace the best checkpoint."""
-    epoch = Monitor(monitor, mode).choose(epochs, from_epoch).epoch
-    return None if epoch is None else dict(epochs[epoch - 1])
 
 
 CROSSENTROPY_LOSSES = {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from omegaconf import DictConfig, ListConfig
 
 from tfhydra.config.errors import ConfigError, suggestion
@@ -279,7 +281,23 @@ def check_keras3_accumulation(cfg: DictConfig) -> None:
         )
 
 
-CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune, check_keras3)
+def check_val_steps(cfg: DictConfig) -> None:
+    """`trainer.val_every_steps` under fit: fit hands its callbacks control between compiled calls only, so a
+    validation point must end one (the custom loop ends a call wherever a validation is due)."""
+    trainer = cfg.trainer
+    every, calls = trainer.get("val_every_steps"), trainer.steps_per_execution
+    if every is None or trainer.loop != "fit" or (every * trainer.accumulate_steps) % calls == 0:
+        return
+    accepted = f"a multiple of {calls // math.gcd(calls, trainer.accumulate_steps)}"
+    raise ConfigError(
+        "trainer.val_every_steps",
+        every,
+        f"{accepted} with trainer.loop=fit and trainer.steps_per_execution={calls}, or trainer.loop=custom",
+        "fit validates between its compiled calls only",
+    )
+
+
+CHECKS = (check_seed, check_objectives, check_monitor, check_recovery, check_finetune, check_keras3, check_val_steps)
 
 
 LOOP_NAMES = ("fit", "custom")  # trainer.loop: the loops tfhydra/trainer/ registers (a test holds them equal)
@@ -308,6 +326,7 @@ RULES: dict[str, Rule] = {
     "trainer.max_minutes": optional(number(0)),
     "trainer.steps_per_epoch": optional(integer(1)),
     "trainer.validation_steps": optional(integer(1)),
+    "trainer.val_every_steps": optional(integer(1)),
     "trainer.run_eagerly": choice(True, False),
     "trainer.check_numerics": choice(True, False),
     "trainer.recovery.max_trials": integer(0),

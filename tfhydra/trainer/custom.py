@@ -22,6 +22,7 @@ from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.restore import restore_newest_readable
 from tfhydra.trainer.schemas import TrainerConfig
 from tfhydra.trainer.state import KEEP, stop_for
+from tfhydra.trainer.validation import metrics_kept, step_validator
 
 log = logging.getLogger("tfhydra")
 
@@ -70,6 +71,8 @@ class CustomLoop:
             stop_for(stop, self.strategy, checkpoint, self.directory).check if stop is not None else (lambda save: None)
         )
         self.save_every = None if cfg_trainer.save_every == "epoch" else int(cfg_trainer.save_every)
+        every = cfg_trainer.val_every_steps  # in updates: N x accumulate_steps batches
+        self.validate_every = None if every is None else int(every) * cfg_trainer.accumulate_steps
 
     # ---- the compiled steps (traced once) ----------------------------------------------------------------------
     def _average_loss(self, y, y_pred):
@@ -187,6 +190,9 @@ class CustomLoop:
             callbacks, model=model, epochs=cfg.epochs, steps=self.steps_per_epoch, verbose=0
         )
         model.stop_training = False
+        validation = step_validator(callbacks)  # trainer.val_every_steps: it validates, at epoch ends too
+        if validation is not None:
+            validation.evaluate = self._evaluate_within_epoch
         callback_list.on_train_begin()
         while int(self.epoch) < cfg.epochs and not model.stop_training:
             current, self.last_logs = int(self.epoch), None
@@ -194,10 +200,11 @@ class CustomLoop:
                 reset(self.metrics)
             callback_list.on_epoch_begin(current)
             self._train_epoch(callback_list)
-            if model.stop_training:
+            # a validation that stopped the run mid-epoch (patience, a target) ends the epoch as fit does
+            if model.stop_training and (validation is None or self.context.diverged()):
                 break
             train_logs = self._logs(self.last_logs)
-            val_logs = self._validate(callback_list)
+            val_logs = self._validate(callback_list) if validation is None else {}
             self.epoch.assign_add(1)
             self.step.assign(0)
             # The record may run ahead of the state, never behind: a run killed before the save
@@ -218,8 +225,9 @@ class CustomLoop:
         progress = keras.utils.Progbar(steps, verbose=cfg.verbose) if cfg.verbose else None
         while int(step) < steps:
             count = min(cfg.steps_per_execution, steps - int(step))
-            if self.save_every:
-                count = min(count, self.save_every - int(step) % self.save_every)
+            for every in (self.save_every, self.validate_every):
+                if every:
+                    count = min(count, every - int(step) % every)
             callback_list.on_train_batch_begin(int(step))
             self.last_logs = self.train_steps(self.iterator, tf.constant(count))
             step.assign_add(count)
@@ -235,13 +243,21 @@ class CustomLoop:
 
     def _validate(self, callback_list) -> dict:
         callback_list.on_test_begin()
+        val_logs = self._evaluate()
+        callback_list.on_test_end(val_logs)
+        return val_logs
+
+    def _evaluate(self) -> dict:
         reset(self.metrics)
         returned = None
         for batch in self.strategy.experimental_distribute_dataset(self.datasets.prefetched(self.datasets.validation)):
             returned = self.eval_step(batch)
-        val_logs = {f"val_{name}": value for name, value in self._logs(returned).items()}
-        callback_list.on_test_end(val_logs)
-        return val_logs
+        return {f"val_{name}": value for name, value in self._logs(returned).items()}
+
+    def _evaluate_within_epoch(self) -> dict:
+        """StepValidation's validation: the training accumulators, which evaluation shares, put back afterwards."""
+        with metrics_kept(self.metrics):
+            return self._evaluate()
 
 
 def has_own_steps(model: keras.Model) -> bool:

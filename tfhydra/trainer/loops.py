@@ -15,6 +15,7 @@ from tfhydra.platform.private_api import build_compiled_metrics, optimizer_built
 from tfhydra.trainer.base import LOOPS, LoopContext
 from tfhydra.trainer.ema import check_ema_place
 from tfhydra.trainer.state import ResumableBackup
+from tfhydra.trainer.validation import metrics_kept, step_validator
 
 __all__ = ["LOOPS", "LoopContext", "train"]
 
@@ -31,14 +32,25 @@ def fit_loop(cfg_trainer, model: keras.Model, datasets, callbacks: list, context
     # redoes that epoch, and RunRecorder drops the record it is ahead by.
     callbacks = check_ema_place([*callbacks, *backup_callback(cfg_trainer, context)])
     make_step_variables(model, datasets.train)
+    validation = step_validator(callbacks)  # trainer.val_every_steps: it validates, at epoch ends too
+    if validation is not None:
+        validation.evaluate = lambda: evaluate_within_fit(model, datasets)
     model.fit(
         datasets.prefetched(datasets.train),
-        validation_data=datasets.prefetched(datasets.validation),
+        validation_data=None if validation is not None else datasets.prefetched(datasets.validation),
         epochs=cfg_trainer.epochs,
         callbacks=callbacks,
         verbose=cfg_trainer.verbose,
         shuffle=False,  # the pipeline shuffles (data.shuffle_buffer); Keras 3 warns that its default is ignored
     )
+
+
+def evaluate_within_fit(model: keras.Model, datasets) -> dict[str, float]:
+    """The validation split's figures as fit's own validation names them (val_...), from within fit: its training
+    metrics' accumulators are put back after `evaluate` resets them (metrics_kept)."""
+    with metrics_kept(model.metrics):
+        figures = model.evaluate(datasets.prefetched(datasets.validation), verbose=0, return_dict=True)
+    return {f"val_{name}": float(value) for name, value in figures.items()}
 
 
 def make_step_variables(model: keras.Model, train) -> None:

@@ -80,6 +80,7 @@ class TrainerConfig:
     stop_at: dict[str, float] = MISSING
     steps_per_epoch: int | None = MISSING
     validation_steps: int | None = MISSING
+    val_every_steps: int | None = MISSING
     run_eagerly: bool = MISSING
     check_numerics: bool = MISSING
     recovery: RecoveryConfig = MISSING

@@ -3,7 +3,8 @@
 Lightning's `max_time` and users' requests for a target stop are the models. `StopRules` is a Keras callback checked
 at each epoch's end, where the validation figures exist, so both loops (fit and the custom loop) stop at the same
 boundary with a validated epoch, and the best weights are chosen and exported as at any end. The budget is not
-checked inside an epoch: a run whose epochs are long caps them with `trainer.steps_per_epoch` (docs/training.md).
+checked inside an epoch, unless `trainer.val_every_steps` validates within it: then both are checked at each
+validation (`on_validation`, tfhydra/trainer/validation.py), and the run ends at that step.
 The time counts from the process start, like the first-step clock (tfhydra/platform/startclock.py); a resumed run
 adds the training time of the epochs it resumed with.
 """
@@ -16,12 +17,13 @@ import time
 from collections.abc import Mapping, Sequence
 
 from tfhydra.platform.keras_lib import keras
+from tfhydra.trainer.validation import DecidesOnValidation
 
 REASONS = ("epochs", "patience", "time", "target")  # the record's `stop_reason`
 log = logging.getLogger("tfhydra")
 
 
-class StopRules(keras.callbacks.Callback):
+class StopRules(DecidesOnValidation, keras.callbacks.Callback):
     """Ends training past `max_minutes` or at the first epoch whose logs reach a target of `stop_at`."""
 
     def __init__(
@@ -38,24 +40,25 @@ class StopRules(keras.callbacks.Callback):
     def elapsed(self) -> float:
         return time.time() - self.origin + self.spent_before
 
-    def on_epoch_end(self, epoch, logs=None):
-        logs = logs or {}
+    def decide(self, epoch: int, logs, step: int | None = None) -> None:
+        logs, where = logs or {}, "" if step is None else f" (step {step})"
         for name, target in self.targets.items():
             value = logs.get(name)
             if self.time_to_target is None and reaches(name, value, target):
                 self.time_to_target, self.reached = self.elapsed(), {name: float(value)}
                 self.reason, self.model.stop_training = "target", True
                 log.info(
-                    "trainer.stop_at: %s=%.4g reached its target %.4g at epoch %d, %.1f s from the start",
+                    "trainer.stop_at: %s=%.4g reached its target %.4g at epoch %d%s, %.1f s from the start",
                     name,
                     float(value),
                     target,
                     epoch + 1,
+                    where,
                     self.time_to_target,
                 )
         if self.budget is not None and self.reason is None and self.elapsed() > self.budget:
             self.reason, self.model.stop_training = "time", True
-            log.info("trainer.max_minutes: %.0f s spent; training ends after epoch %d", self.elapsed(), epoch + 1)
+            log.info("trainer.max_minutes: %.0f s spent; training ends in epoch %d%s", self.elapsed(), epoch + 1, where)
 
 
 def reaches(name: str, value, target: float) -> bool:
@@ -77,7 +80,11 @@ def stop_reason(rules: StopRules | None, callbacks) -> str:
     """`time` or `target` when the rules stopped the run, `patience` when early stopping did, else `epochs`."""
     if rules is not None and rules.reason:
         return rules.reason
-    stopped = any(getattr(c, "stopped_epoch", 0) for c in callbacks if isinstance(c, keras.callbacks.EarlyStopping))
+    stopped = any(
+        getattr(c, "stopped_epoch", 0) or getattr(c, "stopped", False)  # `stopped`: ours, also within epoch 1
+        for c in callbacks
+        if isinstance(c, keras.callbacks.EarlyStopping)
+    )
     return "patience" if stopped else "epochs"
 
 
