@@ -1,6 +1,6 @@
 """`recipe=fast` against the article's recipe (tfhydra's defaults: Adam 1e-3, batch 32, constant rate), 20 epochs.
 
-    python benchmarks/recipe.py [--data digits digits+shifts shifted-synthetic] [--npz PATH] [--rounds 1]
+    python benchmarks/recipe.py [--data digits digits+shifts shifted-synthetic] [--npz PATH ...] [--rounds 1]
                                 [--seeds 1 2] [--ablation | --candidates] [--epochs 20]
 
 For each data set (a proxy) and each seed (`trainer.seed`: the initial weights, the shuffling, the augmentation,
@@ -175,7 +175,9 @@ def report(rows: list[dict], epochs: int, rounds: int, seeds: list[int]) -> None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="*", default=PROXIES, choices=list(DATA))
-    parser.add_argument("--npz", type=Path, help="outside data in the Keras mnist.npz layout, never tuned on")
+    parser.add_argument(
+        "--npz", type=Path, nargs="*", default=[], help="outside data in the Keras mnist.npz layout, never tuned on"
+    )
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="trainer.seed values (medians over them)")
     parser.add_argument("--epochs", type=int, default=20)
@@ -183,10 +185,10 @@ def main() -> None:
     parser.add_argument("--candidates", action="store_true", help="also the recipes recipe=fast was chosen among")
     args = parser.parse_args()
     datasets = {name: DATA[name] for name in args.data}
-    if args.npz:
-        datasets["outside"] = [
+    for npz in args.npz:  # each named by its file
+        datasets[npz.stem] = [
             "data=npz",
-            f"data.path={args.npz.resolve()}",
+            f"data.path={npz.resolve()}",
             "data.x_val=x_test",
             "data.y_val=y_test",
             "data.x_test=null",
