@@ -105,14 +105,14 @@ def build_csv(cfg, seed: int) -> Source:
     mean, std = csv_stream.train_statistics(table, scanned, held.train)
     if kept is None or known != len(scanned.statistics):
         csv_index.save(path, cfg.delimiter, names, scanned)
-    return streamed_source(table, scanned.rows, labels, outputs, held, (mean, std), features)
+    return streamed_source(table, labels, outputs, held, (mean, std), features)
 
 
-def streamed_source(table: Table, rows: int, labels, outputs, held, statistics, features: list[str]) -> Source:
+def streamed_source(table: Table, labels, outputs, held, statistics, features: list[str]) -> Source:
     """The three splits as (line, label) streams, decoded and standardised `BATCH` lines at a time."""
-    stored = labels.astype(np.int64 if labels.dtype.kind in "iub" else np.float32)  # as source_from_arrays'
+    stored = tf.constant(labels.astype(np.int64 if labels.dtype.kind in "iub" else np.float32))  # as in memory
     split = {
-        name: csv_stream.split_lines(table, rows, chosen, stored[chosen]) if len(chosen) else None
+        name: csv_stream.split_lines(table, chosen, stored) if len(chosen) else None
         for name, chosen in (("train", held.train), ("validation", held.validation), ("test", held.test))
     }
     spec = DataSpec(
