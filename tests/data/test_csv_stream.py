@@ -140,3 +140,15 @@ def test_special_files_are_refused_before_open_can_block(tmp_path):
         with pytest.raises(ConfigError) as error:
             build_csv(csv_cfg(path), seed=0)
         assert "which tfhydra never reads (it could block or never end)" in one_line(error)
+
+
+def test_a_csv_index_that_declares_more_than_its_file_holds_is_ignored_and_rebuilt(tmp_path, caplog):
+    path = write(tmp_path / "t.csv", np.arange(40.0).reshape(20, 2), [i % 2 for i in range(20)])
+    build_csv(csv_cfg(path), seed=0)
+    (cells,) = (tmp_path / "cache" / "index").glob("*.npy")
+    header = {"descr": "<U1", "fortran_order": False, "shape": (10**12, 1)}  # 4 TB declared, 100 bytes stored
+    with open(cells, "wb") as file:
+        np.lib.format.write_array_header_1_0(file, header)
+    source = build_csv(csv_cfg(path), seed=0)
+    assert "ignoring the CSV index" in caplog.text and "(1000000000000, 1)" in caplog.text
+    assert source.spec.train_size == 12 and np.load(cells).shape == (20, 1)  # scanned again, and kept again
