@@ -10,10 +10,10 @@ The label cells, the row count and the statistics are kept in the CSV index (csv
 unchanged file reads none of them. A cell TensorFlow refuses is looked up again by Python's `csv` module from the
 failing batch on, so the line names the file, the line and the column as before.
 
-Training, validation and test are then `TextLineDataset`s of the file, each keeping its rows by position and taking
-their labels `BATCH` lines at a time, decoded `BATCH` lines at a time (`decode_all`) and standardised in that map: no split is held in memory (a split read
-again may be cached in memory by `data.cache=auto` when it fits the budget: docs/data.md). A record must be one
-line: a quoted field holding a line break does not stream (refused in one line).
+Training, validation and test are then `TextLineDataset`s of the file, each keeping its rows (by position) and their
+labels `BATCH` lines at a time, then decoded and standardised `BATCH` lines at a time (`decode_all`): no split is held
+in memory (a split read again may be cached in memory by `data.cache=auto` when it fits the budget: docs/data.md). A
+record must be one line: a quoted field holding a line break does not stream (refused in one line).
 """
 
 from __future__ import annotations
