@@ -1,7 +1,8 @@
 """Compare two commits where a user waits: B/A ratios from alternated pairs, in one invocation.
 
-    python benchmarks/compare_commits.py A B [--pairs 5] [--npz PATH] [--only whole_run stream recipe]
+    python benchmarks/compare_commits.py A B [--pairs 5] [--npz PATH] [--only whole_run stream recipe csv]
                                          [--examples 40000] [--epochs 5] [--recipe-epochs 10]
+                                         [--csv-rows 442 100000]
 
 asv's idea on this project's own benchmarks. Each commit is checked out in a git work tree of its own (under a
 temporary directory, removed at the end), and every command of a side runs with that tree first on `PYTHONPATH`
@@ -20,6 +21,9 @@ Benchmarks, each pair alternating the order (A then B, then B then A):
   recipe     `recipe=fast` against the default recipe on digits, `--recipe-epochs` each: the training seconds the
              fast recipe takes to first reach the default's best validation accuracy, over the default's own time
              to it (the recipe's time-to-best ratio; lower is better).
+  csv        `python train.py model=mlp data=csv` on generated numeric tables of `--csv-rows` rows (10 float columns
+             and a 3-class label; 442 rows is the diabetes table's size), `--epochs` epochs, no export, no logger:
+             whole-process wall and training examples/s, per table size; every run with an empty CSV index.
 Without `--npz`, whole_run trains on digits (bundled). The ratios B/A are what to read (a shared machine is noisy):
 the median over the pairs, with the smallest and largest. Machine load is printed before and after.
 """
@@ -42,8 +46,8 @@ except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("whole_run", "stream", "recipe")
-LOWER_IS_BETTER = {"wall_s", "first_step_s", "recipe_time_ratio"}
+BENCHMARKS = ("whole_run", "stream", "recipe", "csv")
+LOWER_IS_BETTER = {"wall_s", "first_step_s", "recipe_time_ratio"}  # and every figure ending in _wall_s
 
 
 def git(*args: str, cwd: Path = ROOT) -> str:
@@ -135,6 +139,44 @@ def stream(side: Side, out: Path, args) -> dict:
     return {"stream_examples_per_s": record["examples_per_second"]}
 
 
+def csv(side: Side, out: Path, args) -> dict:
+    """Each run with an empty CSV index of its own (TFHYDRA_CACHE_DIR): the streaming passes are paid every time."""
+    figures, env = {}, side.env
+    side.env = {**env, "TFHYDRA_CACHE_DIR": str(out / "cache")}
+    for rows, path in args.tables:
+        wall, record = side.train(
+            out / str(rows),
+            "model=mlp",
+            "data=csv",
+            f"data.path={path}",
+            "data.label=label",
+            f"trainer.epochs={args.epochs}",
+            "export.formats=[]",
+            "logger=[]",
+        )
+        figures |= {f"csv{rows}_wall_s": wall, f"csv{rows}_examples_per_s": record["examples_per_second"]}
+    side.env = env
+    return figures
+
+
+def write_tables(folder: Path, sizes: list[int]) -> list[tuple[int, str]]:
+    """(rows, path) of numeric CSVs: 10 normal float columns and a label in 0..2 that depends on them."""
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng, tables = np.random.default_rng(0), []
+    for rows in sizes:
+        x = rng.normal(size=(rows, 10))
+        label = (x[:, :3] + rng.normal(size=(rows, 3))).argmax(axis=1)
+        path = folder / f"table-{rows}.csv"
+        header = ",".join([*(f"f{i}" for i in range(10)), "label"])
+        np.savetxt(
+            path, np.column_stack([x, label]), fmt=["%.6g"] * 10 + ["%d"], delimiter=",", header=header, comments=""
+        )
+        tables.append((rows, str(path)))
+    return tables
+
+
 def time_to(record: dict, target: float) -> float | None:
     """Training seconds until the first epoch whose val_accuracy reaches `target`."""
     spent = 0.0
@@ -168,6 +210,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=40000, help="stream: training records")
     parser.add_argument("--epochs", type=int, default=5, help="whole_run: epochs")
     parser.add_argument("--recipe-epochs", type=int, default=10)
+    parser.add_argument("--csv-rows", type=int, nargs="+", default=[442, 100000], help="csv: the tables' rows")
     args = parser.parse_args()
     args.npz = str(Path(args.npz).resolve()) if args.npz else None
     refuse_other_dependencies(args.a, args.b)
@@ -182,6 +225,8 @@ def main() -> None:
                 from data_scale import write_shards
 
                 args.shards = write_shards(base / "records", args.examples)
+            if "csv" in args.only:
+                args.tables = write_tables(base / "tables", args.csv_rows)
             print(f"A {sides[0].commit[:10]}  B {sides[1].commit[:10]}  pairs {args.pairs}  load {load()}", flush=True)
             figures: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
             for pair in range(args.pairs):
@@ -203,7 +248,7 @@ def report(figures: dict, sides: list[Side]) -> None:
     for key, a_values in figures["A"].items():
         b_values = figures["B"][key]
         ratios = [b / a for a, b in zip(a_values, b_values, strict=True) if a and b is not None]
-        better = "lower" if key in LOWER_IS_BETTER else "higher"
+        better = "lower" if key in LOWER_IS_BETTER or key.endswith("_wall_s") else "higher"
         print(
             f"| {key} | {statistics.median(a_values):.4g} | {statistics.median(b_values):.4g} | "
             f"{statistics.median(ratios):.3f}x ({min(ratios):.3f}-{max(ratios):.3f}) | {better} |"

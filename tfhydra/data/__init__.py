@@ -6,7 +6,8 @@ class count). `build_datasets` applies the shared pipeline options of the `data:
 
 Rooms: source.py (the types builders share), pipeline.py (build_datasets), augment.py, and one module per family of
 sources: arrays.py (digits, synthetic, npz), keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py
-(image_folder; image_labels.py its labels), tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv);
+(image_folder; image_labels.py its labels), tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv; csv streams
+through csv_stream.py, its lines read within their limits by csv_lines.py, its passes kept by csv_index.py);
 features.py (feature vectors standardised on the training split: csv, npz tables, a `_target_` source's); labels.py
 (how the run's task reads, splits and subsets the labels: tfhydra/task/); label_checks.py (a source's training
 labels against its task: their kind, every class); inputs.py (what the model takes: prepared examples or raw text);

@@ -7,33 +7,31 @@ only, so nothing about the validation or test rows leaks into training.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
+from tfhydra.config.contracts import CLASSES, DataSpec
 from tfhydra.config.errors import ConfigError
-from tfhydra.data.features import feature_source
+from tfhydra.data import csv_index, csv_stream
+from tfhydra.data.csv_lines import count_lines, read_header, records
+from tfhydra.data.csv_stream import Table, check_classes
+from tfhydra.data.features import normalization
 from tfhydra.data.inputs import RAW_TEXT, wanted_inputs
+from tfhydra.data.labels import label_reader
 from tfhydra.data.schemas import CsvDataConfig, TextCsvDataConfig
 from tfhydra.data.source import DATA, Serving, Source, read_labels, source_from_arrays
 from tfhydra.data.splits import hold_out
 
 
 def read_table(path_text: str, delimiter: str) -> tuple[Path, dict[str, list[str]]]:
-    """The file's columns by header name, as strings."""
+    """The file's columns by header name, as strings, held whole (text_csv, tfhydra-predict's inputs, labels CSVs;
+    `csv` streams instead): read through csv_lines.py, so every line and field is within its limit."""
     path = Path(path_text).expanduser()
-    try:
-        with open(path, newline="", encoding="utf-8") as file:
-            rows = list(csv.reader(file, delimiter=delimiter))
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise ConfigError(str(path), None, "a UTF-8 CSV file with a header row", f"cannot read it ({error})") from None
-    if len(rows) < 2:
-        raise ConfigError(str(path), None, "a header row and at least one data row", f"it has {len(rows)} row(s)")
-    header = rows[0]
-    check_header(header, path)
-    for number, row in enumerate(rows[1:], start=2):
+    header = read_header(path, delimiter)
+    rows = []
+    for number, row in records(path, delimiter, start=2):
         if len(row) != len(header):
             raise ConfigError(
                 f"{path}:{number}",
@@ -41,27 +39,13 @@ def read_table(path_text: str, delimiter: str) -> tuple[Path, dict[str, list[str
                 f"{len(header)} fields per row (data.delimiter={delimiter!r})",
                 f"the row has {len(row)} fields",
             )
-    return path, {name: [row[i] for row in rows[1:]] for i, name in enumerate(header)}
+        rows.append(row)
+    if not rows:
+        raise ConfigError(str(path), None, "a header row and at least one data row", "it has 1 row(s)")
+    return path, {name: [row[i] for row in rows] for i, name in enumerate(header)}
 
 
-def check_header(header: list[str], path: Path) -> None:
-    """Column names must be distinct: columns are looked up by name, so a second `a` would silently replace
-    the first (as a feature, the label or the text). Names are compared without surrounding spaces, since
-    `a, a` is as ambiguous to the reader as `a,a`."""
-    first: dict[str, int] = {}
-    for number, name in enumerate(header, start=1):
-        seen = first.setdefault(name.strip(), number)
-        if seen != number:
-            shown = repr(name) if name == header[seen - 1] else f"{header[seen - 1]!r} and {name!r}"
-            raise ConfigError(
-                f"{path}:1",
-                None,
-                "a header row of distinct column names (rename one of them)",
-                f"column {shown} appears twice in the header (columns {seen} and {number})",
-            )
-
-
-def column(columns: dict[str, list[str]], name: str, key: str, path: Path) -> list[str]:
+def column(columns: dict, name: str, key: str, path: Path):
     if name not in columns:
         raise ConfigError(key, name, list(columns), f"no such column in {path}")
     return columns[name]
@@ -84,51 +68,81 @@ def split_rows(cfg, path: Path, columns: dict[str, list[str]], seed: int):
                 f"{path}:{empty + 2}", None, f"a label in every row of column {name}", f"the {name} cell is empty"
             )
     values = np.array(cells[0]) if len(cells) == 1 else np.stack([np.array(c) for c in cells], axis=1)
-    labels, outputs = read_labels(
-        values, f"{path} ({', '.join(names)} column{'s' * (len(names) > 1)})", cfg, None, tuple(names)
-    )
+    return held_labels(cfg, path, values, names, seed)
+
+
+def held_labels(cfg, path: Path, values: np.ndarray, names: list[str], seed: int):
+    """The label cells (one column, or one per label column) read by the run's task, and the held-out rows."""
+    where = f"{path} ({', '.join(names)} column{'s' * (len(names) > 1)})"
+    if values.ndim == 1 and label_reader().label_kind == CLASSES:
+        check_classes(values, where)
+    labels, outputs = read_labels(values, where, cfg, None, tuple(names))
     return labels, outputs, hold_out(labels, cfg, seed)
 
 
 @DATA.register("csv", schema=CsvDataConfig)
 def build_csv(cfg, seed: int) -> Source:
-    """Numeric feature columns standardised with the training rows' mean and standard deviation."""
-    path, columns = read_table(cfg.path, cfg.delimiter)
-    labels, names, held = split_rows(cfg, path, columns, seed)
-    train_idx, val_idx, test_idx = held.train, held.validation, held.test
-    features = list(cfg.features) if cfg.features is not None else [c for c in columns if c not in label_columns(cfg)]
+    """Numeric feature columns standardised with the training rows' mean and standard deviation, streamed from the
+    file (csv_stream.py): what the run needs is gathered by bounded passes and kept in the CSV index."""
+    path = Path(cfg.path).expanduser()
+    header = read_header(path, cfg.delimiter)
+    names = label_columns(cfg)
+    lookup = {name: i for i, name in enumerate(header)}
+    for name in names:
+        column(lookup, name, "data.label", path)
+    features = list(cfg.features) if cfg.features is not None else [c for c in header if c not in names]
     if not features:
         raise ConfigError("data.features", features, "at least one feature column", f"{path} has no other column")
-    raw = np.stack([numbers(column(columns, name, "data.features", path), name, path) for name in features], axis=1)
-    return feature_source(
-        raw[train_idx],
-        labels[train_idx],
-        raw[val_idx],
-        labels[val_idx],
-        names,
-        test=(raw[test_idx], labels[test_idx]) if len(test_idx) else None,
-        what=f"the {len(features)} raw feature columns {features}",
+    positions = [column(lookup, name, "data.features", path) for name in features]
+    table = Table(path, header, cfg.delimiter, [lookup[name] for name in names], positions)
+    scanned = kept = csv_index.load(path, cfg.delimiter, names)
+    if scanned is None:
+        count_lines(path)  # every line within its limit before TensorFlow reads one
+        scanned = csv_stream.scan(table)
+    cells = scanned.labels[:, 0] if len(names) == 1 else scanned.labels
+    labels, outputs, held = held_labels(cfg, path, cells, names, seed)
+    known = len(scanned.statistics)
+    mean, std = csv_stream.train_statistics(table, scanned, held.train)
+    if kept is None or known != len(scanned.statistics):
+        csv_index.save(path, cfg.delimiter, names, scanned)
+    return streamed_source(table, labels, outputs, held, (mean, std), features)
+
+
+def streamed_source(table: Table, labels, outputs, held, statistics, features: list[str]) -> Source:
+    """The three splits as (line, label) streams, decoded and standardised `BATCH` lines at a time."""
+    stored = tf.constant(labels.astype(np.int64 if labels.dtype.kind in "iub" else np.float32))  # as in memory
+    split = {
+        name: csv_stream.split_lines(table, chosen, stored) if len(chosen) else None
+        for name, chosen in (("train", held.train), ("validation", held.validation), ("test", held.test))
+    }
+    spec = DataSpec(
+        (len(features),),
+        len(outputs),
+        tuple(outputs),
+        len(held.train),
+        len(held.validation),
+        dtype="float32",
+        test_size=len(held.test),
     )
-
-
-def numbers(values: list[str], name: str, path: Path, accepted: str | None = None) -> np.ndarray:
-    """A feature column as float64; a cell that is not a finite number is named by its line (`accepted`: what to
-    say instead of training's advice, e.g. for tfhydra-predict's inputs)."""
-    result = np.empty(len(values), dtype=np.float64)
-    for row, value in enumerate(values):
-        try:
-            result[row] = float(value)
-        except ValueError:
-            result[row] = np.nan
-        if not np.isfinite(result[row]):
-            raise ConfigError(
-                f"{path}:{row + 2}",
-                None,
-                accepted
-                or f"a finite number in every row of column {name} (or leave the column out with data.features)",
-                f"column {name} holds {value!r}",
-            )
-    return result
+    layer = normalization(*statistics)
+    source = Source(
+        split["train"],
+        split["validation"],
+        spec,
+        decode_all=csv_stream.decoder(table, *statistics),
+        train_labels=labels[held.train],
+        test=split["test"],
+    )
+    source.serving = csv_stream.StreamedServing(
+        tf.TensorSpec((len(features),), tf.float32),
+        layer,
+        csv_stream.raw_reader(table, split["validation"]),
+        (layer,),
+        f"the {len(features)} raw feature columns {features} as float32, standardised with the training rows' mean "
+        "and deviation in the graph",
+        csv_stream.raw_reader(table, split["test"]),
+    )
+    return source
 
 
 @DATA.register("text_csv", schema=TextCsvDataConfig)

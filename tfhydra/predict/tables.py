@@ -49,7 +49,7 @@ def read_table_input(path: Path, layout: Layout) -> Inputs:
 
 def numbers(values: list[str], name: str, path: Path) -> np.ndarray:
     """A feature column as float64 (then float32, as training took it), read as training reads it."""
-    from tfhydra.data.tables import numbers as table_numbers
+    from tfhydra.data.csv_lines import numbers as table_numbers
 
     return table_numbers(values, name, path, f"a finite number in every row of the feature column {name}")
 
