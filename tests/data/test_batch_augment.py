@@ -109,7 +109,9 @@ def test_randaugment_operations_at_full_magnitude():
 
 def test_the_pipeline_mixes_training_batches_only_from_the_run_seed(compose_cfg):
     base = ["data=synthetic", "data.train_size=32", "data.val_size=16", "data.shuffle_buffer=0"]
-    cfg = compose_cfg([*base, "data.augment=[{name: randaugment, ops: 1, magnitude: 5}, {name: mixup, alpha: 0.4}]"])
+    cfg = compose_cfg(
+        [*base, "data.augment=[{name: mixup, alpha: 0.4}]"]
+    )  # randaugment's runs: test_mixed_targets_runs
     validate(cfg)
     mixed = build_datasets(cfg.data, seed=0)
     unaugmented = cfg.data.copy()
