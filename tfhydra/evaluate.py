@@ -215,11 +215,13 @@ def evaluate_run(
     )  # before TensorFlow is imported: a bad directory is a quick error
     contained(RunPaths(run_dir).evaluations, run_dir)  # where the result goes, checked before the work
     note = recorded_before_test_split(run_dir)
+    from tfhydra.data.checks import mixes_labels
     from tfhydra.data.pipeline import build_datasets
     from tfhydra.export.served import TFLITE, served_export
     from tfhydra.record.report import write_json
     from tfhydra.trainer.objectives import build_loss, build_metrics
 
+    mixed = mixes_labels(cfg.data.augment)  # mixup/cutmix: the run compiled its loss's twin, which takes indices too
     if split == "train":  # every training example once: no shuffle, no augmentation, no dropped batch
         cfg.data.shuffle_buffer, cfg.data.augment, cfg.data.drop_remainder = 0, [], False
     from tfhydra.task.build import build_task
@@ -229,9 +231,8 @@ def evaluate_run(
     export, _ = served_export(run_dir)
     evaluated = tflite_evaluated if export == TFLITE else saved_model_evaluated
     model, batches, given = evaluated(run_dir, cfg, datasets, measured, raw_examples)
-    model.compile(
-        loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing), metrics=build_metrics(cfg.trainer.metrics)
-    )
+    loss = build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing, mixed)
+    model.compile(loss=loss, metrics=build_metrics(cfg.trainer.metrics, mixed))
     started = time.perf_counter()
     figures = model.evaluate(batches, verbose=0, return_dict=True)
     result = {

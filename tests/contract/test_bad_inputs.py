@@ -182,6 +182,28 @@ BAD_INPUTS = [
     bad(
         "augment-layer", ["data.augment=[{name:random_blur}]", ONE], ["data.augment[0].name=random_blur", "random_flip"]
     ),
+    # mixup/cutmix train on mixed one-hot targets: classification, a crossentropy with a categorical twin, accuracy
+    bad(
+        "mixup-task",
+        ["task=regression", "data.augment=[mixup]", ONE],
+        ["data.augment[0].name=mixup", "task=regression trains on other labels", "task=classification only"],
+    ),
+    bad(
+        "cutmix-loss",
+        ["data.augment=[cutmix]", "trainer.loss=kld", ONE],
+        ["trainer.loss=kld", "mixed one-hot targets", "sparse_categorical_crossentropy, or a _target_ node"],
+    ),
+    bad(
+        "mixup-metric",
+        ["data.augment=[mixup]", "trainer.metrics=[accuracy,sparse_top_k_categorical_accuracy]", ONE],
+        ["trainer.metrics[1]=sparse_top_k_categorical_accuracy", "accepted: accuracy"],
+    ),
+    bad("mixup-alpha", ["data.augment=[{name:mixup,alpha:0}]", ONE], ["data.augment[0].alpha=0", "a number > 0"]),
+    bad(
+        "randaugment-argument",
+        ["data.augment=[{name:randaugment,magnitude:11}]", ONE],
+        ["data.augment[0].magnitude=11", "out of range", "[0, 10]"],
+    ),
     # wrong types and unparsable values
     bad("lr-not-number", ["optimizer.lr=abc"], ["optimizer.lr=abc", "not a number", "a number > 0"]),
     bad("activation-type", ["model.activation=3"], ["model.activation=3", "not an accepted value", "relu"]),

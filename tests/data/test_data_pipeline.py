@@ -110,8 +110,8 @@ def test_augment_by_bare_name(compose_cfg):
         (
             "[{name: random_blur}]",
             [
-                "data.augment[0].name=random_blur: unknown augmentation layer; accepted: one of "
-                "random_contrast, random_flip, random_rotation, random_translation, random_zoom"
+                "data.augment[0].name=random_blur: unknown augmentation layer; accepted: one of cutmix, mixup, "
+                "randaugment, random_contrast, random_flip, random_rotation, random_translation, random_zoom"
             ],
         ),
         (

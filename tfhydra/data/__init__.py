@@ -4,7 +4,8 @@ A source is a registered builder `build_x(cfg_data, seed) -> Source`: two unbatc
 datasets plus the `DataSpec` that model builders read (no model hard-codes a shape or a
 class count). `build_datasets` applies the shared pipeline options of the `data:` section.
 
-Rooms: source.py (the types builders share), pipeline.py (build_datasets), augment.py, and one module per family of
+Rooms: source.py (the types builders share), pipeline.py (build_datasets), augment.py (with batch_mixing.py and
+randaugment.py: data.augment's mixup, cutmix and randaugment), and one module per family of
 sources: arrays.py (digits, synthetic, npz), keras_datasets.py (mnist, fashion_mnist, cifar10, cifar100), files.py
 (image_folder; image_labels.py its labels), tfrecord.py, tfds_source.py (tfds), tables.py (csv, text_csv; csv streams
 through csv_stream.py, its lines read within their limits by csv_lines.py, its passes kept by csv_index.py);

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.data.augment import build_augmentation
+from tfhydra.data.augment import Augmentation, build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
 from tfhydra.data.features import standardize_features
 from tfhydra.data.file_cache import cached, config_digest
@@ -57,6 +57,8 @@ class Datasets:
     drop_remainder: bool = False  # training batches only: validation always covers every example
     prefetch: int | None = None  # batches prepared ahead (tf.data.AUTOTUNE = -1); None = off
     serving: Serving | None = None  # how the export takes the data as stored (tfhydra/data/source.py)
+    # data.augment's mixup/cutmix: training targets are mixed one-hot rows (validation and test: class indices)
+    mixed_targets: bool = False
     steps_per_epoch: int = field(init=False)
     examples_per_epoch: int = field(init=False)  # training examples one epoch sees (throughput figures)
 
@@ -104,7 +106,7 @@ def build_datasets(
         train = distribute(train, service, cfg_data.batch_size, spec.train_size)
     train = train.batch(cfg_data.batch_size, drop_remainder=cfg_data.drop_remainder)
     if augment is not None:
-        train = augmented(train, augment)
+        train = augmented(train, augment, seed)
     validation = validation.batch(cfg_data.batch_size)
     sharding = shard_policy(source)
     train = with_pipeline_options(train, sharding[0], deterministic_reads())
@@ -123,7 +125,10 @@ def build_datasets(
         recorded["test"] = recorded["test"].as_dict()
     spec = RecordedSpec(**{f.name: getattr(spec, f.name) for f in fields(DataSpec)}, pipeline=recorded)
     buffer = None if cfg_data.prefetch == 0 else AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
-    return Datasets(train, validation, spec, cfg_data.batch_size, test, cfg_data.drop_remainder, buffer, source.serving)
+    mixed = augment is not None and augment.mixes_labels
+    return Datasets(
+        train, validation, spec, cfg_data.batch_size, test, cfg_data.drop_remainder, buffer, source.serving, mixed
+    )
 
 
 def training_share(source: Source, cfg_data, seed: int) -> tuple[tf.data.Dataset, DataSpec]:
@@ -221,13 +226,20 @@ def shard_policy(source: Source) -> tuple[tf.data.experimental.AutoShardPolicy, 
     return policy, reason
 
 
-def augmented(train: tf.data.Dataset, augment) -> tf.data.Dataset:
-    """Training batches through the augmentation layers. Their random generator is state outside the pipeline,
-    which a checkpointed iterator (the custom loop's resumable state) refuses by default: it is left out
-    instead, so a resumed run continues the data order exactly and the augmentation's draws from their seed."""
+def augmented(train: tf.data.Dataset, augment: Augmentation, seed: int) -> tf.data.Dataset:
+    """Training batches through `data.augment`. Each batch gets its own stateless seed, (run seed, a draw of
+    `Dataset.random`, new every epoch), which a checkpointed iterator saves with the data order. The Keras layers'
+    random generator is state outside the pipeline, which a checkpointed iterator (the custom loop's resumable
+    state) refuses by default: it is left out instead, so a resumed run continues the data order exactly and the
+    layers' draws from their seed."""
     options = tf.data.Options()
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return train.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=AUTOTUNE).with_options(options)
+    draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    return (
+        tf.data.Dataset.zip(train, draws)
+        .map(lambda batch, draw: augment(batch[0], batch[1], tf.stack([tf.constant(seed, tf.int64), draw])), AUTOTUNE)
+        .with_options(options)
+    )
 
 
 def with_pipeline_options(dataset: tf.data.Dataset, shard, deterministic: bool) -> tf.data.Dataset:

@@ -41,10 +41,10 @@ def build_model_and_optimizer(cfg: RunConfig, strategy, datasets, paths: RunPath
         accumulate = cfg.trainer.accumulate_steps
         optimizer = build_optimizer(cfg.optimizer, datasets.steps_per_epoch, cfg.trainer.epochs, options, accumulate)
         optimizer = scale_for_recovery(optimizer, cfg.trainer.recovery)
-        metrics = build_metrics(cfg.trainer.metrics)
+        metrics = build_metrics(cfg.trainer.metrics, datasets.mixed_targets)
         model.compile(
             optimizer=optimizer,
-            loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing),
+            loss=build_loss(cfg.trainer.loss, cfg.trainer.label_smoothing, datasets.mixed_targets),
             metrics=metrics,
             steps_per_execution=fit_steps_per_execution(cfg.trainer.steps_per_execution, strategy),
             jit_compile=cfg.trainer.jit_compile is True,

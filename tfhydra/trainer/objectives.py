@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.registry import instantiate_target
 from tfhydra.platform.keras_lib import keras
+from tfhydra.trainer.mixed_targets import target_metrics, twin_loss
 
 
 class SparseCrossentropyWithSmoothing(keras.losses.Loss):
@@ -29,7 +30,11 @@ class SparseCrossentropyWithSmoothing(keras.losses.Loss):
         return {**super().get_config(), "label_smoothing": self.label_smoothing}
 
 
-def build_loss(node, label_smoothing: float = 0.0):
+def build_loss(node, label_smoothing: float = 0.0, mixed_targets: bool = False):
+    """`mixed_targets`: training targets are mixed one-hot rows (data.augment's mixup/cutmix): the loss's
+    categorical twin, which validation's class indices still fit (tfhydra/trainer/mixed_targets.py)."""
+    if mixed_targets:
+        return twin_loss(node, label_smoothing)
     if isinstance(node, DictConfig):
         return instantiate_target(node, "trainer.loss")
     try:
@@ -48,7 +53,9 @@ def build_loss(node, label_smoothing: float = 0.0):
     return keras.losses.CategoricalCrossentropy(label_smoothing=label_smoothing)  # checks.py: SMOOTHABLE_LOSSES
 
 
-def build_metrics(nodes) -> list:
+def build_metrics(nodes, mixed_targets: bool = False) -> list:
+    if mixed_targets:
+        return target_metrics(nodes)
     metrics = []
     for i, node in enumerate(nodes):
         if isinstance(node, DictConfig):
