@@ -215,7 +215,7 @@ def evaluate_run(
     )  # before TensorFlow is imported: a bad directory is a quick error
     contained(RunPaths(run_dir).evaluations, run_dir)  # where the result goes, checked before the work
     note = recorded_before_test_split(run_dir)
-    from tfhydra.data.checks import mixes_labels
+    from tfhydra.data.augment_checks import mixes_labels
     from tfhydra.data.pipeline import build_datasets
     from tfhydra.export.served import TFLITE, served_export
     from tfhydra.record.report import write_json

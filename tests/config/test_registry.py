@@ -160,7 +160,7 @@ def test_every_registry_has_the_names_its_room_declares():
     from conftest import CONFIG_DIR
 
     from tfhydra.data import augment
-    from tfhydra.data.checks import AUGMENTATION_NAMES
+    from tfhydra.data.augment_checks import AUGMENTATION_NAMES
     from tfhydra.export.base import EXPORT_FORMATS
     from tfhydra.export.checks import FORMATS
     from tfhydra.logger.trackers import LOGGERS

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfhydra.data.augment_checks import RANDAUGMENT_OPS
 from tfhydra.data.batch_mixing import box_masks, cutmix, cutmix_boxes, mix_batch, mixup, one_hot_targets
-from tfhydra.data.checks import RANDAUGMENT_OPS
 from tfhydra.data.pipeline import build_datasets
 from tfhydra.data.randaugment import colour, randaugment, transforms
 from tfhydra.platform.keras_lib import keras

@@ -7,7 +7,7 @@ import pytest
 import tf_keras as keras
 
 from tfhydra.config.errors import ConfigError
-from tfhydra.data.checks import AUGMENTATION_NAMES
+from tfhydra.data.augment_checks import AUGMENTATION_NAMES
 from tfhydra.runner.plan import plan_run
 from tfhydra.trainer.checks import KERAS_LOSSES, KERAS_METRICS
 

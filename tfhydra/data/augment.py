@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from tfhydra.config.errors import ConfigError
+from tfhydra.data.augment_checks import BATCH_AUGMENTATIONS, augment_items, batch_arguments
 from tfhydra.data.batch_mixing import mix_batch
-from tfhydra.data.checks import BATCH_AUGMENTATIONS, augment_items, batch_arguments
 from tfhydra.data.randaugment import randaugment
 from tfhydra.data.source import DataSpec
 from tfhydra.platform.keras_lib import keras

@@ -240,9 +240,8 @@ class StreamedServing(Serving):
         self._set("test", read)
 
     def _set(self, split: str, read) -> None:
-        if not hasattr(self, "_reads"):
-            self._reads = {}
-        self._reads[split] = [read, None]
+        # the dataclass's __init__ calls the setters before any other attribute exists
+        vars(self).setdefault("_reads", {})[split] = [read, None]
 
     def _read(self, split: str):
         read, value = self._reads[split]

@@ -21,8 +21,8 @@ import math
 
 import tensorflow as tf
 
+from tfhydra.data.augment_checks import RANDAUGMENT_OPS
 from tfhydra.data.batch_mixing import draw_seed
-from tfhydra.data.checks import RANDAUGMENT_OPS
 
 GEOMETRIC = ("rotate", "shear_x", "shear_y", "translate_x", "translate_y")
 STRONGEST = {"rotate": math.radians(30.0), "shear_x": 0.3, "shear_y": 0.3, "translate_x": 0.45, "translate_y": 0.45}

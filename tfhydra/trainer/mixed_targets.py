@@ -65,8 +65,8 @@ class MixedTargetAccuracy(keras.metrics.SparseCategoricalAccuracy):
 
 
 def twin_loss(node, label_smoothing: float = 0.0) -> MixedTargetCrossentropy:
-    """`trainer.loss` (a crossentropy name or Keras node, as data/checks.py `check_mixed_targets` let through) as
-    its twin: the node's own `from_logits` and `label_smoothing` kept, else `trainer.label_smoothing`."""
+    """`trainer.loss` (a crossentropy name or Keras node, as data/augment_checks.py `check_mixed_targets` let
+    through) as its twin: the node's own `from_logits` and `label_smoothing` kept, else `trainer.label_smoothing`."""
     options = (
         {} if isinstance(node, str) else {k: v for k, v in node.items() if k in ("from_logits", "label_smoothing")}
     )
