@@ -394,7 +394,7 @@ BAD_INPUTS = [
     bad(
         "text-csv-binary",
         ["data=text_csv", "data.path={tmp}/r.csv", "model=lstm", ONE],
-        ["{tmp}/r.csv: cannot read it", "utf-8", "a UTF-8 CSV file"],
+        ["{tmp}/r.csv: cannot read it", "is not UTF-8", "a UTF-8 CSV file"],
         binary_as_csv,
         where=JOB,
     ),

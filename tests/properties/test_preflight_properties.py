@@ -161,6 +161,7 @@ def test_any_override_is_accepted_or_refused_in_one_line(argv):
         (["model=cnn", "optimizer.lr=inf"], "optimizer.lr=inf"),
         (["model=cnn", "model.activation=no_such_activation"], "model.activation=no_such_activation"),
         (["compression=none", "data.service.address=[]"], "data.service.address=[]"),  # urlparse's ValueError
+        (["model=cnn", "sweep.folds=9223372036854775808"], "sweep.folds"),  # its jobs' data.fold list: 21 GB
     ],
 )
 def test_known_families_are_one_line(argv, fragment):

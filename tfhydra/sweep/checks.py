@@ -8,13 +8,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfhydra.config.errors import ConfigError
 from tfhydra.config.schema import Rule, choice, integer, number, optional
+from tfhydra.sweep.folds import MAX_FOLDS
 
 # The sweep section's ranges, read by the schema's checks (tfhydra/config/schema.py); null leaves each off.
 RULES: dict[str, Rule] = {
     "sweep.screen.fraction": optional(number(0, 1, high_open=False)),
     "sweep.screen.epochs": optional(integer(1)),
     "sweep.promote": optional(integer(1)),
-    "sweep.folds": optional(integer(2)),  # k-fold as a sweep (tfhydra/sweep/folds.py)
+    "sweep.folds": optional(integer(2, MAX_FOLDS)),  # k-fold as a sweep (tfhydra/sweep/folds.py)
     "sweep.decide": choice(True, False),  # decide mode (tfhydra/sweep/decide.py) fills the three above
     "sweep.cluster_timeout": number(0),  # tfhydra/launch/cluster_watch.py
 }

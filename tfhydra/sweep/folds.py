@@ -19,13 +19,20 @@ from tfhydra.config.schema import is_int
 
 KEY = "sweep.folds"
 FOLD, FOLDS = "data.fold", "data.folds"  # the keys each job gets (conf/tfhydra.yaml's data section)
+# The most folds a sweep takes: each fold is a job and its `data.fold` value is written out before anything runs,
+# so a drawn 2**63 would be a list no machine holds; 100 is past any k-fold in use (leave-one-out is not a sweep).
+MAX_FOLDS = 100
+
+
+def _folds(value: Any) -> int | None:
+    return int(value) if is_int(value) and 2 <= value <= MAX_FOLDS else None
 
 
 def folds_of(cfg: Any) -> int | None:
     """`sweep.folds` of a config (a DictConfig, or multirun.yaml read as plain data: another type reads as unset)."""
     sweep = cfg.get("sweep") if isinstance(cfg, (dict, DictConfig)) else None
     folds = sweep.get(KEY.split(".")[1]) if isinstance(sweep, (dict, DictConfig)) else None
-    return int(folds) if is_int(folds) and folds >= 2 else None
+    return _folds(folds)
 
 
 def fold_overrides(folds: int | None) -> list[str]:
@@ -37,9 +44,8 @@ def fold_overrides(folds: int | None) -> list[str]:
 
 def command_folds(parsed) -> int | None:
     """The value of a fixed `sweep.folds=K` on a parsed command line (the pre-flight expands the jobs before it has
-    composed a config); None when absent or not an integer >= 2 (the schema's rule then names it)."""
+    composed a config); None when absent or not an integer in [2, MAX_FOLDS] (the schema's rule then names it)."""
     for override in parsed:
         if override.get_key_element().lstrip("+~") == KEY and not override.is_sweep_override():
-            value = override.value()
-            return int(value) if is_int(value) and value >= 2 else None
+            return _folds(override.value())
     return None
