@@ -75,7 +75,7 @@ def scan(table: Table) -> Scan:
             labels, features = next(iterator)
         except StopIteration:
             break
-        except tf.errors.OpError as error:
+        except (tf.errors.OpError, UnicodeDecodeError) as error:  # TensorFlow's message holding the bad bytes
             raise locate(table, 2 + done, error) from None
         if not np.isfinite(features.numpy()).all():
             raise locate(table, 2 + done, None)
