@@ -111,7 +111,9 @@ class Result:
                 "export.formats lists what a run exports)",
             )
         if chosen not in self._loaded:
-            self._loaded[chosen] = _load(chosen, str(self.exports[chosen]))
+            from tfhydra.export.served import loaded_export
+
+            self._loaded[chosen] = loaded_export(chosen, self.exports[chosen])
         return self._loaded[chosen]
 
     def __repr__(self) -> str:
@@ -120,20 +122,6 @@ class Result:
         said = best_in_words(record.task, record.best, metrics, record.monitor) if self.best else "no epoch"
         tested = tested_in_words(record.task, record.best, metrics, record.monitor) if self.best else ""
         return f"Result({self.status}, {said}{f', {tested}' if tested else ''}, run_dir={str(self.run_dir)!r})"
-
-
-def _load(format: str, path: str) -> Any:
-    if format == "keras":
-        from tfhydra.platform.keras_lib import keras
-
-        return keras.models.load_model(path)
-    import tensorflow as tf
-
-    if format == "tflite":
-        interpreter = tf.lite.Interpreter(model_path=path)
-        interpreter.allocate_tensors()
-        return interpreter
-    return tf.saved_model.load(path)
 
 
 def load_result(run_dir: str | Path) -> Result:

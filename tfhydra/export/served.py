@@ -94,3 +94,33 @@ def saved_model_with_its_ops(path: str):
     import tensorflow_text  # noqa: F401  (registers its ops)
 
     return tf.saved_model.load(path)
+
+
+def loaded_export(format: str, path: Path) -> Any:
+    """One format of a run's export, loaded for Python (`tfhydra.Result.load_model`): `keras` the model of
+    `export/keras/model.keras`, its archive checked first (tfhydra/trust/keras_archive.py: a run directory is data);
+    `tflite` an allocated interpreter; `saved_model` the SavedModel. A quantization-aware run's Keras file is
+    `model.h5`, loadable only inside the Model Optimization Toolkit's scope: one line pointing at the others."""
+    if format == "keras":
+        from tfhydra.platform.keras_lib import keras
+        from tfhydra.trust.hdf5 import weight_shapes
+        from tfhydra.trust.keras_archive import checked_keras_archive
+
+        file = path / "model.keras" if path.is_dir() else path
+        if not file.is_file():
+            raise ConfigError(
+                "format",
+                format,
+                "saved_model or tflite",
+                f"{path} holds no model.keras (a quantization-aware "
+                "model is kept as model.h5, which loads only inside tfmot's quantize_scope)",
+            )
+        checked_keras_archive(file, lambda config: weight_shapes(keras.saving.deserialize_keras_object(config)))
+        return keras.models.load_model(str(file))
+    if format == TFLITE:
+        import tensorflow as tf
+
+        interpreter = tf.lite.Interpreter(model_path=str(path / TFLITE_MODEL if path.is_dir() else path))
+        interpreter.allocate_tensors()
+        return interpreter
+    return saved_model_with_its_ops(str(path))

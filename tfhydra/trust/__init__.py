@@ -8,6 +8,8 @@
   from a directory is bounded in size, depth and aliases before it is parsed; its names are handed on here;
 - hdf5.py: the one reader of HDF5 weight files, before Keras reads them (no bytes from elsewhere, no array the model
   does not have);
+- keras_archive.py: a `.keras` export read back (`Result.load_model("keras")`), its zip and weights member bounded and
+  checked before Keras opens it;
 - locks.py: one writer per run and sweep directory (a lock held while a command writes there).
 
 - continuation.py: whether an unfinished run or a sweep's job directory may be continued with the config about to

@@ -32,6 +32,7 @@ tfhydra knows before it loads. No TensorFlow here: shapes come in as tuples of i
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -83,13 +84,15 @@ class UnsafeWeights(ConfigError):
 
 
 def checked_weights(
-    path: Path | str, model_shapes: Sequence[Sequence[int]] | None, key: str | None = None
+    path: Path | str, model_shapes: Sequence[Sequence[int]] | None, key: str | None = None, data: bytes | None = None
 ) -> list[WeightArray]:
     """Every dataset of the HDF5 file at `path` as declared, after the rules above; `model_shapes`: the shapes of
     the model's weights the file will be loaded into (None: the rules of storage, links, filters and types only, for a
     file whose model is not built yet). Raises UnsafeWeights, naming `key` when given; OSError when h5py cannot open
-    the file (damaged, truncated, not HDF5), which each caller says in its own words or falls back from."""
-    with h5py.File(path, "r") as file:  # an unreadable file's OSError is the caller's: a damaged checkpoint falls back
+    the file (damaged, truncated, not HDF5), which each caller says in its own words or falls back from. `data`:
+    the file's bytes, already read (a `.keras` archive's member, keras_archive.py), `path` then only names it."""
+    source = io.BytesIO(data) if data is not None else path
+    with h5py.File(source, "r") as file:  # an unreadable file's OSError is the caller's: a damaged one falls back
         arrays = _declared(file, path, key)
     if model_shapes is not None:
         _check_sizes(arrays, [tuple(int(d) for d in s) for s in model_shapes], path, key)
