@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from tfhydra.config.bounded import load_json_bounded, read_text_bounded
 from tfhydra.data.index import file_stamp, index_dir
+from tfhydra.record.report import atomic_path, write_atomically
 
 log = logging.getLogger("tfhydra")
 VERSION = 1
@@ -90,12 +90,9 @@ def save(path: Path, delimiter: str, label_columns: list[str], scan: Scan) -> No
     meta = {"version": VERSION, "path": str(path), "stamp": file_stamp(str(path)), "rows": scan.rows}
     try:
         meta_path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=meta_path.parent, suffix=".tmp", delete=False) as cells:
-            np.save(cells, np.ascontiguousarray(scan.labels), allow_pickle=False)
-        os.replace(cells.name, labels_path)
-        with tempfile.NamedTemporaryFile("w", dir=meta_path.parent, suffix=".tmp", delete=False) as text:
-            json.dump({**meta, "statistics": kept}, text, separators=(",", ":"))
-        os.replace(text.name, meta_path)
+        with atomic_path(labels_path) as cells, open(cells, "wb") as file:
+            np.save(file, np.ascontiguousarray(scan.labels), allow_pickle=False)
+        write_atomically(meta_path, json.dumps({**meta, "statistics": kept}, separators=(",", ":")))
     except OSError as error:
         log.warning(
             "data: cannot write the CSV index %s (%s); set TFHYDRA_CACHE_DIR to a writable folder to scan the "

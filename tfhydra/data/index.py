@@ -19,13 +19,13 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from tfhydra.config.bounded import load_json_bounded, read_text_bounded
+from tfhydra.record.report import write_atomically
 
 log = logging.getLogger("tfhydra")
 VERSION = 2
@@ -123,9 +123,8 @@ def write_index(path: Path, label_key: str, entries: list[dict]) -> None:
     costs a scan on every run, not the run."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as f:
-            json.dump({"version": VERSION, "label_key": label_key, "files": entries}, f, separators=(",", ":"))
-        os.replace(f.name, path)
+        index = {"version": VERSION, "label_key": label_key, "files": entries}
+        write_atomically(path, json.dumps(index, separators=(",", ":")))
     except OSError as error:
         log.warning(
             "data: cannot write the label index %s (%s); set TFHYDRA_CACHE_DIR to a writable folder to "
