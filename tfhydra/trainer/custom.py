@@ -185,6 +185,13 @@ class CustomLoop:
 
     # ---- the epochs ------------------------------------------------------------------------------------------------
     def run(self, callbacks: list) -> None:
+        """The epochs, in the strategy's cross-replica context as `model.fit` runs its own: a callback that updates
+        distributed variables eagerly (the Model Optimization Toolkit's mask update at an epoch's end) finds the
+        strategy's, not the default replica context's merge_call, which failed on a MirroredVariable."""
+        with self.strategy.scope():
+            self._epochs(callbacks)
+
+    def _epochs(self, callbacks: list) -> None:
         cfg, model = self.cfg, self.model
         callback_list = keras.callbacks.CallbackList(
             callbacks, model=model, epochs=cfg.epochs, steps=self.steps_per_epoch, verbose=0
