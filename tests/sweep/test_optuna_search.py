@@ -63,22 +63,27 @@ def test_the_pruner_stops_trials_and_saves_epochs(tmp_path):
 
 
 @pytest.mark.parametrize("pruner,stopped_at", [("median", 1), ("none", None)])
-def test_a_job_reports_each_epoch_to_its_trial_and_only_a_pruner_stops_it(tmp_path, pruner, stopped_at):
-    """The job's side of a search (tfhydra/sweep/pruning.py), driven with fake epoch logs as Keras' own callback
-    tests are: two earlier trials at 0.9 and 0.8 after epoch 1, then this one at 0.3 for three epochs. The median
-    pruner stops it after its first epoch; `hydra.sweeper.pruner=none` lets it run every epoch."""
+def test_a_job_reports_each_epoch_to_its_trial_and_only_a_pruner_stops_it(hydra_job, tmp_path, pruner, stopped_at):
+    """The job's side of a search (tfhydra/sweep/trial.py's search_callbacks, tfhydra/sweep/pruning.py), built from
+    the config `-m hparams_search=optuna_mlp hydra.sweeper.pruner=...` hands trial 2 and driven with fake epoch logs
+    as Keras' own callback tests are: two earlier trials at 0.9 and 0.8 after epoch 1, then this one at 0.3 every
+    epoch. The median pruner stops it after its first epoch; `none` lets it run every epoch."""
     from tfhydra.platform.keras_lib import keras
-    from tfhydra.sweep.pruning import ReportToTrial
-    from tfhydra.sweep.search import make_pruner
+    from tfhydra.sweep.trial import search_callbacks
 
-    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    study = optuna.create_study(study_name="tfhydra_mlp", storage=storage, direction="maximize")
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    study = optuna.create_study(
+        study_name="tfhydra_mlp", storage=f"sqlite:///{sweep / 'optuna.db'}", direction="maximize"
+    )
     for value in (0.9, 0.8):
         earlier = study.ask()
         earlier.report(value, step=1)
         study.tell(earlier, value)
     number = study.ask().number
-    report = ReportToTrial(storage, "tfhydra_mlp", number, "val_accuracy", make_pruner(pruner, EPOCHS))
+    search = ["hparams_search=optuna_mlp", f"hydra.sweeper.pruner={pruner}", f"hydra.sweep.dir={sweep}"]
+    cfg = hydra_job([*search, f"+optuna_trial={number}"], multirun=True)  # what the sweeper hands trial `number`
+    (report,) = search_callbacks(cfg, cfg.hydra, tmp_path / "job")
     report.set_model(keras.Sequential([keras.layers.Dense(1)]))
     report.model.stop_training = False
     epochs = 0
@@ -88,8 +93,8 @@ def test_a_job_reports_each_epoch_to_its_trial_and_only_a_pruner_stops_it(tmp_pa
         if report.model.stop_training:
             break
     assert (report.pruned_at, epochs) == (stopped_at, stopped_at or EPOCHS)
-    reported = optuna.load_study(study_name="tfhydra_mlp", storage=storage).trials[number].intermediate_values
-    assert reported == {step: 0.3 for step in range(1, epochs + 1)}
+    reported = optuna.load_study(study_name="tfhydra_mlp", storage=f"sqlite:///{sweep / 'optuna.db'}")
+    assert reported.trials[number].intermediate_values == {step: 0.3 for step in range(1, epochs + 1)}
 
 
 KILLED_TRIALS = 4  # killed once trial 2 has started: the two startup trials told before the kill, two after
