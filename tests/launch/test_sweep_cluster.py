@@ -18,9 +18,9 @@ import yaml
 from conftest import ROOT, TESTS, read_run_record, run_cli
 from ray_head import SWEPT_KEYS_ENV, ray_cluster  # noqa: F401  (a fixture: a Ray head on 127.0.0.1)
 from run_processes import wait_for
+from submitit_sweep import COMPLETED, FAILED, JOBS, KILLED, submitit_sweep  # noqa: F401  (a fixture)
 
 QUICK = ["model=mlp", "debug=fast"]
-FAIL_AT_5E4 = "trainer.callbacks=[{_target_: sweep_code.FailAtLearningRate, lr: 0.0005}]"
 
 
 def job_dirs(sweep: Path) -> list[str]:
@@ -32,56 +32,40 @@ def handed_over_keys(job_dir: Path) -> str:
     return yaml.safe_load((job_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]["job"]["env_set"][SWEPT_KEYS_ENV]
 
 
-@pytest.fixture(scope="module")
-def submitit_sweep(tmp_path_factory):
-    """hydra/launcher=submitit_local, 2 CPUs per job: one job completes, one raises in training."""
-    root = tmp_path_factory.mktemp("submitit")
-    result = run_cli(
-        "-m",
-        "hydra/launcher=submitit_local",
-        "hydra.launcher.timeout_min=5",
-        "hydra.launcher.cpus_per_task=2",
-        "hydra.launcher.tasks_per_node=1",
-        f"hydra.launcher.submitit_folder={root / 'submitit' / '%j'}",
-        f"hydra.sweep.dir={root / 'sweep'}",
-        "optimizer.lr=1e-3,5e-4",
-        *QUICK,
-        FAIL_AT_5E4,
-        cwd=root,
-        timeout=400,
-    )
-    return result, root / "sweep", root / "submitit"
-
-
 @pytest.mark.slow
-def test_a_submitit_sweep_names_its_jobs_records_the_failure_and_exits_1(submitit_sweep):
+def test_a_submitit_sweep_names_its_jobs_records_the_failure_and_exits_1(
+    submitit_sweep,  # noqa: F811  (pytest passes the fixture imported from submitit_sweep)
+):
     result, sweep, submitit = submitit_sweep
     assert result.returncode == 1, result.stderr[-3000:]
-    assert job_dirs(sweep) == ["0_optimizer.lr=0.001", "1_optimizer.lr=0.0005"]
-    completed, failed = (
-        read_run_record(sweep / "0_optimizer.lr=0.001"),
-        read_run_record(sweep / "1_optimizer.lr=0.0005"),
-    )
+    assert job_dirs(sweep) == JOBS
+    completed, failed = read_run_record(sweep / COMPLETED), read_run_record(sweep / FAILED)
     assert completed["status"] == "completed" and completed["epochs_run"] == 1
     assert failed["status"] == "failed" and failed["error"] == "RuntimeError: injected failure at lr=0.0005"
-    assert (
-        result.stderr.strip().splitlines()[-1] == "Error: 1 of 2 jobs did not complete: 1_optimizer.lr=0.0005 (failed)"
-    )
-    assert len(list(submitit.glob("*/*_log.out"))) == 2  # submitit's own logs of each job, outside the sweep
+    # the killed job's part of the line is asserted in tests/logger/test_broken_trackers_and_sweeps.py
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"Error: 2 of 3 jobs did not complete: {KILLED} lost by the launcher (") and last.endswith(
+        f"; {FAILED} (failed)"
+    ), last
+    assert len(list(submitit.glob("*/*_log.out"))) == 3  # submitit's own logs of each job, outside the sweep
     rows = list(csv.DictReader((sweep / "summary.csv").open()))
     assert [(r["rank"], r["job"], r["status"], r["optimizer.lr"], r["directory"]) for r in rows] == [
-        ("1", "0", "completed", "0.001", "0_optimizer.lr=0.001"),
-        ("", "1", "failed", "0.0005", "1_optimizer.lr=0.0005"),
+        ("1", "2", "completed", "0.0001", COMPLETED),
+        ("", "0", "failed", "0.001", KILLED),
+        ("", "1", "failed", "0.0005", FAILED),
     ]
-    assert "best job: 0_optimizer.lr=0.001 (val_accuracy=" in result.stdout
-    assert "| 1 | [0_optimizer.lr=0.001]" in (sweep / "summary.md").read_text()
+    assert f"best job: {COMPLETED} (val_accuracy=" in result.stdout
+    assert f"| 1 | [{COMPLETED}]" in (sweep / "summary.md").read_text()
 
 
 @pytest.mark.slow
-def test_each_submitit_job_uses_its_cpus_per_task_as_threads_and_gets_the_swept_keys_in_its_config(submitit_sweep):
+def test_each_submitit_job_uses_its_cpus_per_task_as_threads_and_gets_the_swept_keys_in_its_config(
+    submitit_sweep,  # noqa: F811  (pytest passes the fixture imported from submitit_sweep)
+):
     _, sweep, _ = submitit_sweep
-    for job in job_dirs(sweep):
+    for job in (FAILED, COMPLETED):  # the killed job's record is the launcher's: it never said its threads
         assert read_run_record(sweep / job)["threads"] == 2, job  # hydra.launcher.cpus_per_task
+    for job in JOBS:
         assert handed_over_keys(sweep / job) == '["optimizer.lr"]'
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import last_line, read_run_record, run_cli
 from ray_head import ray_cluster  # noqa: F401  (a fixture: a Ray head on 127.0.0.1)
+from submitit_sweep import COMPLETED, FAILED, KILLED, submitit_sweep  # noqa: F401  (a fixture)
 
 TINY = ["model=mlp", "logging.histogram_freq=0", "trainer.epochs=1", "export.formats=[]"]
 TRACKER_VARIABLES = (
@@ -273,38 +274,26 @@ def summary_rows(sweep: Path) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_a_submitit_job_killed_by_sigkill_leaves_the_summary_and_one_line(tmp_path):
-    """The first job is the one killed: submitit raises while the second is still running; it is waited for."""
-    sweep, submitit = tmp_path / "sweep", tmp_path / "submitit"
-    result = run_cli(
-        "-m",
-        "hydra/launcher=submitit_local",
-        "hydra.launcher.timeout_min=5",
-        "hydra.launcher.cpus_per_task=1",
-        "hydra.launcher.tasks_per_node=1",
-        f"hydra.launcher.submitit_folder={submitit / '%j'}",
-        f"hydra.sweep.dir={sweep}",
-        "optimizer.lr=1e-3,5e-4",
-        "model=mlp",
-        "debug=fast",
-        KILL_AT % "0.001",
-        cwd=tmp_path,
-        timeout=400,
-    )
+def test_a_submitit_job_killed_by_sigkill_leaves_the_summary_and_one_line(
+    submitit_sweep,  # noqa: F811  (pytest passes the fixture imported from submitit_sweep)
+):
+    """The first job is the one killed: submitit raises while the others are still running; they are waited for.
+    The session's submitit sweep (tests/submitit_sweep.py), also read by tests/launch/test_sweep_cluster.py."""
+    result, sweep, _ = submitit_sweep
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert [line for line in result.stderr.splitlines() if line.startswith("Error:")] == [last_line(result.stderr)]
     line = last_line(result.stderr)
     assert line.startswith(
-        "Error: 1 of 2 jobs did not complete: 0_optimizer.lr=0.001 lost by the launcher (UncompletedJobError: Job "
-    ) and line.endswith("has not produced any output (state: FINISHED))")
-    assert summary_rows(sweep) == [("1", "completed", "1_optimizer.lr=0.0005"), ("0", "failed", "0_optimizer.lr=0.001")]
-    killed = read_run_record(sweep / "0_optimizer.lr=0.001")
+        f"Error: 2 of 3 jobs did not complete: {KILLED} lost by the launcher (UncompletedJobError: Job "
+    ) and line.endswith(f"has not produced any output (state: FINISHED)); {FAILED} (failed)"), line
+    assert summary_rows(sweep) == [("2", "completed", COMPLETED), ("0", "failed", KILLED), ("1", "failed", FAILED)]
+    killed = read_run_record(sweep / KILLED)
     assert killed["error"].startswith(
         "lost by the launcher (killed on the cluster? out of memory, a lost node, SIGKILL): UncompletedJobError: Job "
     ), killed["error"]
-    assert read_run_record(sweep / "1_optimizer.lr=0.0005")["epochs_run"] == 1
-    assert "0_optimizer.lr=0.001` (failed): lost by the launcher" in (sweep / "summary.md").read_text()
+    assert read_run_record(sweep / COMPLETED)["epochs_run"] == 1
+    assert f"{KILLED}` (failed): lost by the launcher" in (sweep / "summary.md").read_text()
 
 
 def test_only_a_launcher_s_own_exceptions_count_as_a_lost_job():
