@@ -130,3 +130,24 @@ def set_job_return_value(returned: Any, value: Any) -> None:
     """Replace what a job returned (`JobReturn._return_value`): a worker sends a failure back as its one line, since
     the exception itself may not pickle."""
     returned._return_value = value
+
+
+def config_groups(loader: Any) -> dict[str, list[str]]:
+    """Each config group on `loader`'s search path (Hydra's and its plugins' included) and its options, listed from
+    the loader's own repository (`ConfigLoaderImpl.repository`). The public `list_groups`/`get_group_options` wrap
+    that repository in a `CachingConfigRepository` per call, which deep-copies it whole, every ConfigStore schema node
+    included: walking tfhydra's 30 groups that way was 61 copies, 2.4 s on 2 loaded cores, paid by every
+    tfhydra-evaluate and tfhydra-predict. Listing reads the sources and changes nothing, so no copy is needed."""
+    from hydra.core.object_type import ObjectType
+
+    repository = getattr(loader, "repository", None)
+    groups = repository.get_group_options if repository is not None else loader.get_group_options
+    options: dict[str, list[str]] = {}
+    pending = [""]
+    while pending:
+        parent = pending.pop()
+        for name in groups(parent, ObjectType.GROUP):
+            group = f"{parent}/{name}" if parent else name
+            options[group] = sorted(groups(group, ObjectType.CONFIG))
+            pending.append(group)
+    return options

@@ -307,16 +307,9 @@ def _group_options() -> dict[str, list[str]]:
     options, from Hydra's own config loader."""
     from hydra.core.global_hydra import GlobalHydra
 
-    loader = GlobalHydra.instance().config_loader()
-    options: dict[str, list[str]] = {}
-    pending = [""]
-    while pending:
-        parent = pending.pop()
-        for name in loader.list_groups(parent):
-            group = f"{parent}/{name}" if parent else name
-            options[group] = sorted(loader.get_group_options(group))
-            pending.append(group)
-    return options
+    from tfhydra.config.hydra_api import config_groups
+
+    return config_groups(GlobalHydra.instance().config_loader())
 
 
 @contextlib.contextmanager
