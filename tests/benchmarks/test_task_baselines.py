@@ -1,6 +1,7 @@
 """benchmarks/task_baselines.py compares tfhydra with scikit-learn on the same test rows: the rows it gives the
 baselines (and writes as the npz's x_test) are the ones tfhydra's CSV source holds out, for every task's split
-(stratified by class, or a seeded shuffle). Nothing is trained here; the benchmark itself is the measurement."""
+(stratified by class, or a seeded shuffle), and --tune's linear reference fits and validates on the rows tfhydra
+does. Nothing is trained here; the benchmark itself is the measurement."""
 
 import sys
 
@@ -24,6 +25,10 @@ def test_the_baselines_test_rows_are_the_ones_tfhydras_csv_source_holds_out(name
     datasets = build_datasets(cfg.data, seed, task=build_task(cfg.task))
     assert datasets.spec.test_size == len(test)
     np.testing.assert_allclose(datasets.serving.raw_test[0], table.x[test].astype(np.float32))
+    # --tune's linear reference trains and validates on the rows the tables' default share (conf/tables.yaml) gives
+    held = task_baselines.held_out(table, seed)
+    assert cfg.data.val_fraction == task_baselines.VAL_FRACTION and datasets.spec.val_size == len(held.validation)
+    np.testing.assert_allclose(datasets.serving.raw_validation[0], table.x[held.validation].astype(np.float32))
     with np.load(npz) as arrays:  # the npz contender: the same test rows, the others to train and validate on
         np.testing.assert_allclose(arrays["x_test"], table.x[test])
         assert len(arrays["x_train"]) + len(test) == len(table.x)

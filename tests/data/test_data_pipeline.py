@@ -134,7 +134,7 @@ def test_augment_mistakes_are_config_errors(compose_cfg, augment, fragments):
 
 
 def test_augment_needs_images(tmp_path, compose_cfg):
-    path = data_files.write_csv(tmp_path / "t.csv", n=20)
+    path = data_files.write_csv(tmp_path / "t.csv", n=40)  # the tables' 10% validation holds each of 3 classes
     with pytest.raises(
         ConfigError,
         match=r"image augmentation needs \(height, width, channels\) images; the data "

@@ -282,7 +282,7 @@ class PhaseRunner:
         QUIET.release()
         exported = restore_best(model, self.target, self.strategy, self.record)
         ema, steps = cfg.trainer.ema.decay is not None, cfg.trainer.validation_steps
-        test = measure_test(model, datasets, exported, ema, compression.scheme, steps)
+        test = measure_test(model, datasets, exported, ema, compression.scheme, steps, self.task)
         validation_labels, test_labels = measure_per_label(model, datasets, self.task) if self.final else (None, None)
         if validation_labels is not None and self.record.best:
             self.record.best = {**self.record.best, "per_label": validation_labels}

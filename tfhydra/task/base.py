@@ -45,6 +45,9 @@ class Task:
     # the figures `per_label` gives each output (the record's `best.per_label` and `test.per_label`); empty: none,
     # and no extra pass over the splits after training
     per_label_metrics: tuple[str, ...] = ()
+    # the metrics `exact_figures` measures exactly on the test split's outputs, in place of Keras' per-batch
+    # approximation (binary's AUC); empty: none, and no extra pass over the test split
+    exact_metrics: tuple[str, ...] = ()
     # The figures a person asks of this kind of problem first, as the task's metrics are named (conf/task/; the
     # validation figure is `val_<name>`): the end line, the record's summary, the sweep summary and the notebook's
     # Result lead with them (tfhydra/record/headline.py, through the record's `task.headline`). Empty: the
@@ -94,6 +97,11 @@ class Task:
         `labels`, for the figures Keras can only log averaged (a per-label metric is a vector, and the logs and
         trackers take scalars); None: the task has none (`per_label_metrics` empty)."""
         return None
+
+    def exact_figures(self, labels: np.ndarray, outputs: np.ndarray) -> dict[str, float | None]:
+        """{metric: its exact value} of the kept weights' test `outputs` against `labels`, for the `exact_metrics`
+        whose Keras metric approximates (the record's `test` block takes them; None: undefined on this split)."""
+        return {}
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         return list(names)

@@ -8,6 +8,7 @@ import numpy as np
 
 from tfhydra.config.contracts import BINARY, DataSpec, Head, LabelSample
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
+from tfhydra.task.ranking import roc_auc
 from tfhydra.task.schemas import BinaryTaskConfig
 
 TAKES = "0/1 labels or two class names; task=classification takes more classes"
@@ -17,6 +18,7 @@ class Binary(Task):
     name = "binary"
     label_kind = BINARY
     headline = ("auc", "accuracy")
+    exact_metrics = ("auc",)  # the test AUC from ranks, as scikit-learn's (Keras': 200 thresholds; docs/design.md)
 
     def read_labels(
         self, values, where: str, cfg_data, names=None, columns=(), classes=None
@@ -54,6 +56,9 @@ class Binary(Task):
 
     def head(self, spec: DataSpec, train_labels: np.ndarray | None) -> Head:
         return Head(1, "sigmoid", "probabilities", pictures="none", signature="probabilities")
+
+    def exact_figures(self, labels: np.ndarray, outputs: np.ndarray) -> dict[str, float | None]:
+        return {"auc": roc_auc(np.asarray(labels).reshape(-1) == 1, np.asarray(outputs, np.float64).reshape(-1))}
 
     def prediction_header(self, names: tuple[str, ...], top_k: int) -> list[str]:
         return ["class", f"probability_{names[1]}"]

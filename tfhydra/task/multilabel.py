@@ -11,6 +11,7 @@ import numpy as np
 
 from tfhydra.config.contracts import MULTI_HOT, DataSpec, Head, LabelSample
 from tfhydra.task.base import TASKS, Task, as_numbers, found_kind, parse_options, shortest
+from tfhydra.task.ranking import roc_auc
 from tfhydra.task.schemas import MultilabelTaskConfig
 
 log = logging.getLogger("tfhydra")
@@ -62,9 +63,9 @@ class Multilabel(Task):
         return {**super().record(), **({"undefined_in_training": list(self.undefined)} if self.undefined else {})}
 
     def per_label(self, labels: np.ndarray, outputs: np.ndarray, names: tuple[str, ...]) -> dict | None:
-        """Each label's ROC AUC (exact, from ranks: null when the split holds only one value of the label) and F1
-        at `task.threshold` (a probability at or over it predicts the label; 0 when the label is neither present nor
-        predicted, as scikit-learn's default and Keras' F1Score give it)."""
+        """Each label's ROC AUC (exact, from ranks: tfhydra/task/ranking.py; null when the split holds only one
+        value of the label) and F1 at `task.threshold` (a probability at or over it predicts the label; 0 when the
+        label is neither present nor predicted, as scikit-learn's default and Keras' F1Score give it)."""
         labels = np.asarray(labels).reshape(len(labels), -1) == 1
         outputs = np.asarray(outputs, dtype=np.float64).reshape(len(labels), -1)
         return {
@@ -85,21 +86,6 @@ class Multilabel(Task):
                 ([";".join(over), *(shortest(p) for p in row)], {"labels": over, "probabilities": probabilities})
             )
         return rows
-
-
-def roc_auc(present: np.ndarray, scores: np.ndarray) -> float | None:
-    """The area under the ROC curve: the chance that a present example scores above an absent one, ties counted
-    half (the Mann-Whitney statistic from average ranks, which is scikit-learn's `roc_auc_score` exactly; Keras'
-    AUC metric approximates it on 200 thresholds). None when every example has the label, or none has."""
-    positives = int(present.sum())
-    negatives = len(present) - positives
-    if not positives or not negatives:
-        return None
-    order = np.argsort(scores, kind="stable")
-    _, first, counts = np.unique(scores[order], return_index=True, return_counts=True)
-    ranks = np.empty(len(scores))
-    ranks[order] = np.repeat(first + (counts + 1) / 2, counts)  # 1-based, ties at their average rank
-    return float((ranks[present].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
 def f1(present: np.ndarray, predicted: np.ndarray) -> float:

@@ -84,10 +84,12 @@ def load_weights(model: keras.Model, path: Path, strategy: tf.distribute.Strateg
 
 
 def measure_test(
-    model: keras.Model, datasets, exported: dict, ema: bool, scheme: str, validation_steps: int | None = None
+    model: keras.Model, datasets, exported: dict, ema: bool, scheme: str, validation_steps: int | None = None, task=None
 ) -> dict | None:
     """The record's `test` block: the kept weights (restored best epoch, EMA averages when on, the compressed
-    model of the last phase) measured once on the test split; None when the run has none.
+    model of the last phase) measured once on the test split; None when the run has none. The `task`'s
+    `exact_metrics` (binary's AUC) are measured exactly on the test outputs in place of Keras' approximation,
+    which the block keeps under `keras_figures`.
 
     Called after training and after the best weights are restored, with no callback: nothing that chooses
     (best epoch, early stopping, recovery, a pruner, a sweep) has seen or will see these figures.
@@ -104,6 +106,11 @@ def measure_test(
         "metrics": {k: float(v) for k, v in figures.items()},
         "weights": {"epoch": exported.get("epoch"), "file": exported.get("weights"), "ema": ema, "compression": scheme},
     }
+    if task is not None and task.exact_metrics:
+        test = datasets.test.take(validation_steps) if validation_steps else datasets.test
+        exact = {k: v for k, v in task.exact_figures(*labels_and_outputs(model, test)).items() if v is not None}
+        block["keras_figures"] = {k: block["metrics"][k] for k in exact if k in block["metrics"]}
+        block["metrics"].update(exact)
     log.info(
         "test (%d examples, measured once on the exported weights): %s",
         examples,
