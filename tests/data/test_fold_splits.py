@@ -60,3 +60,12 @@ def test_more_folds_than_the_smallest_class_allows_and_a_shipped_validation_are_
         hold_out(labels, data_cfg(folds=5, fold=0), seed=0)
     with pytest.raises(ConfigError, match="data.folds=3: there is nothing to fold; accepted: null: this source ships"):
         hold_out(labels, data_cfg(folds=3, fold=0), seed=0, ships_validation=True)
+
+
+def test_a_validation_share_too_small_for_the_classes_names_the_share_as_written():
+    """Validation is a share of all the examples, rescaled to what the test split left (0.1 of 20 is 0.125 of 16);
+    the line names the 0.1 the user wrote (a 20-row, 3-class table under the tables' `data.val_fraction: 0.1`)."""
+    labels = np.array([0, 1, 2] * 6 + [0, 1])
+    with pytest.raises(ConfigError) as caught:
+        hold_out(labels, data_cfg(val_fraction=0.1), seed=0)
+    assert str(caught.value).startswith("data.val_fraction=0.1: cannot split 16 examples"), str(caught.value)

@@ -71,7 +71,7 @@ def hold_out(labels: np.ndarray, cfg, seed: int, ships_validation: bool = False,
         share = float(cfg.val_fraction)
         if not ships_test and wants_test(cfg):  # a share of all the examples, not of what test left
             share = share / (1.0 - float(cfg.test_fraction))
-        rest, validation = _split(grouped, rest, share, seed, "data.val_fraction")
+        rest, validation = _split(grouped, rest, share, seed, "data.val_fraction", float(cfg.val_fraction))
     return HeldOut(np.sort(rest), np.sort(validation), np.sort(test))
 
 
@@ -88,16 +88,17 @@ def training_share(cfg, ships_validation: bool = False, ships_test: bool = False
     return 1.0 - test - float(cfg.val_fraction)  # both shares of all the examples
 
 
-def _split(labels: np.ndarray | None, among: np.ndarray, fraction: float, seed: int, key: str):
-    """(kept, held out) indices from `among`, every class in both (`labels` None: a seeded shuffle)."""
+def _split(labels: np.ndarray | None, among: np.ndarray, fraction: float, seed: int, key: str, given=None):
+    """(kept, held out) indices from `among`, every class in both (`labels` None: a seeded shuffle); a refusal
+    names `given`, the share as the user wrote it (validation is a share of all the examples, rescaled here to
+    what the test split left)."""
+    said = fraction if given is None else given
     if not 0 < fraction < 1:
-        raise ConfigError(
-            key, fraction, "data.val_fraction + data.test_fraction below 1", "it leaves no training examples"
-        )
+        raise ConfigError(key, said, "data.val_fraction + data.test_fraction below 1", "it leaves no training examples")
     if labels is None:
         kept, held = shuffle_split(len(among), fraction, seed)
         if not len(kept) or not len(held):
-            raise ConfigError(key, fraction, "a fraction leaving examples in every split", f"{len(among)} examples")
+            raise ConfigError(key, said, "a fraction leaving examples in every split", f"{len(among)} examples")
         return among[kept], among[held]
     try:
         kept, held = stratified_shuffle_split(labels[among], fraction, seed)
@@ -105,7 +106,7 @@ def _split(labels: np.ndarray | None, among: np.ndarray, fraction: float, seed: 
     except ValueError as error:
         raise ConfigError(
             key,
-            fraction,
+            said,
             "a fraction leaving every class in every split",
             f"cannot split {len(among)} examples ({error})",
         ) from None
