@@ -5,7 +5,8 @@ conf/task/'s defaults), the splits, the record, predict and evaluate ask. No oth
 Rooms: base.py (the `Task` type, its registry `TASKS` and the label kinds found in a column or array),
 classification.py, binary.py, multilabel.py, regression.py (one task each, imported by `TASKS` on its first lookup),
 build.py (`build_task`, `task_of_record`), checks.py (what the run plan checks, no TensorFlow), metrics.py (metrics
-the tasks' defaults name: the multi-label AUC over the labels a split defines; imports TensorFlow).
+the tasks' defaults name: the multi-label AUC over the labels a split defines; imports TensorFlow), ranking.py (the
+exact ROC AUC in NumPy, which binary's test figure and multi-label's per-label figures take).
 
 This face names nothing: `from tfhydra.task.build import build_task, task_of_record`,
 `from tfhydra.task.base import TASKS, Task`.
