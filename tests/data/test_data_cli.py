@@ -32,8 +32,8 @@ def csv(tmp_path):
     return (
         ["data=csv", f"data.path={data_files.write_csv(tmp_path / 'iris.csv', n=80)}"],
         ("setosa", "versicolor", "virginica"),
-        48,
-    )  # one split: 0.2 validation, 0.2 test
+        56,
+    )  # one split: 0.2 test, 0.1 validation (a table's data.val_fraction, conf/tables.yaml)
 
 
 def text_csv(tmp_path):
