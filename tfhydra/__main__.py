@@ -6,6 +6,7 @@ tfhydra/config/project.py). Then: the pre-flight, Hydra, the run, the fast exit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -40,19 +41,24 @@ def main(argv: list[str] | None = None) -> None:
     if not {"-m", "--multirun"} & set(argv):  # a sweep's jobs may be other processes sharing descriptor 2
         QUIET.start()  # TensorFlow's lines held back, kept in train.log (tfhydra/platform/quiet.py)
     try:
-        hydra_calls = tfhydra.check_command_line(project or CONFIG_DIR, argv=argv)  # then TensorFlow starts loading
+        from tfhydra.cli.preflight import checked_command_line
+
+        checked = checked_command_line(project or CONFIG_DIR, argv=argv)  # then TensorFlow starts loading
         startclock.mark("preflight")
 
         import hydra
 
-        from tfhydra.config.hydra_api import execution_whitelist, version_base
+        from tfhydra.config.hydra_api import execution_whitelist, mode_from_preflight, version_base
 
         sys.argv = [sys.argv[0], *argv]  # Hydra reads the command line from sys.argv
         from tfhydra.launch.lost_jobs import guarded_launchers
 
         # Hydra 1.4 calls only what the composed config names in hydra.callbacks (docs/design.md, "Hydra 1.3 and 1.4")
-        options = {**version_base(), **execution_whitelist(hydra_calls, keyword="execution_whitelist")}
-        with guarded_launchers():  # a job a cluster killed: the summary and one line (tfhydra/launch/lost_jobs.py)
+        options = {**version_base(), **execution_whitelist(checked.hydra_calls, keyword="execution_whitelist")}
+        # a job a cluster killed: the summary and one line (tfhydra/launch/lost_jobs.py); the run mode the pre-flight
+        # composed, so Hydra does not compose the whole config a third time to read it
+        mode = mode_from_preflight(checked.mode) if checked.mode_known else contextlib.nullcontext()
+        with guarded_launchers(), mode:
             hydra.main(config_path=str(project or CONFIG_DIR), config_name="config", **options)(tfhydra.run)()
     finally:
         QUIET.release()  # also for a run that ends before training: what it said is passed on first

@@ -1,12 +1,11 @@
-"""Command-line pre-flight: compose every job of the command and validate it before
-Hydra creates a run directory or anything imports TensorFlow.
+"""Command-line pre-flight: compose every job of the command and validate it before Hydra creates a run directory
+or anything imports TensorFlow.
 
-Hydra reports composition errors over several lines with its search path; users get
-one line naming the key, the bad value and what is accepted instead. A sweep is
-checked job by job, so a bad value in a sweep stops it before the first job starts.
-How a composition error reads is tfhydra/config/composition.py's; whether an existing run or
-sweep directory may be written into is tfhydra/record/lifecycle.py's; what only a `-m` command line needs checked (its
-jobs, sweeper, launcher, stages, a sweep run again) is tfhydra/sweep/preflight_checks.py's.
+Hydra reports composition errors over several lines with its search path; users get one line naming the key, the
+bad value and what is accepted instead. A sweep is checked job by job, so a bad value in a sweep stops it before
+the first job starts. How a composition error reads is tfhydra/config/composition.py's; whether an existing run or
+sweep directory may be written into is tfhydra/record/lifecycle.py's; what only a `-m` command line needs checked
+(its jobs, sweeper, launcher, stages, a sweep run again) is tfhydra/sweep/preflight_checks.py's.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -39,6 +38,7 @@ SCREEN, PROMOTE = STAGES
 # Flags that print something and exit without running a job.
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--version"}
 _NO_JOB_FLAGS = {"--cfg", "-c", "--resolve", "--package", "-p"}  # print the config; no job runs
+Argv = Sequence[str] | None  # the command line after the program name; None: sys.argv's
 
 
 class Checked(NamedTuple):
@@ -46,27 +46,28 @@ class Checked(NamedTuple):
 
     launcher: str | None  # the sweep's launcher (its kind), if any
     hydra_calls: list[str] | None  # the `_target_`s Hydra itself instantiates (hydra.callbacks); None: not known
+    mode: Any = None  # `hydra.mode` as composed (None, RUN, MULTIRUN); mode_known False: no job was composed
+    mode_known: bool = False
 
 
-def check_command_line(
-    config_dir: str | Path, config_name: str = "config", argv: Sequence[str] | None = None
-) -> list[str] | None:
+def check_command_line(config_dir: str | Path, config_name: str = "config", argv: Argv = None) -> list[str] | None:
     """Exit 1 with a one-line message if any job of this command line is misconfigured. Returns the `_target_`s
     Hydra itself will instantiate for it (hydra.callbacks), for `hydra.main`'s execution whitelist; None when the
     command runs no job or they are not known."""
+    return checked_command_line(config_dir, config_name, argv).hydra_calls
+
+
+def checked_command_line(config_dir: str | Path, config_name: str = "config", argv: Argv = None) -> Checked:
+    """`check_command_line` returning all it learnt (the entry point hands Hydra the run mode too)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a.split("=")[0] in _INFO_FLAGS for a in argv):
-        return None
+        return Checked(None, None)
     multirun = "-m" in argv or "--multirun" in argv
     printing = next((a for a in argv if a.split("=")[0] in _NO_JOB_FLAGS), None)
     try:
         if multirun and printing:
-            raise ConfigError(
-                printing,
-                None,
-                f"-m to run a sweep, or {printing} without -m to print one job's config",
-                "Hydra takes only one of them",
-            )
+            accepted = f"-m to run a sweep, or {printing} without -m to print one job's config"
+            raise ConfigError(printing, None, accepted, "Hydra takes only one of them")
         checked = check_overrides(config_dir, config_name, _overrides_of(argv), multirun=multirun)
     except ConfigError as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
@@ -82,7 +83,7 @@ def check_command_line(
         from tfhydra.launch.fork_server import start_fork_server
 
         start_fork_server()  # its TensorFlow import runs beside Hydra's composition of the sweep
-    return checked.hydra_calls
+    return checked
 
 
 def _overrides_of(argv: list[str]) -> list[str]:
@@ -109,7 +110,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
 
     if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: leave it alone
         return Checked(None, None)
-    launcher, hydra_calls = None, None
+    launcher, hydra_calls, mode, mode_known = None, None, None, False
     from tfhydra.config.hydra_api import initialize
     from tfhydra.config.project import CONFIG_DIR
     from tfhydra.runner.plan import RULES, plan_run
@@ -140,7 +141,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
             except ConfigError as error:
                 raise in_user_words(error, job) from None
             if number == 0:  # after its plan, which checks the sweep section's values
-                hydra_calls = _hydra_calls(cfg)
+                hydra_calls, mode, mode_known = _hydra_calls(cfg), cfg.hydra.mode, True  # one hydra node per command
                 stages = sweep_checks.check_stages_command(cfg, parsed, multirun)
             _check_job(cfg, job, number, swept, multirun, stage=PROMOTE if stages else None)
             if stages is not None:  # its screen job too: the screen's epochs and share of the data
@@ -149,7 +150,7 @@ def check_overrides(config_dir: str | Path, config_name: str, overrides: list[st
                 plan_run(screen_cfg, defaults)
                 _check_job(screen_cfg, screen, number, swept, multirun, stage=SCREEN)
     _warn_unread_additions(parsed)
-    return Checked(launcher, hydra_calls)
+    return Checked(launcher, hydra_calls, mode, mode_known)
 
 
 def _hydra_calls(cfg: DictConfig) -> list[str] | None:
