@@ -144,6 +144,24 @@ def start_cli(*args: str, cwd: Path, env: dict, stderr: Path) -> ForkedProcess |
     return start_process(*args, cwd=cwd, env=env, stderr=stderr)
 
 
+def start_module(module: str, *args: str, cwd: Path, env: dict, stderr: Path) -> ForkedProcess | subprocess.Popen:
+    """`python -m MODULE ARGS` started as a process of its own (stdout to /dev/null, stderr to a file), forked from
+    the test server as `run_module` is unless TFHYDRA_TEST_FORK=0; `env` is the whole environment."""
+    stderr.write_text("")
+    server = _server_for(())
+    if server is not None:
+        return server.start(list(args), cwd, env, {"stdout": os.devnull, "stderr": str(stderr)}, module=module)
+    with stderr.open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
+
+
 def start_process(*args: str, cwd: Path, env: dict, stderr: Path) -> subprocess.Popen:
     """`python train.py ARGS` as a process of its own (stdout to /dev/null, stderr to a file); also what
     benchmarks/combinations.py starts outside pytest, where no fork server runs."""
