@@ -120,8 +120,18 @@ def _server_for(args) -> _ForkServer | None:
 # Variables no module the servers preload reads at import (TensorFlow, tf_keras or Keras 3, tfhydra's rooms):
 # keras-hub (and huggingface_hub's HF_HUB_OFFLINE) is imported by the run itself; Hydra reads HYDRA_FULL_ERROR when
 # it reports; SLURM's commands read SLURM_CONF when the sweep calls them; the label index reads TFHYDRA_CACHE_DIR
-# when it writes (tfhydra/data/index.py).
-FORK_SAFE_ENV = {"HF_HUB_OFFLINE", "HYDRA_FULL_ERROR", "SLURM_CONF", "TFHYDRA_CACHE_DIR"}
+# when it writes (tfhydra/data/index.py); TF_CONFIG and the variables of a SLURM step are read when the strategy is
+# built and the run recorded (tfhydra/strategy/build.py, tfhydra/platform/scheduler.py), as the forked workers of
+# tests/cluster_workers.py show.
+FORK_SAFE_ENV = {
+    "HF_HUB_OFFLINE",
+    "HYDRA_FULL_ERROR",
+    "SLURM_CONF",
+    "TFHYDRA_CACHE_DIR",
+    "TF_CONFIG",
+    *("SLURM_PROCID", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NUM_TASKS"),
+    *("SLURM_JOB_ID", "SLURM_NTASKS"),
+}
 
 
 def start_cli(*args: str, cwd: Path, env: dict, stderr: Path) -> ForkedProcess | subprocess.Popen:
@@ -132,6 +142,24 @@ def start_cli(*args: str, cwd: Path, env: dict, stderr: Path) -> ForkedProcess |
     if server is not None:
         return server.start(list(args), cwd, env, {"stdout": os.devnull, "stderr": str(stderr)})
     return start_process(*args, cwd=cwd, env=env, stderr=stderr)
+
+
+def start_module(module: str, *args: str, cwd: Path, env: dict, stderr: Path) -> ForkedProcess | subprocess.Popen:
+    """`python -m MODULE ARGS` started as a process of its own (stdout to /dev/null, stderr to a file), forked from
+    the test server as `run_module` is unless TFHYDRA_TEST_FORK=0; `env` is the whole environment."""
+    stderr.write_text("")
+    server = _server_for(())
+    if server is not None:
+        return server.start(list(args), cwd, env, {"stdout": os.devnull, "stderr": str(stderr)}, module=module)
+    with stderr.open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def start_process(*args: str, cwd: Path, env: dict, stderr: Path) -> subprocess.Popen:

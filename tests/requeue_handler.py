@@ -1,5 +1,6 @@
-"""`python tests/requeue_handler.py MARKER <train.py arguments>`: the training command in a process that already has
-a SIGUSR2 handler of its own, as a submitit job does (submitit's handler requeues the job, then exits).
+"""`python -m requeue_handler MARKER <train.py arguments>` (tests/ on the path): the training command in a process
+that already has a SIGUSR2 handler of its own, as a submitit job does (submitit's handler requeues the job, then
+exits).
 
 The handler writes the run record's status as it finds it into MARKER and exits 3: the test reads whether
 tfhydra saved the state and wrote `interrupted` before handing the signal over."""

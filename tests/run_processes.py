@@ -6,37 +6,28 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from conftest import ROOT, TESTS, ForkedProcess, read_run_record, run_cli, start_cli
+from conftest import ROOT, TESTS, ForkedProcess, read_run_record, run_cli, start_cli, start_module
 
 # The seed MLP on digits with small batches: about 180 steps an epoch, so a signal lands mid-run.
 BASE = ["model=mlp", "data.batch_size=8", "logging.histogram_freq=0"]
 
 
 def start(
-    run_dir: Path, *args: str, signal_log: Path | None = None, command=(str(ROOT / "train.py"),)
+    run_dir: Path, *args: str, signal_log: Path | None = None, module: str | None = None
 ) -> subprocess.Popen | ForkedProcess:
-    """`python train.py ARGS hydra.run.dir=RUN_DIR` (or `command`) as a process of its own, its stderr on a file
-    beside the run; forked from the test server as `run_cli` is (tests/conftest.py) when the command is train.py."""
+    """`python train.py ARGS hydra.run.dir=RUN_DIR` (or `python -m MODULE ARGS ...`, a module of tests/) as a
+    process of its own, its stderr on a file beside the run; forked from the test server as `run_cli` and
+    `run_module` are (tests/conftest.py)."""
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("HYDRA_FULL_ERROR", None)
     log = signal_log or run_dir.parent / f"{run_dir.name}.stderr"
-    if tuple(command) == (str(ROOT / "train.py"),):
+    if module is None:
         return start_cli(*args, f"hydra.run.dir={run_dir}", cwd=ROOT, env=env, stderr=log)
-    out = open(log, "w")  # noqa: SIM115 (closed by the process end)
-    return subprocess.Popen(
-        [sys.executable, *command, *args, f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=out,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    return start_module(module, *args, f"hydra.run.dir={run_dir}", cwd=ROOT, env=env, stderr=log)
 
 
 def wait_for(process: subprocess.Popen, condition, timeout: float = 240) -> bool:

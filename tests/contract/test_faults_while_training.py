@@ -6,6 +6,7 @@ OS's reason (never the model's fault, never cut mid-reason), a record that says 
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -226,33 +227,54 @@ def prefixes(directory: Path) -> list[Path]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["fit", "custom"])
-def test_one_worker_with_a_damaged_newest_checkpoint_resumes_with_the_others(tmp_path, loop):
-    """Two workers stopped at one step (SIGTERM, as test_distribute does); the non-chief's newest checkpoint is then
-    cut in half. Started again, both resume from the previous checkpoint, the newest both can read: the same step."""
+def test_a_signal_to_one_worker_stops_the_cluster_at_one_step_and_it_resumes_there_or_past_a_damaged_checkpoint(
+    tmp_path, loop
+):
+    """SIGTERM to the non-chief only: TensorFlow's PreemptionCheckpointHandler passes it on, both workers save after
+    the same step and stop. One stopped cluster, started again twice: a copy as it was (both continue from that
+    step), and the cluster itself after the non-chief's newest checkpoint is cut in half (both resume from the
+    previous checkpoint, the newest both can read: one step on both). Each run completes."""
     from cluster_workers import start_the_cluster_again, stop_a_cluster_after_one_epoch
 
     codes, (args, environments), (chief_dir, worker_dir) = stop_a_cluster_after_one_epoch(tmp_path, loop)
-    assert codes == [143, 143], [(tmp_path / f"worker{i}.1.stderr").read_text()[-1500:] for i in range(2)]
+    stderr = [(tmp_path / f"worker{i}.1.stderr").read_text() for i in range(2)]
+    assert codes == [143, 143], [e[-1500:] for e in stderr]
+    assert "with every worker of the cluster" in last_line(stderr[0]) and "Traceback" not in stderr[0] + stderr[1]
+    record = read_run_record(chief_dir)
+    assert record["status"] == "interrupted" and "with every worker of the cluster" in record["error"]
     chief_state = chief_dir / "checkpoints" / "state" / ("chief" if loop == "fit" else "")
     worker_state = worker_dir / "checkpoints" / "state" / "worker_1"
     chief_saved, worker_saved = prefixes(chief_state), prefixes(worker_state)
     assert [p.name for p in chief_saved] == [p.name for p in worker_saved] and len(chief_saved) == 2
-    newest = worker_saved[-1]
-    data = next(newest.parent.glob(f"{newest.name}.data-*"))
-    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # the non-chief's only
-    expected = checkpoint_step(chief_saved[0], loop)
-    assert expected != checkpoint_step(chief_saved[1], loop)
+    newest, expected = checkpoint_step(chief_saved[1], loop), checkpoint_step(chief_saved[0], loop)
+    assert checkpoint_step(worker_saved[1], loop) == newest != expected  # the signal's step, saved by both
 
-    codes = start_the_cluster_again(tmp_path, args, environments)
-    stderr = [(tmp_path / f"worker{i}.2.stderr").read_text() for i in range(2)]
-    assert codes == [0, 0], [e[-1500:] for e in stderr]
-    logs = [(d / "train.log").read_text() for d in (chief_dir, worker_dir)]
-    assert [RESUMED.findall(log)[-1] for log in logs] == [expected, expected]  # one step on both
-    assert f"checkpoint {newest} is damaged" in logs[1]
+    intact = tmp_path / "intact"  # the stopped cluster as it was, started again in its own directories
+    for directory in (chief_dir, worker_dir):
+        shutil.copytree(directory, intact / directory.name, symlinks=True)
+    assert_resumed_and_completed(start_the_cluster_again(intact, args, environments), intact, loop, newest)
+    assert not (intact / worker_dir.name / "checkpoints").exists()
+    assert not (intact / chief_dir.name / "checkpoints" / "state").exists()
+
+    damaged = worker_saved[-1]
+    data = next(damaged.parent.glob(f"{damaged.name}.data-*"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # the non-chief's only
+    logs = assert_resumed_and_completed(start_the_cluster_again(tmp_path, args, environments), tmp_path, loop, expected)
+    assert f"checkpoint {damaged} is damaged" in logs[1]
     assert (
         f"resuming from checkpoint {chief_saved[0]}, the newest that every worker can read back (newest "
         f"readable: worker 0 step {chief_saved[1].name.split('-')[1]}, worker 1 step "
         f"{chief_saved[0].name.split('-')[1]})"
     ) in logs[0]
-    record = read_run_record(chief_dir)
+
+
+def assert_resumed_and_completed(codes: list[int], cluster: Path, loop: str, step: str) -> list[str]:
+    """The cluster in `cluster`/worker<i> started again: both workers resumed from `step` (as the loop's "resumed
+    from" line says it) and the chief's record says the 3 epochs completed; the workers' train.log."""
+    stderr = [(cluster / f"worker{i}.2.stderr").read_text() for i in range(2)]
+    assert codes == [0, 0], [e[-1500:] for e in stderr]
+    logs = [(cluster / f"worker{i}" / "train.log").read_text() for i in range(2)]
+    assert [RESUMED.findall(log)[-1] for log in logs] == [step, step]  # one step on both
+    record = read_run_record(cluster / "worker0")
     assert record["status"] == "completed" and record["epochs_run"] == 3 == len(record["history"])
+    return logs

@@ -10,7 +10,7 @@ import socket
 import numpy as np
 import pytest
 import tensorflow as tf
-from cluster_workers import free_ports, start_the_cluster_again, start_workers, stop_a_cluster_after_one_epoch
+from cluster_workers import free_ports, start_workers
 from conftest import assert_failed_record, last_line, read_run_record, run_cli
 from run_processes import kill
 from shared_runs import trained_run
@@ -115,40 +115,6 @@ def test_multi_worker_on_loopback_matches_one_process(tmp_path, tmp_path_factory
         "strategy=multi_worker",
     )
     assert_two_workers_match_one_process(tmp_path, tmp_path_factory)
-
-
-def saved_step(directory, loop):
-    """(epoch, step) that the newest checkpoint of `loop` in `directory` was saved at, and how the loop's
-    "resumed from" line says it (tfhydra/trainer/state.py, tfhydra/trainer/custom.py)."""
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(directory)))
-    names = ("ckpt_saved_epoch", "ckpt_saved_batch") if loop == "fit" else ("epoch", "step")
-    epoch, step = (int(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE")) for name in names)
-    return (epoch, step), (
-        f"(saved at epoch {epoch + 1}, step {step + 1})" if loop == "fit" else f"at epoch {epoch + 1}, step {step}"
-    )
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("loop", ["fit", "custom"])
-def test_a_signal_to_one_worker_stops_the_cluster_at_one_step_and_both_resume_there(tmp_path, loop):
-    """SIGTERM to the non-chief only: TensorFlow's PreemptionCheckpointHandler passes it on, both workers save after
-    the same step and stop; started again, both continue from that step and the run completes."""
-    codes, (args, environments), (chief_dir, worker_dir) = stop_a_cluster_after_one_epoch(tmp_path, loop)
-    stderr = [(tmp_path / f"worker{i}.1.stderr").read_text() for i in range(2)]
-    assert codes == [143, 143], [e[-1500:] for e in stderr]
-    assert "with every worker of the cluster" in last_line(stderr[0]) and "Traceback" not in stderr[0] + stderr[1]
-    record = read_run_record(chief_dir)
-    assert record["status"] == "interrupted" and "with every worker of the cluster" in record["error"]
-    chief_state = chief_dir / "checkpoints" / "state" / ("chief" if loop == "fit" else "")
-    chief_step, resumed = saved_step(chief_state, loop)
-    assert (chief_step, resumed) == saved_step(worker_dir / "checkpoints" / "state" / "worker_1", loop)  # one step
-
-    codes = start_the_cluster_again(tmp_path, args, environments)
-    assert codes == [0, 0], [(tmp_path / f"worker{i}.2.stderr").read_text()[-1500:] for i in range(2)]
-    assert resumed in (chief_dir / "train.log").read_text() and resumed in (worker_dir / "train.log").read_text()
-    record = read_run_record(chief_dir)
-    assert record["status"] == "completed" and record["epochs_run"] == 3 == len(record["history"])
-    assert not (worker_dir / "checkpoints").exists() and not (chief_dir / "checkpoints" / "state").exists()
 
 
 def slurm_environment(rank: int, tasks: int = 2, host: str = "127.0.0.1") -> dict:
