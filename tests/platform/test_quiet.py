@@ -81,7 +81,7 @@ def _noise(text: str) -> list[str]:
 def test_the_first_hours_commands_print_no_tensorflow_line(tmp_path, overrides):
     # a process of its own (an environment variable the fork server does not pass on): TensorFlow's start-up too.
     # Mixed precision (tf_keras' compatibility-check lines) rides with the Keras application (its own start-up
-    # lines) in one process: each is a superset of the lines either prints alone, at one TensorFlow import.
+    # lines) in one process, which prints every line either prints alone, for one TensorFlow import.
     run_dir = tmp_path / "run"
     result = run_cli(*overrides, "debug=fast", f"hydra.run.dir={run_dir}", env={"TFHYDRA_QUIET": "1"})
     assert result.returncode == 0, result.stderr
