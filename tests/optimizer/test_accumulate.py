@@ -122,10 +122,11 @@ RUN = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop,strategy", [("fit", "default"), ("custom", "default"), ("fit", "mirrored")])
+@pytest.mark.parametrize("loop,strategy", [("custom", "default"), ("fit", "mirrored")])
 def test_a_run_with_accumulate_steps_4_at_batch_16_matches_batch_64(tmp_path, loop, strategy):
     """Through the command, both loops, and `strategy=mirrored` over 2 logical CPUs (the gradients all-reduced
-    before they accumulate)."""
+    before they accumulate). The fit loop on the default strategy is the fit loop of the mirrored case, and
+    fit's own accumulation is test_four_batches_of_16_train_the_weights_of_one_batch_of_64_in_fit."""
     extra = [f"trainer.loop={loop}"]
     if strategy == "mirrored":
         extra += ["strategy=mirrored", "strategy.logical_cpus=2"]

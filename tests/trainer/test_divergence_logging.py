@@ -166,11 +166,15 @@ def test_every_epoch_end_observer_takes_non_finite_weights_and_a_second_attempt(
 
 
 # ---- end to end: the default logging, both loops, with and without EMA ---------------------------------------------
-LOOPS = [("fit", "null"), ("custom", "null"), ("fit", "0.9"), ("custom", "0.9")]
+# Each rule runs in both loops and with and without EMA, and the two rules together cover the four (loop, EMA)
+# pairs: every observer meeting the NaN and the second attempt is driven directly by the first test, so the cross
+# product (8 runs) trained each pair twice for what these 4 runs show.
+DIVERGED = [("fit", "null"), ("custom", "0.9")]
+RECOVERED = [("custom", "null"), ("fit", "0.9")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop,ema", LOOPS)
+@pytest.mark.parametrize("loop,ema", DIVERGED)
 def test_a_nan_with_the_default_logging_ends_diverged_with_its_step(tmp_path, loop, ema):
     # NaN at step 85 (epoch 2, step 40 of 45): the loss is read at step 77, then at the epoch's end (step 90)
     cfg = compose_config(
@@ -188,7 +192,7 @@ def test_a_nan_with_the_default_logging_ends_diverged_with_its_step(tmp_path, lo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop,ema", LOOPS)
+@pytest.mark.parametrize("loop,ema", RECOVERED)
 def test_recovery_with_the_default_logging_completes(tmp_path, loop, ema):
     cfg = compose_config(
         [

@@ -168,11 +168,12 @@ def test_the_exported_weights_are_the_moving_averages(tmp_path, compose_cfg, loo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("decay", ["null", "0.9"])
-def test_a_resumed_run_ends_with_the_same_moving_averages(tmp_path, compose_cfg, decay):
+def test_a_resumed_run_ends_with_the_same_moving_averages(tmp_path, compose_cfg):
     """The custom loop checkpoints its data iterator and random generators. Under fit, a resume in the same process
     (this test's SIGTERM) was not exact even without EMA (epoch 2 differed; not investigated), so fit is not
-    asserted here."""
+    asserted here. Without EMA the same exact resume is tests/contract/test_resume.py's (killed mid-epoch), and an
+    in-process SIGTERM resume is tests/runner/test_finetune.py's."""
+    decay = 0.9
     from tfhydra.trainer.state import Interrupted
 
     def config(marker):

@@ -80,8 +80,7 @@ def test_a_target_is_written_as_the_command_line_writes_it_and_must_be_logged(co
         ("fit", "trainer.stop_at.val_accuracy=0.9", "target"),
         ("custom", "trainer.stop_at={val_accuracy: 0.9}", "target"),
         ("custom", "trainer.max_minutes=0.001", "time"),
-        ("fit", "trainer.max_minutes=0.001", "time"),
-    ],
+    ],  # the budget in the fit loop: the same StopRules callback that stops fit at its target (fit-target above)
 )
 def test_a_run_stops_at_its_target_or_budget_and_exports_its_best_weights(tmp_path, loop, rule, reason):
     run_dir = tmp_path / "run"

@@ -19,9 +19,11 @@ def metrics_of(run_dir):
 
 @pytest.mark.slow
 def test_fit_and_custom_loops_agree_on_digits(tmp_path, compose_cfg):
+    # 5 epochs: here fit's validation accuracy ran 0.858 0.892 0.939 0.964 0.967, custom's 0.833 0.931 0.908 0.964
+    # 0.964 (8 epochs added 0.006 and 0.011 for 6 s)
     results = {}
     for loop in ("fit", "custom"):
-        cfg = compose_cfg([f"trainer.loop={loop}", "trainer.epochs=8", "trainer.deterministic=true", *FAST])
+        cfg = compose_cfg([f"trainer.loop={loop}", "trainer.epochs=5", "trainer.deterministic=true", *FAST])
         results[loop] = tfhydra.run(cfg, run_dir=tmp_path / loop)
         assert metrics_of(tmp_path / loop)["status"] == "completed"
     assert results["custom"] >= 0.95 and results["fit"] >= 0.95
