@@ -162,6 +162,7 @@ def png_size_and_colours(data: bytes) -> tuple[int, int, int]:
     return width, height, len(values)
 
 
+@pytest.mark.slow  # trains the fit loop's gradients run, which no other test of plain `pytest` trains
 def test_both_loops_write_the_same_model_graph(tmp_path_factory):
     """The graph file the browser test below draws (custom loop's) is the one the fit loop writes too: the same
     nodes, the layers at the top, no steps loop; so the browser is started for one loop only."""
