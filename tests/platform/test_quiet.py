@@ -22,11 +22,15 @@ os.write(2, b"I0000 00:00:1.0  1 port.cc:153] oneDNN custom operations are on. Y
 os.write(2, b"E0000 00:00:2.0  1 util.cc:131] oneDNN supports DT_HALF only on platforms with AVX-512. Falling back\n")
 os.write(2, b"a C++ line about the run\n")
 print("python's own line", file=sys.stderr)
+late = logging.getLogger("made_during_the_call")  # as TensorFlow's logger makes its handler on its first line
+late.addHandler(logging.StreamHandler(sys.stderr))
+late.propagate = False
 logging.getLogger("tensorflow").warning("From x.py:1: colocate_with (from ops) is deprecated and will be removed "
                                         "in a future version.\nInstructions for updating:\nColocations handled")
 quiet.keep_in(Path(sys.argv[1]))
 os.write(2, b"E0000 00:00:3.0  1 util.cc:131] oneDNN supports DT_INT64 only on platforms with AVX-512.\n")
 quiet.QUIET.release()
+late.warning("a handler made during the call, after release")  # not `--- Logging error ---` (a closed stream)
 os.write(2, b"after release\n")
 """
 
@@ -48,6 +52,7 @@ def test_the_filter_holds_tensorflows_lines_back_for_the_whole_process_and_keeps
         assert len(CPP_LINE.findall(result.stderr)) == 3 and not log.exists()
         return
     assert "a C++ line about the run" in lines and "python's own line" in lines and lines[-1] == "after release"
+    assert "a handler made during the call, after release" in lines and "Logging error" not in result.stderr
     assert not CPP_LINE.findall(result.stderr) and "deprecated" not in result.stderr, result.stderr
     kept = log.read_text().splitlines()
     assert [line.split("] ", 1)[0] for line in kept] == ["[held back from the console"] * 4

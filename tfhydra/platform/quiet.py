@@ -175,6 +175,7 @@ class QuietStart:
         logging.getLogger("tensorflow").removeFilter(DEPRECATIONS)
         if self._stream is not None:
             replaced, sys.stderr, self._stream = sys.stderr, self._stream, None
+            follow_stderr(replaced, sys.stderr)
             try:
                 replaced.close()
             except (OSError, ValueError):
@@ -188,6 +189,19 @@ class QuietStart:
             self._thread.join(timeout=5)
         os.close(self._saved)
         self._saved, self._thread = None, None
+
+
+def follow_stderr(replaced: TextIO, restored: TextIO) -> None:
+    """Every logging handler made while `replaced` was sys.stderr (TensorFlow's logger makes its StreamHandler on
+    its first line, on the sys.stderr of that moment) writes to `restored` from now on: a second run in the same
+    process would otherwise print `--- Logging error ---` for each of TensorFlow's lines (a closed file)."""
+    loggers = [
+        logging.getLogger(),
+        *(v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
+    for handler in (h for logger in loggers for h in logger.handlers):
+        if isinstance(handler, logging.StreamHandler) and handler.stream is replaced:
+            handler.setStream(restored)
 
 
 def _on_descriptor_2(stream) -> bool:
