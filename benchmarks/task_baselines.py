@@ -230,6 +230,12 @@ CANDIDATES = {
     "ema 0.99": ["trainer.ema.decay=0.99"],
     "adamw, weight decay 0.1": ["optimizer=adamw", "optimizer.weight_decay=0.1"],
     "lr 3e-4": ["optimizer.lr=0.0003"],
+    # the seventh round (regression, measured first in plain tf_keras, docs/design.md): start the wide & deep MLP at
+    # the training rows' least-squares fit, the deep output at zero, with an L2 penalty on the deep kernels
+    "random start (round five's defaults)": ["model.tabular.linear_start=false"],
+    "linear start, deep_l2 0": ["model.tabular.deep_l2=0"],
+    "linear start, deep_l2 3e-3": ["model.tabular.deep_l2=0.003"],
+    "linear start, deep_l2 1e-2": ["model.tabular.deep_l2=0.01"],
 }
 
 

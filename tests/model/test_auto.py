@@ -102,7 +102,8 @@ def test_a_csv_regression_without_a_model_trains_the_tabular_mlp(compose_cfg, tm
     record = read_run_record(tmp_path / "run")
     assert record["status"] == "completed" and record["epochs_run"] == 3 and record["model"] == "mlp"
     assert record["model_choice"]["chose"] == "mlp" and record["model_choice"]["data"] == "features"
-    assert record["task"]["standardize"] is True and record["test"]["metrics"]["r2"] > 0
+    assert record["model_choice"]["linear_start"] is True  # started at the least-squares fit (linear_start.py)
+    assert record["task"]["standardize"] is True and record["test"]["metrics"]["r2"] > 0.9
 
 
 def test_a_wide_mlp_holds_the_linear_model_beside_its_hidden_layers(compose_cfg):

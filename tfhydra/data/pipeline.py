@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfhydra.config.errors import ConfigError
 from tfhydra.data.augment import Augmentation, build_augmentation
 from tfhydra.data.caching import CacheBudget, Reads
-from tfhydra.data.features import standardize_features
+from tfhydra.data.features import is_feature_vector, standardize_features
 from tfhydra.data.file_cache import cached, config_digest
 from tfhydra.data.inputs import PREPARED, giving_inputs
 from tfhydra.data.label_checks import check_classes, check_label_kind
@@ -59,6 +59,9 @@ class Datasets:
     serving: Serving | None = None  # how the export takes the data as stored (tfhydra/data/source.py)
     # data.augment's mixup/cutmix: training targets are mixed one-hot rows (validation and test: class indices)
     mixed_targets: bool = False
+    # feature vectors: the training split as the model takes it, in its stored order (no shuffle, no augmentation),
+    # batched; read once before training by a regression's linear start (tfhydra/model/linear_start.py)
+    train_rows: tf.data.Dataset | None = None
     steps_per_epoch: int = field(init=False)
     examples_per_epoch: int = field(init=False)  # training examples one epoch sees (throughput figures)
 
@@ -99,6 +102,7 @@ def build_datasets(
         source.validation, source, cfg_data, seed, "validation", spec.val_size, budget
     )
     log.info("data.cache=%s: %s", cfg_data.cache, said_plans({"train": train_plan, "validation": val_plan}))
+    in_order = prepared(train, source, train_done).batch(4096) if is_feature_vector(spec) else None
     if cfg_data.shuffle_buffer > 0:
         train = train.shuffle(cfg_data.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     train, validation = prepared(train, source, train_done), prepared(validation, source, val_done)
@@ -126,9 +130,8 @@ def build_datasets(
     spec = RecordedSpec(**{f.name: getattr(spec, f.name) for f in fields(DataSpec)}, pipeline=recorded)
     buffer = None if cfg_data.prefetch == 0 else AUTOTUNE if cfg_data.prefetch == "auto" else cfg_data.prefetch
     mixed = augment is not None and augment.mixes_labels
-    return Datasets(
-        train, validation, spec, cfg_data.batch_size, test, cfg_data.drop_remainder, buffer, source.serving, mixed
-    )
+    served = (source.serving, mixed, in_order)  # how the export takes the data; mixup's targets; the rows in order
+    return Datasets(train, validation, spec, cfg_data.batch_size, test, cfg_data.drop_remainder, buffer, *served)
 
 
 def training_share(source: Source, cfg_data, seed: int) -> tuple[tf.data.Dataset, DataSpec]:

@@ -12,7 +12,7 @@ the model takes from the data), checks.py (the options' ranges and choices, `mod
 preset_files.py: a keras-hub preset's weights files and config sizes, read before TensorFlow), freeze.py
 (`model.freeze`: which layers train), weights.py (`model.weights`: a local file loaded into the built model),
 memory.py (the model's memory estimated before it is allocated), auto.py (`model=auto`: the registered model that
-fits the data's kind).
+fits the data's kind), linear_start.py (a regression's tabular MLP started at the training rows' least-squares fit).
 
 This face names nothing, so importing the package (the run plan reads checks.py before TensorFlow is loaded)
 imports no TensorFlow. The names that need TensorFlow are imported from their module:

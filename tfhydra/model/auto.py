@@ -62,7 +62,12 @@ def model_choice(cfg_model: DictConfig, spec: DataSpec) -> dict | None:
     if "_target_" in cfg_model or cfg_model.get("name") != "auto":
         return None
     kind, name = picked(spec)
-    return {"option": "auto", "chose": name, "data": kind, "because": describe_data(spec)}
+    choice: dict[str, Any] = {"option": "auto", "chose": name, "data": kind, "because": describe_data(spec)}
+    tabular = cfg_model.get("tabular") if name == "mlp" else None
+    regression = spec.head is not None and spec.head.activation == "linear"
+    if tabular is not None and tabular.get("wide") and tabular.get("linear_start") and regression:
+        choice["linear_start"] = True  # the MLP starts as the linear model (linear_start.py)
+    return choice
 
 
 @MODELS.register("auto", schema=AutoModelConfig)

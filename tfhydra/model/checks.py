@@ -120,6 +120,8 @@ RULES: dict[str, Rule] = {
     "model.dense_units": integer(1),
     "model.dropout": number(0, 1, low_open=False),
     "model.wide": choice(True, False),
+    "model.linear_start": choice(True, False),
+    "model.deep_l2": number(0, None, low_open=False),
     "model.activation": choice(*KERAS_ACTIVATIONS),
     "model.arch": choice(*KERAS_APPLICATIONS),
     "model.depth": optional(
@@ -148,7 +150,7 @@ RULES: dict[str, Rule] = {
 }
 # model=auto's sections (tfhydra/model/auto.py) hold a named model's keys: the same ranges, under their own name.
 AUTO_SECTIONS = {
-    "tabular": ("units", "dropout", "activation", "wide"),
+    "tabular": ("units", "dropout", "activation", "wide", "linear_start", "deep_l2"),
     "tokens": ("width", "heads", "blocks", "mlp_dim", "dropout", "positions", "mask_zero", "freeze"),
 }
 RULES.update(

@@ -53,6 +53,8 @@ class MlpModelConfig(ModelConfig):
     dropout: float = MISSING
     activation: str = MISSING
     wide: bool = MISSING
+    linear_start: bool = MISSING
+    deep_l2: float = MISSING
     weights: str | None = MISSING
 
 
@@ -111,6 +113,8 @@ class TabularMlpConfig:
     dropout: float = MISSING
     activation: str = MISSING
     wide: bool = MISSING
+    linear_start: bool = MISSING
+    deep_l2: float = MISSING
 
 
 @dataclass

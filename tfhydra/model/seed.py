@@ -6,6 +6,7 @@ from tfhydra.config.contracts import DataSpec
 from tfhydra.config.errors import ConfigError
 from tfhydra.model.base import FEATURE_KIND, IMAGE_KIND, MODELS, require_features, require_images
 from tfhydra.model.head import task_head
+from tfhydra.model.linear_start import loss_units, starts_linear
 from tfhydra.model.schemas import CnnModelConfig, MlpModelConfig
 from tfhydra.platform.keras_lib import keras
 
@@ -37,15 +38,21 @@ def build_cnn(cfg: CnnModelConfig, spec: DataSpec) -> keras.Model:
 def build_mlp(cfg: MlpModelConfig, spec: DataSpec) -> keras.Model:
     """The seed functional-API MLP; flattens any float example (images or feature vectors). `wide`: the flattened
     inputs also reach the head's logits through one Dense layer of their own (Cheng et al.'s wide & deep), so the
-    model holds the linear model as a special case and the hidden layers add what is not linear."""
+    model holds the linear model as a special case and the hidden layers add what is not linear. With
+    `linear_start` under a regression the deep kernels carry `deep_l2`, weighed against the loss on standardised
+    targets (the runner then starts the model at the linear fit: linear_start.py)."""
     require_features(spec, "mlp")
+    penalty = None
+    if starts_linear(cfg, spec) and cfg.deep_l2 > 0:  # linear_start and deep_l2 came together
+        penalty = keras.regularizers.L2(float(cfg.deep_l2) * loss_units(spec))
     inputs = keras.Input(spec.input_shape)
     flat = x = keras.layers.Flatten()(inputs)
     for i, units in enumerate(cfg.units):
-        x = keras.layers.Dense(units, activation=cfg.activation)(x)
+        x = keras.layers.Dense(units, activation=cfg.activation, kernel_regularizer=penalty)(x)
         if i < len(cfg.units) - 1 and cfg.dropout > 0:
             x = keras.layers.Dropout(cfg.dropout)(x)
     logits, output = task_head(spec)
+    logits.kernel_regularizer = penalty  # the deep output (built at its call below)
     x = logits(x)
     if getattr(cfg, "wide", None):  # a node composed before the key existed has none
         x = keras.layers.Add(name="wide_and_deep")([x, keras.layers.Dense(logits.units, name="wide")(flat)])

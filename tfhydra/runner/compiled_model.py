@@ -9,6 +9,7 @@ from tfhydra.compression.phases import compress_model
 from tfhydra.config.contracts import Phase
 from tfhydra.model.build import build_model
 from tfhydra.model.freeze import freeze_layers
+from tfhydra.model.linear_start import start_at_linear_fit, starts_linear
 from tfhydra.optimizer.build import build_optimizer
 from tfhydra.platform.keras_lib import build_metric_variables, fit_steps_per_execution
 from tfhydra.precision.build import float32_output
@@ -24,6 +25,8 @@ def build_model_and_optimizer(cfg: RunConfig, strategy, datasets, paths: RunPath
     Returns (the model to train, its Compression)."""
     with strategy.scope():
         model = float32_output(build_model(cfg.model, datasets.spec))
+        if starts_linear(cfg.model, datasets.spec):  # a regression's MLP starts as the linear model
+            start_at_linear_fit(model, datasets.train_rows, datasets.spec.head)
         freeze_layers(model, cfg.model.get("freeze"))  # before compile, which trains what is left
         phase = Phase(
             datasets.steps_per_epoch,
