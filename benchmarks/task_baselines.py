@@ -236,6 +236,9 @@ CANDIDATES = {
     "linear start, deep_l2 0": ["model.tabular.deep_l2=0"],
     "linear start, deep_l2 3e-3": ["model.tabular.deep_l2=0.003"],
     "linear start, deep_l2 1e-2": ["model.tabular.deep_l2=0.01"],
+    "linear start, lr 3e-4": ["optimizer.lr=0.0003"],
+    "linear start, dropout 0.5": ["model.tabular.dropout=0.5"],
+    "linear start, patience 40": ["trainer.early_stopping.patience=40", "trainer.epochs=400"],
 }
 
 
