@@ -141,8 +141,10 @@ def load_served_model(run_dir: Path):
     from tfhydra.export.served import saved_model_with_its_ops
 
     try:
-        served = saved_model_with_its_ops(str(RunPaths(run_dir).saved_model))
+        served = saved_model_with_its_ops(str(RunPaths(run_dir).saved_model), RUN_ACCEPTED)
         signature = served.signatures["serve" if "serve" in served.signatures else "serving_default"]
+    except ConfigError:  # its graph refused before loading (tfhydra/trust/saved_model_ops.py): said as it is
+        raise
     except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
         problem = " ".join(str(error).split())[:200]
         raise ConfigError(

@@ -80,11 +80,16 @@ def load_tflite(run_dir: Path, accepted: str) -> TFLiteModel:
     )
 
 
-def saved_model_with_its_ops(path: str):
+def saved_model_with_its_ops(path: str, accepted: str = "a SavedModel tfhydra exported"):
     """`tf.saved_model.load`, retried once with TensorFlow Text's ops registered (importing tensorflow_text registers
     them) when the graph uses one TensorFlow does not know: a keras-hub tokenizer's (model=keras_hub, the hub
-    extra). Imported only then, so loading any other export costs no import."""
+    extra). Imported only then, so loading any other export costs no import. Its graph's ops are read first
+    (tfhydra/trust/saved_model_ops.py: none that reads or writes files or runs Python), `accepted` said if not."""
     import tensorflow as tf
+
+    from tfhydra.trust.saved_model_ops import check_saved_model
+
+    check_saved_model(Path(path), accepted)
 
     try:
         return tf.saved_model.load(path)

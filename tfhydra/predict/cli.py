@@ -23,7 +23,8 @@ TensorFlow's start-up lines are held back as in training.
 Trust, as in tfhydra-evaluate: the run directory is read through tfhydra/trust only (`completed_run`, the
 same check of a completed run with `export/saved_model` that evaluate makes), its config comes back inert (plain
 values, nothing composed, resolved or imported) and `--trust-run` lifts the allowlist, loudly. The one thing
-executed is the SavedModel's graph (`load_served_model`): a SavedModel is a program, so predict only on runs you
+executed is the SavedModel's graph (`load_served_model`), its ops read first (tfhydra/trust/saved_model_ops.py: none
+that reads or writes files, runs Python or connects): a SavedModel is still a program, so predict only on runs you
 trust as you would trust code. Class names come from the run record (`metrics.json` `data.class_names`). Nothing
 needs the training data, except a CSV run trained with `data.features: null`, whose feature columns are the
 training CSV's header (read, not the rows).

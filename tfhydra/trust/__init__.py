@@ -10,6 +10,8 @@
   does not have);
 - keras_archive.py: a `.keras` export read back (`Result.load_model("keras")`), its zip and weights member bounded and
   checked before Keras opens it;
+- saved_model_ops.py: a SavedModel's graph read before TensorFlow loads it (evaluate, predict, `load_model()`): no
+  op that reads or writes files, runs Python or connects, checkpoint ops only in the saver's functions;
 - locks.py: one writer per run and sweep directory (a lock held while a command writes there).
 
 - continuation.py: whether an unfinished run or a sweep's job directory may be continued with the config about to
