@@ -135,9 +135,9 @@ def check_evaluate_overrides(overrides: list[str]) -> None:
 
 
 def load_served_model(run_dir: Path):
-    """The run's SavedModel, loaded as a SavedModel: its graph runs, but no Python code from the run
-    directory (no pickled objects, no custom-object lookup, no Keras file). The run's Keras files
-    (export/model.keras) are never loaded here; a reader that must load one passes safe_mode=True."""
+    """The run's SavedModel, its ops read first (trust/saved_model_ops.py), loaded as a SavedModel: its graph runs,
+    no Python code from the run directory (no pickle, no custom-object lookup, no Keras file: export/model.keras
+    is never loaded here; a reader that must load one passes safe_mode=True)."""
     from tfhydra.export.served import saved_model_with_its_ops
 
     try:
@@ -147,12 +147,8 @@ def load_served_model(run_dir: Path):
         raise
     except Exception as error:  # a truncated or foreign SavedModel: TensorFlow's message, on one line
         problem = " ".join(str(error).split())[:200]
-        raise ConfigError(
-            str(run_dir),
-            None,
-            RUN_ACCEPTED,
-            f"its export/saved_model cannot be loaded ({type(error).__name__}: {problem})",
-        ) from error
+        why = f"its export/saved_model cannot be loaded ({type(error).__name__}: {problem})"
+        raise ConfigError(str(run_dir), None, RUN_ACCEPTED, why) from error
     return served, signature
 
 
